@@ -1,0 +1,63 @@
+"""The accuracy suite: training steps measured on a real GPU and estimated on a CPU.
+
+Each case is a TrainSpec's keyword arguments. `FIT` cases may be used to fit the few constants
+trainfit calibrates on GPU data (context, workspaces); the others are only reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ZOO = "trainfit.models.zoo"
+USER = "benchmarks.accuracy.user_steps"
+
+CASES: dict[str, dict[str, Any]] = {
+    "gpt2-fp32": dict(model="gpt2", batch=8, seq_len=512, precision="fp32"),
+    "gpt2-bf16": dict(model="gpt2", batch=8, seq_len=512, precision="bf16"),
+    "gpt2-fp16-scaler": dict(model="gpt2", batch=8, seq_len=512, precision="fp16"),
+    "gpt2-medium-ckpt-bf16": dict(
+        model="gpt2-medium", batch=8, seq_len=1024, precision="bf16", checkpointing=True
+    ),
+    "gpt2-sgd-accum-fp32": dict(
+        model="gpt2", batch=4, seq_len=1024, precision="fp32", optimizer="sgd-momentum",
+        grad_accum=2,
+    ),
+    "bert-base-bf16": dict(model="bert-base-uncased", batch=32, seq_len=512, precision="bf16"),
+    "t5-small-bf16": dict(model="t5-small", batch=16, seq_len=512, precision="bf16"),
+    "vit-base-fp32": dict(model="vit-base-patch16-224", batch=64, precision="fp32"),
+    "vit-base-frozen-bf16": dict(
+        model="vit-base-patch16-224", batch=64, precision="bf16", freeze=("vit.*",)
+    ),
+    "resnet50-fp32": dict(model="resnet-50", batch=64, precision="fp32"),
+    "resnet50-bf16": dict(model="resnet-50", batch=64, precision="bf16"),
+    "tinyllama-bf16": dict(model="tinyllama-1.1b", batch=4, seq_len=1024, precision="bf16"),
+    "qwen2-0.5b-bf16-clip": dict(
+        model="qwen2-0.5b", batch=4, seq_len=1024, precision="bf16", grad_clip=1.0
+    ),
+    "llama-3.2-1b-pure-bf16": dict(
+        model="llama-3.2-1b", batch=4, seq_len=1024, precision="pure-bf16"
+    ),
+    "whisper-small-bf16": dict(model="whisper-small", batch=8, precision="bf16"),
+    "lstm-cudnn-fp32": dict(model=f"{ZOO}:melody_lstm", batch=32, precision="fp32"),
+    "vq-ae-fp32": dict(model=f"{ZOO}:vq_patch_autoencoder", batch=8, multiplier=16),
+    "vq-ae-bf16-ckpt": dict(
+        model=f"{ZOO}:vq_patch_autoencoder", batch=4, multiplier=16, precision="bf16",
+        checkpointing=True,
+    ),
+    "redimnet-bf16": dict(model=f"{ZOO}:redimnet_like", batch=64, precision="bf16"),
+    "dpo-gpt2-bf16": dict(
+        model="gpt2", batch=4, seq_len=512, precision="bf16", step_fn=f"{USER}:dpo_step"
+    ),
+    "convnet-user-loss-fp16": dict(
+        model=f"{USER}:tiny_convnet", inputs=("x=B,3,64,64:float32",), batch=128,
+        precision="fp16", loss=f"{USER}:mse_loss",
+    ),
+    "emotion-mlp-fp32": dict(model=f"{ZOO}:emotion_mlp", batch=256, precision="fp32"),
+}
+
+# Cases whose GPU data may fit constants; every other case is held out for reporting.
+FIT = ("gpt2-bf16", "resnet50-fp32", "lstm-cudnn-fp32", "emotion-mlp-fp32")
+
+# Cases whose allocator event trace is recorded for studying the CUDA runtime.
+TRACED = ("gpt2-bf16", "gpt2-fp32", "resnet50-bf16", "lstm-cudnn-fp32", "tinyllama-bf16",
+          "t5-small-bf16")

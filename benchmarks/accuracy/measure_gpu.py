@@ -1,0 +1,207 @@
+"""Measure the accuracy suite on a real CUDA GPU, one fresh process per case.
+
+    PYTHONPATH=src:. python -m benchmarks.accuracy.measure_gpu --out DIR [--cases a,b]
+
+Writes DIR/measured.json (environment + one record per case) and, for the cases in
+`cases.TRACED`, DIR/traces.json.gz: the allocator's event trace (alloc/free with sizes and the
+Python frame that asked), used to study what the CUDA runtime allocates beyond the ops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.accuracy.cases import CASES, TRACED
+
+
+def _environment() -> dict[str, Any]:
+    import torch
+    import transformers
+
+    env: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(0),
+        "total_memory_bytes": torch.cuda.get_device_properties(0).total_memory,
+        "capability": list(torch.cuda.get_device_capability(0)),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "transformers": transformers.__version__,
+        "python": sys.version.split()[0],
+        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+    }
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+        env["nvidia_smi"] = smi.stdout.strip()
+    except OSError as exc:
+        env["nvidia_smi"] = f"unavailable: {exc}"
+    return env
+
+
+def _compact_trace(snapshot: dict[str, Any]) -> list[list[Any]]:
+    events = []
+    for trace in snapshot["device_traces"]:
+        for e in trace:
+            frames = e.get("frames") or []
+            where = "; ".join(
+                f"{Path(f['filename']).name}:{f['line']}:{f['name']}" for f in frames[:6]
+            )
+            events.append([e["action"], e["addr"], e["size"], e.get("stream", 0), where])
+    return events
+
+
+def run_one(name: str, out_json: Path, trace_path: Path | None) -> None:
+    import torch
+
+    from trainfit.measure.runner import measure_cuda
+    from trainfit.spec import TrainSpec
+
+    if trace_path is not None:
+        torch.cuda.memory._record_memory_history(max_entries=400_000, stacks="python")
+    started = time.perf_counter()
+    spec = TrainSpec(**CASES[name])
+    m = measure_cuda(spec, steps=3)
+    record = dataclasses.asdict(m)
+    record["case"] = name
+    record["wall_seconds"] = time.perf_counter() - started
+    record["segments_at_end"] = [
+        {"size": s["total_size"], "pool": "small" if s["segment_type"] == "small" else "large",
+         "allocated": s["allocated_size"]}
+        for s in torch.cuda.memory_snapshot()
+    ]
+    if trace_path is not None:
+        snap = torch.cuda.memory._snapshot()
+        with gzip.open(trace_path, "wt") as fh:
+            json.dump({"case": name, "events": _compact_trace(snap)}, fh)
+    out_json.write_text(json.dumps(record, default=str))
+
+
+def probe_context(out_json: Path) -> None:
+    """Device memory in use outside the allocator after each library wakes up."""
+    import torch
+
+    def used() -> int:
+        free, total = torch.cuda.mem_get_info()
+        return total - free
+
+    rows: list[dict[str, Any]] = []
+
+    def note(what: str) -> None:
+        torch.cuda.synchronize()
+        rows.append({
+            "after": what,
+            "used": used(),
+            "reserved": torch.cuda.memory_reserved(),
+            "allocated": torch.cuda.memory_allocated(),
+        })
+
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    note("first tensor (context)")
+    a = torch.randn(1024, 1024, device="cuda", requires_grad=True)
+    b = a @ a
+    note("fp32 matmul (cuBLAS handle + workspace)")
+    c = (a.bfloat16() @ a.bfloat16()).float()
+    note("bf16 matmul")
+    (b.sum() + c.sum()).backward()
+    note("matmul backward (autograd thread handle)")
+    x = torch.randn(8, 64, 56, 56, device="cuda", requires_grad=True)
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1).cuda()
+    conv(x).sum().backward()
+    note("conv fwd+bwd fp32 (cuDNN)")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        conv(x).float().sum().backward()
+    note("conv bf16")
+    q = torch.randn(8, 12, 512, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    note("flash attention bf16 fwd+bwd")
+    q32 = q.detach().float().requires_grad_()
+    torch.nn.functional.scaled_dot_product_attention(q32, q32, q32, is_causal=True).sum().backward()
+    note("efficient attention fp32 fwd+bwd")
+    lstm = torch.nn.LSTM(256, 512, num_layers=2, batch_first=True).cuda()
+    lstm(torch.randn(32, 128, 256, device="cuda"))[0].sum().backward()
+    note("cuDNN LSTM fwd+bwd")
+    emb = torch.nn.Embedding(50000, 256).cuda()
+    emb(torch.randint(50000, (8, 512), device="cuda")).sum().backward()
+    note("embedding fwd+bwd")
+    ln = torch.nn.LayerNorm(768).cuda()
+    ln(torch.randn(8, 512, 768, device="cuda")).sum().backward()
+    note("layer norm fwd+bwd")
+    p = [torch.randn(1000, 1000, device="cuda", requires_grad=True) for _ in range(4)]
+    opt = torch.optim.AdamW(p)
+    sum(t.sum() for t in p).backward()
+    opt.step()
+    note("AdamW foreach step")
+    out_json.write_text(json.dumps({"context_probe": rows}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--cases", default="")
+    parser.add_argument("--one", default="")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--trace", type=Path)
+    parser.add_argument("--probe", action="store_true")
+    args = parser.parse_args()
+    if args.probe:
+        probe_context(args.json)
+        return
+    if args.one:
+        run_one(args.one, args.json, args.trace)
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = [n for n in args.cases.split(",") if n] or list(CASES)
+    work = Path(tempfile.mkdtemp(prefix="trainfit-accuracy-"))
+    results: dict[str, Any] = {"environment": _environment(), "cases": {}, "errors": {}}
+    probe = work / "probe.json"
+    subprocess.run([sys.executable, "-m", "benchmarks.accuracy.measure_gpu", "--out", str(args.out),
+                    "--probe", "--json", str(probe)], check=False)
+    if probe.exists():
+        results["context_probe"] = json.loads(probe.read_text())["context_probe"]
+    traces: dict[str, Any] = {}
+    for name in names:
+        out = work / f"{name}.json"
+        cmd = [sys.executable, "-m", "benchmarks.accuracy.measure_gpu", "--out", str(args.out),
+               "--one", name, "--json", str(out)]
+        trace = work / f"{name}.trace.json.gz"
+        if name in TRACED:
+            cmd += ["--trace", str(trace)]
+        started = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        took = time.perf_counter() - started
+        if proc.returncode != 0 or not out.exists():
+            results["errors"][name] = proc.stderr[-3000:]
+            print(f"{name}: FAILED ({took:.0f}s)\n{proc.stderr[-1500:]}", flush=True)
+            continue
+        rec = json.loads(out.read_text())
+        results["cases"][name] = rec
+        gib = 2**30
+        print(f"{name}: alloc {rec['peak_allocated_bytes']/gib:.3f} reserved "
+              f"{rec['peak_reserved_bytes']/gib:.3f} used {rec['device_used_bytes']/gib:.3f} GiB "
+              f"({took:.0f}s)", flush=True)
+        if trace.exists():
+            with gzip.open(trace, "rt") as fh:
+                traces[name] = json.load(fh)["events"]
+            with gzip.open(args.out / "traces.json.gz", "wt") as fh:
+                json.dump(traces, fh)
+        (args.out / "measured.json").write_text(json.dumps(results, indent=1))
+    (args.out / "measured.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

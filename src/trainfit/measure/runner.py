@@ -1,0 +1,182 @@
+"""Run N real training steps of a spec on a device and measure them.
+
+This is the reference the accuracy benchmark compares estimates with, and what `trainfit
+measure` (#5) builds on. The model is built on the CPU in fp32 and moved to the device (cast to
+bf16 for pure-bf16), the default attention and optimizer settings are kept, the allocator is
+left at its defaults and `empty_cache` is never called.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from trainfit.errors import MeasureError
+from trainfit.models.source import build_program
+from trainfit.spec import Precision, TrainSpec
+from trainfit.training import (
+    Phase,
+    StepRig,
+    apply_settings,
+    needs_scaler,
+    no_context,
+    run_iteration,
+    torch_optimizer,
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PhasePeak:
+    """The highest allocated memory within one phase of one iteration."""
+
+    iteration: int
+    phase: Phase
+    peak_allocated_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Measurement:
+    """What a real run of a spec used."""
+
+    device_name: str
+    """torch's name of the device, e.g. 'NVIDIA H100 80GB HBM3'."""
+    steps: int
+    peak_allocated_bytes: int
+    """torch.cuda.max_memory_allocated over the run."""
+    peak_reserved_bytes: int
+    """torch.cuda.max_memory_reserved over the run."""
+    device_used_bytes: int
+    """total - free from cudaMemGetInfo after the steps: what the process holds on the card."""
+    baseline_used_bytes: int
+    """total - free before this process touched the device (other processes)."""
+    parameter_bytes: int
+    gradient_bytes: int
+    """Bytes of .grad tensors after the last backward of the first iteration."""
+    optimizer_state_bytes: int
+    activation_bytes: int
+    """Allocated after the first forward minus before it: what the forward keeps for backward."""
+    phase_peaks: tuple[PhasePeak, ...]
+    step_seconds: tuple[float, ...]
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def peak_phase(self) -> PhasePeak:
+        """The phase holding the peak."""
+        return max(self.phase_peaks, key=lambda p: p.peak_allocated_bytes)
+
+
+def _unique_bytes(tensors: list[torch.Tensor]) -> int:
+    seen: dict[int, int] = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measurement:
+    """Run warm-up-free real steps of `spec` on a CUDA device; raise MeasureError without one."""
+    if not torch.cuda.is_available():
+        raise MeasureError("no CUDA device is visible here: run on a machine with an NVIDIA GPU")
+    dev = torch.device(device)
+    if dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    torch.cuda.set_device(dev)
+    free0, total = torch.cuda.mem_get_info(dev)
+    baseline = total - free0
+    program = build_program(spec, "cpu")
+    trainable = apply_settings(program, spec)
+    dtype = torch.bfloat16 if spec.precision is Precision.PURE_BF16 else None
+    program.model.to(device=dev, dtype=dtype)
+    if spec.precision is Precision.FP32:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
+    elif spec.precision is Precision.TF32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    optimizer = torch_optimizer(spec.optimizer, trainable)
+    autocast_dtype = spec.precision.autocast_dtype
+    if autocast_dtype is not None:
+
+        def autocast() -> torch.autocast:
+            return torch.autocast("cuda", dtype=autocast_dtype)
+
+    else:
+        autocast = no_context  # type: ignore[assignment]
+    scaler = torch.amp.GradScaler("cuda") if needs_scaler(spec.precision) else None
+    rig = StepRig(
+        program=program, optimizer=optimizer, autocast=autocast, scaler=scaler, spec=spec
+    )
+    param_bytes = _unique_bytes(list(program.model.parameters()))
+    batch = program.make_batch(dev, True)
+
+    phase_peaks: list[PhasePeak] = []
+    state = {"phase": Phase.SETUP, "iteration": 0, "before_forward": 0}
+    captured = {"activation": 0, "grad": 0}
+
+    def mark(phase: Phase) -> None:
+        peak = torch.cuda.max_memory_allocated(dev)
+        phase_peaks.append(
+            PhasePeak(iteration=state["iteration"], phase=state["phase"], peak_allocated_bytes=peak)
+        )
+        if state["iteration"] == 0 and state["phase"] is Phase.FORWARD and phase is Phase.BACKWARD:
+            captured["activation"] = torch.cuda.memory_allocated(dev) - state["before_forward"]
+        if state["iteration"] == 0 and phase is Phase.OPTIMIZER:
+            grads = [p.grad for p in trainable if p.grad is not None]
+            captured["grad"] = _unique_bytes(grads)
+        if phase is Phase.FORWARD and state["phase"] is not Phase.FORWARD:
+            state["before_forward"] = torch.cuda.memory_allocated(dev)
+        state["phase"] = phase
+        # reset clears the reserved peak too: keep it ourselves first
+        reserved_peaks.append(torch.cuda.max_memory_reserved(dev))
+        torch.cuda.reset_peak_memory_stats(dev)
+
+    reserved_peaks: list[int] = []
+    torch.cuda.synchronize(dev)
+    times: list[float] = []
+    try:
+        for i in range(steps):
+            state["iteration"] = i
+            start = time.perf_counter()
+            run_iteration(rig, batch, mark)
+            torch.cuda.synchronize(dev)
+            times.append(time.perf_counter() - start)
+            mark(Phase.SETUP)
+    except torch.OutOfMemoryError as exc:
+        raise MeasureError(
+            f"out of memory on {torch.cuda.get_device_name(dev)} at iteration {state['iteration']}"
+            f" in the {state['phase'].value} phase"
+        ) from exc
+    reserved_peaks.append(torch.cuda.max_memory_reserved(dev))
+    free1, _ = torch.cuda.mem_get_info(dev)
+    opt_bytes = _unique_bytes(
+        [v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)
+         and v.device.type == dev.type]
+    )
+    return Measurement(
+        device_name=torch.cuda.get_device_name(dev),
+        steps=steps,
+        peak_allocated_bytes=max(p.peak_allocated_bytes for p in phase_peaks),
+        peak_reserved_bytes=max(reserved_peaks),
+        device_used_bytes=total - free1,
+        baseline_used_bytes=baseline,
+        parameter_bytes=param_bytes,
+        gradient_bytes=captured["grad"],
+        optimizer_state_bytes=opt_bytes,
+        activation_bytes=captured["activation"],
+        phase_peaks=tuple(p for p in phase_peaks if p.phase is not Phase.SETUP),
+        step_seconds=tuple(times),
+        versions={
+            "torch": torch.__version__,
+            "cuda": str(torch.version.cuda),
+            "transformers": _transformers_version(),
+        },
+    )
+
+
+def _transformers_version() -> str:
+    try:
+        import transformers
+    except ImportError:
+        return "not installed"
+    return str(transformers.__version__)

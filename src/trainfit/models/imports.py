@@ -1,0 +1,39 @@
+"""Resolving `package.module:attribute` import paths given by the user."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+from trainfit.errors import ModelLoadError
+
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def is_import_path(text: str) -> bool:
+    """True for `pkg.module:attr` (and not for a Windows drive such as `C:\\x`)."""
+    return bool(_IMPORT_PATH.match(text))
+
+
+def resolve(path: str, what: str) -> Callable[..., Any]:
+    """Import `pkg.module:attr` and return the attribute, which must be callable."""
+    if not is_import_path(path):
+        raise ModelLoadError(f"{what} {path!r} is not an import path of the form package.module:name")
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ModelLoadError(
+            f"cannot import module {module_name!r} for {what} {path!r}: {exc}; "
+            "check the name and that its folder is on PYTHONPATH"
+        ) from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ModelLoadError(f"module {module_name!r} has no attribute {attr!r} ({what} {path!r})")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ModelLoadError(f"{what} {path!r} is not callable")
+    return obj

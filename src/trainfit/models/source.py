@@ -1,0 +1,327 @@
+"""Where models come from: the catalog, a Hugging Face config, or a user's import path.
+
+`build_program()` turns a spec into a `StepProgram`: the module, a batch factory and the loss,
+built on any device. The estimator builds it on the meta device (no weights); the real-step
+runner builds it on the CPU in fp32 and moves it to the device.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainfit.errors import ModelLoadError, SpecError, TrainfitError
+from trainfit.models import catalog as _catalog
+from trainfit.models.imports import is_import_path, resolve
+from trainfit.spec import InputSpec, TrainSpec
+
+Batch = dict[str, torch.Tensor]
+LossFn = Callable[[nn.Module, Batch], torch.Tensor]
+
+# Default task by transformers model_type, for configs that are not in the catalog.
+_TASK_BY_MODEL_TYPE: dict[str, str] = {
+    "bert": "masked-lm",
+    "roberta": "masked-lm",
+    "distilbert": "masked-lm",
+    "t5": "seq2seq-lm",
+    "mt5": "seq2seq-lm",
+    "bart": "seq2seq-lm",
+    "whisper": "speech-seq2seq",
+    "vit": "image-classification",
+    "resnet": "image-classification",
+    "convnext": "image-classification",
+}
+
+_AUTO_CLASS: dict[str, str] = {
+    "causal-lm": "AutoModelForCausalLM",
+    "masked-lm": "AutoModelForMaskedLM",
+    "seq2seq-lm": "AutoModelForSeq2SeqLM",
+    "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
+    "image-classification": "AutoModelForImageClassification",
+}
+
+_TASK_NOTE: dict[str, str] = {
+    "causal-lm": "causal LM, labels = input ids",
+    "masked-lm": "masked LM, labels on every position",
+    "seq2seq-lm": "sequence-to-sequence LM with labels",
+    "speech-seq2seq": "speech sequence-to-sequence with labels",
+    "image-classification": "image classification, cross-entropy",
+}
+
+DEFAULT_SEQ_LEN = 1024
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepProgram:
+    """A model with its batch and loss: everything one training step needs."""
+
+    model: nn.Module
+    """The module, built on the requested device."""
+    make_batch: Callable[[torch.device, bool], Batch]
+    """(device, real) -> batch; `real` fills values (random ids in range), else leaves them empty."""
+    compute_loss: LossFn
+    """(model, batch) -> scalar loss; owns the forward pass."""
+    description: str
+    """Where the model came from and its task, for the result."""
+    loss_note: str
+    """How the loss is computed, said in the result."""
+    is_hf: bool
+    """A transformers model (supports gradient_checkpointing_enable)."""
+
+
+def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepProgram:
+    """Build the model of `spec` on `device` and describe its batch and loss."""
+    device = torch.device(device)
+    row = _catalog.find(spec.model)
+    if row is not None and row.kind == "module":
+        program = _module_program(spec, row.factory, row.inputs, device, f"{row.name} (catalog)")
+    elif row is not None:
+        config = _hf_config_from_dict(row.config)
+        program = _hf_program(spec, config, spec.task or row.task, device, f"{row.name} (catalog)")
+    elif is_import_path(spec.model):
+        program = _module_program(spec, spec.model, (), device, f"{spec.model} (import path)")
+    elif os.path.isdir(spec.model):
+        config = _hf_config_from_pretrained(spec.model)
+        task = spec.task or _default_task(config)
+        program = _hf_program(spec, config, task, device, f"{spec.model} (local config)")
+    elif "/" in spec.model and not spec.model.startswith((".", "/")):
+        config = _hf_config_from_pretrained(spec.model)
+        task = spec.task or _default_task(config)
+        program = _hf_program(spec, config, task, device, f"{spec.model} (hub config)")
+    else:
+        _catalog.lookup(spec.model)  # raises UnknownNameError with close matches
+        raise AssertionError("unreachable")
+    if spec.step_fn:
+        step = resolve(spec.step_fn, "step function")
+        return StepProgram(
+            model=program.model,
+            make_batch=program.make_batch,
+            compute_loss=_checked_loss(lambda m, b: step(m, b), spec.step_fn),
+            description=program.description,
+            loss_note=f"user step function {spec.step_fn}",
+            is_hf=program.is_hf,
+        )
+    return program
+
+
+def _checked_loss(fn: LossFn, where: str) -> LossFn:
+    def compute(model: nn.Module, batch: Batch) -> torch.Tensor:
+        loss = fn(model, batch)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise TrainfitError(f"{where} must return a scalar loss tensor, got {shape}")
+        return loss
+
+    return compute
+
+
+# --- Hugging Face ---------------------------------------------------------------------------
+
+
+def _transformers() -> Any:
+    try:
+        import transformers
+    except ImportError as exc:
+        raise ModelLoadError(
+            "this model needs transformers: pip install 'trainfit[hf]'"
+        ) from exc
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+def _hf_config_from_dict(values: dict[str, Any]) -> Any:
+    transformers = _transformers()
+    values = copy.deepcopy(values)  # NB: AutoConfig.for_model mutates nested dicts
+    model_type = values.pop("model_type")
+    return transformers.AutoConfig.for_model(model_type, **values)
+
+
+def _hf_config_from_pretrained(name: str) -> Any:
+    transformers = _transformers()
+    try:
+        return transformers.AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(
+            f"cannot load a transformers config from {name!r}: {first}; give a directory holding "
+            "config.json, a reachable hub id, or a catalog name (trainfit models)"
+        ) from exc
+
+
+def _default_task(config: Any) -> str:
+    if config.model_type in _TASK_BY_MODEL_TYPE:
+        return _TASK_BY_MODEL_TYPE[config.model_type]
+    if getattr(config, "is_encoder_decoder", False):
+        return "seq2seq-lm"
+    return "causal-lm"
+
+
+def _hf_program(
+    spec: TrainSpec, config: Any, task: str, device: torch.device, origin: str
+) -> StepProgram:
+    if task not in _AUTO_CLASS:
+        raise SpecError([f"unknown task {task!r}; choose one of {', '.join(sorted(_AUTO_CLASS))}"])
+    transformers = _transformers()
+    if hasattr(config, "use_cache"):
+        # NB: training never reads a KV cache; transformers would otherwise build one.
+        config.use_cache = False
+    auto = getattr(transformers, _AUTO_CLASS[task])
+    try:
+        with torch.device(device):
+            model = auto.from_config(config)
+    except ValueError as exc:
+        raise ModelLoadError(f"{origin}: transformers cannot build a {task} model: {exc}") from exc
+    rows = spec.rows
+    vocab = getattr(config, "vocab_size", None)
+    if task in ("causal-lm", "masked-lm", "seq2seq-lm"):
+        limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        seq = spec.seq_len or min(DEFAULT_SEQ_LEN, limit or DEFAULT_SEQ_LEN)
+        if limit is not None and seq > limit and config.model_type not in ("t5", "mt5"):
+            raise SpecError(
+                [f"seq_len {seq} exceeds the model's maximum of {limit} positions ({origin})"]
+            )
+        inputs = [
+            InputSpec(name="input_ids", dims=(rows, seq), dtype=torch.int64, high=vocab),
+        ]
+        if task != "causal-lm":
+            inputs.append(InputSpec(name="labels", dims=(rows, seq), dtype=torch.int64, high=vocab))
+    elif task == "speech-seq2seq":
+        frames = 2 * config.max_source_positions
+        seq = spec.seq_len or min(128, config.max_target_positions)
+        inputs = [
+            InputSpec(name="input_features", dims=(rows, config.num_mel_bins, frames)),
+            InputSpec(name="labels", dims=(rows, seq), dtype=torch.int64, high=vocab),
+        ]
+    else:
+        size = getattr(config, "image_size", 224)
+        channels = getattr(config, "num_channels", 3)
+        inputs = [
+            InputSpec(name="pixel_values", dims=(rows, channels, size, size)),
+            InputSpec(name="labels", dims=(rows,), dtype=torch.int64, high=config.num_labels),
+        ]
+
+    def make_batch(dev: torch.device, real: bool) -> Batch:
+        batch = _make_tensors(inputs, rows, dev, real)
+        if task == "causal-lm":
+            batch["labels"] = batch["input_ids"]
+        return batch
+
+    def compute_loss(m: nn.Module, batch: Batch) -> torch.Tensor:
+        return m(**batch).loss
+
+    return StepProgram(
+        model=model,
+        make_batch=make_batch,
+        compute_loss=compute_loss,
+        description=f"{origin}: {config.model_type}, {_TASK_NOTE[task]}",
+        loss_note=f"the model's own loss ({_TASK_NOTE[task]})",
+        is_hf=True,
+    )
+
+
+# --- plain modules --------------------------------------------------------------------------
+
+
+def _module_program(
+    spec: TrainSpec,
+    factory_path: str,
+    default_inputs: tuple[str, ...],
+    device: torch.device,
+    origin: str,
+) -> StepProgram:
+    factory = resolve(factory_path, "model factory")
+    try:
+        with torch.device(device):
+            model = factory()
+    except TrainfitError:
+        raise
+    except Exception as exc:
+        raise ModelLoadError(f"model factory {factory_path} failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, nn.Module):
+        raise ModelLoadError(
+            f"model factory {factory_path} returned {type(model).__name__}, not a torch.nn.Module"
+        )
+    if not default_inputs:
+        # A factory's module may declare `DEFAULT_INPUTS = {"factory": ("x=B,...:dtype", ...)}`.
+        module = importlib.import_module(factory_path.partition(":")[0])
+        declared = getattr(module, "DEFAULT_INPUTS", {})
+        default_inputs = tuple(declared.get(factory_path.partition(":")[2], ()))
+    inputs = spec.inputs or tuple(InputSpec.parse(text) for text in default_inputs)
+    if not inputs:
+        raise SpecError(
+            [f"{factory_path} needs its inputs: add --input NAME=B,...:DTYPE for each forward() argument"]
+        )
+    rows = spec.rows
+
+    def make_batch(dev: torch.device, real: bool) -> Batch:
+        return _make_tensors(inputs, rows, dev, real)
+
+    if spec.loss:
+        user_loss = resolve(spec.loss, "loss function")
+        note = f"user loss {spec.loss}(output, batch)"
+
+        def compute_loss(m: nn.Module, batch: Batch) -> torch.Tensor:
+            return user_loss(m(**batch), batch)
+
+    else:
+        note = "cross-entropy for (N, C) outputs, else the mean of the output (trainfit's default)"
+
+        def compute_loss(m: nn.Module, batch: Batch) -> torch.Tensor:
+            return default_loss(m(**batch))
+
+    return StepProgram(
+        model=model,
+        make_batch=make_batch,
+        compute_loss=_checked_loss(compute_loss, f"the loss of {factory_path}"),
+        description=f"{origin}: {type(model).__name__}",
+        loss_note=note,
+        is_hf=False,
+    )
+
+
+def default_loss(output: Any) -> torch.Tensor:
+    """Cross-entropy against random class targets for (N, C) outputs, else the output's mean.
+
+    An output carrying `.loss` (or a dict with "loss") is used as is.
+    """
+    if isinstance(output, dict) and "loss" in output:
+        output = output["loss"]
+    elif not isinstance(output, torch.Tensor) and hasattr(output, "loss"):
+        output = output.loss
+    elif isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        output = output[0]
+    if not isinstance(output, torch.Tensor):
+        raise TrainfitError(
+            f"cannot make a loss from a {type(output).__name__} output: give --loss pkg.module:fn"
+        )
+    if output.dim() == 2 and output.is_floating_point() and output.numel() > 1:
+        n, classes = output.shape
+        if output.device.type == "meta":
+            targets = torch.empty(n, dtype=torch.int64, device=output.device)
+        else:
+            targets = torch.randint(classes, (n,), device=output.device)
+        return F.cross_entropy(output, targets)
+    return output.float().mean() if output.numel() > 1 else output.reshape(())
+
+
+def _make_tensors(inputs: Any, rows: int, device: torch.device, real: bool) -> Batch:
+    batch: Batch = {}
+    for spec in inputs:
+        shape = spec.shape(rows)
+        if not real or device.type == "meta":
+            batch[spec.name] = torch.empty(shape, dtype=spec.dtype, device=device)
+        elif spec.dtype.is_floating_point:
+            batch[spec.name] = torch.randn(shape, dtype=spec.dtype, device=device)
+        elif spec.dtype == torch.bool:
+            batch[spec.name] = torch.ones(shape, dtype=torch.bool, device=device)
+        else:
+            batch[spec.name] = torch.randint(spec.high or 2, shape, dtype=spec.dtype, device=device)
+    return batch

@@ -1,0 +1,213 @@
+"""What the user asks: a model, a batch and the training settings of one step."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+
+from trainfit.errors import SpecError, UnknownNameError
+
+
+class Precision(str, Enum):
+    """How the step computes and what it keeps.
+
+    fp16 and bf16 are CUDA autocast with fp32 master weights (fp16 adds a GradScaler); pure-bf16
+    casts weights, gradients and optimizer state to bf16; tf32 is fp32 storage with TF32 matmuls.
+    """
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    PURE_BF16 = "pure-bf16"
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The dtype autocast runs matmuls in, or None when there is no autocast."""
+        return {Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}.get(self)
+
+    @property
+    def param_dtype(self) -> torch.dtype:
+        """The dtype the parameters (and so gradients and optimizer state) are stored in."""
+        return torch.bfloat16 if self is Precision.PURE_BF16 else torch.float32
+
+
+class OptimizerKind(str, Enum):
+    """Optimizers whose state and step temporaries trainfit models."""
+
+    ADAMW = "adamw"
+    ADAM = "adam"
+    SGD = "sgd"
+    SGD_MOMENTUM = "sgd-momentum"
+    ADAFACTOR = "adafactor"
+    ADAMW_8BIT = "adamw-8bit"
+
+
+def parse_enum(kind: type[Enum], what: str, value: str | Enum) -> Enum:
+    """`kind(value)` with a clear error listing the choices."""
+    if isinstance(value, kind):
+        return value
+    text = str(value).strip().lower().replace("_", "-")
+    for member in kind:
+        if member.value == text:
+            return member
+    raise UnknownNameError(what, str(value), [m.value for m in kind])
+
+
+_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float64": torch.float64,
+    "int64": torch.int64,
+    "long": torch.int64,
+    "int32": torch.int32,
+    "bool": torch.bool,
+}
+
+_INPUT_RE = re.compile(
+    r"^(?P<name>[A-Za-z_]\w*)=(?P<dims>[^:]+)(?::(?P<dtype>[a-z0-9]+)(?:<(?P<high>\d+))?)?$"
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InputSpec:
+    """One input tensor of a plain module: `name=B,3,224,224:float32` or `ids=B,512:int64<50257`.
+
+    `B` in the dims stands for the micro-batch (times the per-sample multiplier).
+    """
+
+    name: str
+    """The forward() keyword argument this tensor is passed as."""
+    dims: tuple[int | str, ...]
+    """Sizes; the string "B" marks the batch dimension."""
+    dtype: torch.dtype = torch.float32
+    """Element type."""
+    high: int | None = None
+    """For integer inputs: values are drawn from [0, high) in real runs."""
+
+    @classmethod
+    def parse(cls, text: str) -> InputSpec:
+        """Parse `name=DIMS[:dtype[<high]]`, raising SpecError naming the bad part."""
+        match = _INPUT_RE.match(text.strip().replace(" ", ""))
+        if match is None:
+            raise SpecError(
+                [
+                    f"malformed input {text!r}: expected NAME=DIMS[:DTYPE], "
+                    "e.g. 'x=B,3,224,224:float32' or 'ids=B,512:int64<50257'"
+                ]
+            )
+        dims: list[int | str] = []
+        for part in match["dims"].split(","):
+            if part == "B":
+                dims.append("B")
+            elif part.isdigit() and int(part) > 0:
+                dims.append(int(part))
+            else:
+                raise SpecError(
+                    [f"malformed input {text!r}: dimension {part!r} is neither B nor a positive int"]
+                )
+        dtype_name = match["dtype"] or "float32"
+        if dtype_name not in _DTYPES:
+            raise UnknownNameError("input dtype", dtype_name, _DTYPES, hint=f"in input {text!r}")
+        dtype = _DTYPES[dtype_name]
+        high = int(match["high"]) if match["high"] else None
+        if high is not None and (dtype.is_floating_point or high < 1):
+            raise SpecError([f"input {text!r}: '<{high}' is a value bound for integer inputs only"])
+        return cls(name=match["name"], dims=tuple(dims), dtype=dtype, high=high)
+
+    def shape(self, batch: int) -> tuple[int, ...]:
+        """The concrete shape for a batch (already multiplied by any per-sample multiplier)."""
+        return tuple(batch if d == "B" else int(d) for d in self.dims)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainSpec:
+    """One training step to estimate or measure.
+
+    Build it with keyword arguments; strings are accepted for enums. Every problem is collected
+    and raised together as a SpecError.
+    """
+
+    model: str = "gpt2"
+    """A catalog name, a local Hugging Face model directory, a hub id, or `pkg.module:factory`."""
+    batch: int = 1
+    """Micro-batch: samples per forward/backward."""
+    seq_len: int | None = None
+    """Sequence length for language and speech models; None takes the model's default."""
+    inputs: tuple[InputSpec, ...] = ()
+    """Input tensors of a plain module (overrides the catalog defaults)."""
+    multiplier: int = 1
+    """Per-sample multiplier of the batch dimension (e.g. patches per spectrogram)."""
+    precision: Precision = Precision.FP32
+    """Numerics of the step."""
+    optimizer: OptimizerKind = OptimizerKind.ADAMW
+    """Optimizer whose state and step the trace runs."""
+    checkpointing: bool = False
+    """Gradient (activation) checkpointing."""
+    checkpoint_modules: str | None = None
+    """For plain modules: glob of qualified module names to checkpoint; default is the blocks of
+    the largest ModuleList."""
+    freeze: tuple[str, ...] = ()
+    """Glob patterns of parameter names that are frozen (requires_grad=False)."""
+    grad_clip: float | None = None
+    """Clip the gradient norm to this value (clip_grad_norm_)."""
+    grad_accum: int = 1
+    """Micro-batches per optimizer step."""
+    loss: str | None = None
+    """`pkg.module:fn(output, batch) -> loss` for plain modules."""
+    step_fn: str | None = None
+    """`pkg.module:fn(model, batch) -> loss`: a user's own forward + loss."""
+    device: str = "h100"
+    """Target device name (see `trainfit devices`)."""
+    task: str | None = None
+    """Override the model family's default task."""
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        coerce = object.__setattr__
+        try:
+            coerce(self, "precision", parse_enum(Precision, "precision", self.precision))
+        except UnknownNameError as exc:
+            problems.append(str(exc))
+        try:
+            coerce(self, "optimizer", parse_enum(OptimizerKind, "optimizer", self.optimizer))
+        except UnknownNameError as exc:
+            problems.append(str(exc))
+        coerce(
+            self,
+            "inputs",
+            tuple(InputSpec.parse(i) if isinstance(i, str) else i for i in self.inputs),
+        )
+        coerce(self, "freeze", tuple(self.freeze))
+        for name in ("batch", "multiplier", "grad_accum"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+        if self.seq_len is not None and (not isinstance(self.seq_len, int) or self.seq_len < 1):
+            problems.append(f"seq_len must be a positive integer, got {self.seq_len!r}")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            problems.append(f"grad_clip must be > 0, got {self.grad_clip!r}")
+        if self.loss and self.step_fn:
+            problems.append(
+                "--loss and --step-fn conflict: a step function computes its own loss; give one"
+            )
+        if self.checkpoint_modules and not self.checkpointing:
+            problems.append("checkpoint_modules is set but checkpointing is off: add --checkpointing")
+        if self.optimizer is OptimizerKind.ADAMW_8BIT and self.precision is Precision.PURE_BF16:
+            problems.append("adamw-8bit with pure-bf16 is not modelled: use bf16 or adamw")
+        if not self.model:
+            problems.append("model is empty: give a catalog name, a directory or pkg.module:factory")
+        if problems:
+            raise SpecError(problems)
+
+    @property
+    def rows(self) -> int:
+        """Leading dimension of each input: micro-batch times the per-sample multiplier."""
+        return self.batch * self.multiplier

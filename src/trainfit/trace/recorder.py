@@ -1,0 +1,166 @@
+"""Record every device allocation and free of a traced step, in order.
+
+A `TorchDispatchMode` sits just above FakeTensorMode: each op's new output storages are
+allocations; a weakref finaliser on each storage reports its free at the moment the last
+reference dies, which is the moment the CUDA caching allocator would get the block back.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from trainfit.errors import TraceError
+from trainfit.training import Phase
+
+aten = torch.ops.aten
+
+
+class Thread(str, Enum):
+    """Which host thread would launch the op on CUDA (each owns a cuBLAS handle)."""
+
+    MAIN = "main"
+    AUTOGRAD = "autograd"
+
+
+# Ops that call cuBLAS on CUDA: the first one on each thread creates that thread's workspace.
+CUBLAS_OPS = frozenset(
+    {
+        aten.mm.default,
+        aten.addmm.default,
+        aten.bmm.default,
+        aten.baddbmm.default,
+        aten.addbmm.default,
+        aten.addmv.default,
+        aten.mv.default,
+        aten.dot.default,
+    }
+)
+
+
+@dataclass(slots=True)
+class Event:
+    """One allocation (size > 0 at alloc) or free of a storage, in program order."""
+
+    key: int
+    """Storage number, unique within a trace."""
+    nbytes: int
+    """Requested bytes (0 on a free event)."""
+    alloc: bool
+    phase: Phase
+    iteration: int
+    op: str
+    """The op that allocated (or "free")."""
+
+
+@dataclass(slots=True)
+class WorkspaceEvent:
+    """A runtime library workspace created at this point of the trace (cuBLAS handle)."""
+
+    index: int
+    """Position in the event list before which it is allocated."""
+    thread: Thread
+
+
+class Recorder(TorchDispatchMode):
+    """Records allocations of storages created under it, and their frees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[Event] = []
+        self.workspaces: list[WorkspaceEvent] = []
+        self.assumptions: list[str] = []
+        self.phase = Phase.SETUP
+        self.iteration = 0
+        self.module_path = ""
+        self._keys: dict[int, int] = {}
+        self._next = 0
+        self._cublas_threads: set[Thread] = set()
+        self.ops = 0
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def track(self, tensor: torch.Tensor, op: str) -> int | None:
+        """Record `tensor`'s storage as allocated now, unless already known; return its key."""
+        storage = tensor.untyped_storage()
+        ident = id(storage)
+        if ident in self._keys:
+            return self._keys[ident]
+        key = self._next
+        self._next += 1
+        self._keys[ident] = key
+        self.events.append(
+            Event(key=key, nbytes=storage.nbytes(), alloc=True, phase=self.phase,
+                  iteration=self.iteration, op=op)
+        )
+        weakref.finalize(storage, self._freed, ident, key)
+        return key
+
+    def key_of(self, tensor: torch.Tensor) -> int | None:
+        """The key of a tracked tensor's storage, or None."""
+        return self._keys.get(id(tensor.untyped_storage()))
+
+    def _freed(self, ident: int, key: int) -> None:
+        if self._keys.get(ident) == key:
+            del self._keys[ident]
+        self.events.append(
+            Event(key=key, nbytes=0, alloc=False, phase=self.phase, iteration=self.iteration,
+                  op="free")
+        )
+
+    @property
+    def thread(self) -> Thread:
+        return Thread.AUTOGRAD if self.phase is Phase.BACKWARD else Thread.MAIN
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        self.ops += 1
+        if func is aten._local_scalar_dense.default:
+            return self._assume_scalar(args[0])
+        if func in CUBLAS_OPS and self.thread not in self._cublas_threads:
+            self._cublas_threads.add(self.thread)
+            self.workspaces.append(WorkspaceEvent(index=len(self.events), thread=self.thread))
+        try:
+            out = func(*args, **kwargs)
+        except TraceError:
+            raise
+        except Exception as exc:
+            where = f" in module {self.module_path!r}" if self.module_path else ""
+            raise TraceError(
+                f"the tracer cannot run op {func.__name__}{where} without real data "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                "measure this model on the device instead (trainfit measure)"
+            ) from exc
+        name = func.__name__
+        if isinstance(out, torch.Tensor):
+            self.track(out, name)
+        elif isinstance(out, (tuple, list)):
+            for item in out:
+                if isinstance(item, torch.Tensor):
+                    self.track(item, name)
+        return out
+
+    def _assume_scalar(self, tensor: torch.Tensor) -> bool | int | float:
+        # NB: a value that depends on data (`if mask.all():`) has no answer without data. We
+        # answer as typical real inputs would (no padding, nothing non-finite): True for
+        # booleans, 1 for numbers, and say so in the result.
+        where = self.module_path or "the step"
+        note = f"a data-dependent {tensor.dtype} value in {where} was assumed"
+        if tensor.dtype == torch.bool:
+            value: bool | int | float = True
+        elif tensor.dtype.is_floating_point:
+            value = 1.0
+        else:
+            value = 1
+        if not any(a.startswith(note) for a in self.assumptions):
+            self.assumptions.append(f"{note} {value}")
+        return value

@@ -1,0 +1,283 @@
+"""Trace training iterations of a spec without weights, as a CUDA target would run them.
+
+The model is built on the meta device, its parameters become fake CPU tensors (so that they
+carry the autocast dispatch key), and two iterations run under FakeTensorMode with the
+`Recorder` underneath: the first creates optimizer state, the second is the steady state.
+CUDA's choices are injected: its autocast policy, the attention kernel it would pick, the
+foreach optimizer path it defaults to, and a GradScaler that never reads the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from enum import Enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from trainfit.errors import TraceError, TrainfitError
+from trainfit.models.source import StepProgram, build_program
+from trainfit.spec import Precision, TrainSpec
+from trainfit.trace.attention import CudaAttention, SdpaBackend
+from trainfit.trace.autocast import CudaAutocast
+from trainfit.trace.optimizers import make_optimizer
+from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
+from trainfit.training import Phase, StepRig, apply_settings, needs_scaler, no_context, run_iteration
+
+
+class Category(str, Enum):
+    """What a block of device memory holds (the breakdown's rows)."""
+
+    PARAMETERS = "parameters"
+    GRADIENTS = "gradients"
+    OPTIMIZER_STATE = "optimizer_state"
+    ACTIVATIONS = "activations"
+    TEMPORARIES = "temporaries"
+    HOST = "host"
+    """Not device memory on the target (the optimizer's CPU step counters)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class StepTrace:
+    """What a traced step allocated and freed, in order, with what each storage was."""
+
+    events: list[Event]
+    workspaces: list[WorkspaceEvent]
+    categories: dict[int, Category]
+    """Category of each storage key that is not a plain temporary/activation."""
+    description: str
+    loss_note: str
+    assumptions: list[str]
+    attention: dict[SdpaBackend, int]
+    parameter_count: int
+    trainable_count: int
+    ops: int
+    notes: list[str] = field(default_factory=list)
+
+    def category(self, event: Event) -> Category:
+        """Category of the storage an allocation event created."""
+        known = self.categories.get(event.key)
+        if known is not None:
+            return known
+        return Category.ACTIVATIONS if event.phase is Phase.FORWARD else Category.TEMPORARIES
+
+
+class _ScalerStandIn:
+    """torch.amp.GradScaler's memory behaviour without reading the device.
+
+    NB: the real scaler syncs on `found_inf.item()`; here the step always happens (no inf).
+    """
+
+    def __init__(self) -> None:
+        self._scale: torch.Tensor | None = None
+        self._unscaled = False
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        if self._scale is None:
+            self._scale = torch.full((), 2.0**16, dtype=torch.float32)
+            self._growth = torch.full((), 0, dtype=torch.int32)
+        return loss * self._scale
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        if self._unscaled or self._scale is None:
+            return
+        inv = self._scale.double().reciprocal().float()
+        found_inf = torch.full((1,), 0.0, dtype=torch.float32)
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, inv)
+        self._found_inf = found_inf
+        self._unscaled = True
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.unscale_(optimizer)
+        optimizer.step()
+
+    def update(self) -> None:
+        self._unscaled = False
+        self._found_inf = None
+
+
+def _fakeify(model: nn.Module, mode: FakeTensorMode) -> None:
+    """Swap meta parameters and buffers for fake CPU tensors, keeping ties."""
+    converter = mode.fake_tensor_converter
+    cpu = torch.device("cpu")
+    swapped: dict[int, Any] = {}
+    for module in model.modules():
+        for name, param in list(module._parameters.items()):
+            if param is None:
+                continue
+            if id(param) not in swapped:
+                fake = converter.from_meta_and_device(mode, param.data, cpu)
+                swapped[id(param)] = nn.Parameter(fake, requires_grad=param.requires_grad)
+            module._parameters[name] = swapped[id(param)]
+        for name, buf in list(module._buffers.items()):
+            if buf is None:
+                continue
+            if id(buf) not in swapped:
+                swapped[id(buf)] = converter.from_meta_and_device(mode, buf, cpu)
+            module._buffers[name] = swapped[id(buf)]
+
+
+def _apply_order(module: nn.Module) -> Iterator[torch.Tensor]:
+    """Parameters and buffers in the order `module.to(device)` copies them (children first)."""
+    for child in module.children():
+        yield from _apply_order(child)
+    for p in module._parameters.values():
+        if p is not None:
+            yield p
+    for b in module._buffers.values():
+        if b is not None:
+            yield b
+
+
+@contextlib.contextmanager
+def _not_tracing_for_transformers() -> Iterator[None]:
+    """Keep transformers on its eager code paths while it sees fake tensors.
+
+    NB: transformers treats a FakeTensor as "tracing" (torch.export) and then builds explicit
+    attention masks instead of `is_causal=True`, which steers SDPA away from flash attention.
+    A real run takes the eager path, so the trace must too.
+    """
+    try:
+        from transformers.utils import import_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(import_utils, "is_fake_tensor", None)
+    if original is None:
+        yield
+        return
+    import_utils.is_fake_tensor = lambda x: False
+    try:
+        yield
+    finally:
+        import_utils.is_fake_tensor = original
+
+
+@contextlib.contextmanager
+def _module_tracking(recorder: Recorder, model: nn.Module) -> Iterator[None]:
+    names = {id(m): n for n, m in model.named_modules()}
+    stack: list[str] = []
+
+    def pre(module: nn.Module, args: Any) -> None:
+        stack.append(names.get(id(module), type(module).__name__))
+        recorder.module_path = stack[-1]
+
+    def post(module: nn.Module, args: Any, out: Any) -> None:
+        if stack:
+            stack.pop()
+        recorder.module_path = stack[-1] if stack else ""
+
+    h1 = nn.modules.module.register_module_forward_pre_hook(pre)
+    h2 = nn.modules.module.register_module_forward_hook(post)
+    try:
+        yield
+    finally:
+        h1.remove()
+        h2.remove()
+
+
+def trace_step(
+    spec: TrainSpec,
+    compute_capability: tuple[int, int] = (9, 0),
+    iterations: int = 2,
+) -> StepTrace:
+    """Trace `iterations` training iterations of `spec` as a CUDA device would run them."""
+    program = build_program(spec, "meta")
+    apply_settings(program, spec)
+    if spec.precision is Precision.PURE_BF16:
+        program.model.to(torch.bfloat16)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    _fakeify(program.model, mode)
+    trainable = [p for p in program.model.parameters() if p.requires_grad]
+    recorder = Recorder()
+    autocast_dtype = spec.precision.autocast_dtype
+    emulation = CudaAutocast(autocast_dtype) if autocast_dtype is not None else None
+    attention = CudaAttention(compute_capability)
+    with contextlib.ExitStack() as stack:
+        if emulation is not None:
+            stack.enter_context(emulation.installed())
+        stack.enter_context(attention.installed())
+        stack.enter_context(mode)
+        stack.enter_context(recorder)
+        stack.enter_context(_module_tracking(recorder, program.model))
+        if program.is_hf:
+            stack.enter_context(_not_tracing_for_transformers())
+        optimizer = make_optimizer(spec.optimizer, trainable, foreach=True)
+        rig = StepRig(
+            program=program,
+            optimizer=optimizer,
+            autocast=emulation.region if emulation is not None else no_context,
+            scaler=_ScalerStandIn() if needs_scaler(spec.precision) else None,
+            spec=spec,
+        )
+        categories: dict[int, Category] = {}
+        seen: set[int] = set()
+        for tensor in _apply_order(program.model):
+            storage_id = id(tensor.untyped_storage())
+            if storage_id in seen:
+                continue
+            seen.add(storage_id)
+            key = recorder.track(tensor, "model.to(device)")
+            if key is not None:
+                categories[key] = Category.PARAMETERS
+        batch = program.make_batch(torch.device("cpu"), False)
+
+        def mark(phase: Phase) -> None:
+            if phase is Phase.OPTIMIZER:
+                for p in trainable:
+                    if p.grad is not None:
+                        key = recorder.key_of(p.grad)
+                        if key is not None:
+                            categories[key] = Category.GRADIENTS
+            recorder.phase = phase
+
+        try:
+            for i in range(iterations):
+                recorder.iteration = i
+                run_iteration(rig, batch, mark, micro_batches=min(spec.grad_accum, 2))
+                recorder.phase = Phase.SETUP
+        except TrainfitError:
+            raise
+        except NotImplementedError as exc:
+            where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
+            raise TraceError(
+                f"an op{where} has no implementation the tracer can run without data ({exc}); "
+                "measure this model on the device instead (trainfit measure)"
+            ) from exc
+        for state in optimizer.state.values():
+            for name, value in state.items():
+                if isinstance(value, torch.Tensor):
+                    key = recorder.key_of(value)
+                    if key is not None:
+                        categories[key] = Category.HOST if name == "step" else (
+                            Category.OPTIMIZER_STATE
+                        )
+        del batch, rig, optimizer
+    return StepTrace(
+        events=recorder.events,
+        workspaces=recorder.workspaces,
+        categories=categories,
+        description=program.description,
+        loss_note=program.loss_note,
+        assumptions=recorder.assumptions,
+        attention=dict(attention.chosen),
+        parameter_count=_count(program, trainable_only=False),
+        trainable_count=_count(program, trainable_only=True),
+        ops=recorder.ops,
+    )
+
+
+def _count(program: StepProgram, trainable_only: bool) -> int:
+    seen: dict[int, int] = {}
+    for p in program.model.parameters():
+        if p.requires_grad or not trainable_only:
+            seen[id(p)] = p.numel()
+    return sum(seen.values())
+
+

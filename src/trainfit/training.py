@@ -1,0 +1,197 @@
+"""One training step, written once and run two ways: traced on the meta device as the target
+would run it, and for real on a device.
+
+The step is the loop every PyTorch user writes: forward and loss under autocast, backward
+(through a GradScaler for fp16), optional clipping, optimizer step, `zero_grad(set_to_none=True)`.
+What differs between the two ways is injected: the autocast context, the scaler and how the
+optimizer is made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from trainfit.errors import SpecError, TrainfitError
+from trainfit.models.source import Batch, StepProgram
+from trainfit.spec import OptimizerKind, Precision, TrainSpec
+
+
+class Phase(str, Enum):
+    """Where in the step memory is allocated."""
+
+    SETUP = "setup"
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+
+
+class Scaler(Protocol):
+    """The part of torch.amp.GradScaler the step uses."""
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor: ...
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None: ...
+
+    def step(self, optimizer: torch.optim.Optimizer) -> Any: ...
+
+    def update(self) -> None: ...
+
+
+@dataclass(kw_only=True, slots=True)
+class StepRig:
+    """A model ready to train: the program, its optimizer and how to run autocast and scaling."""
+
+    program: StepProgram
+    optimizer: torch.optim.Optimizer
+    autocast: Callable[[], contextlib.AbstractContextManager[Any]]
+    scaler: Scaler | None
+    spec: TrainSpec
+
+
+def apply_settings(program: StepProgram, spec: TrainSpec) -> list[nn.Parameter]:
+    """Freeze, cast (pure-bf16) and enable checkpointing in place; return the trainable params."""
+    model = program.model
+    model.train()
+    names = [name for name, _ in model.named_parameters()]
+    for pattern in spec.freeze:
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+            sample = ", ".join(names[:4])
+            raise SpecError(
+                [f"freeze pattern {pattern!r} matches no parameter; names look like {sample}, ..."]
+            )
+    trainable: list[nn.Parameter] = []
+    for name, param in model.named_parameters():
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in spec.freeze):
+            param.requires_grad_(False)
+        elif param.requires_grad:
+            trainable.append(param)
+    if not trainable:
+        raise SpecError([f"the freeze patterns {list(spec.freeze)} freeze every parameter"])
+    if spec.checkpointing:
+        enable_checkpointing(program, spec.checkpoint_modules)
+    return trainable
+
+
+def enable_checkpointing(program: StepProgram, pattern: str | None) -> list[str]:
+    """Turn on activation checkpointing; return the names of the checkpointed modules."""
+    model = program.model
+    if program.is_hf and pattern is None:
+        if not getattr(model, "supports_gradient_checkpointing", False):
+            raise SpecError([f"{type(model).__name__} does not support gradient checkpointing"])
+        model.gradient_checkpointing_enable()
+        return ["(transformers' own layers)"]
+    if pattern is None:
+        lists = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.ModuleList)]
+        if not lists:
+            raise SpecError(
+                [
+                    f"{type(model).__name__} has no nn.ModuleList of blocks to checkpoint: "
+                    "name the modules with --checkpoint-modules GLOB"
+                ]
+            )
+        name, blocks = max(lists, key=lambda item: sum(p.numel() for p in item[1].parameters()))
+        targets = [(f"{name}.{i}", block) for i, block in enumerate(blocks)]
+    else:
+        targets = [
+            (n, m) for n, m in model.named_modules() if n and fnmatch.fnmatchcase(n, pattern)
+        ]
+        if not targets:
+            raise SpecError([f"--checkpoint-modules {pattern!r} matches no module of the model"])
+    for _, module in targets:
+        _checkpoint_forward(module)
+    return [n for n, _ in targets]
+
+
+def _checkpoint_forward(module: nn.Module) -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    inner = module.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return inner(*args, **kwargs)
+        return checkpoint(inner, *args, use_reentrant=False, **kwargs)
+
+    module.forward = forward  # type: ignore[method-assign]
+
+
+OptimizerFactory = Callable[[OptimizerKind, list[nn.Parameter]], torch.optim.Optimizer]
+
+
+def torch_optimizer(kind: OptimizerKind, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    """The optimizer with PyTorch's defaults (which pick foreach on CUDA)."""
+    if kind is OptimizerKind.ADAMW:
+        return torch.optim.AdamW(params, lr=1e-4)
+    if kind is OptimizerKind.ADAM:
+        return torch.optim.Adam(params, lr=1e-4)
+    if kind is OptimizerKind.SGD:
+        return torch.optim.SGD(params, lr=1e-3)
+    if kind is OptimizerKind.SGD_MOMENTUM:
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    if kind is OptimizerKind.ADAFACTOR:
+        return torch.optim.Adafactor(params, lr=1e-3)
+    raise TrainfitError(
+        f"optimizer {kind.value!r} needs bitsandbytes for a real run; it is modelled in estimates only"
+    )
+
+
+def run_iteration(
+    rig: StepRig,
+    batch: Batch,
+    mark: Callable[[Phase], None] = lambda phase: None,
+    micro_batches: int | None = None,
+) -> torch.Tensor:
+    """One optimizer step: `micro_batches` forward/backward passes, then clip, step, zero_grad."""
+    spec = rig.spec
+    model = rig.program.model
+    loss = torch.zeros(())
+    for _ in range(micro_batches or spec.grad_accum):
+        mark(Phase.FORWARD)
+        with rig.autocast():
+            loss = rig.program.compute_loss(model, batch)
+            if spec.grad_accum > 1:
+                loss = loss / spec.grad_accum
+        mark(Phase.BACKWARD)
+        if rig.scaler is not None:
+            rig.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        del loss
+        loss = torch.zeros(())
+    mark(Phase.OPTIMIZER)
+    if rig.scaler is not None:
+        if spec.grad_clip is not None:
+            rig.scaler.unscale_(rig.optimizer)
+            _clip(rig)
+        rig.scaler.step(rig.optimizer)
+        rig.scaler.update()
+    else:
+        if spec.grad_clip is not None:
+            _clip(rig)
+        rig.optimizer.step()
+    rig.optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
+def _clip(rig: StepRig) -> None:
+    params = [p for group in rig.optimizer.param_groups for p in group["params"]]
+    torch.nn.utils.clip_grad_norm_(params, rig.spec.grad_clip)
+
+
+@contextlib.contextmanager
+def no_context() -> Iterator[None]:
+    """An empty autocast context (fp32, tf32, pure-bf16)."""
+    yield
+
+
+def needs_scaler(precision: Precision) -> bool:
+    """fp16 autocast trains with a GradScaler."""
+    return precision is Precision.FP16
