@@ -1,0 +1,152 @@
+"""A replay of PyTorch's CUDA caching allocator (native backend, default settings).
+
+Given the sizes of tensor allocations and frees in program order, it reproduces what
+c10/cuda/CUDACachingAllocator.cpp does with them: rounding, the small and large pools, the
+segment sizes it asks cudaMalloc for, best-fit block search, splitting and coalescing, so that
+peak *reserved* memory is simulated rather than guessed as a multiple of allocated memory.
+
+Constants and rules (PyTorch 2.x, `PYTORCH_CUDA_ALLOC_CONF` unset):
+- requests round up to a multiple of 512 bytes (kMinBlockSize);
+- requests of at most 1 MiB (kSmallSize) use the small pool, carved from 2 MiB segments
+  (kSmallBuffer); larger ones the large pool, from 20 MiB segments (kLargeBuffer) when under
+  10 MiB (kMinLargeAlloc), else a segment of the request rounded up to 2 MiB (kRoundLarge);
+- a free block is found best-fit (smallest size, then lowest address);
+- a block is split when the rest is at least 512 bytes (small pool) or more than 1 MiB (large);
+- a freed block merges with free neighbours of its segment; segments are never released
+  (no `empty_cache`, and no out-of-memory retry is modelled).
+
+Known limitations: one stream only (no cross-stream events); expandable segments,
+`max_split_size_mb`, `roundup_power2_divisions` and garbage-collection thresholds are not
+modelled; cudaMalloc addresses are taken to grow monotonically, which only matters for ties.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+K_MIN_BLOCK = 512
+K_SMALL_SIZE = 1 << 20
+K_SMALL_BUFFER = 2 << 20
+K_LARGE_BUFFER = 20 << 20
+K_MIN_LARGE_ALLOC = 10 << 20
+K_ROUND_LARGE = 2 << 20
+
+
+def round_size(size: int) -> int:
+    """The block size a request of `size` bytes occupies."""
+    if size < K_MIN_BLOCK:
+        return K_MIN_BLOCK
+    return K_MIN_BLOCK * ((size + K_MIN_BLOCK - 1) // K_MIN_BLOCK)
+
+
+def segment_size(size: int) -> int:
+    """The cudaMalloc size the allocator asks for when no cached block fits `size`."""
+    if size <= K_SMALL_SIZE:
+        return K_SMALL_BUFFER
+    if size < K_MIN_LARGE_ALLOC:
+        return K_LARGE_BUFFER
+    return K_ROUND_LARGE * ((size + K_ROUND_LARGE - 1) // K_ROUND_LARGE)
+
+
+@dataclass(slots=True, eq=False)
+class _Block:
+    addr: int
+    size: int
+    small: bool
+    free: bool = True
+    prev: _Block | None = None
+    next: _Block | None = None
+
+
+@dataclass(slots=True)
+class _Pool:
+    # free blocks as sorted (size, addr) keys, and the blocks by key
+    keys: list[tuple[int, int]] = field(default_factory=list)
+    blocks: dict[tuple[int, int], _Block] = field(default_factory=dict)
+
+    def insert(self, block: _Block) -> None:
+        key = (block.size, block.addr)
+        bisect.insort(self.keys, key)
+        self.blocks[key] = block
+
+    def remove(self, block: _Block) -> None:
+        key = (block.size, block.addr)
+        index = bisect.bisect_left(self.keys, key)
+        del self.keys[index]
+        del self.blocks[key]
+
+    def best_fit(self, size: int) -> _Block | None:
+        index = bisect.bisect_left(self.keys, (size, -1))
+        if index == len(self.keys):
+            return None
+        return self.blocks[self.keys[index]]
+
+
+class CachingAllocator:
+    """Replays allocations and frees; tracks allocated and reserved bytes and their peaks."""
+
+    def __init__(self) -> None:
+        self._pools = {True: _Pool(), False: _Pool()}
+        self._live: dict[int, _Block] = {}
+        self._next_addr = 1 << 32
+        self.allocated = 0
+        self.reserved = 0
+        self.peak_allocated = 0
+        self.peak_reserved = 0
+        self.segments = 0
+
+    def malloc(self, handle: int, size: int) -> None:
+        """Allocate `size` bytes for `handle` (a key unique while it lives)."""
+        if size <= 0:
+            return  # NB: CUDA returns nullptr for empty tensors without touching the pool
+        size = round_size(size)
+        small = size <= K_SMALL_SIZE
+        pool = self._pools[small]
+        block = pool.best_fit(size)
+        if block is not None:
+            pool.remove(block)
+        else:
+            seg = segment_size(size)
+            block = _Block(addr=self._next_addr, size=seg, small=small)
+            self._next_addr += seg + K_ROUND_LARGE  # NB: segments are never adjacent
+            self.reserved += seg
+            self.segments += 1
+            self.peak_reserved = max(self.peak_reserved, self.reserved)
+        rest = block.size - size
+        if (small and rest >= K_MIN_BLOCK) or (not small and rest > K_SMALL_SIZE):
+            tail = _Block(addr=block.addr + size, size=rest, small=small, prev=block,
+                          next=block.next)
+            if block.next is not None:
+                block.next.prev = tail
+            block.next = tail
+            block.size = size
+            pool.insert(tail)
+        block.free = False
+        self._live[handle] = block
+        self.allocated += block.size
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+
+    def free(self, handle: int) -> None:
+        """Return the block of `handle` to its pool, merging with free neighbours."""
+        block = self._live.pop(handle, None)
+        if block is None:
+            return
+        self.allocated -= block.size
+        block.free = True
+        pool = self._pools[block.small]
+        for neighbour in (block.prev, block.next):
+            if neighbour is not None and neighbour.free:
+                pool.remove(neighbour)
+                if neighbour is block.prev:
+                    neighbour.size += block.size
+                    neighbour.next = block.next
+                    if block.next is not None:
+                        block.next.prev = neighbour
+                    block = neighbour
+                else:
+                    block.size += neighbour.size
+                    block.next = neighbour.next
+                    if neighbour.next is not None:
+                        neighbour.next.prev = block
+        pool.insert(block)

@@ -1,0 +1,77 @@
+"""Device memory the CUDA runtime holds outside PyTorch's tensors.
+
+Two parts, both calibrated on an NVIDIA H100 80GB HBM3 (driver 580.159.04, CUDA 13.0,
+torch 2.11.0+cu130) and recorded in benchmarks/accuracy/results/measured_h100.json:
+
+- cuBLAS workspaces, allocated *through* the caching allocator (so they count in allocated and
+  reserved memory): one per cuBLAS handle, and PyTorch keeps one handle per host thread, so a
+  training step has two, the main thread's (forward, optimizer) and the autograd thread's
+  (backward). Size from PyTorch's CublasHandlePool.cpp: 32 MiB on sm90+, else 8 MiB + 128 KiB;
+  on the H100 the allocator trace shows exactly two 32 MiB blocks per step.
+- the runtime context, outside the allocator (total - free - reserved): the CUDA context,
+  kernels loaded lazily, and library handles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RuntimeProfile:
+    """Context sizes of one GPU/driver/library family."""
+
+    name: str
+    base_context_bytes: int
+    """Context after cuBLAS served fp32 work."""
+    reduced_precision_extra_bytes: int
+    """Added once fp16/bf16 cuBLAS(Lt) kernels are loaded."""
+    no_cublas_saving_bytes: int
+    """Not held when the step never calls cuBLAS (convolution-only models)."""
+    measured: bool
+    """True when measured on this family; False when carried over from another."""
+    source: str
+
+
+_HOPPER = RuntimeProfile(
+    name="hopper-h100-torch2.11-cu130",
+    # NB: fitted on the accuracy suite's FIT cases only: emotion-mlp-fp32 (750.8 MiB, fp32
+    # cuBLAS) and gpt2-bf16 (766.8 MiB, bf16 cuBLAS); the cost of creating the cuBLAS handle
+    # (68 MiB) comes from the context probe in the same file, not from a reported case.
+    base_context_bytes=int(750.8 * MiB),
+    reduced_precision_extra_bytes=16 * MiB,
+    no_cublas_saving_bytes=68 * MiB,
+    measured=True,
+    source="benchmarks/accuracy/results/measured_h100.json (H100 80GB HBM3, 2026-11-26)",
+)
+
+PROFILES: dict[str, RuntimeProfile] = {
+    _HOPPER.name: _HOPPER,
+    "modelled-from-hopper": RuntimeProfile(
+        name="modelled-from-hopper",
+        base_context_bytes=_HOPPER.base_context_bytes,
+        reduced_precision_extra_bytes=_HOPPER.reduced_precision_extra_bytes,
+        no_cublas_saving_bytes=_HOPPER.no_cublas_saving_bytes,
+        measured=False,
+        source="not measured on this family: the H100's context sizes are used (modelled)",
+    ),
+}
+
+
+def cublas_workspace_bytes(compute_capability: tuple[int, int]) -> int:
+    """The cuBLAS workspace PyTorch allocates per handle (CublasHandlePool.cpp defaults)."""
+    if compute_capability >= (9, 0):
+        return 32 * MiB
+    return 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def context_bytes(profile: RuntimeProfile, uses_cublas: bool, reduced_precision: bool) -> int:
+    """Device memory outside the allocator for a step with these library uses."""
+    total = profile.base_context_bytes
+    if not uses_cublas:
+        return total - profile.no_cublas_saving_bytes
+    if reduced_precision:
+        total += profile.reduced_precision_extra_bytes
+    return total
