@@ -19,7 +19,11 @@ CASES: dict[str, dict[str, Any]] = {
         model="gpt2-medium", batch=8, seq_len=1024, precision="bf16", checkpointing=True
     ),
     "gpt2-sgd-accum-fp32": dict(
-        model="gpt2", batch=4, seq_len=1024, precision="fp32", optimizer="sgd-momentum",
+        model="gpt2",
+        batch=4,
+        seq_len=1024,
+        precision="fp32",
+        optimizer="sgd-momentum",
         grad_accum=2,
     ),
     "bert-base-bf16": dict(model="bert-base-uncased", batch=32, seq_len=512, precision="bf16"),
@@ -41,7 +45,10 @@ CASES: dict[str, dict[str, Any]] = {
     "lstm-cudnn-fp32": dict(model=f"{ZOO}:melody_lstm", batch=32, precision="fp32"),
     "vq-ae-fp32": dict(model=f"{ZOO}:vq_patch_autoencoder", batch=8, multiplier=16),
     "vq-ae-bf16-ckpt": dict(
-        model=f"{ZOO}:vq_patch_autoencoder", batch=4, multiplier=16, precision="bf16",
+        model=f"{ZOO}:vq_patch_autoencoder",
+        batch=4,
+        multiplier=16,
+        precision="bf16",
         checkpointing=True,
     ),
     "redimnet-bf16": dict(model=f"{ZOO}:redimnet_like", batch=64, precision="bf16"),
@@ -49,8 +56,11 @@ CASES: dict[str, dict[str, Any]] = {
         model="gpt2", batch=4, seq_len=512, precision="bf16", step_fn=f"{USER}:dpo_step"
     ),
     "convnet-user-loss-fp16": dict(
-        model=f"{USER}:tiny_convnet", inputs=("x=B,3,64,64:float32",), batch=128,
-        precision="fp16", loss=f"{USER}:mse_loss",
+        model=f"{USER}:tiny_convnet",
+        inputs=("x=B,3,64,64:float32",),
+        batch=128,
+        precision="fp16",
+        loss=f"{USER}:mse_loss",
     ),
     "emotion-mlp-fp32": dict(model=f"{ZOO}:emotion_mlp", batch=256, precision="fp32"),
 }
@@ -59,5 +69,11 @@ CASES: dict[str, dict[str, Any]] = {
 FIT = ("gpt2-bf16", "resnet50-fp32", "lstm-cudnn-fp32", "emotion-mlp-fp32")
 
 # Cases whose allocator event trace is recorded for studying the CUDA runtime.
-TRACED = ("gpt2-bf16", "gpt2-fp32", "resnet50-bf16", "lstm-cudnn-fp32", "tinyllama-bf16",
-          "t5-small-bf16")
+TRACED = (
+    "gpt2-bf16",
+    "gpt2-fp32",
+    "resnet50-bf16",
+    "lstm-cudnn-fp32",
+    "tinyllama-bf16",
+    "t5-small-bf16",
+)

@@ -44,7 +44,10 @@ def _environment() -> dict[str, Any]:
     try:
         smi = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
         env["nvidia_smi"] = smi.stdout.strip()
     except OSError as exc:
@@ -79,8 +82,11 @@ def run_one(name: str, out_json: Path, trace_path: Path | None) -> None:
     record["case"] = name
     record["wall_seconds"] = time.perf_counter() - started
     record["segments_at_end"] = [
-        {"size": s["total_size"], "pool": "small" if s["segment_type"] == "small" else "large",
-         "allocated": s["allocated_size"]}
+        {
+            "size": s["total_size"],
+            "pool": "small" if s["segment_type"] == "small" else "large",
+            "allocated": s["allocated_size"],
+        }
         for s in torch.cuda.memory_snapshot()
     ]
     if trace_path is not None:
@@ -102,12 +108,14 @@ def probe_context(out_json: Path) -> None:
 
     def note(what: str) -> None:
         torch.cuda.synchronize()
-        rows.append({
-            "after": what,
-            "used": used(),
-            "reserved": torch.cuda.memory_reserved(),
-            "allocated": torch.cuda.memory_allocated(),
-        })
+        rows.append(
+            {
+                "after": what,
+                "used": used(),
+                "reserved": torch.cuda.memory_reserved(),
+                "allocated": torch.cuda.memory_allocated(),
+            }
+        )
 
     torch.cuda.init()
     torch.empty(1, device="cuda")
@@ -169,15 +177,35 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="trainfit-accuracy-"))
     results: dict[str, Any] = {"environment": _environment(), "cases": {}, "errors": {}}
     probe = work / "probe.json"
-    subprocess.run([sys.executable, "-m", "benchmarks.accuracy.measure_gpu", "--out", str(args.out),
-                    "--probe", "--json", str(probe)], check=False)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.accuracy.measure_gpu",
+            "--out",
+            str(args.out),
+            "--probe",
+            "--json",
+            str(probe),
+        ],
+        check=False,
+    )
     if probe.exists():
         results["context_probe"] = json.loads(probe.read_text())["context_probe"]
     traces: dict[str, Any] = {}
     for name in names:
         out = work / f"{name}.json"
-        cmd = [sys.executable, "-m", "benchmarks.accuracy.measure_gpu", "--out", str(args.out),
-               "--one", name, "--json", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchmarks.accuracy.measure_gpu",
+            "--out",
+            str(args.out),
+            "--one",
+            name,
+            "--json",
+            str(out),
+        ]
         trace = work / f"{name}.trace.json.gz"
         if name in TRACED:
             cmd += ["--trace", str(trace)]
@@ -191,9 +219,12 @@ def main() -> None:
         rec = json.loads(out.read_text())
         results["cases"][name] = rec
         gib = 2**30
-        print(f"{name}: alloc {rec['peak_allocated_bytes']/gib:.3f} reserved "
-              f"{rec['peak_reserved_bytes']/gib:.3f} used {rec['device_used_bytes']/gib:.3f} GiB "
-              f"({took:.0f}s)", flush=True)
+        print(
+            f"{name}: alloc {rec['peak_allocated_bytes'] / gib:.3f} reserved "
+            f"{rec['peak_reserved_bytes'] / gib:.3f} used {rec['device_used_bytes'] / gib:.3f} GiB "
+            f"({took:.0f}s)",
+            flush=True,
+        )
         if trace.exists():
             with gzip.open(trace, "rt") as fh:
                 traces[name] = json.load(fh)["events"]

@@ -1,1 +1,28 @@
-"""trainfit."""
+"""trainfit: will this training job fit on this device, and with which settings?"""
+
+from trainfit.errors import (
+    MeasureError,
+    ModelLoadError,
+    SpecError,
+    TraceError,
+    TrainfitError,
+    UnknownNameError,
+)
+from trainfit.estimate import Breakdown, Estimate, estimate
+from trainfit.spec import InputSpec, OptimizerKind, Precision, TrainSpec
+
+__all__ = [
+    "Breakdown",
+    "Estimate",
+    "InputSpec",
+    "MeasureError",
+    "ModelLoadError",
+    "OptimizerKind",
+    "Precision",
+    "SpecError",
+    "TraceError",
+    "TrainSpec",
+    "TrainfitError",
+    "UnknownNameError",
+    "estimate",
+]

@@ -125,8 +125,10 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
     device = get_device(spec.device)
     if device.kind != "cuda":
         raise SpecError(
-            [f"device {device.name!r}: only CUDA targets are estimated so far; choose a GPU "
-             "such as h100, a100-80gb or rtx-4060"]
+            [
+                f"device {device.name!r}: only CUDA targets are estimated so far; choose a GPU "
+                "such as h100, a100-80gb or rtx-4060"
+            ]
         )
     trace = trace_step(spec, compute_capability=device.compute_capability)
     workspace = cublas_workspace_bytes(device.compute_capability)

@@ -111,7 +111,10 @@ class InputSpec:
                 dims.append(int(part))
             else:
                 raise SpecError(
-                    [f"malformed input {text!r}: dimension {part!r} is neither B nor a positive int"]
+                    [
+                        f"malformed input {text!r}: dimension {part!r} is neither B "
+                        "nor a positive int"
+                    ]
                 )
         dtype_name = match["dtype"] or "float32"
         if dtype_name not in _DTYPES:
@@ -199,11 +202,21 @@ class TrainSpec:
                 "--loss and --step-fn conflict: a step function computes its own loss; give one"
             )
         if self.checkpoint_modules and not self.checkpointing:
-            problems.append("checkpoint_modules is set but checkpointing is off: add --checkpointing")
+            problems.append(
+                "checkpoint_modules is set but checkpointing is off: add --checkpointing"
+            )
         if self.optimizer is OptimizerKind.ADAMW_8BIT and self.precision is Precision.PURE_BF16:
             problems.append("adamw-8bit with pure-bf16 is not modelled: use bf16 or adamw")
+        from trainfit.hardware.catalog import get_device
+
+        try:
+            get_device(self.device)
+        except UnknownNameError as exc:
+            problems.append(str(exc))
         if not self.model:
-            problems.append("model is empty: give a catalog name, a directory or pkg.module:factory")
+            problems.append(
+                "model is empty: give a catalog name, a directory or pkg.module:factory"
+            )
         if problems:
             raise SpecError(problems)
 

@@ -139,7 +139,8 @@ def torch_optimizer(kind: OptimizerKind, params: list[nn.Parameter]) -> torch.op
     if kind is OptimizerKind.ADAFACTOR:
         return torch.optim.Adafactor(params, lr=1e-3)
     raise TrainfitError(
-        f"optimizer {kind.value!r} needs bitsandbytes for a real run; it is modelled in estimates only"
+        f"optimizer {kind.value!r} needs bitsandbytes for a real run; "
+        "it is modelled in estimates only"
     )
 
 

@@ -43,7 +43,10 @@ def devices() -> dict[str, Device]:
             display=row["display"],
             kind=row["kind"],
             memory_bytes=int(row["memory_bytes"]),
-            compute_capability=(int(row["compute_capability"][0]), int(row["compute_capability"][1])),
+            compute_capability=(
+                int(row["compute_capability"][0]),
+                int(row["compute_capability"][1]),
+            ),
             architecture=row["architecture"],
             runtime_profile=row["runtime_profile"],
             memory_source=row["memory_source"],

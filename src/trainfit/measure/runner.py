@@ -104,9 +104,7 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
     else:
         autocast = no_context  # type: ignore[assignment]
     scaler = torch.amp.GradScaler("cuda") if needs_scaler(spec.precision) else None
-    rig = StepRig(
-        program=program, optimizer=optimizer, autocast=autocast, scaler=scaler, spec=spec
-    )
+    rig = StepRig(program=program, optimizer=optimizer, autocast=autocast, scaler=scaler, spec=spec)
     param_bytes = _unique_bytes(list(program.model.parameters()))
     batch = program.make_batch(dev, True)
 
@@ -150,8 +148,12 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
     reserved_peaks.append(torch.cuda.max_memory_reserved(dev))
     free1, _ = torch.cuda.mem_get_info(dev)
     opt_bytes = _unique_bytes(
-        [v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)
-         and v.device.type == dev.type]
+        [
+            v
+            for s in optimizer.state.values()
+            for v in s.values()
+            if isinstance(v, torch.Tensor) and v.device.type == dev.type
+        ]
     )
     return Measurement(
         device_name=torch.cuda.get_device_name(dev),

@@ -96,10 +96,11 @@ class CachingAllocator:
         self.peak_reserved = 0
         self.segments = 0
 
-    def malloc(self, handle: int, size: int) -> None:
-        """Allocate `size` bytes for `handle` (a key unique while it lives)."""
+    def malloc(self, handle: int, size: int) -> int:
+        """Allocate `size` bytes for `handle` (a key unique while it lives); return the size of
+        the block it got (a large block whose remainder is too small to split is used whole)."""
         if size <= 0:
-            return  # NB: CUDA returns nullptr for empty tensors without touching the pool
+            return 0  # NB: CUDA returns nullptr for empty tensors without touching the pool
         size = round_size(size)
         small = size <= K_SMALL_SIZE
         pool = self._pools[small]
@@ -115,8 +116,9 @@ class CachingAllocator:
             self.peak_reserved = max(self.peak_reserved, self.reserved)
         rest = block.size - size
         if (small and rest >= K_MIN_BLOCK) or (not small and rest > K_SMALL_SIZE):
-            tail = _Block(addr=block.addr + size, size=rest, small=small, prev=block,
-                          next=block.next)
+            tail = _Block(
+                addr=block.addr + size, size=rest, small=small, prev=block, next=block.next
+            )
             if block.next is not None:
                 block.next.prev = tail
             block.next = tail
@@ -126,6 +128,7 @@ class CachingAllocator:
         self._live[handle] = block
         self.allocated += block.size
         self.peak_allocated = max(self.peak_allocated, self.allocated)
+        return block.size
 
     def free(self, handle: int) -> None:
         """Return the block of `handle` to its pool, merging with free neighbours."""

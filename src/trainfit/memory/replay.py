@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainfit.memory.allocator import CachingAllocator, round_size
+from trainfit.memory.allocator import CachingAllocator
 from trainfit.trace.step import Category, StepTrace
 from trainfit.training import Phase
 
@@ -37,15 +37,13 @@ def replay(trace: StepTrace, workspace_bytes: int) -> Replay:
     handle = -1
     for index, event in enumerate(trace.events):
         if index in workspace_at:
-            alloc.malloc(handle, workspace_bytes)
+            live[WORKSPACES] = live.get(WORKSPACES, 0) + alloc.malloc(handle, workspace_bytes)
             handle -= 1
-            live[WORKSPACES] = live.get(WORKSPACES, 0) + round_size(workspace_bytes)
         if event.alloc:
             category = trace.category(event)
             if category is Category.HOST or event.nbytes == 0:
                 continue
-            alloc.malloc(event.key, event.nbytes)
-            size = round_size(event.nbytes)
+            size = alloc.malloc(event.key, event.nbytes)
             sizes[event.key] = size
             name = category.value
             category_of[event.key] = name

@@ -20,7 +20,9 @@ def is_import_path(text: str) -> bool:
 def resolve(path: str, what: str) -> Callable[..., Any]:
     """Import `pkg.module:attr` and return the attribute, which must be callable."""
     if not is_import_path(path):
-        raise ModelLoadError(f"{what} {path!r} is not an import path of the form package.module:name")
+        raise ModelLoadError(
+            f"{what} {path!r} is not an import path of the form package.module:name"
+        )
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -32,7 +34,9 @@ def resolve(path: str, what: str) -> Callable[..., Any]:
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ModelLoadError(f"module {module_name!r} has no attribute {attr!r} ({what} {path!r})")
+            raise ModelLoadError(
+                f"module {module_name!r} has no attribute {attr!r} ({what} {path!r})"
+            )
         obj = getattr(obj, part)
     if not callable(obj):
         raise ModelLoadError(f"{what} {path!r} is not callable")

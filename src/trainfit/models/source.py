@@ -66,7 +66,7 @@ class StepProgram:
     model: nn.Module
     """The module, built on the requested device."""
     make_batch: Callable[[torch.device, bool], Batch]
-    """(device, real) -> batch; `real` fills values (random ids in range), else leaves them empty."""
+    """(device, real) -> batch; `real` fills values (ids in range), else leaves them empty."""
     compute_loss: LossFn
     """(model, batch) -> scalar loss; owns the forward pass."""
     description: str
@@ -130,9 +130,7 @@ def _transformers() -> Any:
     try:
         import transformers
     except ImportError as exc:
-        raise ModelLoadError(
-            "this model needs transformers: pip install 'trainfit[hf]'"
-        ) from exc
+        raise ModelLoadError("this model needs transformers: pip install 'trainfit[hf]'") from exc
     transformers.logging.set_verbosity_error()
     return transformers
 
@@ -182,7 +180,9 @@ def _hf_program(
     rows = spec.rows
     vocab = getattr(config, "vocab_size", None)
     if task in ("causal-lm", "masked-lm", "seq2seq-lm"):
-        limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        limit = getattr(config, "max_position_embeddings", None) or getattr(
+            config, "n_positions", None
+        )
         seq = spec.seq_len or min(DEFAULT_SEQ_LEN, limit or DEFAULT_SEQ_LEN)
         if limit is not None and seq > limit and config.model_type not in ("t5", "mt5"):
             raise SpecError(
@@ -244,7 +244,9 @@ def _module_program(
     except TrainfitError:
         raise
     except Exception as exc:
-        raise ModelLoadError(f"model factory {factory_path} failed: {type(exc).__name__}: {exc}") from exc
+        raise ModelLoadError(
+            f"model factory {factory_path} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(model, nn.Module):
         raise ModelLoadError(
             f"model factory {factory_path} returned {type(model).__name__}, not a torch.nn.Module"
@@ -257,7 +259,10 @@ def _module_program(
     inputs = spec.inputs or tuple(InputSpec.parse(text) for text in default_inputs)
     if not inputs:
         raise SpecError(
-            [f"{factory_path} needs its inputs: add --input NAME=B,...:DTYPE for each forward() argument"]
+            [
+                f"{factory_path} needs its inputs: add --input NAME=B,...:DTYPE "
+                "for each forward() argument"
+            ]
         )
     rows = spec.rows
 

@@ -2,7 +2,8 @@
 
 On the CPU, `F.scaled_dot_product_attention` takes the math path (or a CPU flash kernel) and
 saves very different tensors than the fused kernels a GPU picks. A kernel registered for the
-duration of a trace replaces each call with the op CUDA's dispatcher would choose (PyTorch's `_fused_sdp_choice` on sm80+:
+duration of a trace replaces each call with the op CUDA's dispatcher would choose
+(PyTorch's `_fused_sdp_choice` on sm80+:
 flash, then memory-efficient, then math), called directly; those ops have meta kernels and
 autograd formulas, so the trace allocates what the GPU allocates for outputs and saved state.
 
@@ -43,13 +44,7 @@ def choose_backend(
     """The kernel CUDA SDPA picks for these inputs (PyTorch's sdp_utils rules, simplified)."""
     half = dtype in (torch.float16, torch.bfloat16)
     same_dim = head_dim == value_dim
-    if (
-        compute_capability >= (8, 0)
-        and half
-        and not has_mask
-        and same_dim
-        and head_dim <= 256
-    ):
+    if compute_capability >= (8, 0) and half and not has_mask and same_dim and head_dim <= 256:
         return SdpaBackend.FLASH
     if compute_capability >= (5, 0) and not gqa and head_dim % (8 if half else 4) == 0:
         return SdpaBackend.EFFICIENT
@@ -72,7 +67,7 @@ class CudaAttention:
     @contextlib.contextmanager
     def installed(self) -> Iterator[CudaAttention]:
         """Register the routing kernel for the duration of the block."""
-        lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901
+        lib = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
@@ -93,7 +88,11 @@ class CudaAttention:
         enable_gqa: bool = False,
     ) -> torch.Tensor:
         backend = choose_backend(
-            query.dtype, query.shape[-1], value.shape[-1], attn_mask is not None, enable_gqa,
+            query.dtype,
+            query.shape[-1],
+            value.shape[-1],
+            attn_mask is not None,
+            enable_gqa,
             self.capability,
         )
         self.chosen[backend] = self.chosen.get(backend, 0) + 1
@@ -116,6 +115,13 @@ class CudaAttention:
             )
             return out[0]
         return aten._scaled_dot_product_attention_math(
-            query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale,
+            query,
+            key,
+            value,
+            attn_mask,
+            dropout_p,
+            is_causal,
+            None,
+            scale=scale,
             enable_gqa=enable_gqa,
         )[0]

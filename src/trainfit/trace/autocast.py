@@ -28,34 +28,124 @@ import torch
 from torch.utils._pytree import tree_map
 
 LOWER_PRECISION_FP = (
-    "_convolution", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d",
-    "conv_transpose2d", "conv_transpose3d", "convolution", "prelu", "addmm", "addmv", "addr",
-    "matmul", "einsum", "mm", "mv", "linalg_vecdot", "linear", "addbmm", "baddbmm", "bmm",
-    "chain_matmul", "linalg_multi_dot", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell",
-    "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
-    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention", "scaled_dot_product_attention",
+    "_convolution",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_tbc",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "convolution",
+    "prelu",
+    "addmm",
+    "addmv",
+    "addr",
+    "matmul",
+    "einsum",
+    "mm",
+    "mv",
+    "linalg_vecdot",
+    "linear",
+    "addbmm",
+    "baddbmm",
+    "bmm",
+    "chain_matmul",
+    "linalg_multi_dot",
+    "_thnn_fused_lstm_cell",
+    "_thnn_fused_gru_cell",
+    "lstm_cell",
+    "gru_cell",
+    "rnn_tanh_cell",
+    "rnn_relu_cell",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "scaled_dot_product_attention",
 )
 FP32 = (
-    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
-    "reciprocal", "rsqrt", "sinh", "tan", "pow", "softplus", "layer_norm", "native_layer_norm",
-    "group_norm", "frobenius_norm", "nuclear_norm", "cosine_similarity", "poisson_nll_loss",
-    "cosine_embedding_loss", "nll_loss", "nll_loss2d", "hinge_embedding_loss", "kl_div",
-    "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss",
-    "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss",
-    "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm", "logsumexp",
-    "upsample_nearest1d", "_upsample_nearest_exact1d", "upsample_nearest2d",
-    "_upsample_nearest_exact2d", "upsample_nearest3d", "_upsample_nearest_exact3d",
-    "upsample_linear1d", "upsample_bilinear2d", "_upsample_bilinear2d_aa",
-    "upsample_trilinear3d", "upsample_bicubic2d", "_upsample_bicubic2d_aa", "norm",
+    "acos",
+    "asin",
+    "cosh",
+    "erfinv",
+    "exp",
+    "expm1",
+    "log",
+    "log10",
+    "log2",
+    "log1p",
+    "reciprocal",
+    "rsqrt",
+    "sinh",
+    "tan",
+    "pow",
+    "softplus",
+    "layer_norm",
+    "native_layer_norm",
+    "group_norm",
+    "frobenius_norm",
+    "nuclear_norm",
+    "cosine_similarity",
+    "poisson_nll_loss",
+    "cosine_embedding_loss",
+    "nll_loss",
+    "nll_loss2d",
+    "hinge_embedding_loss",
+    "kl_div",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "mse_loss",
+    "margin_ranking_loss",
+    "multilabel_margin_loss",
+    "soft_margin_loss",
+    "triplet_margin_loss",
+    "multi_margin_loss",
+    "binary_cross_entropy_with_logits",
+    "dist",
+    "pdist",
+    "cdist",
+    "renorm",
+    "logsumexp",
+    "upsample_nearest1d",
+    "_upsample_nearest_exact1d",
+    "upsample_nearest2d",
+    "_upsample_nearest_exact2d",
+    "upsample_nearest3d",
+    "_upsample_nearest_exact3d",
+    "upsample_linear1d",
+    "upsample_bilinear2d",
+    "_upsample_bilinear2d_aa",
+    "upsample_trilinear3d",
+    "upsample_bicubic2d",
+    "_upsample_bicubic2d_aa",
+    "norm",
 )
 FP32_SET_OPT_DTYPE = (
-    "prod", "softmax", "log_softmax", "cumprod", "cumsum", "linalg_vector_norm",
-    "linalg_matrix_norm", "sum", "nansum",
+    "prod",
+    "softmax",
+    "log_softmax",
+    "cumprod",
+    "cumsum",
+    "linalg_vector_norm",
+    "linalg_matrix_norm",
+    "sum",
+    "nansum",
 )
 PROMOTE = (
-    "addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler",
-    "index_put", "tensordot", "scatter_add", "stack", "cat",
+    "addcdiv",
+    "addcmul",
+    "atan2",
+    "bilinear",
+    "cross",
+    "dot",
+    "vdot",
+    "grid_sampler",
+    "index_put",
+    "tensordot",
+    "scatter_add",
+    "stack",
+    "cat",
 )
 
 _KEY = "AutocastCPU"
@@ -114,7 +204,8 @@ class CudaAutocast:
             with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
                 first = args[0] if args else None
                 eligible = isinstance(first, torch.Tensor) and first.dtype in (
-                    torch.float16, torch.bfloat16,
+                    torch.float16,
+                    torch.bfloat16,
                 )
                 if eligible and dtype_index is not None:
                     if len(args) > dtype_index:
@@ -147,7 +238,7 @@ class CudaAutocast:
     # -- registration -------------------------------------------------------------------------
 
     def _install(self) -> None:
-        lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901
+        lib = torch.library.Library("aten", "IMPL")
         policies = (
             (LOWER_PRECISION_FP, self._lower),
             (FP32, self._fp32),
@@ -172,7 +263,7 @@ class CudaAutocast:
                         ours.add(f"aten::{qualified}")
             for registered in torch._C._dispatch_get_registrations_for_dispatch_key(_KEY):
                 if registered.startswith("aten::") and registered not in ours:
-                    lib.impl(registered[len("aten::"):], torch.library.fallthrough_kernel, _KEY)
+                    lib.impl(registered[len("aten::") :], torch.library.fallthrough_kernel, _KEY)
         self._lib = lib
 
     @contextlib.contextmanager

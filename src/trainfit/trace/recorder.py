@@ -95,8 +95,14 @@ class Recorder(TorchDispatchMode):
         self._next += 1
         self._keys[ident] = key
         self.events.append(
-            Event(key=key, nbytes=storage.nbytes(), alloc=True, phase=self.phase,
-                  iteration=self.iteration, op=op)
+            Event(
+                key=key,
+                nbytes=storage.nbytes(),
+                alloc=True,
+                phase=self.phase,
+                iteration=self.iteration,
+                op=op,
+            )
         )
         weakref.finalize(storage, self._freed, ident, key)
         return key
@@ -109,8 +115,14 @@ class Recorder(TorchDispatchMode):
         if self._keys.get(ident) == key:
             del self._keys[ident]
         self.events.append(
-            Event(key=key, nbytes=0, alloc=False, phase=self.phase, iteration=self.iteration,
-                  op="free")
+            Event(
+                key=key,
+                nbytes=0,
+                alloc=False,
+                phase=self.phase,
+                iteration=self.iteration,
+                op="free",
+            )
         )
 
     @property
@@ -120,7 +132,11 @@ class Recorder(TorchDispatchMode):
     # -- dispatch -------------------------------------------------------------------------
 
     def __torch_dispatch__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
         self.ops += 1
@@ -136,7 +152,7 @@ class Recorder(TorchDispatchMode):
         except Exception as exc:
             where = f" in module {self.module_path!r}" if self.module_path else ""
             raise TraceError(
-                f"the tracer cannot run op {func.__name__}{where} without real data "
+                f"the tracer cannot run op {func}{where} without real data "
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "measure this model on the device instead (trainfit measure)"
             ) from exc
@@ -153,14 +169,19 @@ class Recorder(TorchDispatchMode):
         # NB: a value that depends on data (`if mask.all():`) has no answer without data. We
         # answer as typical real inputs would (no padding, nothing non-finite): True for
         # booleans, 1 for numbers, and say so in the result.
-        where = self.module_path or "the step"
-        note = f"a data-dependent {tensor.dtype} value in {where} was assumed"
         if tensor.dtype == torch.bool:
             value: bool | int | float = True
         elif tensor.dtype.is_floating_point:
             value = 1.0
         else:
             value = 1
-        if not any(a.startswith(note) for a in self.assumptions):
-            self.assumptions.append(f"{note} {value}")
+        if self.phase in (Phase.FORWARD, Phase.BACKWARD):
+            # the optimizer's step counters are host scalars, not data: no note for them
+            where = f"module {self.module_path!r}" if self.module_path else "the loss"
+            note = (
+                f"a data-dependent check in {where} (e.g. padding or packing detection) "
+                f"was answered {value}, as for unpadded random inputs"
+            )
+            if note not in self.assumptions:
+                self.assumptions.append(note)
         return value

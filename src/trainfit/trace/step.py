@@ -10,9 +10,9 @@ foreach optimizer path it defaults to, and a GradScaler that never reads the dev
 from __future__ import annotations
 
 import contextlib
-from enum import Enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import torch
@@ -26,7 +26,14 @@ from trainfit.trace.attention import CudaAttention, SdpaBackend
 from trainfit.trace.autocast import CudaAutocast
 from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
-from trainfit.training import Phase, StepRig, apply_settings, needs_scaler, no_context, run_iteration
+from trainfit.training import (
+    Phase,
+    StepRig,
+    apply_settings,
+    needs_scaler,
+    no_context,
+    run_iteration,
+)
 
 
 class Category(str, Enum):
@@ -255,8 +262,8 @@ def trace_step(
                 if isinstance(value, torch.Tensor):
                     key = recorder.key_of(value)
                     if key is not None:
-                        categories[key] = Category.HOST if name == "step" else (
-                            Category.OPTIMIZER_STATE
+                        categories[key] = (
+                            Category.HOST if name == "step" else (Category.OPTIMIZER_STATE)
                         )
         del batch, rig, optimizer
     return StepTrace(
@@ -279,5 +286,3 @@ def _count(program: StepProgram, trainable_only: bool) -> int:
         if p.requires_grad or not trainable_only:
             seen[id(p)] = p.numel()
     return sum(seen.values())
-
-

@@ -1,0 +1,172 @@
+"""The `trainfit` command: a thin layer over the public API.
+
+trainfit                      estimate the default example (gpt2, batch 8, seq 512, bf16, h100)
+trainfit estimate MODEL ...   estimate one training step
+trainfit models | devices     list the catalogs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from trainfit.errors import TrainfitError
+
+DEFAULT_EXAMPLE = ["estimate", "gpt2", "--batch", "8", "--seq", "512", "--precision", "bf16"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainfit",
+        description="Will this training job fit on this device, and with which settings?",
+    )
+    sub = parser.add_subparsers(dest="command")
+    est = sub.add_parser("estimate", help="memory one training step needs on a target device")
+    est.add_argument(
+        "model",
+        nargs="?",
+        default="gpt2",
+        help="catalog name, HF model directory or hub id, or pkg.module:factory",
+    )
+    est.add_argument("--batch", type=int, default=1, help="micro-batch (samples per step)")
+    est.add_argument("--seq", type=int, default=None, help="sequence length")
+    est.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=B,...:DTYPE",
+        help="an input of a plain module, e.g. 'x=B,3,224,224:float32'",
+    )
+    est.add_argument(
+        "--multiplier",
+        type=int,
+        default=1,
+        help="per-sample multiplier of the batch dimension (e.g. patches)",
+    )
+    est.add_argument(
+        "--precision", default="fp32", help="fp32 | tf32 | fp16 | bf16 | pure-bf16 (default fp32)"
+    )
+    est.add_argument(
+        "--optimizer",
+        default="adamw",
+        help="adamw | adam | sgd | sgd-momentum | adafactor | adamw-8bit",
+    )
+    est.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
+    est.add_argument(
+        "--checkpoint-modules",
+        default=None,
+        metavar="GLOB",
+        help="modules to checkpoint in a plain module (default: largest ModuleList)",
+    )
+    est.add_argument(
+        "--freeze",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="freeze parameters whose names match this glob (repeatable)",
+    )
+    est.add_argument("--grad-clip", type=float, default=None, help="clip gradient norm")
+    est.add_argument("--grad-accum", type=int, default=1, help="micro-batches per step")
+    est.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
+    est.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
+    est.add_argument("--task", default=None, help="override the model family's default task")
+    est.add_argument("--device", default="h100", help="target device (trainfit devices)")
+    est.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sub.add_parser("models", help="list the built-in model catalog")
+    sub.add_parser("devices", help="list the device catalog")
+    return parser
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from trainfit.estimate import estimate
+    from trainfit.spec import TrainSpec
+
+    spec = TrainSpec(
+        model=args.model,
+        batch=args.batch,
+        seq_len=args.seq,
+        inputs=tuple(args.input),
+        multiplier=args.multiplier,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        checkpointing=args.checkpointing,
+        checkpoint_modules=args.checkpoint_modules,
+        freeze=tuple(args.freeze),
+        grad_clip=args.grad_clip,
+        grad_accum=args.grad_accum,
+        loss=args.loss,
+        step_fn=args.step_fn,
+        task=args.task,
+        device=args.device,
+    )
+    result = estimate(spec)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        from rich.console import Console
+
+        from trainfit.report.terminal import estimate_renderable
+
+        Console().print(estimate_renderable(result))
+    return 0
+
+
+def _models() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from trainfit.models.catalog import catalog
+
+    table = Table(title="model catalog")
+    for column in ("name", "family", "task", "source"):
+        table.add_column(column)
+    for row in catalog().values():
+        table.add_row(row.name, row.family, row.task, row.source)
+    Console().print(table)
+    return 0
+
+
+def _devices() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from trainfit.hardware.catalog import devices
+    from trainfit.report.terminal import gib
+
+    table = Table(title="device catalog")
+    for column in ("name", "device", "memory", "compute capability", "source"):
+        table.add_column(column)
+    for d in devices().values():
+        table.add_row(
+            d.name,
+            d.display,
+            gib(d.memory_bytes) if d.memory_bytes else "host RAM",
+            ".".join(map(str, d.compute_capability)),
+            d.memory_source,
+        )
+    Console().print(table)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv or DEFAULT_EXAMPLE)
+    try:
+        if args.command == "models":
+            return _models()
+        if args.command == "devices":
+            return _devices()
+        return _estimate(args)
+    except TrainfitError as exc:
+        print(f"trainfit: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("trainfit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Model sources: catalog rows, local Hugging Face directories, hub ids and import paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainfit.errors import ModelLoadError
+from trainfit.models.catalog import catalog, find
+from trainfit.models.source import build_program
+from trainfit.spec import TrainSpec
+
+
+def test_catalog_aliases_resolve() -> None:
+    assert find("openai-community/gpt2").name == "gpt2"
+    assert find("GPT2").name == "gpt2"
+    assert find("not-a-model") is None
+    assert all(
+        row.source.startswith("https://") or row.kind == "module" for row in catalog().values()
+    )
+
+
+def test_local_directory_config_only(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1000,
+    )
+    config.save_pretrained(tmp_path)  # writes config.json only: no weights anywhere
+    program = build_program(TrainSpec(model=str(tmp_path), batch=2, seq_len=16), "meta")
+    assert "llama, causal LM" in program.description
+    batch = program.make_batch(torch.device("meta"), False)
+    assert batch["input_ids"].shape == (2, 16)
+    assert batch["labels"] is batch["input_ids"]
+
+
+def test_unreachable_hub_id_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(
+        ModelLoadError, match=r"cannot load a transformers config from 'nobody/nothing'"
+    ):
+        build_program(TrainSpec(model="nobody/nothing"), "meta")
+
+
+def test_import_path_with_declared_default_inputs() -> None:
+    program = build_program(
+        TrainSpec(model="trainfit.models.zoo:vq_patch_autoencoder", batch=2, multiplier=8), "meta"
+    )
+    assert program.make_batch(torch.device("meta"), False)["x"].shape == (16, 1, 64, 64)
