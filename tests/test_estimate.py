@@ -124,6 +124,6 @@ def opaque_model() -> nn.Module:
 def test_op_without_fake_kernel_names_op_and_module() -> None:
     with pytest.raises(
         TraceError,
-        match=r"op trainfit_test.opaque.default in module 'proj'.*trainfit measure",
+        match=r"op trainfit_test.opaque.default in module '_UsesOpaque'.*trainfit measure",
     ):
         estimate(TrainSpec(model="tests.test_estimate:opaque_model", inputs=("x=B,4",)))

@@ -172,7 +172,7 @@ def _module_tracking(recorder: Recorder, model: nn.Module) -> Iterator[None]:
     stack: list[str] = []
 
     def pre(module: nn.Module, args: Any) -> None:
-        stack.append(names.get(id(module), type(module).__name__))
+        stack.append(names.get(id(module)) or type(module).__name__)
         recorder.module_path = stack[-1]
 
     def post(module: nn.Module, args: Any, out: Any) -> None:
