@@ -63,6 +63,19 @@ CASES: dict[str, dict[str, Any]] = {
         loss=f"{USER}:mse_loss",
     ),
     "emotion-mlp-fp32": dict(model=f"{ZOO}:emotion_mlp", batch=256, precision="fp32"),
+    "llama-3.2-1b-ckpt-bf16": dict(
+        model="llama-3.2-1b", batch=8, seq_len=2048, precision="bf16", checkpointing=True
+    ),
+    "qwen2-0.5b-adafactor-bf16": dict(
+        model="qwen2-0.5b", batch=4, seq_len=1024, precision="bf16", optimizer="adafactor"
+    ),
+    "bert-base-fp32-sgd": dict(
+        model="bert-base-uncased", batch=32, seq_len=256, precision="fp32", optimizer="sgd"
+    ),
+    "mistral-7b-pure-bf16-sgd": dict(
+        model="mistral-7b", batch=2, seq_len=512, precision="pure-bf16", optimizer="sgd"
+    ),
+    "melody-transformer-fp16": dict(model=f"{ZOO}:melody_transformer", batch=64, precision="fp16"),
 }
 
 # Cases whose GPU data may fit constants; every other case is held out for reporting.

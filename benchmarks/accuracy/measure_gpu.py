@@ -157,6 +157,45 @@ def probe_context(out_json: Path) -> None:
     out_json.write_text(json.dumps({"context_probe": rows}))
 
 
+def probe_sdpa(out_json: Path) -> None:
+    """Which attention kernel CUDA picks for the shapes and masks the suite's models use."""
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    rows = []
+    dev = "cuda"
+    configs = [
+        ("bf16 causal no mask", torch.bfloat16, 12, 12, 64, None, 0.1, True),
+        ("fp32 causal no mask dropout", torch.float32, 12, 12, 64, None, 0.1, True),
+        ("fp32 no mask no dropout", torch.float32, 12, 12, 64, None, 0.0, False),
+        ("bf16 float mask needs grad dropout (T5)", torch.bfloat16, 8, 8, 64, "grad", 0.1, False),
+        ("bf16 float mask no grad dropout", torch.bfloat16, 8, 8, 64, "float", 0.1, False),
+        ("bf16 float mask needs grad no dropout", torch.bfloat16, 8, 8, 64, "grad", 0.0, False),
+        ("bf16 bool mask", torch.bfloat16, 8, 8, 64, "bool", 0.0, False),
+        ("bf16 gqa 32/4 heads causal", torch.bfloat16, 32, 4, 64, None, 0.0, True),
+        ("bf16 gqa 32/8 head 128", torch.bfloat16, 32, 8, 128, None, 0.0, True),
+        ("fp16 head 80", torch.float16, 16, 16, 80, None, 0.0, True),
+        ("bf16 head 256", torch.bfloat16, 8, 8, 256, None, 0.0, True),
+        ("fp32 head 80 dropout", torch.float32, 16, 16, 80, None, 0.1, False),
+    ]
+    for label, dtype, hq, hk, d, mask, p, causal in configs:
+        q = torch.randn(2, hq, 128, d, device=dev, dtype=dtype, requires_grad=True)
+        k = torch.randn(2, hk, 128, d, device=dev, dtype=dtype, requires_grad=True)
+        v = torch.randn(2, hk, 128, d, device=dev, dtype=dtype, requires_grad=True)
+        m = None
+        if mask == "bool":
+            m = torch.ones(2, 1, 128, 128, device=dev, dtype=torch.bool)
+        elif mask is not None:
+            m = torch.zeros(1, hq, 128, 128, device=dev, dtype=dtype, requires_grad=mask == "grad")
+        try:
+            choice = torch._fused_sdp_choice(q, k, v, m, p, causal, enable_gqa=hq != hk)
+            name = SDPBackend(choice).name
+        except Exception as exc:  # noqa: BLE001 - a probe records what happened
+            name = f"error: {exc}"
+        rows.append({"config": label, "backend": name})
+    out_json.write_text(json.dumps({"sdpa_probe": rows}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -165,9 +204,13 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--trace", type=Path)
     parser.add_argument("--probe", action="store_true")
+    parser.add_argument("--probe-sdpa", action="store_true")
     args = parser.parse_args()
     if args.probe:
         probe_context(args.json)
+        return
+    if args.probe_sdpa:
+        probe_sdpa(args.json)
         return
     if args.one:
         run_one(args.one, args.json, args.trace)
@@ -192,6 +235,12 @@ def main() -> None:
     )
     if probe.exists():
         results["context_probe"] = json.loads(probe.read_text())["context_probe"]
+    sdpa = work / "sdpa.json"
+    subprocess.run([sys.executable, "-m", "benchmarks.accuracy.measure_gpu", "--out", str(args.out),
+                    "--probe-sdpa", "--json", str(sdpa)], check=False)
+    if sdpa.exists():
+        results["sdpa_probe"] = json.loads(sdpa.read_text())["sdpa_probe"]
+        print(json.dumps(results["sdpa_probe"], indent=0), flush=True)
     traces: dict[str, Any] = {}
     for name in names:
         out = work / f"{name}.json"

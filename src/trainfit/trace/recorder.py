@@ -79,6 +79,7 @@ class Recorder(TorchDispatchMode):
         self.iteration = 0
         self.module_path = ""
         self._keys: dict[int, int] = {}
+        self._ops: dict[int, str] = {}
         self._next = 0
         self._cublas_threads: set[Thread] = set()
         self.ops = 0
@@ -105,6 +106,8 @@ class Recorder(TorchDispatchMode):
             )
         )
         weakref.finalize(storage, self._freed, ident, key)
+        if storage.nbytes() <= 8:
+            self._ops[key] = op  # only scalars are ever read back as data
         return key
 
     def key_of(self, tensor: torch.Tensor) -> int | None:
@@ -114,6 +117,7 @@ class Recorder(TorchDispatchMode):
     def _freed(self, ident: int, key: int) -> None:
         if self._keys.get(ident) == key:
             del self._keys[ident]
+        self._ops.pop(key, None)
         self.events.append(
             Event(
                 key=key,
@@ -167,10 +171,12 @@ class Recorder(TorchDispatchMode):
 
     def _assume_scalar(self, tensor: torch.Tensor) -> bool | int | float:
         # NB: a value that depends on data (`if mask.all():`) has no answer without data. We
-        # answer as typical real inputs would (no padding, nothing non-finite): True for
-        # booleans, 1 for numbers, and say so in the result.
+        # answer as unpadded random inputs on the common path would: an `all()` check holds
+        # (no padding, no packing); any other test is false (no inf/nan found, no layer
+        # dropped by LayerDrop); numbers are 1. The result lists each such answer.
+        creator = self._creator_op(tensor)
         if tensor.dtype == torch.bool:
-            value: bool | int | float = True
+            value: bool | int | float = creator.startswith("all")
         elif tensor.dtype.is_floating_point:
             value = 1.0
         else:
@@ -179,9 +185,13 @@ class Recorder(TorchDispatchMode):
             # the optimizer's step counters are host scalars, not data: no note for them
             where = f"module {self.module_path!r}" if self.module_path else "the loss"
             note = (
-                f"a data-dependent check in {where} (e.g. padding or packing detection) "
-                f"was answered {value}, as for unpadded random inputs"
+                f"a data-dependent check ({creator or 'scalar'}) in {where} was answered "
+                f"{value}, as for unpadded random inputs"
             )
             if note not in self.assumptions:
                 self.assumptions.append(note)
         return value
+
+    def _creator_op(self, tensor: torch.Tensor) -> str:
+        key = self._keys.get(id(tensor.untyped_storage()))
+        return self._ops.get(key, "") if key is not None else ""
