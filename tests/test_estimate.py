@@ -38,7 +38,7 @@ def test_parameters_and_optimizer_state_sizes(gpt2_bf16) -> None:
 
 
 def test_cuda_choices_are_modelled(gpt2_bf16) -> None:
-    assert gpt2_bf16.attention_kernels == {"flash": 24}  # 12 layers x 2 iterations
+    assert gpt2_bf16.attention_kernels == {"cudnn": 24}  # 12 layers x 2 iterations
     assert gpt2_bf16.breakdown.workspaces == 2 * 32 * 2**20  # forward + autograd thread handles
     fp32 = estimate(TrainSpec(model="gpt2", batch=2, seq_len=128, precision="fp32"))
     assert fp32.attention_kernels == {"efficient": 24}

@@ -63,7 +63,9 @@ def category_totals(spec: TrainSpec, workspace: int) -> dict[str, int]:
             size = round_size(event.nbytes)
             sizes[event.key] = size
             current += size
-            if category.value in totals:
+            if category.value in totals and (
+                category is not Category.GRADIENTS or event.iteration == 0
+            ):
                 totals[category.value] += size
         elif event.key in sizes:
             current -= sizes.pop(event.key)
@@ -93,8 +95,10 @@ def compute() -> dict[str, Any]:
         if name in BREAKDOWN_CASES:
             record["category_totals"] = category_totals(spec, result.breakdown.workspaces // 2)
         records[name] = record
-        print(f"{name}: {result.device_memory_needed_bytes / GiB:.3f} GiB "
-              f"({record['seconds']:.1f}s)", flush=True)
+        print(
+            f"{name}: {result.device_memory_needed_bytes / GiB:.3f} GiB ({record['seconds']:.1f}s)",
+            flush=True,
+        )
     return {
         "environment": {
             "date": datetime.date.today().isoformat(),

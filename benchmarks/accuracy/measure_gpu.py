@@ -190,7 +190,7 @@ def probe_sdpa(out_json: Path) -> None:
         try:
             choice = torch._fused_sdp_choice(q, k, v, m, p, causal, enable_gqa=hq != hk)
             name = SDPBackend(choice).name
-        except Exception as exc:  # noqa: BLE001 - a probe records what happened
+        except Exception as exc:  # a probe records what happened
             name = f"error: {exc}"
         rows.append({"config": label, "backend": name})
     out_json.write_text(json.dumps({"sdpa_probe": rows}))
@@ -236,8 +236,19 @@ def main() -> None:
     if probe.exists():
         results["context_probe"] = json.loads(probe.read_text())["context_probe"]
     sdpa = work / "sdpa.json"
-    subprocess.run([sys.executable, "-m", "benchmarks.accuracy.measure_gpu", "--out", str(args.out),
-                    "--probe-sdpa", "--json", str(sdpa)], check=False)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.accuracy.measure_gpu",
+            "--out",
+            str(args.out),
+            "--probe-sdpa",
+            "--json",
+            str(sdpa),
+        ],
+        check=False,
+    )
     if sdpa.exists():
         results["sdpa_probe"] = json.loads(sdpa.read_text())["sdpa_probe"]
         print(json.dumps(results["sdpa_probe"], indent=0), flush=True)

@@ -3,14 +3,14 @@
 On the CPU, `F.scaled_dot_product_attention` takes the math path (or a CPU flash kernel) and
 saves very different tensors than the fused kernels a GPU picks. A kernel registered for the
 duration of a trace replaces each call with the op CUDA's dispatcher would choose
-(PyTorch's `_fused_sdp_choice` on sm80+:
-flash, then memory-efficient, then math), called directly; those ops have meta kernels and
-autograd formulas, so the trace allocates what the GPU allocates for outputs and saved state.
+(PyTorch's `_fused_sdp_choice` on sm80+: cuDNN on Hopper, flash, memory-efficient, then
+math), called directly; those ops have meta kernels and autograd formulas, so the trace
+allocates what the GPU allocates for outputs and saved state.
 
 Known limitations: the flash and memory-efficient backward kernels allocate a few scratch
 buffers inside (flash's fp32 dq accumulator, for example) that no meta kernel shows; they are
-modelled in `trainfit.memory.runtime`. cuDNN attention is not chosen (PyTorch does not prefer
-it on sm80/sm90 by default).
+not modelled. cuDNN attention's own meta kernel is not used: flash's stands in (same saved
+tensors).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class SdpaBackend(str, Enum):
 
     FLASH = "flash"
     EFFICIENT = "efficient"
+    CUDNN = "cudnn"
     MATH = "math"
 
 
@@ -37,22 +38,45 @@ def choose_backend(
     dtype: torch.dtype,
     head_dim: int,
     value_dim: int,
-    has_mask: bool,
+    mask: str,
     gqa: bool,
     compute_capability: tuple[int, int],
 ) -> SdpaBackend:
-    """The kernel CUDA SDPA picks for these inputs (PyTorch's sdp_utils rules, simplified)."""
+    """The kernel CUDA SDPA picks for these inputs (PyTorch 2.11's sdp_utils, simplified).
+
+    `mask` is "none", "plain" (a mask that needs no gradient) or "grad" (a learned bias, as
+    T5's position bias). Checked on an H100 with torch 2.11 (the `sdpa_probe` record in
+    benchmarks/accuracy/results/measured_h100.json): fp16/bf16 take cuDNN attention with or
+    without a plain mask and with grouped-query heads; a mask that needs a gradient and all
+    fp32 inputs take the memory-efficient kernel.
+    """
     half = dtype in (torch.float16, torch.bfloat16)
     same_dim = head_dim == value_dim
-    if compute_capability >= (8, 0) and half and not has_mask and same_dim and head_dim <= 256:
+    hopper_or_newer = compute_capability >= (9, 0)
+    if hopper_or_newer and half and mask != "grad" and same_dim and head_dim <= 256:
+        return SdpaBackend.CUDNN
+    if compute_capability >= (8, 0) and half and mask == "none" and same_dim and head_dim <= 256:
         return SdpaBackend.FLASH
     if compute_capability >= (5, 0) and not gqa and head_dim % (8 if half else 4) == 0:
         return SdpaBackend.EFFICIENT
     return SdpaBackend.MATH
 
 
+def _cuda_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
+    """F.dropout as CUDA runs it: `native_dropout`, which keeps a one-byte bool mask.
+
+    NB: the CPU decomposition keeps a mask in the input's dtype (4 bytes an element in fp32).
+    """
+    if not train or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        return input * torch.zeros_like(input)
+    return aten.native_dropout(input, p, train)[0]
+
+
 class CudaAttention:
-    """Routes aten.scaled_dot_product_attention to the kernel a CUDA device would use.
+    """Routes aten.scaled_dot_product_attention to the kernel a CUDA device would use, and
+    aten.dropout to CUDA's fused dropout.
 
     NB: the route is a Python kernel for the op's CompositeImplicitAutograd key, registered for
     the duration of a trace, so it also applies where torch-function modes do not reach (the
@@ -71,6 +95,7 @@ class CudaAttention:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
+            lib.impl("dropout", _cuda_dropout, "CompositeImplicitAutograd")
         try:
             yield self
         finally:
@@ -87,15 +112,20 @@ class CudaAttention:
         scale: float | None = None,
         enable_gqa: bool = False,
     ) -> torch.Tensor:
-        backend = choose_backend(
-            query.dtype,
-            query.shape[-1],
-            value.shape[-1],
-            attn_mask is not None,
-            enable_gqa,
-            self.capability,
-        )
+        mask = "none" if attn_mask is None else "grad" if attn_mask.requires_grad else "plain"
+        if attn_mask is not None and attn_mask.size(-1) > 1 and attn_mask.stride(-1) != 1:
+            # NB: every fused kernel needs a mask whose last dimension is contiguous; T5's
+            # permuted position bias is not, and CUDA falls back to the math path (seen on H100)
+            backend = SdpaBackend.MATH
+        else:
+            backend = choose_backend(
+                query.dtype, query.shape[-1], value.shape[-1], mask, enable_gqa, self.capability
+            )
         self.chosen[backend] = self.chosen.get(backend, 0) + 1
+        if backend is SdpaBackend.CUDNN:
+            # NB: cuDNN attention saves the output and fp32 row statistics, as flash does; its
+            # meta kernel is not used, flash's (or, with a mask, memory-efficient's) stands in.
+            backend = SdpaBackend.FLASH if attn_mask is None else SdpaBackend.EFFICIENT
         if backend is SdpaBackend.FLASH:
             out = aten._scaled_dot_product_flash_attention(
                 query, key, value, dropout_p, is_causal, False, scale=scale

@@ -1,0 +1,106 @@
+"""Speed of `trainfit.estimate()` and of the CLI on this machine (no caches between runs).
+
+    PYTHONPATH=src:. python -m benchmarks.speed.bench_estimate   # writes results.md beside it
+
+Targets from issue #2: a 1.1B Llama-shaped step (batch 4, seq 1024, bf16) in <= 2 s and a 7B
+shape in <= 5 s in a warm process, from an uncatalogued config directory too; the CLI with its
+imports in <= 5 s for the 1.1B shape. Timings are the median of 3 runs; the machine's noise is
+shown as min-max.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from trainfit import TrainSpec, estimate
+
+HERE = Path(__file__).parent
+LLAMA_1B = dict(
+    hidden_size=2048,
+    intermediate_size=5632,
+    num_hidden_layers=22,
+    num_attention_heads=32,
+    num_key_value_heads=4,
+    vocab_size=32000,
+    max_position_embeddings=2048,
+)
+LLAMA_7B = dict(
+    hidden_size=4096,
+    intermediate_size=11008,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=32,
+    vocab_size=32000,
+    max_position_embeddings=4096,
+)
+
+
+def _time(fn, runs: int = 3) -> tuple[float, float, float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times)
+
+
+def main() -> None:
+    import transformers
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, shape in (("1.1B Llama shape", LLAMA_1B), ("7B Llama shape", LLAMA_7B)):
+            folder = Path(tmp) / label.replace(" ", "_")
+            transformers.LlamaConfig(**shape).save_pretrained(folder)
+            spec = TrainSpec(model=str(folder), batch=4, seq_len=1024, precision="bf16")
+            estimate(spec)  # warm the process (imports, kernel registration)
+            median, low, high = _time(lambda spec=spec: estimate(spec))
+            rows.append((f"estimate(), {label}, config directory", median, low, high))
+        spec_dir = Path(tmp) / "1.1B_Llama_shape"
+        cli = [
+            sys.executable,
+            "-m",
+            "trainfit",
+            "estimate",
+            str(spec_dir),
+            "--batch",
+            "4",
+            "--seq",
+            "1024",
+            "--precision",
+            "bf16",
+            "--json",
+        ]
+        env = dict(os.environ)
+        median, low, high = _time(
+            lambda: subprocess.run(cli, capture_output=True, check=True, env=env)
+        )
+        rows.append(("CLI incl. imports, 1.1B Llama shape", median, low, high))
+    lines = [
+        "# Speed of the estimator",
+        "",
+        f"{datetime.date.today().isoformat()}, {platform.machine()} with {os.cpu_count()} cores, "
+        f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"Python {platform.python_version()}. Median of 3 runs (min-max).",
+        "",
+        "| what | seconds | min-max |",
+        "|---|---:|---:|",
+    ]
+    for label, median, low, high in rows:
+        lines.append(f"| {label} | {median:.2f} | {low:.2f}-{high:.2f} |")
+    (HERE / "results.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""The committed accuracy table's estimates are what the code computes today."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from benchmarks.accuracy.cases import CASES
+
+from trainfit import TrainSpec, estimate
+
+ESTIMATES = Path(__file__).parent.parent / "benchmarks" / "accuracy" / "results" / "estimates.json"
+
+
+def _recorded() -> dict:
+    return json.loads(ESTIMATES.read_text())
+
+
+def test_every_case_has_a_committed_estimate() -> None:
+    assert set(_recorded()["cases"]) == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_estimate_has_not_drifted(name: str) -> None:
+    transformers = pytest.importorskip("transformers")
+    env = _recorded()["environment"]
+    if (torch.__version__, transformers.__version__) != (env["torch"], env["transformers"]):
+        pytest.skip(
+            f"estimates were recorded with torch {env['torch']} and transformers "
+            f"{env['transformers']}; this is {torch.__version__} / {transformers.__version__}"
+        )
+    committed = _recorded()["cases"][name]
+    result = estimate(TrainSpec(**CASES[name]))
+    fresh = (
+        result.device_memory_needed_bytes,
+        result.peak_allocated_bytes,
+        result.peak_reserved_bytes,
+    )
+    recorded = (
+        committed["device_memory_needed_bytes"],
+        committed["peak_allocated_bytes"],
+        committed["peak_reserved_bytes"],
+    )
+    assert fresh == recorded, (
+        f"{name}: the estimate changed; rerun `python -m benchmarks.accuracy.compare` and, if "
+        "the change is intended, commit the refreshed table"
+    )
