@@ -219,38 +219,14 @@ def main() -> None:
     names = [n for n in args.cases.split(",") if n] or list(CASES)
     work = Path(tempfile.mkdtemp(prefix="trainfit-accuracy-"))
     results: dict[str, Any] = {"environment": _environment(), "cases": {}, "errors": {}}
-    probe = work / "probe.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.accuracy.measure_gpu",
-            "--out",
-            str(args.out),
-            "--probe",
-            "--json",
-            str(probe),
-        ],
-        check=False,
-    )
-    if probe.exists():
-        results["context_probe"] = json.loads(probe.read_text())["context_probe"]
-    sdpa = work / "sdpa.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.accuracy.measure_gpu",
-            "--out",
-            str(args.out),
-            "--probe-sdpa",
-            "--json",
-            str(sdpa),
-        ],
-        check=False,
-    )
-    if sdpa.exists():
-        results["sdpa_probe"] = json.loads(sdpa.read_text())["sdpa_probe"]
+    for flag, key in (("--probe", "context_probe"), ("--probe-sdpa", "sdpa_probe")):
+        # each probe in a fresh process, so that libraries wake up in a known order
+        path = work / f"{key}.json"
+        cmd = [sys.executable, "-m", "benchmarks.accuracy.measure_gpu", "--out", str(args.out)]
+        subprocess.run([*cmd, flag, "--json", str(path)], check=False)
+        if path.exists():
+            results[key] = json.loads(path.read_text())[key]
+    if "sdpa_probe" in results:
         print(json.dumps(results["sdpa_probe"], indent=0), flush=True)
     traces: dict[str, Any] = {}
     for name in names:

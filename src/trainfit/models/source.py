@@ -104,7 +104,7 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
         return StepProgram(
             model=program.model,
             make_batch=program.make_batch,
-            compute_loss=_checked_loss(lambda m, b: step(m, b), spec.step_fn),
+            compute_loss=_checked_loss(step, spec.step_fn),
             description=program.description,
             loss_note=f"user step function {spec.step_fn}",
             is_hf=program.is_hf,
