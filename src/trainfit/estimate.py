@@ -64,7 +64,8 @@ class Estimate:
     """0: the first iteration (creates optimizer state); 1: the steady state."""
     peak_op: str
     fits: bool | None
-    """Whether device_memory_needed fits the device's memory (None for the CPU)."""
+    """Whether device_memory_needed fits the device's memory (for the CPU, the host's RAM;
+    None when it cannot be detected)."""
     model_description: str
     loss_note: str
     parameter_count: int
@@ -123,11 +124,15 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
     elif kwargs:
         raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
     device = get_device(spec.device)
+    if device.kind == "cpu":
+        from trainfit.estimate_cpu import estimate_cpu
+
+        return estimate_cpu(spec, device, started)
     if device.kind != "cuda":
         raise SpecError(
             [
-                f"device {device.name!r}: only CUDA targets are estimated so far; choose a GPU "
-                "such as h100, a100-80gb or rtx-4060"
+                f"device {device.name!r} is of kind {device.kind!r}: only CUDA GPUs and the "
+                "CPU are estimated; choose a GPU such as h100, a100-80gb or rtx-4060, or cpu"
             ]
         )
     trace = trace_step(spec, compute_capability=device.compute_capability)

@@ -4,7 +4,8 @@ The model is built on the meta device, its parameters become fake CPU tensors (s
 carry the autocast dispatch key), and two iterations run under FakeTensorMode with the
 `Recorder` underneath: the first creates optimizer state, the second is the steady state.
 CUDA's choices are injected: its autocast policy, the attention kernel it would pick, the
-foreach optimizer path it defaults to, and a GradScaler that never reads the device.
+foreach optimizer path it defaults to, and a GradScaler that never reads the device. A CPU
+target (`Target.cpu()`) injects nothing: the step runs as stock CPU PyTorch runs it.
 """
 
 from __future__ import annotations
@@ -22,16 +23,15 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from trainfit.errors import TraceError, TrainfitError
 from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
-from trainfit.trace.attention import CudaAttention, SdpaBackend
-from trainfit.trace.autocast import CudaAutocast
+from trainfit.trace.attention import SdpaBackend
 from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
+from trainfit.trace.target import Target
 from trainfit.training import (
     Phase,
     StepRig,
     apply_settings,
     needs_scaler,
-    no_context,
     run_iteration,
 )
 
@@ -193,8 +193,10 @@ def trace_step(
     spec: TrainSpec,
     compute_capability: tuple[int, int] = (9, 0),
     iterations: int = 2,
+    target: Target | None = None,
 ) -> StepTrace:
-    """Trace `iterations` training iterations of `spec` as a CUDA device would run them."""
+    """Trace `iterations` training iterations of `spec` as `target` would run them (default:
+    a CUDA device of `compute_capability`)."""
     program = build_program(spec, "meta")
     apply_settings(program, spec)
     if spec.precision is Precision.PURE_BF16:
@@ -204,22 +206,19 @@ def trace_step(
     trainable = [p for p in program.model.parameters() if p.requires_grad]
     recorder = Recorder()
     autocast_dtype = spec.precision.autocast_dtype
-    emulation = CudaAutocast(autocast_dtype) if autocast_dtype is not None else None
-    attention = CudaAttention(compute_capability)
+    rules = (target or Target.cuda(compute_capability)).rules(autocast_dtype)
     with contextlib.ExitStack() as stack:
-        if emulation is not None:
-            stack.enter_context(emulation.installed())
-        stack.enter_context(attention.installed())
+        stack.enter_context(rules.installed())
         stack.enter_context(mode)
         stack.enter_context(recorder)
         stack.enter_context(_module_tracking(recorder, program.model))
         if program.is_hf:
             stack.enter_context(_not_tracing_for_transformers())
-        optimizer = make_optimizer(spec.optimizer, trainable, foreach=True)
+        optimizer = make_optimizer(spec.optimizer, trainable, foreach=rules.foreach)
         rig = StepRig(
             program=program,
             optimizer=optimizer,
-            autocast=emulation.region if emulation is not None else no_context,
+            autocast=rules.autocast,
             scaler=_ScalerStandIn() if needs_scaler(spec.precision) else None,
             spec=spec,
         )
@@ -273,7 +272,7 @@ def trace_step(
         description=program.description,
         loss_note=program.loss_note,
         assumptions=recorder.assumptions,
-        attention=dict(attention.chosen),
+        attention=rules.attention_chosen(),
         parameter_count=_count(program, trainable_only=False),
         trainable_count=_count(program, trainable_only=True),
         ops=recorder.ops,
