@@ -1,0 +1,80 @@
+"""The CPU as a target: the trace runs as stock CPU PyTorch, the result is an RSS increase."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+import pytest
+
+from trainfit import SpecError, TrainSpec, estimate
+from trainfit.cli.main import main
+from trainfit.hardware.catalog import get_device
+from trainfit.hardware.host import total_ram_bytes
+from trainfit.memory.host import CPU_RUNTIME_BYTES
+from trainfit.trace.target import Target
+
+MLP = "trainfit.models.zoo:emotion_mlp"
+
+
+@pytest.fixture(scope="module")
+def mlp_cpu():
+    return estimate(TrainSpec(model=MLP, batch=64, precision="fp32", device="cpu"))
+
+
+def test_breakdown_sums_to_memory_needed(mlp_cpu) -> None:
+    result = mlp_cpu
+    assert result.breakdown.total() == result.device_memory_needed_bytes
+    assert result.device_memory_needed_bytes == result.peak_reserved_bytes + CPU_RUNTIME_BYTES
+    assert result.breakdown.workspaces == 0  # no cuBLAS on the CPU
+    assert result.breakdown.runtime_context == CPU_RUNTIME_BYTES
+    assert result.breakdown.allocator_overhead >= 0
+    assert result.attention_kernels == {}
+
+
+def test_parameters_and_state_are_unrounded_bytes(mlp_cpu) -> None:
+    # no 512-byte blocks on the CPU: the breakdown counts requested bytes (and BatchNorm's
+    # running statistics, which are buffers)
+    params = mlp_cpu.parameter_count
+    assert 4 * params < mlp_cpu.breakdown.parameters < 4 * params * 1.01
+    assert mlp_cpu.breakdown.gradients == 4 * params
+    assert mlp_cpu.peak_allocated_bytes >= 4 * params * 4  # params, grads, two moments
+
+
+def test_fits_against_detected_ram(mlp_cpu) -> None:
+    ram = total_ram_bytes()
+    assert ram is not None and ram > 1 << 30  # Linux and macOS report it
+    assert mlp_cpu.device.memory_bytes == ram
+    assert mlp_cpu.fits is True
+
+
+def test_cpu_rules_take_the_cpu_defaults() -> None:
+    import torch
+
+    rules = Target.cpu().rules(torch.bfloat16)
+    assert rules.foreach is False
+    with rules.autocast():
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+    assert Target.cuda().rules(None).foreach is True
+
+
+def test_cli_estimates_gpt2_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["estimate", "gpt2", "--batch", "1", "--seq", "32", "--device", "cpu", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["device"] == "cpu"
+    assert data["breakdown"]["workspaces"] == 0
+    # 124M fp32 parameters, gradients and two AdamW moments at least
+    assert data["device_memory_needed_bytes"] > 16 * 124_000_000
+    assert data["labels"]["device_memory_needed_bytes"].startswith("peak RSS increase")
+
+
+def test_other_device_kinds_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    odd = dataclasses.replace(get_device("cpu"), name="npu", kind="npu")
+    monkeypatch.setattr(sys.modules["trainfit.estimate"], "get_device", lambda name: odd)
+    with pytest.raises(
+        SpecError, match="device 'npu' is of kind 'npu': only CUDA GPUs and the CPU"
+    ):
+        estimate(TrainSpec(model=MLP, batch=2))
