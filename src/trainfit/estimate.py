@@ -71,6 +71,7 @@ class Estimate:
     parameter_count: int
     trainable_parameter_count: int
     attention_kernels: dict[str, int]
+    """SDPA calls of one training step by the kernel the target runs (flash, cudnn, ...)."""
     assumptions: tuple[str, ...]
     labels: dict[str, str]
     """How each figure was obtained: "traced", "simulated", "measured constant", "modelled"."""

@@ -144,29 +144,41 @@ def torch_optimizer(kind: OptimizerKind, params: list[nn.Parameter]) -> torch.op
     )
 
 
+def forward_backward(
+    rig: StepRig, batch: Batch, mark: Callable[[Phase], None] = lambda phase: None
+) -> None:
+    """One micro-batch: forward and loss under autocast, then backward (scaled for fp16)."""
+    spec = rig.spec
+    mark(Phase.FORWARD)
+    with rig.autocast():
+        loss = rig.program.compute_loss(rig.program.model, batch)
+        if spec.grad_accum > 1:
+            loss = loss / spec.grad_accum
+    mark(Phase.BACKWARD)
+    if rig.scaler is not None:
+        rig.scaler.scale(loss).backward()
+    else:
+        loss.backward()
+
+
+MicroBatchPass = Callable[[int], None]
+"""Runs forward and backward of micro-batch `index` (the tracer may replay one instead)."""
+
+
 def run_iteration(
     rig: StepRig,
     batch: Batch,
     mark: Callable[[Phase], None] = lambda phase: None,
     micro_batches: int | None = None,
-) -> torch.Tensor:
+    micro_batch_pass: MicroBatchPass | None = None,
+) -> None:
     """One optimizer step: `micro_batches` forward/backward passes, then clip, step, zero_grad."""
     spec = rig.spec
-    model = rig.program.model
-    loss = torch.zeros(())
-    for _ in range(micro_batches or spec.grad_accum):
-        mark(Phase.FORWARD)
-        with rig.autocast():
-            loss = rig.program.compute_loss(model, batch)
-            if spec.grad_accum > 1:
-                loss = loss / spec.grad_accum
-        mark(Phase.BACKWARD)
-        if rig.scaler is not None:
-            rig.scaler.scale(loss).backward()
+    for index in range(micro_batches or spec.grad_accum):
+        if micro_batch_pass is None:
+            forward_backward(rig, batch, mark)
         else:
-            loss.backward()
-        del loss
-        loss = torch.zeros(())
+            micro_batch_pass(index)
     mark(Phase.OPTIMIZER)
     if rig.scaler is not None:
         if spec.grad_clip is not None:
@@ -179,7 +191,6 @@ def run_iteration(
             _clip(rig)
         rig.optimizer.step()
     rig.optimizer.zero_grad(set_to_none=True)
-    return loss
 
 
 def _clip(rig: StepRig) -> None:

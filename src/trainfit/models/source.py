@@ -8,6 +8,7 @@ runner builds it on the CPU in fp32 and moves it to the device.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import os
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from torch import nn
 from trainfit.errors import ModelLoadError, SpecError, TrainfitError
 from trainfit.models import catalog as _catalog
 from trainfit.models.imports import is_import_path, resolve
-from trainfit.spec import InputSpec, TrainSpec
+from trainfit.spec import InputSpec, Precision, TrainSpec
 
 Batch = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
@@ -263,6 +264,12 @@ def _module_program(
                 f"{factory_path} needs its inputs: add --input NAME=B,...:DTYPE "
                 "for each forward() argument"
             ]
+        )
+    if spec.precision is Precision.PURE_BF16:
+        # NB: a pure-bf16 model takes bf16 inputs: floating inputs are cast as a user would.
+        inputs = tuple(
+            dataclasses.replace(i, dtype=torch.bfloat16) if i.dtype.is_floating_point else i
+            for i in inputs
         )
     rows = spec.rows
 

@@ -283,9 +283,20 @@ class CudaAutocast:
     def installed(self) -> Iterator[CudaAutocast]:
         """Register the policy kernels for the duration of the block."""
         self._install()
+        # NB: CUDA autocast frees its cast cache whenever the outermost autocast context exits,
+        # including the contexts torch.utils.checkpoint enters to recompute a block in
+        # backward; torch.autocast.__exit__ calls torch.clear_autocast_cache() then.
+        original = torch.clear_autocast_cache
+
+        def clear() -> None:
+            original()
+            self._cache.clear()
+
+        torch.clear_autocast_cache = clear
         try:
             yield self
         finally:
+            torch.clear_autocast_cache = original
             if self._lib is not None:
                 self._lib._destroy()
                 self._lib = None

@@ -7,18 +7,27 @@ reference dies, which is the moment the CUDA caching allocator would get the blo
 
 from __future__ import annotations
 
+import contextlib
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    UnsupportedOperatorException,
+)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainfit.errors import TraceError
 from trainfit.training import Phase
 
 aten = torch.ops.aten
+_DEVICE = torch.ops.prim.device.default
 
 
 class Thread(str, Enum):
@@ -82,6 +91,8 @@ class Recorder(TorchDispatchMode):
         self._ops: dict[int, str] = {}
         self._next = 0
         self._cublas_threads: set[Thread] = set()
+        self._finalizers: dict[int, weakref.finalize] = {}
+        self._silent = False
         self.ops = 0
 
     # -- bookkeeping ----------------------------------------------------------------------
@@ -92,9 +103,9 @@ class Recorder(TorchDispatchMode):
         ident = id(storage)
         if ident in self._keys:
             return self._keys[ident]
-        key = self._next
-        self._next += 1
-        self._keys[ident] = key
+        if self._silent:
+            return None
+        key = self.new_key()
         self.events.append(
             Event(
                 key=key,
@@ -105,10 +116,43 @@ class Recorder(TorchDispatchMode):
                 op=op,
             )
         )
-        weakref.finalize(storage, self._freed, ident, key)
+        self._watch(storage, key)
         if storage.nbytes() <= 8:
             self._ops[key] = op  # only scalars are ever read back as data
         return key
+
+    def new_key(self) -> int:
+        """A fresh storage key (for events emitted without an op)."""
+        key = self._next
+        self._next += 1
+        return key
+
+    def _watch(self, storage: torch.UntypedStorage, key: int) -> None:
+        ident = id(storage)
+        self._keys[ident] = key
+        self._finalizers[key] = weakref.finalize(storage, self._freed, ident, key)
+
+    @contextlib.contextmanager
+    def silent(self) -> Iterator[None]:
+        """Create tensors without recording their allocation (they get keys by `adopt`)."""
+        self._silent = True
+        try:
+            yield
+        finally:
+            self._silent = False
+
+    def adopt(self, tensor: torch.Tensor, key: int) -> None:
+        """Let `tensor`'s storage stand for the already recorded allocation `key`."""
+        self._watch(tensor.untyped_storage(), key)
+
+    def disown(self, key: int) -> None:
+        """Forget `key`'s storage: its free was already recorded; its death records nothing."""
+        finalizer = self._finalizers.pop(key, None)
+        if finalizer is not None:
+            ident = finalizer.peek()[2][0] if finalizer.peek() else None
+            finalizer.detach()
+            if ident is not None and self._keys.get(ident) == key:
+                del self._keys[ident]
 
     def key_of(self, tensor: torch.Tensor) -> int | None:
         """The key of a tracked tensor's storage, or None."""
@@ -117,6 +161,7 @@ class Recorder(TorchDispatchMode):
     def _freed(self, ident: int, key: int) -> None:
         if self._keys.get(ident) == key:
             del self._keys[ident]
+        self._finalizers.pop(key, None)
         self._ops.pop(key, None)
         self.events.append(
             Event(
@@ -142,6 +187,17 @@ class Recorder(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        if func is _DEVICE:
+            # NB: the autograd engine asks every fake tensor's device many times per op (two
+            # thirds of all dispatches); answered here as FakeTensor itself answers it, without
+            # the trip through FakeTensorMode.
+            tensor = args[0]
+            if isinstance(tensor, FakeTensor):
+                return (
+                    torch.device("meta")
+                    if tensor.fake_mode.in_kernel_invocation
+                    else (tensor.fake_device)
+                )
         kwargs = kwargs or {}
         self.ops += 1
         if func is aten._local_scalar_dense.default:
@@ -155,10 +211,16 @@ class Recorder(TorchDispatchMode):
             raise
         except Exception as exc:
             where = f" in module {self.module_path!r}" if self.module_path else ""
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            if _needs_data(exc):
+                raise TraceError(
+                    f"the tracer cannot run op {func}{where} without real data "
+                    f"({type(exc).__name__}: {first}); "
+                    "measure this model on the device instead (trainfit measure)"
+                ) from exc
             raise TraceError(
-                f"the tracer cannot run op {func}{where} without real data "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
-                "measure this model on the device instead (trainfit measure)"
+                f"op {func}{where} failed: {type(exc).__name__}: {first}; "
+                "check the input shapes and dtypes given for this model"
             ) from exc
         name = func.__name__
         if isinstance(out, torch.Tensor):
@@ -195,3 +257,19 @@ class Recorder(TorchDispatchMode):
     def _creator_op(self, tensor: torch.Tensor) -> str:
         key = self._keys.get(id(tensor.untyped_storage()))
         return self._ops.get(key, "") if key is not None else ""
+
+
+def _needs_data(exc: Exception) -> bool:
+    """Whether an op failed for want of real data or a fake kernel, not for bad arguments."""
+    if isinstance(
+        exc,
+        (
+            NotImplementedError,
+            DataDependentOutputException,
+            DynamicOutputShapeException,
+            UnsupportedOperatorException,
+        ),
+    ):
+        return True
+    text = str(exc).lower()
+    return "fake impl" in text or "meta" in text or "data-dependent" in text

@@ -26,6 +26,7 @@ from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.attention import SdpaBackend
 from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
+from trainfit.trace.reuse import PassReuse
 from trainfit.trace.target import Target
 from trainfit.training import (
     Phase,
@@ -64,6 +65,8 @@ class StepTrace:
     trainable_count: int
     ops: int
     notes: list[str] = field(default_factory=list)
+    replayed_passes: bool = False
+    """Whether later iterations re-emitted the first iteration's forward/backward events."""
 
     def category(self, event: Event) -> Category:
         """Category of the storage an allocation event created."""
@@ -194,6 +197,7 @@ def trace_step(
     compute_capability: tuple[int, int] = (9, 0),
     iterations: int = 2,
     target: Target | None = None,
+    reuse_passes: bool = True,
 ) -> StepTrace:
     """Trace `iterations` training iterations of `spec` as `target` would run them (default:
     a CUDA device of `compute_capability`)."""
@@ -243,11 +247,29 @@ def trace_step(
                             categories[key] = Category.GRADIENTS
             recorder.phase = phase
 
+        reuse = PassReuse(recorder, rig, batch, mark, trainable) if reuse_passes else None
+        replayed = False
+        attention_calls: dict[SdpaBackend, int] = {}
         try:
             for i in range(iterations):
                 recorder.iteration = i
-                run_iteration(rig, batch, mark, micro_batches=min(spec.grad_accum, 2))
+                micro_batch_pass = None
+                if reuse is not None:
+                    if i == 0:
+                        micro_batch_pass = reuse.recording()
+                    elif reuse.why_not() is None:
+                        micro_batch_pass = reuse.replaying()
+                        replayed = True
+                run_iteration(
+                    rig,
+                    batch,
+                    mark,
+                    micro_batches=min(spec.grad_accum, 2),
+                    micro_batch_pass=micro_batch_pass,
+                )
                 recorder.phase = Phase.SETUP
+                if i == 0:
+                    attention_calls = rules.attention_chosen()  # per step, not per trace
         except TrainfitError:
             raise
         except NotImplementedError as exc:
@@ -255,6 +277,13 @@ def trace_step(
             raise TraceError(
                 f"an op{where} has no implementation the tracer can run without data ({exc}); "
                 "measure this model on the device instead (trainfit measure)"
+            ) from exc
+        except (RuntimeError, TypeError, ValueError) as exc:
+            where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise TraceError(
+                f"the training step failed{where}: {type(exc).__name__}: {first}; "
+                "check the inputs, precision and loss given for this model"
             ) from exc
         for state in optimizer.state.values():
             for name, value in state.items():
@@ -264,7 +293,7 @@ def trace_step(
                         categories[key] = (
                             Category.HOST if name == "step" else (Category.OPTIMIZER_STATE)
                         )
-        del batch, rig, optimizer
+        del batch, rig, optimizer, reuse
     return StepTrace(
         events=recorder.events,
         workspaces=recorder.workspaces,
@@ -272,10 +301,11 @@ def trace_step(
         description=program.description,
         loss_note=program.loss_note,
         assumptions=recorder.assumptions,
-        attention=rules.attention_chosen(),
+        attention=attention_calls,
         parameter_count=_count(program, trainable_only=False),
         trainable_count=_count(program, trainable_only=True),
         ops=recorder.ops,
+        replayed_passes=replayed,
     )
 
 

@@ -1,0 +1,69 @@
+"""The steady iteration replayed from the first one's passes equals a full trace of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainfit import TrainSpec
+from trainfit.trace.step import StepTrace, trace_step
+
+ZOO = "trainfit.models.zoo"
+
+
+def _canonical(trace: StepTrace) -> tuple[list[tuple[object, ...]], list[tuple[int, str]]]:
+    """Events with keys renumbered by first appearance; teardown frees left out (their order
+    depends on which Python object is released first when the trace ends)."""
+    numbers: dict[int, int] = {}
+    events = []
+    for event in trace.events:
+        number = numbers.setdefault(event.key, len(numbers))
+        category = trace.category(event).value if event.alloc else ""
+        events.append(
+            (
+                number,
+                event.nbytes,
+                event.alloc,
+                event.phase.value,
+                event.iteration,
+                event.op,
+                category,
+            )
+        )
+    last_alloc = max(i for i, e in enumerate(events) if e[2])
+    return events[: last_alloc + 1], [(w.index, w.thread.value) for w in trace.workspaces]
+
+
+SPECS = {
+    "mlp-fp32": dict(model=f"{ZOO}:emotion_mlp", batch=64, precision="fp32"),
+    "transformer-bf16-accum": dict(
+        model=f"{ZOO}:melody_transformer", batch=2, seq_len=64, precision="bf16", grad_accum=3
+    ),
+    "transformer-ckpt-bf16-clip": dict(
+        model=f"{ZOO}:melody_transformer",
+        batch=2,
+        seq_len=64,
+        precision="bf16",
+        checkpointing=True,
+        grad_clip=1.0,
+    ),
+    "vq-sgd-pure-bf16": dict(
+        model=f"{ZOO}:vq_patch_autoencoder", batch=2, precision="pure-bf16", optimizer="sgd"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_replayed_steady_iteration_equals_full_trace(name: str) -> None:
+    spec = TrainSpec(**SPECS[name])
+    full = trace_step(spec, reuse_passes=False)
+    reused = trace_step(spec)
+    assert reused.replayed_passes
+    assert not full.replayed_passes
+    assert _canonical(reused) == _canonical(full)
+
+
+def test_fp16_scaler_state_made_in_first_pass_is_traced_in_full() -> None:
+    # GradScaler creates its scale lazily inside the first pass: that pass keeps a tensor that
+    # is not a gradient, so the steady iteration must be traced, not replayed.
+    spec = TrainSpec(model=f"{ZOO}:emotion_mlp", batch=64, precision="fp16")
+    assert not trace_step(spec).replayed_passes
