@@ -6,7 +6,8 @@ target's allocator -> add the runtime's own memory -> result.
 Known limitations (each also named where it is approximated):
 - kernels' internal scratch buffers that no meta kernel shows (cuDNN convolution workspaces,
   flash-attention's fp32 dq accumulator) are not in the trace;
-- cuDNN RNNs run through PyTorch's CPU decomposition, not cuDNN's reserve-space layout;
+- cuDNN's LSTM is emulated (reserve space exact, workspace size a fit); GRU, RNN, packed or
+  projected LSTMs run through PyTorch's CPU decomposition;
 - one CUDA stream; no `empty_cache`; allocator settings at their defaults;
 - context sizes are measured on an H100 only; other GPU families reuse them (labelled modelled).
 """

@@ -11,7 +11,7 @@ target (`Target.cpu()`) injects nothing: the step runs as stock CPU PyTorch runs
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -24,10 +24,11 @@ from trainfit.errors import TraceError, TrainfitError
 from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.attention import SdpaBackend
+from trainfit.trace.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse
-from trainfit.trace.target import Target
+from trainfit.trace.target import Target, TargetKind
 from trainfit.training import (
     Phase,
     StepRig,
@@ -47,6 +48,8 @@ class Category(str, Enum):
     TEMPORARIES = "temporaries"
     HOST = "host"
     """Not device memory on the target (the optimizer's CPU step counters)."""
+    WORKSPACES = "workspaces"
+    """A library's own buffers allocated through PyTorch (cuDNN workspaces, dropout state)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -133,16 +136,21 @@ def _fakeify(model: nn.Module, mode: FakeTensorMode) -> None:
             module._buffers[name] = swapped[id(buf)]
 
 
-def _apply_order(module: nn.Module) -> Iterator[torch.Tensor]:
-    """Parameters and buffers in the order `module.to(device)` copies them (children first)."""
+def _apply_order(
+    module: nn.Module, after: Callable[[nn.Module], Iterator[torch.Tensor]] | None = None
+) -> Iterator[torch.Tensor]:
+    """Parameters and buffers in the order `module.to(device)` copies them (children first);
+    `after` yields what a module's own `_apply` then allocates (cuDNN's flat RNN weights)."""
     for child in module.children():
-        yield from _apply_order(child)
+        yield from _apply_order(child, after)
     for p in module._parameters.values():
         if p is not None:
             yield p
     for b in module._buffers.values():
         if b is not None:
             yield b
+    if after is not None:
+        yield from after(module)
 
 
 @contextlib.contextmanager
@@ -210,9 +218,13 @@ def trace_step(
     trainable = [p for p in program.model.parameters() if p.requires_grad]
     recorder = Recorder()
     autocast_dtype = spec.precision.autocast_dtype
-    rules = (target or Target.cuda(compute_capability)).rules(autocast_dtype)
+    target = target or Target.cuda(compute_capability)
+    rules = target.rules(autocast_dtype)
+    cudnn = CudnnLstm(recorder) if target.kind is TargetKind.CUDA else None
     with contextlib.ExitStack() as stack:
         stack.enter_context(rules.installed())
+        if cudnn is not None:
+            stack.enter_context(cudnn.installed())
         stack.enter_context(mode)
         stack.enter_context(recorder)
         stack.enter_context(_module_tracking(recorder, program.model))
@@ -228,7 +240,8 @@ def trace_step(
         )
         categories: dict[int, Category] = {}
         seen: set[int] = set()
-        for tensor in _apply_order(program.model):
+        flatten = cudnn.flatten_weights if cudnn is not None else None
+        for tensor in _apply_order(program.model, flatten):
             storage_id = id(tensor.untyped_storage())
             if storage_id in seen:
                 continue
@@ -293,6 +306,9 @@ def trace_step(
                         categories[key] = (
                             Category.HOST if name == "step" else (Category.OPTIMIZER_STATE)
                         )
+        for event in recorder.events:
+            if event.alloc and event.op.startswith(LIBRARY_OP):
+                categories[event.key] = Category.WORKSPACES
         del batch, rig, optimizer, reuse
     return StepTrace(
         events=recorder.events,
