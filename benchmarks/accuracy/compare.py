@@ -135,7 +135,8 @@ def table(estimates: dict[str, Any], measured: dict[str, Any]) -> str:
         "total - free after the steps; estimated as peak reserved + runtime context. "
         "16 B/param is the rule of thumb accelerate's estimate-memory also follows "
         "(weights, gradients, Adam state; no activations). Cases marked *fit* are the only ones "
-        "whose GPU data set a constant (the runtime context); all others are held out.",
+        "whose GPU data set a constant (the runtime context, cuDNN's dropout-state size); all "
+        "others are held out.",
         "",
         "| case | measured device GiB | estimated GiB | device error | allocated error "
         "| reserved error | 16 B/param error | peak phase |",
