@@ -4,7 +4,9 @@ PyTorch's CPU tensors come from `posix_memalign(64, n)` (c10/core/impl/alloc_cpu
 back with `free`: there is no caching allocator. What the process holds (its resident set)
 then depends on glibc's malloc (malloc/malloc.c, glibc 2.26+, defaults, main arena):
 
-- a request becomes a chunk of `n + 8` bytes rounded up to 16 (at least 32);
+- a request becomes a chunk of `n + 8` bytes rounded up to 16 (at least 32); posix_memalign
+  (glibc < 2.38) asks for that plus 64 + 32 bytes, takes the 64-byte aligned part and gives
+  the leader and the tail back;
 - free chunks are reused first (modelled as best fit, lowest address on ties), then the top
   chunk (the free end of the heap) is split;
 - only when neither fits does a request of at least the *mmap threshold* get its own mmap
@@ -16,6 +18,10 @@ then depends on glibc's malloc (malloc/malloc.c, glibc 2.26+, defaults, main are
   free chunks below the top stay resident;
 - resident heap memory is every page below the highest byte ever handed out (and not trimmed
   since): pages are resident once written, and a freed chunk's pages stay written.
+
+Checked on the real allocation sequence of a gpt2 training step (PyTorch profiler, 13,299
+events, 2 iterations): replayed here, peak resident 2296.8 MiB; replayed through the real
+glibc 2.36 (posix_memalign, memset, free; VmHWM), 2292.9 MiB.
 
 Known limitations: tcache and fastbins (which do not merge small chunks at once) are treated as
 ordinary free chunks; allocations by other threads (OpenMP workers, which get their own arenas)
@@ -122,21 +128,25 @@ class GlibcHeap:
         if request <= 0:
             return  # NB: c10 hands out no memory for empty tensors
         nb = chunk_size(request)
-        chunk = self._bins.best_fit(nb)
+        # NB: _int_memalign (glibc < 2.38) asks _int_malloc for the worst case, so a hole left
+        # by a freed tensor of the same size does not fit the next one
+        padded = nb + TORCH_ALIGNMENT + MINSIZE
+        chunk = self._bins.best_fit(padded)
         if chunk is not None:
             self._bins.remove(chunk)
-            self._split(chunk, nb, into_bins=True)
-        elif self._top.size >= nb + MINSIZE:
-            chunk = self._from_top(nb)
-        elif nb >= self.mmap_threshold:
+            self._split(chunk, padded, into_bins=True)
+        elif self._top.size >= padded + MINSIZE:
+            chunk = self._from_top(padded)
+        elif padded >= self.mmap_threshold:
             size = mmap_size(request)
             self._mapped[handle] = size
             self.mapped_bytes += size
             chunk = None
         else:
-            self._grow(nb)
-            chunk = self._from_top(nb)
+            self._grow(padded)
+            chunk = self._from_top(padded)
         if chunk is not None:
+            chunk = self._align(chunk, nb)
             chunk.free = False
             self._live[handle] = chunk
             self._touched = max(self._touched, chunk.addr + chunk.size)
@@ -180,6 +190,31 @@ class GlibcHeap:
         chunk.size = nb
         if into_bins:
             self._bins.insert(tail)
+
+    def _align(self, chunk: _Chunk, nb: int) -> _Chunk:
+        """Give back the leader before the first 64-byte aligned address and the spare tail."""
+        lead = -(chunk.addr + 2 * SIZE_SZ) % TORCH_ALIGNMENT
+        if 0 < lead < MINSIZE:
+            lead += TORCH_ALIGNMENT
+        if lead:
+            self._split(chunk, lead, into_bins=False)
+            rest = chunk.next
+            assert rest is not None
+            rest.free = False
+            self._release(chunk)
+            chunk = rest
+        if chunk.size > nb + MINSIZE:
+            self._split(chunk, nb, into_bins=False)
+            assert chunk.next is not None
+            self._release(chunk.next)
+        return chunk
+
+    def _release(self, chunk: _Chunk) -> None:
+        # NB: small leftovers go to tcache or fastbins in glibc, merged later; merged at once here
+        chunk.free = True
+        merged = self._merge(chunk)
+        if merged is not self._top:
+            self._bins.insert(merged)
 
     def _from_top(self, nb: int) -> _Chunk:
         top = self._top
