@@ -9,8 +9,8 @@ allocates what the GPU allocates for outputs and saved state.
 
 Known limitations: the flash and memory-efficient backward kernels allocate a few scratch
 buffers inside (flash's fp32 dq accumulator, for example) that no meta kernel shows; they are
-not modelled. cuDNN attention's own meta kernel is not used: flash's stands in (same saved
-tensors).
+not modelled, except cuDNN's dropout scratch (measured). cuDNN attention's own meta kernel is
+not used: flash's stands in (same saved tensors).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from enum import Enum
 
 import torch
+
+from trainfit.trace.recorder import LIBRARY_OP, labelled
 
 aten = torch.ops.aten
 
@@ -74,6 +76,36 @@ def _cuda_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
     return aten.native_dropout(input, p, train)[0]
 
 
+def _cudnn_dropout_backward_scratch(
+    query: torch.Tensor, key: torch.Tensor, out: torch.Tensor
+) -> None:
+    """Gradient hooks that allocate and free cuDNN's dropout scratch as its backward does.
+
+    NB: on an H100 (torch 2.11, cuDNN 9.19), cuDNN attention's backward with dropout allocates
+    a one-byte-per-score buffer (batch x heads x query length x key length) held through the
+    kernel, and a transient fp32 buffer of the same shape; both appear in the allocator traces
+    of GPT-2 (8 x 12 x 512 x 512) and of the melody transformer (64 x 8 x 256 x 256), and
+    neither without dropout (TinyLlama). Here both are allocated when the output's gradient
+    arrives (the fp32 one freed at once) and the byte buffer is freed when the query's
+    gradient is made. On the GPU the fp32 buffer also overlaps the first gradient output
+    (a few MiB), which this ordering leaves out.
+    """
+    scores = query.shape[:-2].numel() * query.shape[-2] * key.shape[-2]
+    held: list[torch.Tensor] = []
+
+    def before(grad: torch.Tensor) -> None:
+        with labelled(LIBRARY_OP + "attention_dropout_scratch"):
+            held.append(torch.empty(scores, dtype=torch.uint8))
+            transient = torch.empty(scores * 4, dtype=torch.uint8)
+        del transient
+
+    def after(grad: torch.Tensor) -> None:
+        held.clear()
+
+    out.register_hook(before)
+    query.register_hook(after)
+
+
 class CudaAttention:
     """Routes aten.scaled_dot_product_attention to the kernel a CUDA device would use, and
     aten.dropout to CUDA's fused dropout.
@@ -122,15 +154,18 @@ class CudaAttention:
                 query.dtype, query.shape[-1], value.shape[-1], mask, enable_gqa, self.capability
             )
         self.chosen[backend] = self.chosen.get(backend, 0) + 1
-        if backend is SdpaBackend.CUDNN:
+        cudnn = backend is SdpaBackend.CUDNN
+        if cudnn:
             # NB: cuDNN attention saves the output and fp32 row statistics, as flash does; its
             # meta kernel is not used, flash's (or, with a mask, memory-efficient's) stands in.
             backend = SdpaBackend.FLASH if attn_mask is None else SdpaBackend.EFFICIENT
         if backend is SdpaBackend.FLASH:
             out = aten._scaled_dot_product_flash_attention(
                 query, key, value, dropout_p, is_causal, False, scale=scale
-            )
-            return out[0]
+            )[0]
+            if cudnn and dropout_p > 0 and out.requires_grad and query.requires_grad:
+                _cudnn_dropout_backward_scratch(query, key, out)
+            return out
         if backend is SdpaBackend.EFFICIENT:
             if attn_mask is not None and attn_mask.dtype == torch.bool:
                 # NB: CUDA converts a boolean mask to an additive float mask first

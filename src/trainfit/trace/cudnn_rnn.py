@@ -33,13 +33,9 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
-from trainfit.trace.recorder import Event, Recorder
+from trainfit.trace.recorder import LIBRARY_OP, Event, Recorder
 
 aten = torch.ops.aten
-
-LIBRARY_OP = "cudnn:"
-"""Prefix of the op name of every allocation cuDNN makes for itself (the breakdown's
-workspaces): "cudnn:workspace", "cudnn:dropout_state"."""
 
 DROPOUT_STATE_BYTES = 6_488_064
 """cuDNN's dropout state (`cudnnDropoutGetStatesSize`), one per device and process.

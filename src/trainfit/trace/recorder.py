@@ -28,6 +28,21 @@ from trainfit.training import Phase
 
 aten = torch.ops.aten
 _DEVICE = torch.ops.prim.device.default
+_LABEL: list[str | None] = [None]
+
+LIBRARY_OP = "cudnn:"
+"""Prefix of the op name of every allocation cuDNN makes for itself (the breakdown's
+workspaces): "cudnn:workspace", "cudnn:dropout_state", "cudnn:attention_dropout_scratch"."""
+
+
+@contextlib.contextmanager
+def labelled(op: str) -> Iterator[None]:
+    """Record allocations made in the block under `op` (a library buffer, e.g. "cudnn:...")."""
+    _LABEL[0] = op
+    try:
+        yield
+    finally:
+        _LABEL[0] = None
 
 
 class Thread(str, Enum):
@@ -222,7 +237,7 @@ class Recorder(TorchDispatchMode):
                 f"op {func}{where} failed: {type(exc).__name__}: {first}; "
                 "check the input shapes and dtypes given for this model"
             ) from exc
-        name = func.__name__
+        name = _LABEL[0] or func.__name__
         if isinstance(out, torch.Tensor):
             self.track(out, name)
         elif isinstance(out, (tuple, list)):
