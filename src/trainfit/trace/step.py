@@ -24,6 +24,7 @@ from trainfit.errors import TraceError, TrainfitError
 from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.attention import SdpaBackend
+from trainfit.trace.cudnn_conv import CudnnConv
 from trainfit.trace.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
@@ -225,6 +226,7 @@ def trace_step(
         stack.enter_context(rules.installed())
         if cudnn is not None:
             stack.enter_context(cudnn.installed())
+            stack.enter_context(CudnnConv(recorder).installed())
         stack.enter_context(mode)
         stack.enter_context(recorder)
         stack.enter_context(_module_tracking(recorder, program.model))
