@@ -73,3 +73,22 @@ def test_top_is_trimmed_back_to_the_pad() -> None:
         heap.free(h)
     assert heap.resident < heap.trim_threshold  # what is left never reached the threshold
     assert heap.resident >= DEFAULT_TOP_PAD
+
+
+def test_random_sequences_keep_the_heap_consistent() -> None:
+    import random
+
+    rng = random.Random(0)
+    heap = GlibcHeap()
+    live: list[int] = []
+    for handle in range(3000):
+        if live and rng.random() < 0.45:
+            heap.free(live.pop(rng.randrange(len(live))))
+        else:
+            heap.malloc(handle, rng.choice([8, 200, 3000, 70_000, 300_000, 5_000_000]))
+            live.append(handle)
+        assert heap.resident >= 0
+    for handle in live:
+        heap.free(handle)
+    assert heap.allocated == 0
+    assert heap.mapped_bytes == 0

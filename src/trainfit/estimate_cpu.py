@@ -24,7 +24,7 @@ import time
 from trainfit.estimate import Breakdown, Estimate
 from trainfit.hardware.catalog import Device
 from trainfit.hardware.host import total_ram_bytes
-from trainfit.memory.host import CPU_RUNTIME_BYTES, replay_host
+from trainfit.memory.host import CPU_HEAP_SLACK, CPU_RUNTIME_BYTES, replay_host
 from trainfit.spec import TrainSpec
 from trainfit.trace.step import Category, trace_step
 from trainfit.trace.target import Target
@@ -36,6 +36,7 @@ def estimate_cpu(spec: TrainSpec, device: Device, started: float) -> Estimate:
     result = replay_host(trace)
     live = result.live_at_peak
     tensors = sum(live.values())
+    slack = int(result.peak_reserved_bytes * CPU_HEAP_SLACK)
     breakdown = Breakdown(
         parameters=live.get(Category.PARAMETERS.value, 0),
         gradients=live.get(Category.GRADIENTS.value, 0),
@@ -43,10 +44,10 @@ def estimate_cpu(spec: TrainSpec, device: Device, started: float) -> Estimate:
         activations=live.get(Category.ACTIVATIONS.value, 0),
         temporaries=live.get(Category.TEMPORARIES.value, 0),
         workspaces=0,
-        allocator_overhead=result.peak_reserved_bytes - tensors,
+        allocator_overhead=result.peak_reserved_bytes - tensors + slack,
         runtime_context=CPU_RUNTIME_BYTES,
     )
-    needed = result.peak_reserved_bytes + CPU_RUNTIME_BYTES
+    needed = result.peak_reserved_bytes + slack + CPU_RUNTIME_BYTES
     ram = device.memory_bytes or total_ram_bytes()
     notes: list[str] = []
     if ram is None:
@@ -63,6 +64,7 @@ def estimate_cpu(spec: TrainSpec, device: Device, started: float) -> Estimate:
             else "modelled (glibc malloc replay; this host's allocator is not glibc)"
         ),
         "runtime_context": "measured constant (2-core x86-64 Linux, torch 2.13)",
+        "allocator_overhead": "simulated heap rounding plus a measured fragmentation fraction",
     }
     return Estimate(
         spec=spec,

@@ -146,6 +146,7 @@ class GlibcHeap:
             self._grow(padded)
             chunk = self._from_top(padded)
         if chunk is not None:
+            chunk.free = False
             chunk = self._align(chunk, nb)
             chunk.free = False
             self._live[handle] = chunk
