@@ -76,6 +76,29 @@ CASES: dict[str, dict[str, Any]] = {
         model="mistral-7b", batch=2, seq_len=512, precision="pure-bf16", optimizer="sgd"
     ),
     "melody-transformer-fp16": dict(model=f"{ZOO}:melody_transformer", batch=64, precision="fp16"),
+    # Added in the third GPU session, after the cuDNN attention scratch and cuDNN LSTM rules.
+    "tiny-gpt-user-bf16": dict(
+        model=f"{USER}:tiny_gpt", inputs=("ids=B,512:int64<1000",), batch=32, precision="bf16"
+    ),
+    "bert-base-fp16-scaler": dict(
+        model="bert-base-uncased", batch=16, seq_len=512, precision="fp16"
+    ),
+    "gpt2-bf16-b32-s256-clip": dict(
+        model="gpt2", batch=32, seq_len=256, precision="bf16", grad_clip=1.0
+    ),
+    "qwen2-0.5b-ckpt-bf16": dict(
+        model="qwen2-0.5b", batch=8, seq_len=2048, precision="bf16", checkpointing=True
+    ),
+    "vit-base-bf16-b128": dict(model="vit-base-patch16-224", batch=128, precision="bf16"),
+    "resnet50-fp16-b96": dict(model="resnet-50", batch=96, precision="fp16"),
+    "redimnet-fp32-b32": dict(model=f"{ZOO}:redimnet_like", batch=32, precision="fp32"),
+    "convnet-user-bf16-b256": dict(
+        model=f"{USER}:tiny_convnet",
+        inputs=("x=B,3,64,64:float32",),
+        batch=256,
+        precision="bf16",
+    ),
+    "melody-lstm-bf16-b64": dict(model=f"{ZOO}:melody_lstm", batch=64, precision="bf16"),
 }
 
 # Cases whose GPU data set a constant; every other case is held out. gpt2-bf16 and

@@ -70,3 +70,48 @@ def tiny_convnet() -> nn.Module:
 def mse_loss(output: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """A user loss: regress every logit to zero."""
     return output.float().pow(2).mean()
+
+
+class _Block(nn.Module):
+    """Pre-LN decoder block with attention dropout through F.scaled_dot_product_attention."""
+
+    def __init__(self, dim: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.dropout = dropout
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        x = x + self.out(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    """A user's small GPT (separate q/k/v views, attention dropout, tied head)."""
+
+    def __init__(self, vocab: int = 1000, dim: int = 512, heads: int = 8, layers: int = 8) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(1024, dim)
+        self.blocks = nn.ModuleList(_Block(dim, heads, 0.1) for _ in range(layers))
+        self.ln = nn.LayerNorm(dim)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        for block in self.blocks:
+            x = block(x)
+        return (self.ln(x) @ self.tok.weight.t()).flatten(0, 1)
+
+
+def tiny_gpt() -> nn.Module:
+    """Factory for `benchmarks.accuracy.user_steps:tiny_gpt` (about 30M parameters)."""
+    return TinyGPT()
