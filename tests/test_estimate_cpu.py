@@ -81,3 +81,27 @@ def test_other_device_kinds_are_refused(monkeypatch: pytest.MonkeyPatch) -> None
         SpecError, match="device 'npu' is of kind 'npu': only CUDA GPUs and the CPU"
     ):
         estimate(TrainSpec(model=MLP, batch=2))
+
+
+def test_onednn_lstm_workspace_matches_the_real_op() -> None:
+    import torch
+
+    from trainfit.trace.onednn import _probe, workspace_bytes
+
+    real = _probe(64, 5, 48, 40, torch.float32, True, False)  # batch 5 is not a probe batch
+    assert abs(workspace_bytes(64, 5, 48, 40, torch.float32, True, False) - real) <= 2 * 4096
+
+
+def test_cpu_lstm_trace_keeps_the_workspace() -> None:
+    import torch
+
+    from trainfit.models.zoo import melody_lstm
+    from trainfit.trace.onednn import workspace_bytes
+    from trainfit.trace.step import trace_step
+
+    lstm = melody_lstm().lstm
+    spec = TrainSpec(model="trainfit.models.zoo:melody_lstm", batch=2, seq_len=32, device="cpu")
+    trace = trace_step(spec, target=Target.cpu(), iterations=1)
+    sizes = {e.nbytes for e in trace.events if e.alloc and e.op.startswith("mkldnn_rnn_layer")}
+    first = workspace_bytes(32, 2, lstm.input_size, lstm.hidden_size, torch.float32, True, False)
+    assert first in sizes

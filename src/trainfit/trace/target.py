@@ -20,6 +20,7 @@ import torch
 
 from trainfit.trace.attention import CudaAttention, SdpaBackend
 from trainfit.trace.autocast import CudaAutocast
+from trainfit.trace.onednn import onednn_lstm_workspace
 from trainfit.training import no_context
 
 
@@ -93,14 +94,15 @@ class CudaRules(TargetRules):
 
 
 class CpuRules(TargetRules):
-    """Stock CPU PyTorch: nothing is installed; autocast is `torch.autocast("cpu", dtype)`."""
+    """Stock CPU PyTorch: autocast is `torch.autocast("cpu", dtype)`; only oneDNN's LSTM
+    workspace, which the meta kernel leaves out, is supplied (`trace/onednn.py`)."""
 
     def __init__(self, autocast_dtype: torch.dtype | None) -> None:
         self.dtype = autocast_dtype
         self.foreach = False
 
     def installed(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()
+        return onednn_lstm_workspace()
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.dtype is None:
