@@ -105,3 +105,12 @@ def test_cpu_lstm_trace_keeps_the_workspace() -> None:
     sizes = {e.nbytes for e in trace.events if e.alloc and e.op.startswith("mkldnn_rnn_layer")}
     first = workspace_bytes(32, 2, lstm.input_size, lstm.hidden_size, torch.float32, True, False)
     assert first in sizes
+
+
+def test_terminal_names_the_cpu_quantities(mlp_cpu) -> None:
+    from trainfit.report.terminal import render_text
+
+    text = render_text(mlp_cpu)
+    assert "memory needed (peak RSS increase):" in text
+    assert "peak resident (malloc replay)" in text
+    assert "device memory needed" not in text

@@ -41,7 +41,10 @@ def estimate_renderable(result: Estimate) -> Group:
         + (f", clip {spec.grad_clip}" if spec.grad_clip else "")
         + f" on {device.display}\n"
     )
-    head.append("device memory needed: ", style="bold")
+    cpu = device.kind == "cpu"
+    head.append(
+        "memory needed (peak RSS increase): " if cpu else "device memory needed: ", style="bold"
+    )
     head.append(gib(result.device_memory_needed_bytes), style="bold cyan")
     if verdict:
         head.append(f"  -> {verdict}", style="green" if result.fits else "bold red")
@@ -68,7 +71,8 @@ def estimate_renderable(result: Estimate) -> Group:
     notes = Text()
     notes.append(
         f"\npeak allocated {gib(result.peak_allocated_bytes)}, "
-        f"peak reserved {gib(result.peak_reserved_bytes)}; "
+        + ("peak resident (malloc replay) " if device.kind == "cpu" else "peak reserved ")
+        + f"{gib(result.peak_reserved_bytes)}; "
         f"{result.parameter_count / 1e6:,.1f}M parameters "
         f"({result.trainable_parameter_count / 1e6:,.1f}M trainable)\n"
     )
