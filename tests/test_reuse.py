@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+import torch
+from torch import nn
 
 from trainfit import TrainSpec
 from trainfit.trace.step import StepTrace, trace_step
@@ -62,8 +64,24 @@ def test_replayed_steady_iteration_equals_full_trace(name: str) -> None:
     assert _canonical(reused) == _canonical(full)
 
 
-def test_fp16_scaler_state_made_in_first_pass_is_traced_in_full() -> None:
-    # GradScaler creates its scale lazily inside the first pass: that pass keeps a tensor that
-    # is not a gradient, so the steady iteration must be traced, not replayed.
-    spec = TrainSpec(model=f"{ZOO}:emotion_mlp", batch=64, precision="fp16")
+def lazy_state_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A user step that makes a buffer on its first call (as a lazily built reference would)."""
+    if not hasattr(model, "_lazy_buffer"):
+        model._lazy_buffer = torch.zeros(4096)
+    return model(**batch).float().mean()
+
+
+def test_a_pass_that_keeps_new_state_is_traced_in_full() -> None:
+    # the first pass keeps a tensor that is not a gradient: the steady iteration is traced
+    spec = TrainSpec(
+        model=f"{ZOO}:emotion_mlp", batch=64, step_fn="tests.test_reuse:lazy_state_step"
+    )
     assert not trace_step(spec).replayed_passes
+
+
+def test_fp16_with_grad_scaler_is_replayed() -> None:
+    spec = TrainSpec(model=f"{ZOO}:emotion_mlp", batch=64, precision="fp16", grad_clip=1.0)
+    full = trace_step(spec, reuse_passes=False)
+    reused = trace_step(spec)
+    assert reused.replayed_passes
+    assert _canonical(reused) == _canonical(full)

@@ -39,7 +39,8 @@ class Breakdown:
     temporaries: int
     """Short-lived tensors of backward and the optimizer step live at the peak."""
     workspaces: int
-    """Library workspaces allocated through PyTorch (cuBLAS)."""
+    """Library buffers allocated through PyTorch at the peak: cuBLAS handles' workspaces, cuDNN
+    scratch (convolution, LSTM, attention-dropout workspaces; LSTM reserve space excluded)."""
     allocator_overhead: int
     """Peak reserved minus peak allocated: rounding, fragmentation and cached free blocks."""
     runtime_context: int

@@ -205,8 +205,6 @@ class TrainSpec:
             problems.append(
                 "checkpoint_modules is set but checkpointing is off: add --checkpointing"
             )
-        if self.optimizer is OptimizerKind.ADAMW_8BIT and self.precision is Precision.PURE_BF16:
-            problems.append("adamw-8bit with pure-bf16 is not modelled: use bf16 or adamw")
         from trainfit.hardware.catalog import get_device
 
         try:

@@ -85,7 +85,15 @@ def enable_checkpointing(program: StepProgram, pattern: str | None) -> list[str]
     model = program.model
     if program.is_hf and pattern is None:
         if not getattr(model, "supports_gradient_checkpointing", False):
-            raise SpecError([f"{type(model).__name__} does not support gradient checkpointing"])
+            lists = [n for n, m in model.named_modules() if isinstance(m, nn.ModuleList)]
+            hint = f", e.g. '{lists[-1]}.*'" if lists else ""
+            raise SpecError(
+                [
+                    f"{type(model).__name__} does not support transformers' gradient "
+                    f"checkpointing: name the blocks to checkpoint with --checkpoint-modules GLOB"
+                    f"{hint}"
+                ]
+            )
         model.gradient_checkpointing_enable()
         return ["(transformers' own layers)"]
     if pattern is None:

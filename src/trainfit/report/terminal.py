@@ -61,7 +61,7 @@ def estimate_renderable(result: Estimate) -> Group:
         ("optimizer state", result.breakdown.optimizer_state),
         ("activations", result.breakdown.activations),
         ("temporaries", result.breakdown.temporaries),
-        ("workspaces (cuBLAS)", result.breakdown.workspaces),
+        ("workspaces (cuBLAS, cuDNN)", result.breakdown.workspaces),
         ("allocator overhead", result.breakdown.allocator_overhead),
         ("runtime context", result.breakdown.runtime_context),
     ]

@@ -87,13 +87,14 @@ class _ScalerStandIn:
     """
 
     def __init__(self) -> None:
-        self._scale: torch.Tensor | None = None
+        # NB: the real scaler makes these two 4-byte tensors in its first scale() call; made up
+        # front here, so that the first forward/backward pass leaves only gradients behind and
+        # the steady iteration can be replayed (a 512-byte block moves earlier in the trace).
+        self._scale: torch.Tensor | None = torch.full((), 2.0**16, dtype=torch.float32)
+        self._growth = torch.full((), 0, dtype=torch.int32)
         self._unscaled = False
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
-        if self._scale is None:
-            self._scale = torch.full((), 2.0**16, dtype=torch.float32)
-            self._growth = torch.full((), 0, dtype=torch.int32)
         return loss * self._scale
 
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
