@@ -86,6 +86,17 @@ def main() -> None:
             lambda: subprocess.run(cli, capture_output=True, check=True, env=env)
         )
         rows.append(("CLI incl. imports, 1.1B Llama shape", median, low, high))
+        # NB: the floor under the CLI that trainfit does not control: starting Python and
+        # importing torch and transformers' Llama modules, which the CLI needs before tracing.
+        imports = [
+            sys.executable,
+            "-c",
+            "import torch, transformers.models.llama.modeling_llama",
+        ]
+        median, low, high = _time(
+            lambda: subprocess.run(imports, capture_output=True, check=True, env=env)
+        )
+        rows.append(("of which: Python + torch + transformers' Llama imports", median, low, high))
     lines = [
         "# Speed of the estimator",
         "",
