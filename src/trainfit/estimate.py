@@ -183,4 +183,5 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
         assumptions=tuple(trace.assumptions),
         labels=labels,
         seconds=time.perf_counter() - started,
+        notes=tuple(trace.notes),
     )

@@ -49,7 +49,7 @@ def estimate_cpu(spec: TrainSpec, device: Device, started: float) -> Estimate:
     )
     needed = result.peak_reserved_bytes + slack + CPU_RUNTIME_BYTES
     ram = device.memory_bytes or total_ram_bytes()
-    notes: list[str] = []
+    notes: list[str] = list(trace.notes)
     if ram is None:
         notes.append("the host's RAM could not be detected: no fits verdict")
     elif not device.memory_bytes:

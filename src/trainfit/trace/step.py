@@ -24,6 +24,7 @@ from trainfit.errors import TraceError, TrainfitError
 from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.attention import SdpaBackend
+from trainfit.trace.compat import check_torch, internal_moved
 from trainfit.trace.cudnn_conv import CudnnConv
 from trainfit.trace.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.optimizers import make_optimizer
@@ -211,12 +212,16 @@ def trace_step(
 ) -> StepTrace:
     """Trace `iterations` training iterations of `spec` as `target` would run them (default:
     a CUDA device of `compute_capability`)."""
+    torch_note = check_torch()
     program = build_program(spec, "meta")
     apply_settings(program, spec)
     if spec.precision is Precision.PURE_BF16:
         program.model.to(torch.bfloat16)
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    _fakeify(program.model, mode)
+    try:
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        _fakeify(program.model, mode)
+    except (AttributeError, ImportError) as exc:
+        raise internal_moved(exc) from exc
     trainable = [p for p in program.model.parameters() if p.requires_grad]
     recorder = Recorder()
     autocast_dtype = spec.precision.autocast_dtype
@@ -224,7 +229,10 @@ def trace_step(
     rules = target.rules(autocast_dtype)
     cudnn = CudnnLstm(recorder) if target.kind is TargetKind.CUDA else None
     with contextlib.ExitStack() as stack:
-        stack.enter_context(rules.installed())
+        try:
+            stack.enter_context(rules.installed())
+        except (AttributeError, ImportError) as exc:
+            raise internal_moved(exc) from exc
         if cudnn is not None:
             stack.enter_context(cudnn.installed())
             stack.enter_context(CudnnConv(recorder).installed())
@@ -294,7 +302,7 @@ def trace_step(
                 f"an op{where} has no implementation the tracer can run without data ({exc}); "
                 "measure this model on the device instead (trainfit measure)"
             ) from exc
-        except (RuntimeError, TypeError, ValueError) as exc:
+        except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
             where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
             first = str(exc).splitlines()[0] if str(exc) else ""
             raise TraceError(
@@ -324,6 +332,7 @@ def trace_step(
         parameter_count=_count(program, trainable_only=False),
         trainable_count=_count(program, trainable_only=True),
         ops=recorder.ops,
+        notes=[torch_note] if torch_note else [],
         replayed_passes=replayed,
     )
 

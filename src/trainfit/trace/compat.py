@@ -1,0 +1,52 @@
+"""Which torch releases the tracer's private-API use is checked against.
+
+The tracer leans on torch internals that carry no stability promise: FakeTensorMode and its
+converter, dispatch-key guards, Python kernels registered on the AutocastCPU and
+CompositeImplicitAutograd keys, `torch.clear_autocast_cache` being looked up at autocast exit.
+They are exercised by the test suite on the releases in `TESTED`; other releases within the
+package's torch range run with a note in the result, and an internal that has moved becomes a
+one-line error naming the torch version.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trainfit.errors import TraceError
+
+TESTED: tuple[tuple[int, int], ...] = ((2, 11), (2, 13))
+"""torch releases the suite runs on: 2.11 on the GPU machine, 2.13 in CI."""
+MINIMUM = (2, 4)
+
+
+def torch_release() -> tuple[int, int]:
+    """(major, minor) of the running torch."""
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def check_torch() -> str | None:
+    """A note when the running torch is untested; TraceError when it is too old."""
+    release = torch_release()
+    text = f"{release[0]}.{release[1]}"
+    if release < MINIMUM:
+        raise TraceError(
+            f"torch {torch.__version__} is too old for the tracer (needs >= "
+            f"{MINIMUM[0]}.{MINIMUM[1]}): upgrade torch"
+        )
+    if release not in TESTED:
+        tested = ", ".join(f"{a}.{b}" for a, b in TESTED)
+        return (
+            f"torch {text} is not among the releases trainfit is tested on ({tested}); the "
+            "tracer uses torch internals that may have changed"
+        )
+    return None
+
+
+def internal_moved(exc: Exception) -> TraceError:
+    """The error for a torch internal that is missing or changed in this torch release."""
+    return TraceError(
+        f"a torch internal the tracer uses is missing or changed in torch {torch.__version__} "
+        f"({type(exc).__name__}: {exc}); use a tested release "
+        f"({', '.join(f'{a}.{b}' for a, b in TESTED)})"
+    )
