@@ -1,6 +1,6 @@
 """Fit and check cuDNN's convolution workspace rules on the H100 probe grid.
 
-    PYTHONPATH=src:. python -m benchmarks.accuracy.fit_cudnn_conv
+    PYTHONPATH=src:. python -m benchmarks.accuracy.fit_cudnn_conv [--probe FILE]
 
 Reads results/cudnn_probe_h100.json.gz (`probe_cudnn.py`: 600 random convolutions, none at an
 accuracy case's shape or batch) and splits each call's allocator events into the forward
@@ -8,11 +8,13 @@ workspace (allocated and freed at once after the output), the input-gradient wor
 the input's gradient) and the weight-gradient workspace (after the weight's gradient). Prints
 the one constant it fits (`WEIGHT_GRAD_SPLIT`, the median ratio of the weight-gradient
 workspace to the transform size) and the per-call error of every rule in
-`trainfit.trace.cudnn_conv`, by kind of convolution. The accuracy cases are never read.
+`trainfit.trace.cudnn_conv`, by kind of convolution. The accuracy cases are never read, unless
+`--probe` names a probe of their shapes (`probe_case_convs.py`), which is then only reported.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import math
@@ -53,9 +55,9 @@ def _transients(events: list[list[Any]]) -> list[tuple[int, int]]:
     return out
 
 
-def load() -> list[dict[str, Any]]:
+def load(path: Path = RESULTS / "cudnn_probe_h100.json.gz") -> list[dict[str, Any]]:
     """Every probed convolution: its ConvShape and measured workspaces (0 where none)."""
-    with gzip.open(RESULTS / "cudnn_probe_h100.json.gz", "rt") as fh:
+    with gzip.open(path, "rt") as fh:
         record = json.load(fh)
     rows = []
     for r in record["conv"]:
@@ -115,7 +117,9 @@ def _report(label: str, pairs: list[tuple[int, int]]) -> None:
 
 
 def main() -> None:
-    rows = load()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--probe", type=Path, default=RESULTS / "cudnn_probe_h100.json.gz")
+    rows = load(parser.parse_args().probe)
     print(f"{len(rows)} probed convolutions")
     ratios = []
     for r in rows:
