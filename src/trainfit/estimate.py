@@ -4,12 +4,15 @@ Pipeline: spec -> trace (fake tensors, as the target would run the step) -> repl
 target's allocator -> add the runtime's own memory -> result.
 
 Known limitations (each also named where it is approximated):
-- kernels' internal scratch buffers that no meta kernel shows (cuDNN convolution workspaces,
-  flash-attention's fp32 dq accumulator) are not in the trace;
+- kernels' internal scratch buffers that no meta kernel shows are emitted by rules measured on
+  an H100: cuDNN convolution workspaces (sizes fitted on a probe grid; cuDNN's algorithm choice
+  is not modelled, so a few calls are mis-sized), cuDNN attention's dropout scratch; others
+  (flash-attention's fp32 dq accumulator) are not in the trace;
 - cuDNN's LSTM is emulated (reserve space exact, workspace size a fit); GRU, RNN, packed or
   projected LSTMs run through PyTorch's CPU decomposition;
 - one CUDA stream; no `empty_cache`; allocator settings at their defaults;
-- context sizes are measured on an H100 only; other GPU families reuse them (labelled modelled).
+- context sizes are measured on an H100 only; other GPU families reuse them (labelled modelled);
+  the context does not depend on which threads use cuBLAS (one model measured 48-64 MiB less).
 """
 
 from __future__ import annotations
