@@ -42,3 +42,12 @@ def test_errors_are_one_line(
     assert message in err
     assert err.count("\n") == 1
     assert "Traceback" not in err
+
+
+def test_max_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "trainfit.models.zoo:melody_transformer", "--seq", "128"]
+    code = main([*args, "--device", "rtx-4060", "--max-batch", "--margin", "0.1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("largest micro-batch that fits rtx-4060 keeping 10% free: ")
+    assert " would need " in out

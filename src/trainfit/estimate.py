@@ -23,10 +23,10 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, get_device
-from trainfit.memory.replay import WORKSPACES, replay
+from trainfit.memory.replay import WORKSPACES, Replay, replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
 from trainfit.spec import Precision, TrainSpec
-from trainfit.trace.step import Category, trace_step
+from trainfit.trace.step import Category, StepTrace, trace_step
 from trainfit.training import Phase
 
 
@@ -119,6 +119,15 @@ class Estimate:
         }
 
 
+def cuda_memory(trace: StepTrace, spec: TrainSpec, device: Device) -> tuple[Replay, int]:
+    """The allocator replay of a CUDA trace on `device`, and the runtime context beside it."""
+    result = replay(trace, cublas_workspace_bytes(device.compute_capability))
+    profile = PROFILES[device.runtime_profile]
+    reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
+    context = context_bytes(profile, uses_cublas=bool(trace.workspaces), reduced_precision=reduced)
+    return result, context
+
+
 def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
     """Predict the device memory one training step of `spec` needs on `spec.device`.
 
@@ -142,11 +151,8 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
             ]
         )
     trace = trace_step(spec, compute_capability=device.compute_capability)
-    workspace = cublas_workspace_bytes(device.compute_capability)
-    result = replay(trace, workspace)
+    result, context = cuda_memory(trace, spec, device)
     profile = PROFILES[device.runtime_profile]
-    reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
-    context = context_bytes(profile, uses_cublas=bool(trace.workspaces), reduced_precision=reduced)
     live = result.live_at_peak
     breakdown = Breakdown(
         parameters=live.get(Category.PARAMETERS.value, 0),

@@ -74,6 +74,17 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--task", default=None, help="override the model family's default task")
     est.add_argument("--device", default="h100", help="target device (trainfit devices)")
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    est.add_argument(
+        "--max-batch",
+        action="store_true",
+        help="find the largest micro-batch that fits the device instead (--batch is ignored)",
+    )
+    est.add_argument(
+        "--margin",
+        type=float,
+        default=0.0,
+        help="with --max-batch: fraction of the device's memory to keep free (e.g. 0.1)",
+    )
     sub.add_parser("models", help="list the built-in model catalog")
     sub.add_parser("devices", help="list the device catalog")
     return parser
@@ -101,6 +112,17 @@ def _estimate(args: argparse.Namespace) -> int:
         task=args.task,
         device=args.device,
     )
+    if args.max_batch:
+        from trainfit.memory.scaling import max_micro_batch
+
+        found = max_micro_batch(spec, margin=args.margin)
+        if args.json:
+            print(json.dumps(found.to_dict(), indent=2))
+        else:
+            from trainfit.report.terminal import max_batch_text
+
+            print(max_batch_text(found))
+        return 0
     result = estimate(spec)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

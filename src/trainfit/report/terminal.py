@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.estimate import Estimate
+from trainfit.memory.scaling import MaxBatch
 
 GiB = 1 << 30
 
@@ -95,3 +96,21 @@ def render_text(result: Estimate, width: int = 100) -> str:
     with console.capture() as capture:
         console.print(estimate_renderable(result))
     return capture.get()
+
+
+def max_batch_text(found: MaxBatch) -> str:
+    """One line: the largest micro-batch that fits, and what it and the next one need."""
+    gib = 2**30
+    kept = f" keeping {found.margin:.0%} free" if found.margin else ""
+    if found.batch == 0:
+        return (
+            f"not even a micro-batch of 1 fits {found.device_name}{kept}: it needs "
+            f"{found.needed_bytes / gib:.2f} GiB of {found.budget_bytes / gib:.2f} GiB"
+        )
+    line = (
+        f"largest micro-batch that fits {found.device_name}{kept}: {found.batch} "
+        f"(needs {found.needed_bytes / gib:.2f} GiB of {found.budget_bytes / gib:.2f} GiB"
+    )
+    if found.next_needed_bytes is None:
+        return line + "; the search stopped at its limit)"
+    return line + f"; {found.batch + 1} would need {found.next_needed_bytes / gib:.2f} GiB)"

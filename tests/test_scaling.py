@@ -1,0 +1,68 @@
+"""Memory as a function of the micro-batch: synthesised traces equal real ones."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from trainfit import TrainSpec, estimate
+from trainfit.errors import SpecError
+from trainfit.memory.scaling import max_micro_batch, scale_batch
+
+ZOO = "trainfit.models.zoo"
+MELODY = TrainSpec(
+    model=f"{ZOO}:melody_transformer", batch=1, seq_len=128, precision="bf16", device="rtx-4060"
+)
+VQ = TrainSpec(model=f"{ZOO}:vq_patch_autoencoder", batch=1, multiplier=4, device="rtx-4060")
+
+
+@pytest.fixture(scope="module")
+def melody_scaling():
+    return scale_batch(MELODY)
+
+
+def test_transformer_allocations_are_affine_in_the_batch(melody_scaling) -> None:
+    assert melody_scaling.affine, melody_scaling.why_not
+    assert any(melody_scaling.per_sample) and not all(melody_scaling.per_sample)
+
+
+@pytest.mark.parametrize("batch", [1, 4, 9])
+def test_replayed_batches_equal_full_estimates(melody_scaling, batch: int) -> None:
+    full = estimate(dataclasses.replace(MELODY, batch=batch))
+    assert melody_scaling.needed_bytes(batch) == full.device_memory_needed_bytes
+
+
+def test_conv_workspaces_scale_too() -> None:
+    scaling = scale_batch(VQ)
+    assert scaling.affine, scaling.why_not
+    full = estimate(dataclasses.replace(VQ, batch=6))
+    assert scaling.needed_bytes(6) == full.device_memory_needed_bytes
+
+
+def test_max_micro_batch_is_the_boundary(melody_scaling) -> None:
+    found = max_micro_batch(MELODY, margin=0.1, scaling=melody_scaling)
+    assert found.exact and found.batch > 1
+    assert found.needed_bytes <= found.budget_bytes < found.next_needed_bytes
+    budget = int(0.9 * melody_scaling.device.memory_bytes)
+    assert found.budget_bytes == budget
+    at = estimate(dataclasses.replace(MELODY, batch=found.batch)).device_memory_needed_bytes
+    over = estimate(dataclasses.replace(MELODY, batch=found.batch + 1)).device_memory_needed_bytes
+    assert at <= budget < over
+
+
+def test_non_affine_workspace_falls_back_to_tracing_each_batch() -> None:
+    # the cuDNN LSTM workspace is a fitted power law in the batch, not a line
+    spec = TrainSpec(model=f"{ZOO}:melody_lstm", batch=1, device="rtx-4060")
+    scaling = scale_batch(spec)
+    assert not scaling.affine and "cudnn:workspace" in (scaling.why_not or "")
+    assert scaling.needed_bytes(7) == estimate(
+        dataclasses.replace(spec, batch=7)
+    ).device_memory_needed_bytes
+
+
+def test_bad_margin_and_target() -> None:
+    with pytest.raises(SpecError, match=r"margin must be a fraction in \[0, 1\), got 1.5"):
+        max_micro_batch(MELODY, margin=1.5)
+    with pytest.raises(SpecError, match=r"CUDA targets only"):
+        scale_batch(dataclasses.replace(MELODY, device="cpu"))
