@@ -9,12 +9,14 @@ from trainfit.errors import (
     UnknownNameError,
 )
 from trainfit.estimate import Breakdown, Estimate, estimate
+from trainfit.memory.scaling import MaxBatch, max_micro_batch
 from trainfit.spec import InputSpec, OptimizerKind, Precision, TrainSpec
 
 __all__ = [
     "Breakdown",
     "Estimate",
     "InputSpec",
+    "MaxBatch",
     "MeasureError",
     "ModelLoadError",
     "OptimizerKind",
@@ -25,4 +27,5 @@ __all__ = [
     "TrainfitError",
     "UnknownNameError",
     "estimate",
+    "max_micro_batch",
 ]
