@@ -3,6 +3,7 @@
 trainfit                      estimate the default example (gpt2, batch 8, seq 512, bf16, h100)
 trainfit estimate MODEL ...   estimate one training step
 trainfit models | devices     list the catalogs
+trainfit detect [--json]      this machine's GPUs, MPS, CPU and RAM, matched to the catalog
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from trainfit.cli import detect
 from trainfit.errors import TrainfitError
 
 DEFAULT_EXAMPLE = ["estimate", "gpt2", "--batch", "8", "--seq", "512", "--precision", "bf16"]
@@ -87,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("models", help="list the built-in model catalog")
     sub.add_parser("devices", help="list the device catalog")
+    detect.add_parser(sub)
     return parser
 
 
@@ -181,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _models()
         if args.command == "devices":
             return _devices()
+        if args.command == "detect":
+            return detect.run(args)
         return _estimate(args)
     except TrainfitError as exc:
         print(f"trainfit: error: {exc}", file=sys.stderr)
