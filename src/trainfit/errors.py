@@ -3,6 +3,7 @@
     TrainfitError                 every error trainfit raises on purpose
     ├── SpecError                 the request is malformed or contradicts itself
     ├── UnknownNameError          a model, device, optimizer, precision ... name not known
+    ├── CatalogError              a catalog file (device/instance data) is malformed
     ├── ModelLoadError            the model could not be built (import path, config, factory)
     ├── TraceError                the training step could not be traced without weights
     └── MeasureError              a real run on a device failed (no device, out of memory ...)
@@ -49,6 +50,18 @@ class UnknownNameError(TrainfitError):
         self.name = name
         self.close_matches = tuple(close)
         super().__init__(message)
+
+
+class CatalogError(TrainfitError):
+    """A catalog file is malformed; names the file, and each problem its row and field.
+
+    Holds every problem of the file, so that the user fixes them all at once.
+    """
+
+    def __init__(self, path: str, problems: Iterable[str]) -> None:
+        self.path = path
+        self.problems = tuple(problems)
+        super().__init__(f"catalog file {path}: " + "; ".join(self.problems))
 
 
 class ModelLoadError(TrainfitError):

@@ -1,25 +1,77 @@
-"""Target devices (data in devices.json, a source for every figure)."""
+"""Target devices and cloud instances: data with a source for every figure.
+
+The shipped catalog is `devices.json` and `instances.json` in this package; see
+trainfit.hardware.figures for the figure format. User catalog files extend or override it:
+the `TRAINFIT_CATALOG` environment variable (paths separated by os.pathsep), or
+`with using_catalogs([path]): ...` (what `trainfit --catalog PATH` does). A user file has the
+same shape, `{"sources": {...}, "devices": {...}, "instances": {...}}`; a row whose name is
+already in the catalog replaces the fields it gives and keeps the others, a new name adds a row.
+
+Names accept common spellings: case, spaces, dashes and the vendor words (NVIDIA, GeForce,
+Apple, Tesla) are ignored, "RTX" is optional, and a trailing memory size ("8GB") selects the
+row with that much memory. Unknown names raise UnknownNameError with close matches.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from dataclasses import dataclass
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
-from trainfit.errors import UnknownNameError
+from trainfit.errors import CatalogError, UnknownNameError
+from trainfit.hardware.figures import (
+    UNKNOWN,
+    Figure,
+    Problems,
+    Source,
+    SourceKind,
+    list_of,
+    number_in,
+    one_of,
+    parse_figure,
+    parse_sources,
+)
+from trainfit.hardware.instances import Instance, parse_instance
+
+GiB = 1 << 30
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+KINDS = ("cuda", "cpu", "mps")
+PRICE_KINDS = ("list", "street", "msrp")
+ENV_VAR = "TRAINFIT_CATALOG"
+
+_user_files: ContextVar[tuple[str, ...]] = ContextVar("trainfit_user_catalogs", default=())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Price:
+    """A dated price of one unit."""
+
+    amount: Figure
+    currency: str = "USD"
+    kind: str = "list"
+    """"list" (launch list price), "street" (a retailer's price on the date) or "msrp"."""
+    date: str = ""
+    """When the price applied (YYYY-MM-DD or YYYY-MM)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Device:
-    """A device trainfit can estimate for."""
+    """A device trainfit can estimate for (kind "cuda" or "cpu") or list (kind "mps")."""
 
     name: str
     display: str
     kind: str
-    """"cuda" or "cpu"."""
+    """"cuda", "cpu" or "mps"."""
     memory_bytes: int
-    """Total device memory as the framework reports it (0: the host's RAM)."""
+    """Device memory the estimate compares with: what the runtime reports where measured,
+    else the datasheet size read as GiB (0: the host's RAM)."""
     compute_capability: tuple[int, int]
     architecture: str
     runtime_profile: str
@@ -27,40 +79,462 @@ class Device:
     memory_source: str
     spec_source: str
     aliases: tuple[str, ...] = ()
+    memory_gb: Figure = UNKNOWN
+    """Memory as the datasheet labels it, in GB."""
+    memory_visible_bytes: Figure = UNKNOWN
+    """What the runtime reports (torch total_memory, Metal's working-set limit), if known."""
+    memory_bandwidth_gbs: Figure = UNKNOWN
+    tflops: Mapping[str, Figure] = field(default_factory=dict)
+    """Dense peak TFLOP/s per precision (no 2:4 sparsity); each figure's note says which
+    tensor-core accumulate variant it is."""
+    precisions: Figure = UNKNOWN
+    """Training precisions the hardware supports natively (of PRECISIONS)."""
+    tdp_watts: Figure = UNKNOWN
+    price: Price | None = None
+    pcie_gen: Figure = UNKNOWN
+    nvlink_gbs: Figure = UNKNOWN
+    """NVLink bandwidth per GPU (GB/s, bidirectional); 0 when the device has none."""
+    compute_capability_figure: Figure = UNKNOWN
+
+    def figures(self) -> dict[str, Figure]:
+        """Every figure of the row by field name (tflops as tflops.<precision>)."""
+        out = {
+            "memory_gb": self.memory_gb,
+            "memory_visible_bytes": self.memory_visible_bytes,
+            "memory_bandwidth_gbs": self.memory_bandwidth_gbs,
+            "precisions": self.precisions,
+            "tdp_watts": self.tdp_watts,
+            "pcie_gen": self.pcie_gen,
+            "nvlink_gbs": self.nvlink_gbs,
+            "compute_capability": self.compute_capability_figure,
+        }
+        out.update({f"tflops.{p}": f for p, f in self.tflops.items()})
+        if self.price is not None:
+            out["price"] = self.price.amount
+        return out
 
 
-def _normalise(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch.isalnum())
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Catalog:
+    """Devices and cloud instances, shipped rows plus the user files'."""
+
+    devices: dict[str, Device]
+    instances: dict[str, Instance]
+    user_files: tuple[str, ...] = ()
+
+    def device(self, name: str) -> Device:
+        """The device called `name` (any common spelling); UnknownNameError with close matches."""
+        found = _resolve(name, _index(self), self.devices)
+        if found is None:
+            raise UnknownNameError(
+                "device", name, self.devices, hint="run `trainfit devices` for the list"
+            )
+        return self.devices[found]
+
+    def instance(self, name: str) -> Instance:
+        """The cloud instance called `name` (case and separators ignored)."""
+        wanted = normalise(name)
+        for inst in self.instances.values():
+            if wanted in {normalise(inst.name), *(normalise(a) for a in inst.aliases)}:
+                return inst
+        raise UnknownNameError(
+            "instance", name, self.instances, hint="run `trainfit devices --instances`"
+        )
+
+
+# ---------------------------------------------------------------- names
+
+
+_VENDOR_WORDS = ("nvidia", "geforce", "apple", "tesla")
+
+
+def normalise(name: str) -> str:
+    """Lower case, letters and digits only, vendor words dropped: "NVIDIA RTX 4060" -> "rtx4060"."""
+    text = "".join(ch for ch in name.lower() if ch.isalnum())
+    for word in _VENDOR_WORDS:
+        text = text.replace(word, "")
+    return text
+
+
+def _without_rtx(key: str) -> str:
+    return key[3:] if key.startswith("rtx") and len(key) > 3 else key
+
+
+def _index(catalog: Catalog) -> dict[str, str]:
+    """Normalised spelling -> device name (names, aliases, and both without "rtx")."""
+    return _build_index(catalog.devices)
+
+
+def _build_index(devices: Mapping[str, Device]) -> dict[str, str]:
+    index: dict[str, str] = {}
+    for device in devices.values():
+        for spelling in (device.name, *device.aliases):
+            key = normalise(spelling)
+            index.setdefault(key, device.name)
+            index.setdefault(_without_rtx(key), device.name)
+    return index
+
+
+def _resolve(name: str, index: Mapping[str, str], devices: Mapping[str, Device]) -> str | None:
+    key = normalise(name)
+    for candidate in (key, _without_rtx(key)):
+        if candidate in index:
+            return index[candidate]
+    # "RTX 3090 24GB": a trailing size is accepted when it is the size of the row named.
+    match = re.fullmatch(r"(.+?)(\d+)gb", key)
+    if match:
+        base, size = match.group(1), int(match.group(2))
+        for candidate in (base, _without_rtx(base)):
+            found = index.get(candidate)
+            if found is not None and devices[found].memory_gb.value == size:
+                return found
+    return None
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _read_json(path: str, problems: Problems) -> dict | None:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        problems.add("", f"cannot read: {exc.strerror or exc}")
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problems.add("", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+        return None
+    if not isinstance(data, dict):
+        problems.add("", f"expected a JSON object at the top, got {type(data).__name__}")
+        return None
+    unknown = set(data) - {"sources", "devices", "instances", "schema", "notes"}
+    if unknown:
+        problems.add(
+            "", f"unknown top-level keys {sorted(unknown)}; expected sources, devices, instances"
+        )
+    return data
+
+
+def _shipped(name: str) -> dict:
+    text = resources.files("trainfit.hardware").joinpath(name).read_text("utf-8")
+    return json.loads(text)
+
+
+def _figure_specs() -> dict[str, object]:
+    return {
+        "memory_gb": number_in(1, 1024, "GB"),
+        "memory_visible_bytes": number_in(2**30, 2**40, "bytes"),
+        "memory_bandwidth_gbs": number_in(10, 20000, "GB/s"),
+        "tdp_watts": number_in(5, 2000, "W"),
+        "pcie_gen": number_in(3, 6, "PCIe generation"),
+        "nvlink_gbs": number_in(0, 3600, "GB/s"),
+        "precisions": list_of(PRECISIONS),
+    }
+
+
+def _check_cc(value: object) -> str | None:
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, int) and 0 <= v <= 20 for v in value)
+    ):
+        return f"expected [major, minor], got {value!r}"
+    return None
+
+
+def _parse_device(
+    name: str,
+    row: object,
+    sources: Mapping[str, Source],
+    default_source: Source | None,
+    problems: Problems,
+) -> Device | None:
+    where = f"device {name!r}"
+    if not isinstance(row, dict):
+        problems.add(where, f"expected an object, got {type(row).__name__}")
+        return None
+    before = len(problems.items)
+    required = ("display", "kind", "architecture", "runtime_profile", "memory_gb")
+    for key in required:
+        if key not in row:
+            problems.add(f"{where}, field {key!r}", "missing")
+    if len(problems.items) > before:
+        return None
+    kind = row["kind"]
+    problem = one_of(KINDS)(kind)
+    if problem:
+        problems.add(f"{where}, field 'kind'", problem)
+        return None
+    for key in ("display", "architecture", "runtime_profile"):
+        if not isinstance(row[key], str) or not row[key]:
+            problems.add(f"{where}, field {key!r}", f"expected text, got {row[key]!r}")
+    aliases = row.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
+        problems.add(f"{where}, field 'aliases'", f"expected a list of names, got {aliases!r}")
+        aliases = []
+
+    def fig(key: str, check: object, raw: object = None) -> Figure:
+        value = row.get(key, raw)
+        if value is None:
+            return Figure(value=None, source=None, note="not given")
+        return parse_figure(
+            value, f"{where}, field {key!r}", problems, sources, check, default_source
+        )
+
+    specs = _figure_specs()
+    figures = {key: fig(key, check) for key, check in specs.items()}
+    cc = fig("compute_capability", _check_cc)
+    tflops_raw = row.get("tflops", {})
+    tflops: dict[str, Figure] = {}
+    if not isinstance(tflops_raw, dict):
+        problems.add(f"{where}, field 'tflops'", f"expected an object, got {tflops_raw!r}")
+    else:
+        for precision, raw in tflops_raw.items():
+            if precision not in PRECISIONS:
+                problems.add(
+                    f"{where}, field 'tflops.{precision}'",
+                    f"unknown precision; expected one of {', '.join(PRECISIONS)}",
+                )
+                continue
+            tflops[precision] = parse_figure(
+                raw,
+                f"{where}, field 'tflops.{precision}'",
+                problems,
+                sources,
+                number_in(0.1, 20000, "TFLOP/s"),
+                default_source,
+            )
+    price = None
+    if row.get("price") is not None:
+        raw_price = row["price"]
+        pwhere = f"{where}, field 'price'"
+        if isinstance(raw_price, dict):
+            amount = parse_figure(
+                raw_price,
+                pwhere,
+                problems,
+                sources,
+                number_in(20, 200000, "currency units"),
+                default_source,
+            )
+            kind_problem = one_of(PRICE_KINDS)(raw_price.get("kind", "list"))
+            if kind_problem:
+                problems.add(f"{pwhere}.kind", kind_problem)
+            if amount.known and not raw_price.get("date"):
+                problems.add(f"{pwhere}.date", "a price needs the date it applied")
+            price = Price(
+                amount=amount,
+                currency=str(raw_price.get("currency", "USD")),
+                kind=str(raw_price.get("kind", "list")),
+                date=str(raw_price.get("date", "")),
+            )
+        else:
+            problems.add(
+                pwhere, f"expected an object with value, currency, kind, date, got {raw_price!r}"
+            )
+    if kind == "cuda" and not cc.known:
+        problems.add(
+            f"{where}, field 'compute_capability'", "a CUDA device needs its compute capability"
+        )
+    if len(problems.items) > before:
+        return None
+
+    visible = figures["memory_visible_bytes"]
+    nominal = figures["memory_gb"]
+    # NB: without a measurement the datasheet's "GB" is read as GiB (HBM and GDDR sizes are
+    # binary); the runtime reports 0.5-1 GiB less (driver reservation, ECC).
+    if visible.known:
+        memory_bytes, memory_figure = int(visible.value), visible
+    elif nominal.known:
+        memory_bytes, memory_figure = int(nominal.value * GiB), nominal
+    else:
+        memory_bytes, memory_figure = 0, nominal
+    spec = next((f for f in (cc, nominal, figures["memory_bandwidth_gbs"]) if f.source), None)
+    return Device(
+        name=name,
+        display=row["display"],
+        kind=kind,
+        memory_bytes=memory_bytes,
+        compute_capability=(int(cc.value[0]), int(cc.value[1])) if cc.known else (0, 0),
+        architecture=row["architecture"],
+        runtime_profile=row["runtime_profile"],
+        memory_source=memory_figure.cite()
+        if memory_bytes
+        else "the host's RAM (detected at run time)",
+        spec_source=spec.cite() if spec else "not applicable",
+        aliases=tuple(aliases),
+        memory_gb=nominal,
+        memory_visible_bytes=visible,
+        memory_bandwidth_gbs=figures["memory_bandwidth_gbs"],
+        tflops=tflops,
+        precisions=figures["precisions"],
+        tdp_watts=figures["tdp_watts"],
+        price=price,
+        pcie_gen=figures["pcie_gen"],
+        nvlink_gbs=figures["nvlink_gbs"],
+        compute_capability_figure=cc,
+    )
+
+
+def _user_source(path: str) -> Source:
+    import datetime as dt
+
+    try:
+        seen = dt.date.fromtimestamp(os.path.getmtime(path))
+    except OSError:
+        seen = dt.date.today()
+    return Source(
+        key=f"user:{path}", url=f"file://{os.path.abspath(path)}", seen=seen, kind=SourceKind.USER
+    )
+
+
+def _load(user_files: tuple[str, ...]) -> Catalog:
+    shipped_devices = _shipped("devices.json")
+    shipped_instances = _shipped("instances.json")
+    problems = Problems()
+    sources = parse_sources(shipped_devices.get("sources"), problems, user=False)
+    sources.update(parse_sources(shipped_instances.get("sources"), problems, user=False))
+    rows: dict[str, tuple[dict, Source | None]] = {
+        name: (row, None) for name, row in shipped_devices["devices"].items()
+    }
+    inst_rows: dict[str, tuple[dict, Source | None]] = {
+        name: (row, None) for name, row in shipped_instances["instances"].items()
+    }
+    if problems.items:  # a bug in the shipped data, not a user mistake
+        raise CatalogError("the shipped catalog", problems.items)
+
+    shipped_index = _build_index(_parse_rows(rows, sources, Problems()))
+    for path in user_files:
+        file_problems = Problems()
+        data = _read_json(path, file_problems)
+        if data is not None:
+            user_sources = parse_sources(data.get("sources"), file_problems, user=True)
+            clash = sorted(set(user_sources) & set(sources))
+            for key in clash:
+                file_problems.add(
+                    f"source {key!r}", "this key is already used by the shipped catalog; rename it"
+                )
+            sources.update(user_sources)
+            default = _user_source(path)
+            for section, target in (("devices", rows), ("instances", inst_rows)):
+                part = data.get(section, {})
+                if not isinstance(part, dict):
+                    file_problems.add(f"field {section!r}", "expected an object of rows by name")
+                    continue
+                for name, row in part.items():
+                    if not isinstance(row, dict):
+                        where = "device" if section == "devices" else "instance"
+                        file_problems.add(
+                            f"{where} {name!r}", f"expected an object, got {type(row).__name__}"
+                        )
+                        continue
+                    if section == "devices":
+                        name = shipped_index.get(normalise(name), name)
+                    old = target.get(name, ({}, None))[0]
+                    target[name] = ({**old, **row}, default)
+            parsed = _parse_rows(
+                {n: r for n, r in rows.items() if r[1] is default}, sources, file_problems
+            )
+            del parsed
+            _parse_instance_rows(
+                {n: r for n, r in inst_rows.items() if r[1] is default}, sources, file_problems
+            )
+        if file_problems.items:
+            raise CatalogError(path, file_problems.items)
+
+    problems = Problems()
+    devices = _parse_rows(rows, sources, problems)
+    instances = _parse_instance_rows(inst_rows, sources, problems)
+    if problems.items:
+        raise CatalogError(", ".join(user_files) or "the shipped catalog", problems.items)
+    index = _build_index(devices)
+    bad = [
+        f"instance {i.name!r}, field 'gpu': {i.gpu!r} is not a device row"
+        for i in instances.values()
+        if _resolve(i.gpu, index, devices) is None
+    ]
+    if bad:
+        raise CatalogError(", ".join(user_files) or "the shipped catalog", bad)
+    return Catalog(devices=devices, instances=instances, user_files=user_files)
+
+
+def _parse_rows(
+    rows: Mapping[str, tuple[dict, Source | None]],
+    sources: Mapping[str, Source],
+    problems: Problems,
+) -> dict[str, Device]:
+    out = {}
+    for name, (row, default) in rows.items():
+        device = _parse_device(name, row, sources, default, problems)
+        if device is not None:
+            out[name] = device
+    return out
+
+
+def _parse_instance_rows(
+    rows: Mapping[str, tuple[dict, Source | None]],
+    sources: Mapping[str, Source],
+    problems: Problems,
+) -> dict[str, Instance]:
+    out = {}
+    for name, (row, default) in rows.items():
+        inst = parse_instance(name, row, sources, default, problems)
+        if inst is not None:
+            out[name] = inst
+    return out
 
 
 @cache
+def _load_cached(user_files: tuple[str, ...], stamps: tuple[float, ...]) -> Catalog:
+    del stamps  # part of the cache key: an edited user file is read again
+    return _load(user_files)
+
+
+def _stamp(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return -1.0
+
+
+def user_catalog_files() -> tuple[str, ...]:
+    """User catalog files in effect: $TRAINFIT_CATALOG, then those of `using_catalogs`."""
+    env = tuple(p for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p)
+    return env + _user_files.get()
+
+
+def catalog() -> Catalog:
+    """The shipped catalog extended by the user files in effect (cached until a file changes)."""
+    files = user_catalog_files()
+    return _load_cached(files, tuple(_stamp(p) for p in files))
+
+
+@contextlib.contextmanager
+def using_catalogs(paths: Sequence[str | os.PathLike[str]]) -> Iterator[None]:
+    """Within the block, these user catalog files extend the shipped catalog."""
+    token = _user_files.set(_user_files.get() + tuple(os.fspath(p) for p in paths))
+    try:
+        yield
+    finally:
+        _user_files.reset(token)
+
+
 def devices() -> dict[str, Device]:
     """All catalog devices by name."""
-    text = resources.files("trainfit.hardware").joinpath("devices.json").read_text("utf-8")
-    return {
-        name: Device(
-            name=name,
-            display=row["display"],
-            kind=row["kind"],
-            memory_bytes=int(row["memory_bytes"]),
-            compute_capability=(
-                int(row["compute_capability"][0]),
-                int(row["compute_capability"][1]),
-            ),
-            architecture=row["architecture"],
-            runtime_profile=row["runtime_profile"],
-            memory_source=row["memory_source"],
-            spec_source=row["spec_source"],
-            aliases=tuple(row.get("aliases", ())),
-        )
-        for name, row in json.loads(text).items()
-    }
+    return catalog().devices
+
+
+def instances() -> dict[str, Instance]:
+    """All catalog cloud instances by name."""
+    return catalog().instances
 
 
 def get_device(name: str) -> Device:
     """The device called `name` (any common spelling); UnknownNameError with close matches."""
-    wanted = _normalise(name)
-    for device in devices().values():
-        if wanted in {_normalise(device.name), *(_normalise(a) for a in device.aliases)}:
-            return device
-    raise UnknownNameError("device", name, devices(), hint="run `trainfit devices` for the list")
+    return catalog().device(name)
+
+
+def get_instance(name: str) -> Instance:
+    """The cloud instance called `name`."""
+    return catalog().instance(name)
