@@ -187,15 +187,17 @@ def max_micro_batch(
     while high <= limit and needed(high) <= budget:
         low, high = high, high * 2
     if high > limit:
-        return MaxBatch(
-            batch=low,
-            needed_bytes=needed(low),
-            next_needed_bytes=None,
-            budget_bytes=budget,
-            exact=scaling.affine,
-            device_name=scaling.device.name,
-            margin=margin,
-        )
+        if needed(limit) <= budget:
+            return MaxBatch(
+                batch=limit,
+                needed_bytes=needed(limit),
+                next_needed_bytes=None,
+                budget_bytes=budget,
+                exact=scaling.affine,
+                device_name=scaling.device.name,
+                margin=margin,
+            )
+        high = limit
     while high - low > 1:
         middle = (low + high) // 2
         if needed(middle) <= budget:

@@ -1,0 +1,68 @@
+"""`trainfit plan`: the settings that fit each device, a verdict, tiers and the ladder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
+"""Devices planned when none is named (the rows every catalog version has)."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the `plan` subcommand."""
+    parser = sub.add_parser("plan", help="settings that fit each device, with a verdict")
+    parser.add_argument("model", help="catalog name, HF model directory or hub id, or pkg:fn")
+    parser.add_argument(
+        "--effective-batch", type=int, required=True, help="samples per optimizer step"
+    )
+    parser.add_argument("--seq", type=int, default=None, help="sequence length")
+    parser.add_argument(
+        "--input", action="append", default=[], metavar="NAME=B,...:DTYPE", help="an input"
+    )
+    parser.add_argument("--multiplier", type=int, default=1, help="per-sample multiplier")
+    parser.add_argument("--precision", default=None, help="force a precision (default: per device)")
+    parser.add_argument("--optimizer", default="adamw", help="adamw | adam | sgd | ...")
+    parser.add_argument("--freeze", action="append", default=[], metavar="PATTERN")
+    parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
+    parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
+    parser.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        help=f"a device to plan for (repeatable; default {', '.join(DEFAULT_DEVICES)})",
+    )
+    parser.add_argument(
+        "--margin", type=float, default=0.10, help="fraction of device memory kept free"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan and print; returns the exit code."""
+    from trainfit.plan import plan
+    from trainfit.spec import Precision, TrainSpec, parse_enum
+
+    devices = tuple(args.device) or DEFAULT_DEVICES
+    spec = TrainSpec(
+        model=args.model,
+        seq_len=args.seq,
+        inputs=tuple(args.input),
+        multiplier=args.multiplier,
+        optimizer=args.optimizer,
+        freeze=tuple(args.freeze),
+        loss=args.loss,
+        step_fn=args.step_fn,
+        device=devices[0],
+    )
+    precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
+    result = plan(spec, args.effective_batch, devices, margin=args.margin, precision=precision)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        from rich.console import Console
+
+        from trainfit.report.plan import plan_renderable
+
+        Console().print(plan_renderable(result))
+    return 0

@@ -1,0 +1,385 @@
+"""`plan()`: for each device, the settings that fit, a verdict, tiers and the low-memory ladder.
+
+For each device the step is tried on a ladder of settings, cheapest first (seed 004's order):
+the precision the device supports (bf16 from Ampere on, else fp16 with loss scaling), then
+gradient checkpointing, then 8-bit AdamW state. On the first rung where at least one sample fits
+inside the safety margin, the micro-batch is the largest that fits up to the effective batch,
+and gradient accumulation makes up the rest. Every figure is a full estimate (trace, allocator
+replay, runtime context), replayed per micro-batch from `trainfit.memory.scaling`.
+
+Known limitations: CUDA devices only (Apple GPUs and the CPU get a "not estimated" verdict);
+CPU offload, LoRA/QLoRA and sharding over several GPUs are not planned yet (a device that needs
+them is said not to fit, with the memory one sample needs); devices of one compute-capability
+family share traces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from trainfit.errors import SpecError
+from trainfit.hardware.catalog import Device, get_device
+from trainfit.memory.scaling import BatchScaling, MaxBatch, max_micro_batch, scale_batch
+from trainfit.spec import OptimizerKind, Precision, TrainSpec
+
+DEFAULT_MARGIN = 0.10
+"""Fraction of device memory a plan keeps free (allocator and driver variation, other users)."""
+
+TIERS: tuple[tuple[str, float], ...] = (
+    ("conservative", 0.50),
+    ("balanced", 0.70),
+    ("aggressive", 0.85),
+)
+"""Seed 002's tiers as the share of device memory a step may use; "maximum" is the largest
+micro-batch inside the safety margin."""
+
+
+class Verdict(str, Enum):
+    """Whether a device can train the job."""
+
+    COMFORTABLE = "fits comfortably"
+    WITH_CHANGES = "fits with the listed changes"
+    NO = "does not fit"
+    NOT_ESTIMATED = "not estimated"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Setting:
+    """One way to run the step: precision, checkpointing, optimizer, batch split."""
+
+    precision: Precision
+    checkpointing: bool
+    optimizer: OptimizerKind
+    micro_batch: int
+    grad_accum: int
+    needed_bytes: int
+    """Device memory needed at this micro-batch."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Tier:
+    """A micro-batch chosen to use at most `share` of the device's memory."""
+
+    name: str
+    share: float
+    micro_batch: int
+    """0 when not even one sample fits inside the share."""
+    grad_accum: int
+    needed_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DevicePlan:
+    """What one device can do with the job."""
+
+    device: str
+    display: str
+    verdict: Verdict
+    setting: Setting | None
+    changes: tuple[str, ...]
+    """What differs from the requested settings, in words."""
+    max_micro_batch: int
+    """Largest micro-batch of the chosen setting inside the margin (0: none)."""
+    tiers: tuple[Tier, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rung:
+    """One step down the low-memory ladder, with what it needs and saves."""
+
+    change: str
+    micro_batch: int
+    grad_accum: int
+    needed_bytes: int
+    saved_bytes: int
+    """Against the rung before (0 for the first)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Plan:
+    """The plan of one job over several devices."""
+
+    spec: TrainSpec
+    effective_batch: int
+    margin: float
+    devices: tuple[DevicePlan, ...]
+    ladder: tuple[Rung, ...]
+    ladder_device: str
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict (bytes as integers, enums as their values)."""
+
+        def plain(value: object) -> object:
+            if isinstance(value, Enum):
+                return value.value
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            return value
+
+        return {
+            "model": self.spec.model,
+            "effective_batch": self.effective_batch,
+            "margin": self.margin,
+            "devices": [plain(dataclasses.asdict(d)) for d in self.devices],
+            "ladder_device": self.ladder_device,
+            "ladder": [plain(dataclasses.asdict(r)) for r in self.ladder],
+        }
+
+
+def plan(
+    spec: TrainSpec,
+    effective_batch: int,
+    devices: tuple[str, ...],
+    margin: float = DEFAULT_MARGIN,
+    precision: Precision | None = None,
+    ladder: bool = True,
+) -> Plan:
+    """Plan `spec` (its batch and precision are ignored) for an effective batch on `devices`.
+
+    `precision` None picks per device (bf16 autocast where supported, else fp16); a precision
+    given is used everywhere, and is an error on a device that lacks it.
+    """
+    problems = []
+    if effective_batch < 1:
+        problems.append(f"effective batch must be a positive integer, got {effective_batch}")
+    if not 0.0 <= margin < 1.0:
+        problems.append(f"margin must be a fraction in [0, 1), got {margin}")
+    if not devices:
+        problems.append("no devices to plan for: name at least one with --device")
+    if problems:
+        raise SpecError(problems)
+    resolved = [get_device(name) for name in devices]
+    if precision in (Precision.BF16, Precision.PURE_BF16):
+        lacking = [d.name for d in resolved if d.kind == "cuda" and d.compute_capability < (8, 0)]
+        if lacking:
+            raise SpecError(
+                [
+                    f"{precision.value} is not supported on {', '.join(lacking)} (no bf16 before "
+                    "compute capability 8.0): use fp16, or leave the precision to the plan"
+                ]
+            )
+    if precision is not None:
+        spec = dataclasses.replace(spec, precision=precision)
+    cache: dict[tuple[object, ...], BatchScaling] = {}
+    plans = tuple(
+        _plan_device(spec, effective_batch, d, margin, precision is None, cache) for d in resolved
+    )
+    cuda = [d for d in resolved if d.kind == "cuda"]
+    rungs = _ladder(spec, effective_batch, cuda[0], cache) if ladder and cuda else ()
+    return Plan(
+        spec=spec,
+        effective_batch=effective_batch,
+        margin=margin,
+        devices=plans,
+        ladder=rungs,
+        ladder_device=cuda[0].name if ladder and cuda else "",
+    )
+
+
+def supported_precision(device: Device) -> Precision:
+    """bf16 autocast where the GPU computes in bf16 (compute capability 8.0 on), else fp16.
+
+    NB: from the compute capability (bf16 tensor cores arrived with Ampere, sm80); the catalog's
+    list of supported precisions says the same for every CUDA row.
+    """
+    return Precision.BF16 if device.compute_capability >= (8, 0) else Precision.FP16
+
+
+def _scaling(
+    spec: TrainSpec, device: Device, cache: dict[tuple[object, ...], BatchScaling]
+) -> BatchScaling:
+    # NB: devices of one compute capability run the same kernels, so they share traces; the
+    # allocator replay and runtime context are per device.
+    key = (spec.precision, spec.checkpointing, spec.optimizer, device.compute_capability)
+    found = cache.get(key)
+    if found is None:
+        found = scale_batch(dataclasses.replace(spec, device=device.name))
+        cache[key] = found
+    if found.device.name != device.name:
+        found = dataclasses.replace(
+            found, device=device, spec=dataclasses.replace(found.spec, device=device.name)
+        )
+    return found
+
+
+def _rungs(
+    spec: TrainSpec, device: Device, auto_precision: bool
+) -> list[tuple[TrainSpec, tuple[str, ...]]]:
+    """The settings to try on `device`, cheapest change first, with the changes in words."""
+    base = spec
+    if auto_precision:
+        base = dataclasses.replace(spec, precision=supported_precision(device))
+    changes: list[str] = []
+    rungs = [(base, tuple(changes))]
+    if not base.checkpointing:
+        base = dataclasses.replace(base, checkpointing=True)
+        changes.append("gradient checkpointing")
+        rungs.append((base, tuple(changes)))
+    if base.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM):
+        base = dataclasses.replace(base, optimizer=OptimizerKind.ADAMW_8BIT)
+        changes.append("8-bit AdamW state")
+        rungs.append((base, tuple(changes)))
+    return rungs
+
+
+def _split(effective: int, largest: int) -> tuple[int, int]:
+    """Micro-batch and accumulation for an effective batch, micro-batch at most `largest`.
+
+    The largest divisor of the effective batch that fits keeps it exact; when that divisor is
+    under half of what fits (a prime effective batch), the micro-batch that fits is used and
+    the effective batch rounds up (micro-batch x accumulation).
+    """
+    largest = min(largest, effective)
+    divisor = max(d for d in range(1, largest + 1) if effective % d == 0)
+    if 2 * divisor >= largest:
+        return divisor, effective // divisor
+    accum = math.ceil(effective / largest)
+    return math.ceil(effective / accum), accum
+
+
+def _plan_device(
+    spec: TrainSpec,
+    effective: int,
+    device: Device,
+    margin: float,
+    auto_precision: bool,
+    cache: dict[tuple[object, ...], BatchScaling],
+) -> DevicePlan:
+    if device.kind != "cuda":
+        return DevicePlan(
+            device=device.name,
+            display=device.display,
+            verdict=Verdict.NOT_ESTIMATED,
+            setting=None,
+            changes=(),
+            max_micro_batch=0,
+            tiers=(),
+            note=f"{device.kind} devices are not planned yet (CUDA GPUs only)",
+        )
+    last: MaxBatch | None = None
+    skipped: list[str] = []
+    for rung_spec, changes in _rungs(spec, device, auto_precision):
+        try:
+            scaling = _scaling(rung_spec, device, cache)
+        except SpecError as exc:
+            if not rung_spec.checkpointing or spec.checkpointing:
+                raise
+            skipped.append(f"no gradient checkpointing ({exc})")
+            continue
+        found = max_micro_batch(rung_spec, margin=margin, limit=effective, scaling=scaling)
+        last = found
+        if found.batch < 1:
+            continue
+        micro, accum = _split(effective, found.batch)
+        needed = scaling.needed_bytes(micro)
+        if accum > 1:
+            changes = (*changes, f"micro-batch {micro} x {accum} accumulation steps")
+        if micro * accum != effective:
+            changes = (*changes, f"effective batch {micro * accum} (not {effective})")
+        setting = Setting(
+            precision=rung_spec.precision,
+            checkpointing=rung_spec.checkpointing,
+            optimizer=rung_spec.optimizer,
+            micro_batch=micro,
+            grad_accum=accum,
+            needed_bytes=needed,
+        )
+        return DevicePlan(
+            device=device.name,
+            display=device.display,
+            verdict=Verdict.COMFORTABLE if not changes else Verdict.WITH_CHANGES,
+            setting=setting,
+            changes=changes,
+            max_micro_batch=_max(rung_spec, margin, scaling),
+            tiers=_tiers(rung_spec, effective, scaling),
+        )
+    one = last.needed_bytes if last is not None else 0
+    return DevicePlan(
+        device=device.name,
+        display=device.display,
+        verdict=Verdict.NO,
+        setting=None,
+        changes=(),
+        max_micro_batch=0,
+        tiers=(),
+        note=(
+            f"one sample needs {one / 2**30:.1f} GiB with every change on the ladder, over the "
+            f"{(1 - margin) * device.memory_bytes / 2**30:.1f} GiB usable: it needs sharding "
+            "over several GPUs, offload or LoRA (not planned yet)"
+            + "".join(f"; {s}" for s in skipped)
+        ),
+    )
+
+
+def _max(spec: TrainSpec, margin: float, scaling: BatchScaling) -> int:
+    return max_micro_batch(spec, margin=margin, scaling=scaling).batch
+
+
+def _tiers(spec: TrainSpec, effective: int, scaling: BatchScaling) -> tuple[Tier, ...]:
+    tiers = []
+    for name, share in TIERS:
+        found = max_micro_batch(spec, margin=1.0 - share, limit=effective, scaling=scaling)
+        if found.batch < 1:
+            tiers.append(Tier(name=name, share=share, micro_batch=0, grad_accum=0, needed_bytes=0))
+            continue
+        micro, accum = _split(effective, found.batch)
+        tiers.append(
+            Tier(
+                name=name,
+                share=share,
+                micro_batch=micro,
+                grad_accum=accum,
+                needed_bytes=scaling.needed_bytes(micro),
+            )
+        )
+    return tuple(tiers)
+
+
+def _ladder(
+    spec: TrainSpec,
+    effective: int,
+    device: Device,
+    cache: dict[tuple[object, ...], BatchScaling],
+) -> tuple[Rung, ...]:
+    """Seed 004's ladder on `device`: each change's memory at the same effective batch."""
+    fp32 = dataclasses.replace(spec, precision=Precision.FP32, checkpointing=False)
+    amp = dataclasses.replace(fp32, precision=supported_precision(device))
+    quarter = max(1, effective // 4)
+    steps: list[tuple[str, TrainSpec, int]] = [
+        (f"fp32, {effective} samples per step", fp32, effective),
+        (f"{amp.precision.value} mixed precision", amp, effective),
+        (f"{quarter} samples per step with accumulation", amp, quarter),
+        ("gradient checkpointing", dataclasses.replace(amp, checkpointing=True), quarter),
+    ]
+    last_spec = steps[-1][1]
+    if last_spec.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM):
+        eight = dataclasses.replace(last_spec, optimizer=OptimizerKind.ADAMW_8BIT)
+        steps.append(("8-bit AdamW state", eight, quarter))
+        last_spec = eight
+    steps.append(("1 sample per step with accumulation", last_spec, 1))
+    rungs: list[Rung] = []
+    before = 0
+    for change, rung_spec, micro in steps:
+        try:
+            needed = _scaling(rung_spec, device, cache).needed_bytes(micro)
+        except SpecError:
+            if not rung_spec.checkpointing or spec.checkpointing:
+                raise
+            continue  # NB: a model with no blocks to checkpoint skips that rung
+        rungs.append(
+            Rung(
+                change=change,
+                micro_batch=micro,
+                grad_accum=math.ceil(effective / micro),
+                needed_bytes=needed,
+                saved_bytes=before - needed if rungs else 0,
+            )
+        )
+        before = needed
+    return tuple(rungs)

@@ -1,0 +1,88 @@
+"""`plan()`: settings per device from full estimates, verdicts, tiers and the ladder."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from trainfit import TrainSpec, estimate
+from trainfit.cli.main import main
+from trainfit.errors import SpecError, TrainfitError
+from trainfit.plan import Verdict, _split, plan
+from trainfit.spec import Precision
+
+MELODY = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
+
+
+@pytest.fixture(scope="module")
+def melody_plan():
+    return plan(MELODY, effective_batch=2048, devices=("rtx-4060", "h100", "cpu"), margin=0.1)
+
+
+def test_each_device_gets_a_verdict(melody_plan) -> None:
+    verdicts = {d.device: d.verdict for d in melody_plan.devices}
+    assert verdicts["h100"] is Verdict.COMFORTABLE  # 2048 samples fit in one micro-batch
+    assert verdicts["rtx-4060"] is Verdict.WITH_CHANGES  # needs accumulation on 8 GB
+    assert verdicts["cpu"] is Verdict.NOT_ESTIMATED
+
+
+def test_setting_holds_the_effective_batch_and_is_a_real_estimate(melody_plan) -> None:
+    small = next(d for d in melody_plan.devices if d.device == "rtx-4060")
+    s = small.setting
+    assert s is not None and s.precision is Precision.BF16
+    assert s.micro_batch * s.grad_accum == 2048 and s.grad_accum > 1
+    assert any("accumulation" in change for change in small.changes)
+    spec = dataclasses.replace(
+        MELODY,
+        batch=s.micro_batch,
+        precision=s.precision,
+        checkpointing=s.checkpointing,
+        optimizer=s.optimizer,
+        device="rtx-4060",
+    )
+    full = estimate(spec).device_memory_needed_bytes
+    assert s.needed_bytes == full <= 0.9 * 8_585_740_288
+
+
+def test_tiers_grow_with_their_share(melody_plan) -> None:
+    small = next(d for d in melody_plan.devices if d.device == "rtx-4060")
+    micro = [t.micro_batch for t in small.tiers]
+    assert [t.name for t in small.tiers] == ["conservative", "balanced", "aggressive"]
+    assert micro == sorted(micro) and micro[0] >= 1
+    assert all(t.needed_bytes <= t.share * 8_585_740_288 for t in small.tiers)
+
+
+def test_ladder_goes_down(melody_plan) -> None:
+    rungs = melody_plan.ladder
+    assert rungs[0].change.startswith("fp32") and rungs[-1].micro_batch == 1
+    assert rungs[-1].needed_bytes < rungs[0].needed_bytes
+    assert melody_plan.ladder_device == "rtx-4060"
+
+
+def test_split_keeps_the_effective_batch() -> None:
+    assert _split(64, 6) == (4, 16)
+    assert _split(64, 100) == (64, 1)
+    assert _split(67, 10) == (10, 7)  # prime: rounds up to 70, said in the changes
+
+
+def test_bad_requests() -> None:
+    with pytest.raises(SpecError, match=r"effective batch must be a positive integer, got 0"):
+        plan(MELODY, effective_batch=0, devices=("h100",))
+    with pytest.raises(TrainfitError, match=r"h1000"):
+        plan(MELODY, effective_batch=8, devices=("h1000",))
+
+
+def test_model_without_blocks_skips_checkpointing(capsys: pytest.CaptureFixture[str]) -> None:
+    # the MLP has no ModuleList to checkpoint: the ladder leaves that rung out
+    mlp = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
+    result = plan(mlp, effective_batch=256, devices=("h100",))
+    assert not any("checkpointing" in r.change for r in result.ladder)
+    assert result.devices[0].verdict is Verdict.COMFORTABLE
+
+
+def test_cli_plan_json(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "trainfit.models.zoo:emotion_mlp", "--effective-batch", "256"]
+    assert main([*args, "--device", "h100", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"verdict": "fits comfortably"' in out and '"effective_batch": 256' in out
