@@ -14,9 +14,10 @@ import json
 import sys
 from collections.abc import Sequence
 
-from trainfit.cli import detect
+from trainfit.cli import detect, devices
 from trainfit.cli import plan as plan_command
 from trainfit.errors import TrainfitError
+from trainfit.hardware.catalog import using_catalogs
 
 DEFAULT_EXAMPLE = ["estimate", "gpt2", "--batch", "8", "--seq", "512", "--precision", "bf16"]
 
@@ -79,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--device", default="h100", help="target device (trainfit devices)")
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
     est.add_argument(
+        "--catalog", action="append", default=[], metavar="PATH", help="a user device catalog file"
+    )
+    est.add_argument(
         "--max-batch",
         action="store_true",
         help="find the largest micro-batch that fits the device instead (--batch is ignored)",
@@ -91,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan_command.add_parser(sub)
     sub.add_parser("models", help="list the built-in model catalog")
-    sub.add_parser("devices", help="list the device catalog")
+    devices.add_parser(sub)
     detect.add_parser(sub)
     return parser
 
@@ -156,28 +160,6 @@ def _models() -> int:
     return 0
 
 
-def _devices() -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from trainfit.hardware.catalog import devices
-    from trainfit.report.terminal import gib
-
-    table = Table(title="device catalog")
-    for column in ("name", "device", "memory", "compute capability", "source"):
-        table.add_column(column)
-    for d in devices().values():
-        table.add_row(
-            d.name,
-            d.display,
-            gib(d.memory_bytes) if d.memory_bytes else "host RAM",
-            ".".join(map(str, d.compute_capability)),
-            d.memory_source,
-        )
-    Console().print(table)
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -188,10 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "models":
             return _models()
         if args.command == "devices":
-            return _devices()
+            return devices.run(args)
         if args.command == "detect":
             return detect.run(args)
-        return _estimate(args)
+        with using_catalogs(args.catalog):
+            return _estimate(args)
     except TrainfitError as exc:
         print(f"trainfit: error: {exc}", file=sys.stderr)
         return 1
