@@ -170,7 +170,7 @@ def plan(
     plans = tuple(
         _plan_device(spec, effective_batch, d, margin, precision is None, cache) for d in resolved
     )
-    cuda = [d for d in resolved if d.kind == "cuda"]
+    cuda = [d for d in resolved if d.kind == "cuda" and d.memory_bytes]
     rungs = _ladder(spec, effective_batch, cuda[0], cache) if ladder and cuda else ()
     return Plan(
         spec=spec,
@@ -251,7 +251,12 @@ def _plan_device(
     auto_precision: bool,
     cache: dict[tuple[object, ...], BatchScaling],
 ) -> DevicePlan:
+    why_not = ""
     if device.kind != "cuda":
+        why_not = f"{device.kind} devices are not planned yet (CUDA GPUs only)"
+    elif not device.memory_bytes:
+        why_not = "its memory size is not in the catalog: give it in a user catalog file"
+    if why_not:
         return DevicePlan(
             device=device.name,
             display=device.display,
@@ -260,7 +265,7 @@ def _plan_device(
             changes=(),
             max_micro_batch=0,
             tiers=(),
-            note=f"{device.kind} devices are not planned yet (CUDA GPUs only)",
+            note=why_not,
         )
     last: MaxBatch | None = None
     skipped: list[str] = []
