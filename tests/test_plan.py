@@ -88,3 +88,31 @@ def test_cli_plan_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*args, "--device", "h100", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"verdict": "fits comfortably"' in out and '"effective_batch": 256' in out
+
+
+def test_model_states_are_a_floor() -> None:
+    from trainfit.memory.states import model_states, parameter_counts
+
+    gpt2 = TrainSpec(model="gpt2")
+    counts = parameter_counts(gpt2)
+    assert counts == (124_439_808, 124_439_808)
+    adamw = model_states(gpt2, counts)
+    assert adamw.total() == 124_439_808 * (4 + 4 + 8)
+    pure_sgd = model_states(dataclasses.replace(gpt2, precision="pure-bf16", optimizer="sgd"))
+    assert pure_sgd.total() == 124_439_808 * (2 + 2)
+    full = estimate(dataclasses.replace(gpt2, batch=1, seq_len=64))
+    assert full.peak_allocated_bytes > adamw.total()
+
+
+def test_settings_whose_states_cannot_fit_are_not_traced(monkeypatch: pytest.MonkeyPatch) -> None:
+    import trainfit.plan as plan_module
+
+    def no_trace(*args: object, **kwargs: object) -> None:
+        raise AssertionError("traced a setting whose model states exceed the device")
+
+    monkeypatch.setattr(plan_module, "scale_batch", no_trace)
+    spec = TrainSpec(model="qwen2-7b", seq_len=512)
+    result = plan(spec, effective_batch=8, devices=("t4",), ladder=False)
+    only = result.devices[0]
+    assert only.verdict is Verdict.NO
+    assert "weights, gradients and optimizer state alone need at least" in only.note

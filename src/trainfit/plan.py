@@ -21,9 +21,16 @@ from dataclasses import dataclass
 from enum import Enum
 
 from trainfit.errors import SpecError
+from trainfit.estimate import cuda_memory
 from trainfit.hardware.catalog import Device, get_device
+from trainfit.memory.runtime import PROFILES, context_bytes
 from trainfit.memory.scaling import BatchScaling, MaxBatch, max_micro_batch, scale_batch
+from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
+from trainfit.trace.attention import kernel_family
+from trainfit.trace.step import trace_step
+
+GIB = 2**30
 
 DEFAULT_MARGIN = 0.10
 """Fraction of device memory a plan keeps free (allocator and driver variation, other users)."""
@@ -132,6 +139,14 @@ class Plan:
         }
 
 
+@dataclass(kw_only=True, slots=True)
+class _Cache:
+    """What one plan computes once: traces per setting and kernel family, parameter counts."""
+
+    scalings: dict[tuple[object, ...], BatchScaling] = dataclasses.field(default_factory=dict)
+    counts: tuple[int, int] | None = None
+
+
 def plan(
     spec: TrainSpec,
     effective_batch: int,
@@ -166,7 +181,7 @@ def plan(
             )
     if precision is not None:
         spec = dataclasses.replace(spec, precision=precision)
-    cache: dict[tuple[object, ...], BatchScaling] = {}
+    cache = _Cache()
     plans = tuple(
         _plan_device(spec, effective_batch, d, margin, precision is None, cache) for d in resolved
     )
@@ -191,16 +206,16 @@ def supported_precision(device: Device) -> Precision:
     return Precision.BF16 if device.compute_capability >= (8, 0) else Precision.FP16
 
 
-def _scaling(
-    spec: TrainSpec, device: Device, cache: dict[tuple[object, ...], BatchScaling]
-) -> BatchScaling:
-    # NB: devices of one compute capability run the same kernels, so they share traces; the
-    # allocator replay and runtime context are per device.
-    key = (spec.precision, spec.checkpointing, spec.optimizer, device.compute_capability)
-    found = cache.get(key)
+def _scaling(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling:
+    # NB: devices of one kernel family (the compute-capability thresholds attention kernels
+    # depend on) trace the same step, so they share traces; the allocator replay, cuBLAS
+    # workspace and runtime context are per device.
+    family = kernel_family(device.compute_capability)
+    key = (spec.precision, spec.checkpointing, spec.optimizer, family)
+    found = cache.scalings.get(key)
     if found is None:
         found = scale_batch(dataclasses.replace(spec, device=device.name))
-        cache[key] = found
+        cache.scalings[key] = found
     if found.device.name != device.name:
         found = dataclasses.replace(
             found, device=device, spec=dataclasses.replace(found.spec, device=device.name)
@@ -249,7 +264,7 @@ def _plan_device(
     device: Device,
     margin: float,
     auto_precision: bool,
-    cache: dict[tuple[object, ...], BatchScaling],
+    cache: _Cache,
 ) -> DevicePlan:
     why_not = ""
     if device.kind != "cuda":
@@ -269,7 +284,12 @@ def _plan_device(
         )
     last: MaxBatch | None = None
     skipped: list[str] = []
+    budget = (1.0 - margin) * device.memory_bytes
+    floor = 0
     for rung_spec, changes in _rungs(spec, device, auto_precision):
+        floor = _floor(rung_spec, device, cache)
+        if floor > budget:
+            continue  # weights, gradients and optimizer state alone do not fit
         try:
             scaling = _scaling(rung_spec, device, cache)
         except SpecError as exc:
@@ -304,7 +324,13 @@ def _plan_device(
             max_micro_batch=_max(rung_spec, margin, scaling),
             tiers=_tiers(rung_spec, effective, scaling),
         )
-    one = last.needed_bytes if last is not None else 0
+    if last is not None:
+        what = f"one sample needs {last.needed_bytes / GIB:.1f} GiB with every change on the ladder"
+    else:
+        what = (
+            f"weights, gradients and optimizer state alone need at least {floor / GIB:.1f} GiB "
+            "with every change on the ladder"
+        )
     return DevicePlan(
         device=device.name,
         display=device.display,
@@ -314,12 +340,20 @@ def _plan_device(
         max_micro_batch=0,
         tiers=(),
         note=(
-            f"one sample needs {one / 2**30:.1f} GiB with every change on the ladder, over the "
-            f"{(1 - margin) * device.memory_bytes / 2**30:.1f} GiB usable: it needs sharding "
-            "over several GPUs, offload or LoRA (not planned yet)"
-            + "".join(f"; {s}" for s in skipped)
+            f"{what}, over the {budget / GIB:.1f} GiB usable: it needs sharding over several "
+            "GPUs, offload or LoRA (not planned yet)" + "".join(f"; {s}" for s in skipped)
         ),
     )
+
+
+def _floor(spec: TrainSpec, device: Device, cache: _Cache) -> int:
+    """Device memory no micro-batch of `spec` can go under on `device` (model states plus the
+    smallest runtime context): settings above the budget are skipped without a trace."""
+    if cache.counts is None:
+        cache.counts = parameter_counts(spec)
+    states = model_states(spec, cache.counts)
+    profile = PROFILES[device.runtime_profile]
+    return states.total() + context_bytes(profile, uses_cublas=False, reduced_precision=False)
 
 
 def _max(spec: TrainSpec, margin: float, scaling: BatchScaling) -> int:
@@ -346,11 +380,28 @@ def _tiers(spec: TrainSpec, effective: int, scaling: BatchScaling) -> tuple[Tier
     return tuple(tiers)
 
 
+def _needed_once(spec: TrainSpec, micro: int, device: Device, cache: _Cache) -> int:
+    """Device memory needed at one micro-batch: from a cached scaling, else one trace."""
+    key = (
+        spec.precision,
+        spec.checkpointing,
+        spec.optimizer,
+        kernel_family(device.compute_capability),
+    )
+    if key in cache.scalings:
+        return _scaling(spec, device, cache).needed_bytes(micro)
+    at = dataclasses.replace(spec, batch=micro, device=device.name)
+    result, context = cuda_memory(
+        trace_step(at, compute_capability=device.compute_capability), at, device
+    )
+    return result.peak_reserved_bytes + context
+
+
 def _ladder(
     spec: TrainSpec,
     effective: int,
     device: Device,
-    cache: dict[tuple[object, ...], BatchScaling],
+    cache: _Cache,
 ) -> tuple[Rung, ...]:
     """Seed 004's ladder on `device`: each change's memory at the same effective batch."""
     fp32 = dataclasses.replace(spec, precision=Precision.FP32, checkpointing=False)
@@ -372,7 +423,7 @@ def _ladder(
     before = 0
     for change, rung_spec, micro in steps:
         try:
-            needed = _scaling(rung_spec, device, cache).needed_bytes(micro)
+            needed = _needed_once(rung_spec, micro, device, cache)
         except SpecError:
             if not rung_spec.checkpointing or spec.checkpointing:
                 raise

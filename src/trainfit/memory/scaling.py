@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, get_device
@@ -47,6 +47,8 @@ class BatchScaling:
     """Whether the check trace matched the line for every event."""
     why_not: str | None
     """What broke the line, when it did not hold."""
+    _needed: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
+    """Device memory needed per batch already replayed (replays of big models take ~0.2 s)."""
 
     def trace_at(self, batch: int) -> StepTrace:
         """The step's trace at `batch` (synthesised when affine, else traced)."""
@@ -72,9 +74,13 @@ class BatchScaling:
         """
         from trainfit.estimate import cuda_memory
 
+        known = self._needed.get(batch)
+        if known is not None:
+            return known
         spec = dataclasses.replace(self.spec, batch=batch)
         result, context = cuda_memory(self.trace_at(batch), spec, self.device)
-        return result.peak_reserved_bytes + context
+        self._needed[batch] = result.peak_reserved_bytes + context
+        return self._needed[batch]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -172,7 +178,7 @@ def max_micro_batch(
         raise SpecError([f"margin must be a fraction in [0, 1), got {margin}"])
     scaling = scaling or scale_batch(spec)
     budget = int(scaling.device.memory_bytes * (1.0 - margin))
-    needed: Callable[[int], int] = _memoised(scaling.needed_bytes)
+    needed: Callable[[int], int] = scaling.needed_bytes
     if needed(1) > budget:
         return MaxBatch(
             batch=0,
@@ -213,14 +219,3 @@ def max_micro_batch(
         device_name=scaling.device.name,
         margin=margin,
     )
-
-
-def _memoised(fn: Callable[[int], int]) -> Callable[[int], int]:
-    cache: dict[int, int] = {}
-
-    def call(batch: int) -> int:
-        if batch not in cache:
-            cache[batch] = fn(batch)
-        return cache[batch]
-
-    return call

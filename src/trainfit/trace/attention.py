@@ -64,6 +64,12 @@ def choose_backend(
     return SdpaBackend.MATH
 
 
+def kernel_family(compute_capability: tuple[int, int]) -> tuple[bool, ...]:
+    """What `choose_backend` asks of the compute capability: devices with equal families trace
+    the same attention kernels (the only capability-dependent part of a CUDA trace)."""
+    return tuple(compute_capability >= threshold for threshold in ((9, 0), (8, 0), (5, 0)))
+
+
 def _cuda_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
     """F.dropout as CUDA runs it: `native_dropout`, which keeps a one-byte bool mask.
 

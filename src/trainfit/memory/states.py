@@ -1,0 +1,72 @@
+"""The bytes a step's model states need whatever the batch: a lower bound without a trace.
+
+Weights, gradients and optimizer state stay resident through the optimizer step, so their sum
+(plus the smallest runtime context) is a floor under the device memory any micro-batch needs.
+Computed from the model built on the meta device, which is instant next to a trace; the plan
+uses it to skip settings that cannot fit at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainfit.models.source import build_program
+from trainfit.spec import OptimizerKind, Precision, TrainSpec
+from trainfit.training import apply_settings
+
+_EIGHT_BIT_BYTES = 2
+"""bitsandbytes' 8-bit AdamW: two uint8 moments per element (fp32 block scales not counted)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelStates:
+    """Bytes of weights, gradients and optimizer state of one setting."""
+
+    parameter_bytes: int
+    gradient_bytes: int
+    optimizer_state_bytes: int
+
+    def total(self) -> int:
+        return self.parameter_bytes + self.gradient_bytes + self.optimizer_state_bytes
+
+
+def parameter_counts(spec: TrainSpec) -> tuple[int, int]:
+    """(all, trainable) parameter elements of `spec`'s model, ties counted once."""
+    program = build_program(spec, "meta")
+    apply_settings(program, spec)
+    seen: set[int] = set()
+    total = trainable = 0
+    for p in program.model.parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+        if p.requires_grad:
+            trainable += p.numel()
+    return total, trainable
+
+
+def model_states(spec: TrainSpec, counts: tuple[int, int] | None = None) -> ModelStates:
+    """Weights, gradients and optimizer state of `spec` (its batch does not matter).
+
+    `counts` are `parameter_counts(spec)` when already known (they do not depend on the
+    precision, optimizer or checkpointing).
+
+    NB: a lower bound for the optimizers whose state has small tensors in fp32 (8-bit AdamW
+    keeps tensors under 4096 elements in fp32) or factored moments (Adafactor: counted as 0).
+    """
+    total, trainable = counts or parameter_counts(spec)
+    dtype_bytes = 2 if spec.precision is Precision.PURE_BF16 else 4
+    per_element = {
+        OptimizerKind.ADAMW: 2 * dtype_bytes,
+        OptimizerKind.ADAM: 2 * dtype_bytes,
+        OptimizerKind.SGD: 0,
+        OptimizerKind.SGD_MOMENTUM: dtype_bytes,
+        OptimizerKind.ADAFACTOR: 0,
+        OptimizerKind.ADAMW_8BIT: _EIGHT_BIT_BYTES,
+    }[spec.optimizer]
+    return ModelStates(
+        parameter_bytes=total * dtype_bytes,
+        gradient_bytes=trainable * dtype_bytes,
+        optimizer_state_bytes=trainable * per_element,
+    )
