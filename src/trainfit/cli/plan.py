@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
 """Devices planned when none is named (the rows every catalog version has)."""
@@ -36,6 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--margin", type=float, default=0.10, help="fraction of device memory kept free"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument(
+        "--config-dir", default=None, help="write config_<device>.yaml for each device that fits"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,4 +69,11 @@ def run(args: argparse.Namespace) -> int:
         from trainfit.report.plan import plan_renderable
 
         Console().print(plan_renderable(result))
+    if args.config_dir:
+        from pathlib import Path
+
+        from trainfit.configs import write_configs
+
+        for path in write_configs(result, Path(args.config_dir)):
+            print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -1,0 +1,177 @@
+"""Ready-to-use training configs from a plan: one YAML file per device, plus the same settings
+as command-line flags (trainfit's own, to re-check the estimate, and Hugging Face Trainer's).
+
+The YAML follows the shape of the seeds' `config_*.yaml` (device with fallback, model, training,
+optimizer, checkpoint, data, logging). Only what the plan decided carries a number trainfit
+computed (micro-batch, accumulation, precision, checkpointing, optimizer); the data-loader,
+checkpoint and logging entries are conventional defaults and say so in a comment. Files are
+written atomically (a temporary file renamed into place), so an interrupted run leaves no
+half-written config.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tempfile
+from pathlib import Path
+
+from trainfit.errors import TrainfitError
+from trainfit.plan import DevicePlan, Plan, Setting
+from trainfit.spec import OptimizerKind, Precision
+
+_HF_OPTIM = {
+    OptimizerKind.ADAMW: "adamw_torch",
+    OptimizerKind.ADAM: "adamw_torch",
+    OptimizerKind.SGD: "sgd",
+    OptimizerKind.SGD_MOMENTUM: "sgd",
+    OptimizerKind.ADAFACTOR: "adafactor",
+    OptimizerKind.ADAMW_8BIT: "adamw_bnb_8bit",
+}
+_OPTIMIZER_NAME = {
+    OptimizerKind.ADAMW: "AdamW",
+    OptimizerKind.ADAM: "Adam",
+    OptimizerKind.SGD: "SGD",
+    OptimizerKind.SGD_MOMENTUM: "SGD",
+    OptimizerKind.ADAFACTOR: "Adafactor",
+    OptimizerKind.ADAMW_8BIT: "AdamW8bit (bitsandbytes)",
+}
+
+
+def device_config(plan: Plan, device: DevicePlan) -> dict[str, object]:
+    """The config of one device's chosen setting as nested dicts (YAML-ready)."""
+    s = _setting(device)
+    mixed = s.precision.value if s.precision in (Precision.BF16, Precision.FP16) else False
+    dtype = "bfloat16" if s.precision is Precision.PURE_BF16 else "float32"
+    return {
+        "device": {"type": "cuda", "name": device.device, "fallback": "cpu"},
+        "model": {"name": plan.spec.model, "use_compile": False, "dtype": dtype},
+        "training": {
+            "batch_size": s.micro_batch,
+            "accumulation_steps": s.grad_accum,
+            "effective_batch_size": s.micro_batch * s.grad_accum,
+            "mixed_precision": mixed,
+            "gradient_checkpointing": s.checkpointing,
+            "gradient_clipping": plan.spec.grad_clip,
+        },
+        "optimizer": {"type": _OPTIMIZER_NAME[s.optimizer]},
+        "checkpoint": {"save_best": True, "save_latest": True, "save_interval": 1000},
+        "data": {"num_workers": 4, "pin_memory": True},
+        "logging": {"tensorboard": True, "log_interval": 10},
+    }
+
+
+def trainfit_flags(plan: Plan, device: DevicePlan) -> str:
+    """The `trainfit estimate` command that re-checks this setting."""
+    s = _setting(device)
+    spec = plan.spec
+    parts = ["trainfit estimate", spec.model, f"--batch {s.micro_batch}"]
+    if spec.seq_len:
+        parts.append(f"--seq {spec.seq_len}")
+    for i in spec.inputs:
+        high = f"<{i.high}" if i.high is not None else ""
+        dtype = str(i.dtype).removeprefix("torch.")
+        parts.append(f"--input '{i.name}={','.join(map(str, i.dims))}:{dtype}{high}'")
+    if s.grad_accum > 1:
+        parts.append(f"--grad-accum {s.grad_accum}")
+    parts += [f"--precision {s.precision.value}", f"--optimizer {s.optimizer.value}"]
+    if s.checkpointing:
+        parts.append("--checkpointing")
+    parts.append(f"--device {device.device}")
+    return " ".join(parts)
+
+
+def hf_trainer_flags(device: DevicePlan) -> str:
+    """The same setting as Hugging Face `TrainingArguments` command-line flags."""
+    s = _setting(device)
+    parts = [
+        f"--per_device_train_batch_size {s.micro_batch}",
+        f"--gradient_accumulation_steps {s.grad_accum}",
+    ]
+    if s.precision is Precision.BF16:
+        parts.append("--bf16")
+    elif s.precision is Precision.FP16:
+        parts.append("--fp16")
+    if s.checkpointing:
+        parts.append("--gradient_checkpointing")
+    parts.append(f"--optim {_HF_OPTIM[s.optimizer]}")
+    return " ".join(parts)
+
+
+def to_yaml(data: dict[str, object], header: list[str]) -> str:
+    """A small YAML emitter for nested dicts of scalars (no dependency)."""
+    lines = [f"# {line}" for line in header]
+
+    def scalar(value: object) -> str:
+        if value is None:
+            return "null"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (int, float)):
+            return str(value)
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def emit(mapping: dict[str, object], indent: int) -> None:
+        for key, value in mapping.items():
+            if isinstance(value, dict):
+                lines.append(" " * indent + f"{key}:")
+                emit(value, indent + 2)
+            else:
+                lines.append(" " * indent + f"{key}: {scalar(value)}")
+
+    emit(data, 0)
+    return "\n".join(lines) + "\n"
+
+
+def config_text(plan: Plan, device: DevicePlan) -> str:
+    """The YAML file of one device, with what trainfit predicted in its header."""
+    s = _setting(device)
+    header = [
+        f"trainfit plan for {plan.spec.model} on {device.display}, "
+        f"{datetime.date.today().isoformat()}",
+        f"verdict: {device.verdict.value}"
+        + (f" ({'; '.join(device.changes)})" if device.changes else ""),
+        f"predicted device memory needed: {s.needed_bytes / 2**30:.2f} GiB "
+        f"(plan keeps {plan.margin:.0%} of the device free)",
+        "computed: batch_size, accumulation_steps, mixed_precision, gradient_checkpointing,",
+        "optimizer; conventional defaults: checkpoint, data, logging, use_compile",
+        f"re-check: {trainfit_flags(plan, device)}",
+        f"Hugging Face Trainer: {hf_trainer_flags(device)}",
+    ]
+    return to_yaml(device_config(plan, device), header)
+
+
+def write_configs(plan: Plan, directory: Path) -> list[Path]:
+    """Write `config_<device>.yaml` for every device with a setting; return the paths."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TrainfitError(f"cannot create the config directory {directory}: {exc}") from exc
+    written = []
+    for device in plan.devices:
+        if device.setting is None:
+            continue
+        path = directory / f"config_{device.device}.yaml"
+        _write_atomically(path, config_text(plan, device))
+        written.append(path)
+    return written
+
+
+def _setting(device: DevicePlan) -> Setting:
+    if device.setting is None:
+        raise TrainfitError(f"{device.device}: {device.verdict.value}; no config to write")
+    return device.setting
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; a config is not
+        os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise TrainfitError(f"cannot write {path}: {exc}") from exc
