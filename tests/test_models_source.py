@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainfit.errors import ModelLoadError
+from trainfit.errors import ModelLoadError, SpecError
 from trainfit.models.catalog import catalog, find
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
@@ -54,3 +54,36 @@ def test_import_path_with_declared_default_inputs() -> None:
         TrainSpec(model="trainfit.models.zoo:vq_patch_autoencoder", batch=2, multiplier=8), "meta"
     )
     assert program.make_batch(torch.device("meta"), False)["x"].shape == (16, 1, 64, 64)
+
+
+def test_seq_len_goes_into_a_zoo_models_declared_sequence_dimension() -> None:
+    spec = TrainSpec(model="trainfit.models.zoo:melody_transformer", batch=2, seq_len=512)
+    batch = build_program(spec, "meta").make_batch(torch.device("meta"), False)
+    assert tuple(batch["tokens"].shape) == (2, 512)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            dict(model="trainfit.models.zoo:emotion_mlp", seq_len=64),
+            r"seq_len 64 does not apply to trainfit.models.zoo:emotion_mlp \(its inputs are "
+            r"x=B,128\): give the shapes with --input",
+        ),
+        (
+            dict(model="trainfit.models.zoo:melody_transformer", seq_len=2048),
+            r"seq_len 2048 exceeds trainfit.models.zoo:melody_transformer's maximum of 1024",
+        ),
+        (
+            dict(
+                model="trainfit.models.zoo:melody_transformer",
+                seq_len=128,
+                inputs=("tokens=B,64:int64<388",),
+            ),
+            r"seq_len 128 and --input both given",
+        ),
+    ],
+)
+def test_seq_len_that_cannot_apply_is_an_error(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        build_program(TrainSpec(**kwargs), "meta")

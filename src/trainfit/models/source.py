@@ -252,12 +252,18 @@ def _module_program(
         raise ModelLoadError(
             f"model factory {factory_path} returned {type(model).__name__}, not a torch.nn.Module"
         )
+    sequence: tuple[str, int, int] | None = None
     if not default_inputs:
-        # A factory's module may declare `DEFAULT_INPUTS = {"factory": ("x=B,...:dtype", ...)}`.
+        # A factory's module may declare `DEFAULT_INPUTS = {"factory": ("x=B,...:dtype", ...)}`
+        # and `SEQUENCE_DIMS = {"factory": (input name, dimension, most positions)}`.
         module = importlib.import_module(factory_path.partition(":")[0])
+        factory_name = factory_path.partition(":")[2]
         declared = getattr(module, "DEFAULT_INPUTS", {})
-        default_inputs = tuple(declared.get(factory_path.partition(":")[2], ()))
+        default_inputs = tuple(declared.get(factory_name, ()))
+        sequence = getattr(module, "SEQUENCE_DIMS", {}).get(factory_name)
     inputs = spec.inputs or tuple(InputSpec.parse(text) for text in default_inputs)
+    if spec.seq_len is not None:
+        inputs = _with_sequence_length(inputs, spec, factory_path, sequence)
     if not inputs:
         raise SpecError(
             [
@@ -296,6 +302,40 @@ def _module_program(
         description=f"{origin}: {type(model).__name__}",
         loss_note=note,
         is_hf=False,
+    )
+
+
+def _with_sequence_length(
+    inputs: tuple[InputSpec, ...],
+    spec: TrainSpec,
+    factory_path: str,
+    sequence: tuple[str, int, int] | None,
+) -> tuple[InputSpec, ...]:
+    """The default inputs with `spec.seq_len` in the factory's declared sequence dimension."""
+    seq = spec.seq_len
+    if spec.inputs:
+        raise SpecError(
+            [
+                f"seq_len {seq} and --input both given for {factory_path}: put the sequence "
+                "length in the --input shape"
+            ]
+        )
+    if sequence is None:
+        shapes = " ".join(f"{i.name}={','.join(map(str, i.dims))}" for i in inputs)
+        raise SpecError(
+            [
+                f"seq_len {seq} does not apply to {factory_path} (its inputs are {shapes}): "
+                "give the shapes with --input"
+            ]
+        )
+    name, dim, most = sequence
+    if seq is not None and seq > most:
+        raise SpecError([f"seq_len {seq} exceeds {factory_path}'s maximum of {most} positions"])
+    return tuple(
+        dataclasses.replace(i, dims=(*i.dims[:dim], seq, *i.dims[dim + 1 :]))
+        if i.name == name
+        else i
+        for i in inputs
     )
 
 

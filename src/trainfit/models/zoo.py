@@ -39,6 +39,7 @@ from torch import nn
 
 __all__ = [
     "DEFAULT_INPUTS",
+    "SEQUENCE_DIMS",
     "FACTORIES",
     "emotion_mlp",
     "melody_lstm",
@@ -530,3 +531,10 @@ DEFAULT_INPUTS: dict[str, tuple[str, ...]] = {
 }
 """Default inputs per factory in trainfit's syntax ``name=DIMS:dtype[<bound]``; ``B`` is the
 micro-batch and ``<bound`` an exclusive upper bound on integer values. Names match forward's."""
+
+SEQUENCE_DIMS: dict[str, tuple[str, int, int]] = {
+    "melody_lstm": ("tokens", 1, 1 << 20),
+    "melody_transformer": ("tokens", 1, 1024),
+}
+"""Where `--seq` goes for the sequence models: (input name, dimension, most positions; the
+transformer's learned position table has 1024 rows)."""
