@@ -39,8 +39,8 @@ from torch import nn
 
 __all__ = [
     "DEFAULT_INPUTS",
-    "SEQUENCE_DIMS",
     "FACTORIES",
+    "SEQUENCE_DIMS",
     "emotion_mlp",
     "melody_lstm",
     "melody_transformer",
