@@ -1,5 +1,7 @@
 """The caching-allocator replay against PyTorch's documented rules."""
 
+import pytest
+
 from trainfit.memory.allocator import (
     K_LARGE_BUFFER,
     K_SMALL_BUFFER,
@@ -67,3 +69,17 @@ def test_reserved_never_shrinks_and_zero_bytes_are_free() -> None:
     assert a.reserved == 64 * MiB
     assert a.allocated == 0
     assert a.peak_reserved == 64 * MiB
+
+
+def test_out_of_memory_retry_releases_cached_segments() -> None:
+    from trainfit.memory.allocator import OutOfMemory
+
+    alloc = CachingAllocator(capacity=100 << 20)
+    alloc.malloc(1, 60 << 20)
+    alloc.free(1)  # a free 60 MiB segment stays cached
+    alloc.malloc(2, 50 << 20)  # fits in the cached segment (best fit, split)
+    alloc.free(2)
+    alloc.malloc(3, 70 << 20)  # needs a new segment: 60 + 70 > 100, so the cache is released
+    assert alloc.retries == 1 and alloc.reserved == 70 << 20
+    with pytest.raises(OutOfMemory):
+        alloc.malloc(4, 40 << 20)  # 70 live + 40 > 100 with nothing cached to release

@@ -43,12 +43,12 @@ def test_conv_workspaces_scale_too() -> None:
 def test_max_micro_batch_is_the_boundary(melody_scaling) -> None:
     found = max_micro_batch(MELODY, margin=0.1, scaling=melody_scaling)
     assert found.exact and found.batch > 1
-    assert found.needed_bytes <= found.budget_bytes < found.next_needed_bytes
     budget = int(0.9 * melody_scaling.device.memory_bytes)
     assert found.budget_bytes == budget
-    at = estimate(dataclasses.replace(MELODY, batch=found.batch)).device_memory_needed_bytes
+    assert melody_scaling.fits(found.batch, budget)
+    assert not melody_scaling.fits(found.batch + 1, budget)
     over = estimate(dataclasses.replace(MELODY, batch=found.batch + 1)).device_memory_needed_bytes
-    assert at <= budget < over
+    assert found.next_needed_bytes == over > budget
 
 
 def test_non_affine_workspace_falls_back_to_tracing_each_batch() -> None:

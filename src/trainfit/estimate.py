@@ -23,6 +23,7 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, get_device
+from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.replay import WORKSPACES, Replay, replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
 from trainfit.spec import Precision, TrainSpec
@@ -119,13 +120,29 @@ class Estimate:
         }
 
 
-def cuda_memory(trace: StepTrace, spec: TrainSpec, device: Device) -> tuple[Replay, int]:
-    """The allocator replay of a CUDA trace on `device`, and the runtime context beside it."""
-    result = replay(trace, cublas_workspace_bytes(device.compute_capability))
+def cuda_memory(
+    trace: StepTrace, spec: TrainSpec, device: Device, budget: int | None = None
+) -> tuple[Replay, int]:
+    """The allocator replay of a CUDA trace on `device`, and the runtime context beside it.
+
+    With a `budget` (device bytes the step may use, context included) the allocator's
+    out-of-memory retry is replayed, and OutOfMemory is raised when the step does not fit.
+    """
     profile = PROFILES[device.runtime_profile]
     reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
     context = context_bytes(profile, uses_cublas=bool(trace.workspaces), reduced_precision=reduced)
+    capacity = None if budget is None else max(0, budget - context)
+    result = replay(trace, cublas_workspace_bytes(device.compute_capability), capacity)
     return result, context
+
+
+def cuda_fits(trace: StepTrace, spec: TrainSpec, device: Device, budget: int) -> bool:
+    """Whether the step runs in `budget` device bytes, the allocator's retry included."""
+    try:
+        cuda_memory(trace, spec, device, budget)
+    except OutOfMemory:
+        return False
+    return True
 
 
 def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
@@ -183,7 +200,11 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
         peak_phase=result.peak_phase,
         peak_iteration=result.peak_iteration,
         peak_op=result.peak_op,
-        fits=needed <= device.memory_bytes if device.memory_bytes else None,
+        fits=(
+            needed <= device.memory_bytes or cuda_fits(trace, spec, device, device.memory_bytes)
+            if device.memory_bytes
+            else None
+        ),
         model_description=trace.description,
         loss_note=trace.loss_note,
         parameter_count=trace.parameter_count,

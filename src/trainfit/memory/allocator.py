@@ -12,8 +12,11 @@ Constants and rules (PyTorch 2.x, `PYTORCH_CUDA_ALLOC_CONF` unset):
   10 MiB (kMinLargeAlloc), else a segment of the request rounded up to 2 MiB (kRoundLarge);
 - a free block is found best-fit (smallest size, then lowest address);
 - a block is split when the rest is at least 512 bytes (small pool) or more than 1 MiB (large);
-- a freed block merges with free neighbours of its segment; segments are never released
-  (no `empty_cache`, and no out-of-memory retry is modelled).
+- a freed block merges with free neighbours of its segment; segments are not released except
+  by the out-of-memory retry: when a device `capacity` is given and a new segment would not
+  fit in it, every cached segment that is entirely free is released (`release_cached_blocks`,
+  as the native allocator does with `max_split_size` unset) and the segment is tried again;
+  if it still does not fit, `OutOfMemory` is raised.
 
 Known limitations: one stream only (no cross-stream events); expandable segments,
 `max_split_size_mb`, `roundup_power2_divisions` and garbage-collection thresholds are not
@@ -83,10 +86,18 @@ class _Pool:
         return self.blocks[self.keys[index]]
 
 
+class OutOfMemory(Exception):
+    """A replayed request did not fit the capacity even after releasing cached segments."""
+
+
 class CachingAllocator:
     """Replays allocations and frees; tracks allocated and reserved bytes and their peaks."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int | None = None) -> None:
+        self.capacity = capacity
+        """Bytes cudaMalloc can hand out (None: unlimited)."""
+        self.retries = 0
+        """How many times the out-of-memory retry released cached segments."""
         self._pools = {True: _Pool(), False: _Pool()}
         self._live: dict[int, _Block] = {}
         self._next_addr = 1 << 32
@@ -109,6 +120,13 @@ class CachingAllocator:
             pool.remove(block)
         else:
             seg = segment_size(size)
+            if self.capacity is not None and self.reserved + seg > self.capacity:
+                self._release_cached_segments()
+                if self.reserved + seg > self.capacity:
+                    raise OutOfMemory(
+                        f"{seg} bytes more do not fit: {self.reserved} of {self.capacity} "
+                        "reserved after releasing the cached segments"
+                    )
             block = _Block(addr=self._next_addr, size=seg, small=small)
             self._next_addr += seg + K_ROUND_LARGE  # NB: segments are never adjacent
             self.reserved += seg
@@ -153,3 +171,13 @@ class CachingAllocator:
                     if neighbour.next is not None:
                         neighbour.next.prev = block
         pool.insert(block)
+
+    def _release_cached_segments(self) -> None:
+        """Release every segment that is one free block (the native out-of-memory retry)."""
+        self.retries += 1
+        for pool in self._pools.values():
+            whole = [b for b in pool.blocks.values() if b.prev is None and b.next is None]
+            for block in whole:
+                pool.remove(block)
+                self.reserved -= block.size
+                self.segments -= 1

@@ -25,9 +25,13 @@ class Replay:
     segments: int
 
 
-def replay(trace: StepTrace, workspace_bytes: int) -> Replay:
-    """Run the trace's events through a CachingAllocator, inserting library workspaces."""
-    alloc = CachingAllocator()
+def replay(trace: StepTrace, workspace_bytes: int, capacity: int | None = None) -> Replay:
+    """Run the trace's events through a CachingAllocator, inserting library workspaces.
+
+    With a `capacity` (bytes the allocator may reserve), the native out-of-memory retry is
+    replayed too, and `OutOfMemory` is raised when the step cannot run in that capacity.
+    """
+    alloc = CachingAllocator(capacity)
     sizes: dict[int, int] = {}
     live: dict[str, int] = {}
     category_of: dict[int, str] = {}

@@ -48,6 +48,9 @@ class BatchScaling:
     why_not: str | None
     """What broke the line, when it did not hold."""
     _needed: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
+    _fits: dict[tuple[int, int], bool] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
     """Device memory needed per batch already replayed (replays of big models take ~0.2 s)."""
 
     def trace_at(self, batch: int) -> StepTrace:
@@ -65,6 +68,22 @@ class BatchScaling:
             for event, grow in zip(self.base.events, self.per_sample, strict=True)
         ]
         return dataclasses.replace(self.base, events=events)
+
+    def fits(self, batch: int, budget: int) -> bool:
+        """Whether micro-batch `batch` runs in `budget` device bytes (context included).
+
+        NB: when the unconstrained peak is over the budget, the allocator's out-of-memory retry
+        (releasing cached segments) is replayed: a step can run in less than its peak reserved.
+        """
+        from trainfit.estimate import cuda_fits
+
+        if self.needed_bytes(batch) <= budget:
+            return True
+        key = (batch, budget)
+        if key not in self._fits:
+            spec = dataclasses.replace(self.spec, batch=batch)
+            self._fits[key] = cuda_fits(self.trace_at(batch), spec, self.device, budget)
+        return self._fits[key]
 
     def needed_bytes(self, batch: int) -> int:
         """Device memory needed (peak reserved + runtime context) at micro-batch `batch`.
@@ -179,7 +198,11 @@ def max_micro_batch(
     scaling = scaling or scale_batch(spec)
     budget = int(scaling.device.memory_bytes * (1.0 - margin))
     needed: Callable[[int], int] = scaling.needed_bytes
-    if needed(1) > budget:
+
+    def fits(batch: int) -> bool:
+        return scaling.fits(batch, budget)
+
+    if not fits(1):
         return MaxBatch(
             batch=0,
             needed_bytes=needed(1),
@@ -190,10 +213,10 @@ def max_micro_batch(
             margin=margin,
         )
     low, high = 1, 2
-    while high <= limit and needed(high) <= budget:
+    while high <= limit and fits(high):
         low, high = high, high * 2
     if high > limit:
-        if needed(limit) <= budget:
+        if fits(limit):
             return MaxBatch(
                 batch=limit,
                 needed_bytes=needed(limit),
@@ -206,7 +229,7 @@ def max_micro_batch(
         high = limit
     while high - low > 1:
         middle = (low + high) // 2
-        if needed(middle) <= budget:
+        if fits(middle):
             low = middle
         else:
             high = middle

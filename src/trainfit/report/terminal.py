@@ -111,6 +111,8 @@ def max_batch_text(found: MaxBatch) -> str:
         f"largest micro-batch that fits {found.device_name}{kept}: {found.batch} "
         f"(needs {found.needed_bytes / gib:.2f} GiB of {found.budget_bytes / gib:.2f} GiB"
     )
+    if found.needed_bytes > found.budget_bytes:
+        line += ", in less once the allocator releases its cache at out-of-memory"
     if found.next_needed_bytes is None:
         return line + "; the search stopped at its limit)"
     return line + f"; {found.batch + 1} would need {found.next_needed_bytes / gib:.2f} GiB)"

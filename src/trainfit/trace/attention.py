@@ -82,6 +82,17 @@ def _cuda_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
     return aten.native_dropout(input, p, train)[0]
 
 
+CUDNN_SCRATCH_MAX_SEQ = 1024
+"""Query length from which cuDNN's backward was never seen allocating the dropout scratch.
+
+NB: an empirical boundary, not a rule of cuDNN's: in-model allocator traces on the H100
+(`benchmarks/accuracy/probe_attention_scratch.py`, results/attention_scratch_h100.json) show the
+scratch at 256 and 512 tokens for some models and shapes (GPT-2 at 512, the melody transformer
+at 256, a user GPT at 512) but not others (the melody transformer at 512, the user GPT at 256),
+and never at 1024 tokens (five models and shapes, up to 2^31 scores in the max-batch
+benchmark). cuDNN picks its backward engine by shape; which one is not modelled."""
+
+
 def _cudnn_dropout_backward_scratch(
     query: torch.Tensor, key: torch.Tensor, out: torch.Tensor
 ) -> None:
@@ -169,7 +180,13 @@ class CudaAttention:
             out = aten._scaled_dot_product_flash_attention(
                 query, key, value, dropout_p, is_causal, False, scale=scale
             )[0]
-            if cudnn and dropout_p > 0 and out.requires_grad and query.requires_grad:
+            if (
+                cudnn
+                and dropout_p > 0
+                and out.requires_grad
+                and query.requires_grad
+                and query.shape[-2] < CUDNN_SCRATCH_MAX_SEQ
+            ):
                 _cudnn_dropout_backward_scratch(query, key, out)
             return out
         if backend is SdpaBackend.EFFICIENT:
