@@ -116,3 +116,8 @@ def test_settings_whose_states_cannot_fit_are_not_traced(monkeypatch: pytest.Mon
     only = result.devices[0]
     assert only.verdict is Verdict.NO
     assert "weights, gradients and optimizer state alone need at least" in only.note
+
+
+def test_forced_precision_the_device_lacks_is_an_error() -> None:
+    with pytest.raises(SpecError, match=r"bf16 is not supported on t4 .*use fp16"):
+        plan(MELODY, effective_batch=8, devices=("h100", "t4"), precision=Precision.BF16)
