@@ -165,6 +165,10 @@ def weight_grad_workspace_bytes(s: ConvShape) -> int:
         return 0
     if s.pointwise:
         per_sample = s.batch * math.prod(s.weight_shape) * POINTWISE_WEIGHT_GRAD_ACCUM
+        if len(s.weight_shape) == 3:
+            # NB: 1-D pointwise (Conv1d, kernel 1): the per-sample size alone fits better (11
+            # of the 15 probed calls above 1 MiB within 5%, against 8 for the smaller of the two)
+            return per_sample
         return min(per_sample, _transform_bytes(s))
     return int(_transform_bytes(s) * WEIGHT_GRAD_SPLIT)
 
