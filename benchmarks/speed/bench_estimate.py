@@ -51,8 +51,9 @@ forward/backward events instead of tracing them again (`trainfit/trace/reuse.py`
 estimate costs one traced iteration plus one optimizer step; FakeTensorMode's per-op dispatch
 (~0.1 ms an op on this CPU, ~6,500 ops for the 1.1B step) is most of what is left. The CLI
 target (5 s) is not met: starting Python and importing torch and transformers' Llama modeling
-code alone takes longer than 5 s here; trainfit's own part of the CLI run (imports of its
-modules, model build, first trace with cold caches, output) is the rest, about 2.4 s.
+code takes most of it (the last row), leaving well under a second for trainfit's own part
+(its imports, model build, the first trace with cold caches, output), which takes about 2 s:
+meeting it needs a tracer several times faster than FakeTensorMode's per-op dispatch.
 Before the replay (same machine, earlier the same day): 3.72 s, 4.96 s and 10.28 s.
 """
 
