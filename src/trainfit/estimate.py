@@ -190,6 +190,29 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
         ),
         "workspaces": "PyTorch default size",
     }
+    fits = (
+        needed <= device.memory_bytes or cuda_fits(trace, spec, device, device.memory_bytes)
+        if device.memory_bytes
+        else None
+    )
+    return assemble(
+        spec, device, trace, result, needed, breakdown, fits, labels, started, trace.notes
+    )
+
+
+def assemble(
+    spec: TrainSpec,
+    device: Device,
+    trace: StepTrace,
+    result: Replay,
+    needed: int,
+    breakdown: Breakdown,
+    fits: bool | None,
+    labels: dict[str, str],
+    started: float,
+    notes: list[str],
+) -> Estimate:
+    """The Estimate of a traced and replayed step (shared by the CUDA and CPU targets)."""
     return Estimate(
         spec=spec,
         device=device,
@@ -200,11 +223,7 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
         peak_phase=result.peak_phase,
         peak_iteration=result.peak_iteration,
         peak_op=result.peak_op,
-        fits=(
-            needed <= device.memory_bytes or cuda_fits(trace, spec, device, device.memory_bytes)
-            if device.memory_bytes
-            else None
-        ),
+        fits=fits,
         model_description=trace.description,
         loss_note=trace.loss_note,
         parameter_count=trace.parameter_count,
@@ -213,5 +232,5 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
         assumptions=tuple(trace.assumptions),
         labels=labels,
         seconds=time.perf_counter() - started,
-        notes=tuple(trace.notes),
+        notes=tuple(notes),
     )

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 
-from trainfit.estimate import Breakdown, Estimate
+from trainfit.estimate import Breakdown, Estimate, assemble
 from trainfit.hardware.catalog import Device
 from trainfit.hardware.host import total_ram_bytes
 from trainfit.memory.host import CPU_HEAP_SLACK, CPU_RUNTIME_BYTES, replay_host
@@ -66,24 +65,5 @@ def estimate_cpu(spec: TrainSpec, device: Device, started: float) -> Estimate:
         "runtime_context": "measured constant (2-core x86-64 Linux, torch 2.13)",
         "allocator_overhead": "simulated heap rounding plus a measured fragmentation fraction",
     }
-    return Estimate(
-        spec=spec,
-        device=device,
-        device_memory_needed_bytes=needed,
-        peak_allocated_bytes=result.peak_allocated_bytes,
-        peak_reserved_bytes=result.peak_reserved_bytes,
-        breakdown=breakdown,
-        peak_phase=result.peak_phase,
-        peak_iteration=result.peak_iteration,
-        peak_op=result.peak_op,
-        fits=needed <= ram if ram else None,
-        model_description=trace.description,
-        loss_note=trace.loss_note,
-        parameter_count=trace.parameter_count,
-        trainable_parameter_count=trace.trainable_count,
-        attention_kernels={k.value: v for k, v in trace.attention.items()},
-        assumptions=tuple(trace.assumptions),
-        labels=labels,
-        seconds=time.perf_counter() - started,
-        notes=tuple(notes),
-    )
+    fits = needed <= ram if ram else None
+    return assemble(spec, device, trace, result, needed, breakdown, fits, labels, started, notes)
