@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,9 +57,10 @@ def test_non_affine_workspace_falls_back_to_tracing_each_batch() -> None:
     spec = TrainSpec(model=f"{ZOO}:melody_lstm", batch=1, device="rtx-4060")
     scaling = scale_batch(spec)
     assert not scaling.affine and "cudnn:workspace" in (scaling.why_not or "")
-    assert scaling.needed_bytes(7) == estimate(
-        dataclasses.replace(spec, batch=7)
-    ).device_memory_needed_bytes
+    assert (
+        scaling.needed_bytes(7)
+        == estimate(dataclasses.replace(spec, batch=7)).device_memory_needed_bytes
+    )
 
 
 def test_bad_margin_and_target() -> None:
@@ -66,3 +68,27 @@ def test_bad_margin_and_target() -> None:
         max_micro_batch(MELODY, margin=1.5)
     with pytest.raises(SpecError, match=r"CUDA targets only"):
         scale_batch(dataclasses.replace(MELODY, device="cpu"))
+
+
+@pytest.mark.parametrize("limit", [1, 7, 64, 1 << 16])
+@pytest.mark.parametrize(
+    ("base", "slope", "bump"),
+    [(100, 10, 0), (100, 0, 0), (5_000, 7, 3), (900, 1, 50), (100, 3_000, 0)],
+)
+def test_search_finds_the_boundary_of_a_monotone_curve(
+    limit: int, base: int, slope: int, bump: int
+) -> None:
+    # a near-linear curve with allocator-like steps every 5 samples; budget 10_000 bytes
+    def needed(batch: int) -> int:
+        return base + slope * batch + bump * (batch // 5)
+
+    budget = 10_000
+    fake = SimpleNamespace(
+        device=SimpleNamespace(memory_bytes=budget, name="fake"),
+        affine=True,
+        needed_bytes=needed,
+        fits=lambda batch, budget: needed(batch) <= budget,
+    )
+    found = max_micro_batch(TrainSpec(model="gpt2"), scaling=fake, limit=limit)  # type: ignore[arg-type]
+    fitting = [b for b in range(1, limit + 1) if needed(b) <= budget]
+    assert found.batch == (max(fitting) if fitting else 0)

@@ -212,21 +212,32 @@ def max_micro_batch(
             device_name=scaling.device.name,
             margin=margin,
         )
-    low, high = 1, 2
-    while high <= limit and fits(high):
-        low, high = high, high * 2
-    if high > limit:
-        if fits(limit):
-            return MaxBatch(
-                batch=limit,
-                needed_bytes=needed(limit),
-                next_needed_bytes=None,
-                budget_bytes=budget,
-                exact=scaling.affine,
-                device_name=scaling.device.name,
-                margin=margin,
-            )
-        high = limit
+    # NB: memory grows almost linearly with the batch, so the search starts where the line
+    # through batches 1 and 2 meets the budget and gallops out from there to a bracket.
+    slope = needed(2) - needed(1) if limit >= 2 else 0
+    guess = limit if slope <= 0 else max(1, min(limit, 1 + (budget - needed(1)) // slope))
+    step = max(1, guess // 64)
+    if fits(guess):
+        low, high = guess, guess + step
+        while high <= limit and fits(high):
+            low, high, step = high, high + 2 * step, 2 * step
+        if high > limit:
+            if fits(limit):
+                return MaxBatch(
+                    batch=limit,
+                    needed_bytes=needed(limit),
+                    next_needed_bytes=None,
+                    budget_bytes=budget,
+                    exact=scaling.affine,
+                    device_name=scaling.device.name,
+                    margin=margin,
+                )
+            high = limit
+    else:
+        low, high = guess - step, guess
+        while low > 1 and not fits(low):
+            high, low, step = low, low - 2 * step, 2 * step
+        low = max(low, 1)  # batch 1 fits (checked above)
     while high - low > 1:
         middle = (low + high) // 2
         if fits(middle):
