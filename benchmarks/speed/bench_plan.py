@@ -71,7 +71,8 @@ def main() -> None:
         lines.append(f"| {d.device} | {d.verdict.value} | {setting} |")
     lines += [
         "",
-        "Where the time goes: every setting that can fit is traced at three micro-batches",
+        "Where the time goes (a counted run: 13 traces, 42 s; 93 allocator replays, 7 s):",
+        "every setting that can fit is traced at three micro-batches",
         "(`trainfit/memory/scaling.py`), about 3 s a trace for this shape; devices of one",
         "kernel family share traces and settings whose model states alone exceed a device are",
         "skipped without one. The target needs fewer traces per setting (settings that differ",
