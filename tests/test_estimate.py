@@ -133,3 +133,14 @@ def test_shape_mismatch_is_named_as_the_users_error() -> None:
     # emotion_mlp takes 128 features; 100 is a wrong --input, not a tracer limitation
     with pytest.raises(TraceError, match=r"op aten\.\w+.* failed: .*check the input shapes"):
         estimate(TrainSpec(model="trainfit.models.zoo:emotion_mlp", inputs=("x=B,100",)))
+
+
+def test_context_without_cublas_in_backward() -> None:
+    from trainfit.memory.runtime import PROFILES, context_bytes
+
+    hopper = PROFILES["hopper-h100-torch2.11-cu130"]
+    both = context_bytes(hopper, uses_cublas=True, reduced_precision=False)
+    forward_only = context_bytes(
+        hopper, uses_cublas=True, reduced_precision=False, backward_cublas=False
+    )
+    assert both - forward_only == 69_206_016

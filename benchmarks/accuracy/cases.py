@@ -107,12 +107,16 @@ CASES: dict[str, dict[str, Any]] = {
 # melody-transformer-fp16's allocator trace (with gpt2-bf16's) showed cuDNN attention's dropout
 # scratch in backward. redimnet-bf16's per-call conv workspaces (results/cudnn_case_convs_h100)
 # pointed at its Conv1d weight gradients; the 1-D pointwise rule was then chosen on the probe grid.
+# The vq-ae cases' measured context (lower: no cuBLAS in backward) pointed at the autograd
+# thread's cuBLAS handle; its size was then read off the context probe.
 FIT = (
     "gpt2-bf16",
     "emotion-mlp-fp32",
     "lstm-cudnn-fp32",
     "melody-transformer-fp16",
     "redimnet-bf16",
+    "vq-ae-fp32",
+    "vq-ae-bf16-ckpt",
 )
 
 # Cases whose allocator event trace is recorded for studying the CUDA runtime.

@@ -27,6 +27,7 @@ from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.replay import WORKSPACES, Replay, replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
 from trainfit.spec import Precision, TrainSpec
+from trainfit.trace.recorder import Thread
 from trainfit.trace.step import Category, StepTrace, trace_step
 from trainfit.training import Phase
 
@@ -130,7 +131,12 @@ def cuda_memory(
     """
     profile = PROFILES[device.runtime_profile]
     reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
-    context = context_bytes(profile, uses_cublas=bool(trace.workspaces), reduced_precision=reduced)
+    context = context_bytes(
+        profile,
+        uses_cublas=bool(trace.workspaces),
+        reduced_precision=reduced,
+        backward_cublas=any(w.thread is Thread.AUTOGRAD for w in trace.workspaces),
+    )
     capacity = None if budget is None else max(0, budget - context)
     result = replay(trace, cublas_workspace_bytes(device.compute_capability), capacity)
     return result, context
