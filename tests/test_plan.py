@@ -121,3 +121,28 @@ def test_settings_whose_states_cannot_fit_are_not_traced(monkeypatch: pytest.Mon
 def test_forced_precision_the_device_lacks_is_an_error() -> None:
     with pytest.raises(SpecError, match=r"bf16 is not supported on t4 .*use fp16"):
         plan(MELODY, effective_batch=8, devices=("h100", "t4"), precision=Precision.BF16)
+
+
+def test_devices_share_traces_only_when_attention_traces_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import trainfit.plan as plan_module
+
+    calls: list[str] = []
+    real = plan_module.scale_batch
+
+    def counted(spec: TrainSpec) -> object:
+        calls.append(spec.device)
+        return real(spec)
+
+    monkeypatch.setattr(plan_module, "scale_batch", counted)
+    # no attention at all: Hopper and Ampere trace alike, one scaling serves both
+    mlp = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
+    shared = plan(mlp, effective_batch=64, devices=("h100", "a100-80gb"), ladder=False)
+    assert calls == ["h100"]
+    alone = plan(mlp, effective_batch=64, devices=("a100-80gb",), ladder=False)
+    assert shared.devices[1].setting == alone.devices[0].setting
+    # attention with dropout: cuDNN's scratch on Hopper only, so each family is traced
+    calls.clear()
+    plan(MELODY, effective_batch=64, devices=("h100", "a100-80gb"), ladder=False)
+    assert calls == ["h100", "a100-80gb"]

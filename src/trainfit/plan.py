@@ -27,7 +27,7 @@ from trainfit.memory.runtime import PROFILES, context_bytes
 from trainfit.memory.scaling import BatchScaling, MaxBatch, max_micro_batch, scale_batch
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
-from trainfit.trace.attention import kernel_family
+from trainfit.trace.attention import kernel_family, traced_kernel
 from trainfit.trace.step import trace_step
 
 GIB = 2**30
@@ -212,15 +212,31 @@ def _scaling(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling:
     # workspace and runtime context are per device.
     family = kernel_family(device.compute_capability)
     key = (spec.precision, spec.checkpointing, spec.optimizer, family)
-    found = cache.scalings.get(key)
+    found = cache.scalings.get(key) or _same_trace(spec, device, cache)
     if found is None:
         found = scale_batch(dataclasses.replace(spec, device=device.name))
-        cache.scalings[key] = found
+    cache.scalings[key] = found
     if found.device.name != device.name:
         found = dataclasses.replace(
             found, device=device, spec=dataclasses.replace(found.spec, device=device.name)
         )
     return found
+
+
+def _same_trace(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling | None:
+    """A scaling of the same setting traced for another kernel family whose every attention
+    call runs the same traced op on `device` (e.g. no dropout: Hopper's cuDNN attention and
+    Ampere's flash attention trace alike)."""
+    for key, scaling in cache.scalings.items():
+        if key[:3] != (spec.precision, spec.checkpointing, spec.optimizer):
+            continue
+        theirs = scaling.device.compute_capability
+        calls = scaling.base.attention_calls
+        if all(
+            traced_kernel(c, theirs) == traced_kernel(c, device.compute_capability) for c in calls
+        ):
+            return scaling
+    return None
 
 
 def _rungs(

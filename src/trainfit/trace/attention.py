@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from enum import Enum
 
 import torch
@@ -62,6 +63,35 @@ def choose_backend(
     if compute_capability >= (5, 0) and not gqa and head_dim % (8 if half else 4) == 0:
         return SdpaBackend.EFFICIENT
     return SdpaBackend.MATH
+
+
+@dataclass(frozen=True, slots=True)
+class SdpaCall:
+    """What the kernel choice of one SDPA call depends on (its shape aside)."""
+
+    dtype: torch.dtype
+    head_dim: int
+    value_dim: int
+    mask: str
+    gqa: bool
+    strided_mask: bool
+    scratch_eligible: bool
+    """Dropout in training under `CUDNN_SCRATCH_MAX_SEQ` tokens (cuDNN's scratch applies)."""
+
+
+def traced_kernel(call: SdpaCall, compute_capability: tuple[int, int]) -> tuple[str, bool]:
+    """The op the trace runs for `call` on a device, and whether cuDNN's scratch is emitted:
+    two devices trace a step identically when this agrees for every call."""
+    if call.strided_mask:
+        return SdpaBackend.MATH.value, False
+    backend = choose_backend(
+        call.dtype, call.head_dim, call.value_dim, call.mask, call.gqa, compute_capability
+    )
+    if backend is SdpaBackend.CUDNN:
+        if call.mask == "none":
+            return SdpaBackend.FLASH.value, call.scratch_eligible
+        return SdpaBackend.EFFICIENT.value, False
+    return backend.value, False
 
 
 def kernel_family(compute_capability: tuple[int, int]) -> tuple[bool, ...]:
@@ -136,6 +166,7 @@ class CudaAttention:
     def __init__(self, compute_capability: tuple[int, int]) -> None:
         self.capability = compute_capability
         self.chosen: dict[SdpaBackend, int] = {}
+        self.calls: set[SdpaCall] = set()
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[CudaAttention]:
@@ -162,7 +193,21 @@ class CudaAttention:
         enable_gqa: bool = False,
     ) -> torch.Tensor:
         mask = "none" if attn_mask is None else "grad" if attn_mask.requires_grad else "plain"
-        if attn_mask is not None and attn_mask.size(-1) > 1 and attn_mask.stride(-1) != 1:
+        strided = attn_mask is not None and attn_mask.size(-1) > 1 and attn_mask.stride(-1) != 1
+        self.calls.add(
+            SdpaCall(
+                dtype=query.dtype,
+                head_dim=query.shape[-1],
+                value_dim=value.shape[-1],
+                mask=mask,
+                gqa=enable_gqa,
+                strided_mask=strided,
+                scratch_eligible=dropout_p > 0
+                and query.requires_grad
+                and query.shape[-2] < CUDNN_SCRATCH_MAX_SEQ,
+            )
+        )
+        if strided:
             # NB: every fused kernel needs a mask whose last dimension is contiguous; T5's
             # permuted position bias is not, and CUDA falls back to the math path (seen on H100)
             backend = SdpaBackend.MATH

@@ -23,7 +23,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from trainfit.errors import TraceError, TrainfitError
 from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
-from trainfit.trace.attention import SdpaBackend
+from trainfit.trace.attention import SdpaBackend, SdpaCall
 from trainfit.trace.compat import check_torch, internal_moved
 from trainfit.trace.cudnn_conv import CudnnConv
 from trainfit.trace.cudnn_rnn import LIBRARY_OP, CudnnLstm
@@ -72,6 +72,8 @@ class StepTrace:
     notes: list[str] = field(default_factory=list)
     replayed_passes: bool = False
     """Whether later iterations re-emitted the first iteration's forward/backward events."""
+    attention_calls: frozenset[SdpaCall] = frozenset()
+    """The distinct SDPA calls routed to a CUDA kernel (what the capability decided)."""
 
     def category(self, event: Event) -> Category:
         """Category of the storage an allocation event created."""
@@ -334,6 +336,7 @@ def trace_step(
         ops=recorder.ops,
         notes=[torch_note] if torch_note else [],
         replayed_passes=replayed,
+        attention_calls=rules.attention_calls(),
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from trainfit.trace.attention import CudaAttention, SdpaBackend
+from trainfit.trace.attention import CudaAttention, SdpaBackend, SdpaCall
 from trainfit.trace.autocast import CudaAutocast
 from trainfit.trace.onednn import onednn_lstm_workspace
 from trainfit.training import no_context
@@ -69,6 +69,10 @@ class TargetRules:
     def attention_chosen(self) -> dict[SdpaBackend, int]:
         raise NotImplementedError
 
+    def attention_calls(self) -> frozenset[SdpaCall]:
+        """The distinct SDPA calls the trace routed (empty where nothing is routed)."""
+        return frozenset()
+
 
 class CudaRules(TargetRules):
     """CUDA autocast emulation, CUDA attention routing and the foreach optimizer path."""
@@ -91,6 +95,9 @@ class CudaRules(TargetRules):
 
     def attention_chosen(self) -> dict[SdpaBackend, int]:
         return dict(self.attention.chosen)
+
+    def attention_calls(self) -> frozenset[SdpaCall]:
+        return frozenset(self.attention.calls)
 
 
 class CpuRules(TargetRules):
