@@ -20,15 +20,15 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from trainfit.errors import SpecError
-from trainfit.estimate import cuda_memory
+from trainfit.errors import SpecError, TraceError
+from trainfit.estimate import cuda_fits, cuda_memory
 from trainfit.hardware.catalog import Device, get_device
 from trainfit.memory.runtime import PROFILES, context_bytes
-from trainfit.memory.scaling import BatchScaling, MaxBatch, max_micro_batch, scale_batch
+from trainfit.memory.scaling import BatchScaling, max_micro_batch, scale_batch
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 from trainfit.trace.attention import kernel_family, traced_kernel
-from trainfit.trace.step import trace_step
+from trainfit.trace.step import StepTrace, trace_step
 
 GIB = 2**30
 
@@ -144,6 +144,8 @@ class _Cache:
     """What one plan computes once: traces per setting and kernel family, parameter counts."""
 
     scalings: dict[tuple[object, ...], BatchScaling] = dataclasses.field(default_factory=dict)
+    ones: dict[tuple[object, ...], StepTrace] = dataclasses.field(default_factory=dict)
+    """Traces at one sample, kept for the scaling of a setting that fits."""
     counts: tuple[int, int] | None = None
 
 
@@ -214,13 +216,42 @@ def _scaling(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling:
     key = (spec.precision, spec.checkpointing, spec.optimizer, family)
     found = cache.scalings.get(key) or _same_trace(spec, device, cache)
     if found is None:
-        found = scale_batch(dataclasses.replace(spec, device=device.name))
+        one = cache.ones.get(key)
+        at = dataclasses.replace(spec, device=device.name)
+        found = scale_batch(at, (1, 2, 4), one) if one is not None else scale_batch(at)
     cache.scalings[key] = found
     if found.device.name != device.name:
         found = dataclasses.replace(
             found, device=device, spec=dataclasses.replace(found.spec, device=device.name)
         )
     return found
+
+
+def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -> int | None:
+    """Device memory one sample needs when it does not fit `budget`, from one trace at batch 1
+    (kept for the scaling when it fits); None when it fits or the setting is already traced.
+
+    NB: saves two of the three traces of a setting that cannot run at all; a model that cannot
+    train on one sample (BatchNorm) is left to the scaling's own probes.
+    """
+    key = (
+        spec.precision,
+        spec.checkpointing,
+        spec.optimizer,
+        kernel_family(device.compute_capability),
+    )
+    if key in cache.scalings or _same_trace(spec, device, cache) is not None:
+        return None
+    at = dataclasses.replace(spec, batch=1, device=device.name)
+    try:
+        one = trace_step(at, compute_capability=device.compute_capability)
+    except TraceError:
+        return None
+    cache.ones[key] = one
+    if cuda_fits(one, at, device, budget):
+        return None
+    result, context = cuda_memory(one, at, device)
+    return result.peak_reserved_bytes + context
 
 
 def _same_trace(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling | None:
@@ -298,15 +329,19 @@ def _plan_device(
             tiers=(),
             note=why_not,
         )
-    last: MaxBatch | None = None
     skipped: list[str] = []
     budget = (1.0 - margin) * device.memory_bytes
     floor = 0
+    latest_one: int | None = None
     for rung_spec, changes in _rungs(spec, device, auto_precision):
         floor = _floor(rung_spec, device, cache)
         if floor > budget:
             continue  # weights, gradients and optimizer state alone do not fit
         try:
+            over = _one_sample_over(rung_spec, device, cache, int(budget))
+            if over is not None:
+                latest_one = over
+                continue
             scaling = _scaling(rung_spec, device, cache)
         except SpecError as exc:
             if not rung_spec.checkpointing or spec.checkpointing:
@@ -314,8 +349,8 @@ def _plan_device(
             skipped.append(f"no gradient checkpointing ({exc})")
             continue
         found = max_micro_batch(rung_spec, margin=margin, limit=effective, scaling=scaling)
-        last = found
         if found.batch < 1:
+            latest_one = found.needed_bytes
             continue
         micro, accum = _split(effective, found.batch)
         needed = scaling.needed_bytes(micro)
@@ -340,8 +375,8 @@ def _plan_device(
             max_micro_batch=_max(rung_spec, margin, scaling),
             tiers=_tiers(rung_spec, effective, scaling),
         )
-    if last is not None:
-        what = f"one sample needs {last.needed_bytes / GIB:.1f} GiB with every change on the ladder"
+    if latest_one is not None:
+        what = f"one sample needs {latest_one / GIB:.1f} GiB with every change on the ladder"
     else:
         what = (
             f"weights, gradients and optimizer state alone need at least {floor / GIB:.1f} GiB "
