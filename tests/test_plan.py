@@ -131,9 +131,9 @@ def test_devices_share_traces_only_when_attention_traces_alike(
     calls: list[str] = []
     real = plan_module.scale_batch
 
-    def counted(spec: TrainSpec, *args: object) -> object:
+    def counted(spec: TrainSpec, *args: object, **kwargs: object) -> object:
         calls.append(spec.device)
-        return real(spec, *args)
+        return real(spec, *args, **kwargs)
 
     monkeypatch.setattr(plan_module, "scale_batch", counted)
     # no attention at all: Hopper and Ampere trace alike, one scaling serves both

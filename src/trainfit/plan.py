@@ -24,7 +24,7 @@ from trainfit.errors import SpecError, TraceError
 from trainfit.estimate import cuda_fits, cuda_memory
 from trainfit.hardware.catalog import Device, get_device
 from trainfit.memory.runtime import PROFILES, context_bytes
-from trainfit.memory.scaling import BatchScaling, max_micro_batch, scale_batch
+from trainfit.memory.scaling import PROBES, BatchScaling, max_micro_batch, scale_batch
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 from trainfit.trace.attention import kernel_family, traced_kernel
@@ -144,8 +144,8 @@ class _Cache:
     """What one plan computes once: traces per setting and kernel family, parameter counts."""
 
     scalings: dict[tuple[object, ...], BatchScaling] = dataclasses.field(default_factory=dict)
-    ones: dict[tuple[object, ...], StepTrace] = dataclasses.field(default_factory=dict)
-    """Traces at one sample, kept for the scaling of a setting that fits."""
+    firsts: dict[tuple[object, ...], StepTrace] = dataclasses.field(default_factory=dict)
+    """Traces at the scaling's base batch made by the one-sample check, reused as its probe."""
     counts: tuple[int, int] | None = None
 
 
@@ -216,9 +216,11 @@ def _scaling(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling:
     key = (spec.precision, spec.checkpointing, spec.optimizer, family)
     found = cache.scalings.get(key) or _same_trace(spec, device, cache)
     if found is None:
-        one = cache.ones.get(key)
-        at = dataclasses.replace(spec, device=device.name)
-        found = scale_batch(at, (1, 2, 4), one) if one is not None else scale_batch(at)
+        # NB: not probed at batch 1: some models take other code paths there (the line
+        # through batches 1, 2 and 4 failed its check for a 7B Llama step)
+        found = scale_batch(
+            dataclasses.replace(spec, device=device.name), first=cache.firsts.get(key)
+        )
     cache.scalings[key] = found
     if found.device.name != device.name:
         found = dataclasses.replace(
@@ -228,11 +230,13 @@ def _scaling(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling:
 
 
 def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -> int | None:
-    """Device memory one sample needs when it does not fit `budget`, from one trace at batch 1
-    (kept for the scaling when it fits); None when it fits or the setting is already traced.
+    """Device memory one sample needs when it does not fit `budget`; None when it fits or the
+    setting is already traced.
 
-    NB: saves two of the three traces of a setting that cannot run at all; a model that cannot
-    train on one sample (BatchNorm) is left to the scaling's own probes.
+    NB: traced first at the scaling's base batch (kept as its first probe, so a setting that
+    fits costs no extra trace); only when that does not fit, at one sample. A setting that
+    cannot run at all then costs two traces instead of three; a model that cannot train on one
+    sample (BatchNorm) counts as not fitting one.
     """
     key = (
         spec.precision,
@@ -242,15 +246,20 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
     )
     if key in cache.scalings or _same_trace(spec, device, cache) is not None:
         return None
-    at = dataclasses.replace(spec, batch=1, device=device.name)
+    base = dataclasses.replace(spec, batch=PROBES[0], device=device.name)
+    first = trace_step(base, compute_capability=device.compute_capability)
+    cache.firsts[key] = first
+    if cuda_fits(first, base, device, budget):
+        return None
+    one = dataclasses.replace(spec, batch=1, device=device.name)
     try:
-        one = trace_step(at, compute_capability=device.compute_capability)
+        single = trace_step(one, compute_capability=device.compute_capability)
     except TraceError:
+        result, context = cuda_memory(first, base, device)
+        return result.peak_reserved_bytes + context
+    if cuda_fits(single, one, device, budget):
         return None
-    cache.ones[key] = one
-    if cuda_fits(one, at, device, budget):
-        return None
-    result, context = cuda_memory(one, at, device)
+    result, context = cuda_memory(single, one, device)
     return result.peak_reserved_bytes + context
 
 
