@@ -208,12 +208,21 @@ def supported_precision(device: Device) -> Precision:
     return Precision.BF16 if device.compute_capability >= (8, 0) else Precision.FP16
 
 
+def _key(spec: TrainSpec, device: Device) -> tuple[object, ...]:
+    """What a setting's traces depend on: the settings the plan varies and the kernel family."""
+    return (
+        spec.precision,
+        spec.checkpointing,
+        spec.optimizer,
+        kernel_family(device.compute_capability),
+    )
+
+
 def _scaling(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling:
     # NB: devices of one kernel family (the compute-capability thresholds attention kernels
     # depend on) trace the same step, so they share traces; the allocator replay, cuBLAS
     # workspace and runtime context are per device.
-    family = kernel_family(device.compute_capability)
-    key = (spec.precision, spec.checkpointing, spec.optimizer, family)
+    key = _key(spec, device)
     found = cache.scalings.get(key) or _same_trace(spec, device, cache)
     if found is None:
         # NB: not probed at batch 1: some models take other code paths there (the line
@@ -238,12 +247,7 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
     cannot run at all then costs two traces instead of three; a model that cannot train on one
     sample (BatchNorm) counts as not fitting one.
     """
-    key = (
-        spec.precision,
-        spec.checkpointing,
-        spec.optimizer,
-        kernel_family(device.compute_capability),
-    )
+    key = _key(spec, device)
     if key in cache.scalings or _same_trace(spec, device, cache) is not None:
         return None
     base = dataclasses.replace(spec, batch=PROBES[0], device=device.name)
@@ -268,7 +272,7 @@ def _same_trace(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling 
     call runs the same traced op on `device` (e.g. no dropout: Hopper's cuDNN attention and
     Ampere's flash attention trace alike)."""
     for key, scaling in cache.scalings.items():
-        if key[:3] != (spec.precision, spec.checkpointing, spec.optimizer):
+        if key[:3] != _key(spec, device)[:3]:
             continue
         theirs = scaling.device.compute_capability
         calls = scaling.base.attention_calls
@@ -442,13 +446,7 @@ def _tiers(spec: TrainSpec, effective: int, scaling: BatchScaling) -> tuple[Tier
 
 def _needed_once(spec: TrainSpec, micro: int, device: Device, cache: _Cache) -> int:
     """Device memory needed at one micro-batch: from a cached scaling, else one trace."""
-    key = (
-        spec.precision,
-        spec.checkpointing,
-        spec.optimizer,
-        kernel_family(device.compute_capability),
-    )
-    if key in cache.scalings:
+    if _key(spec, device) in cache.scalings or _same_trace(spec, device, cache) is not None:
         return _scaling(spec, device, cache).needed_bytes(micro)
     at = dataclasses.replace(spec, batch=micro, device=device.name)
     result, context = cuda_memory(

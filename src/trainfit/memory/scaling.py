@@ -131,32 +131,26 @@ class MaxBatch:
         }
 
 
-def scale_batch(
-    spec: TrainSpec,
-    probes: tuple[int, int, int] = PROBES,
-    first: StepTrace | None = None,
-) -> BatchScaling:
-    """Trace `spec` at three micro-batches (the first two consecutive) and fit each
-    allocation's growth; `first` is the trace at `probes[0]` when the caller has it."""
+def scale_batch(spec: TrainSpec, first: StepTrace | None = None) -> BatchScaling:
+    """Trace `spec` at micro-batches 2, 3 and 5 and fit each allocation's growth; `first` is
+    the trace at batch 2 when the caller already has it."""
     device = get_device(spec.device)
     if device.kind != "cuda":
         raise SpecError(
             [f"device {device.name!r}: the batch search covers CUDA targets only; choose a GPU"]
         )
-    if probes[1] - probes[0] != 1:
-        raise ValueError(f"the first two probe batches must be consecutive, got {probes}")
     traces = [
         first
-        if first is not None and b == probes[0]
+        if first is not None and b == PROBES[0]
         else trace_step(
             dataclasses.replace(spec, batch=b), compute_capability=device.compute_capability
         )
-        for b in probes
+        for b in PROBES
     ]
     base, next_, check = traces
     why_not = _mismatch(base.events, next_.events) or _mismatch(base.events, check.events)
     per_sample: list[int] = []
-    steps = probes[2] - probes[0]
+    steps = PROBES[2] - PROBES[0]
     if why_not is None:
         for first, second, third in zip(base.events, next_.events, check.events, strict=True):
             grow = second.nbytes - first.nbytes
@@ -165,13 +159,13 @@ def scale_batch(
             if abs(third.nbytes - (first.nbytes + steps * grow)) > ROUNDING_BYTES:
                 why_not = (
                     f"op {first.op} allocates {first.nbytes}, {second.nbytes} and "
-                    f"{third.nbytes} bytes at batches {probes}: not a line"
+                    f"{third.nbytes} bytes at batches {PROBES}: not a line"
                 )
                 break
             per_sample.append(grow)
     affine = why_not is None
     return BatchScaling(
-        spec=dataclasses.replace(spec, batch=probes[0]),
+        spec=dataclasses.replace(spec, batch=PROBES[0]),
         device=device,
         base=base,
         per_sample=tuple(per_sample) if affine else (),
