@@ -75,7 +75,6 @@ def category_totals(spec: TrainSpec, workspace: int) -> dict[str, int]:
 
 def compute() -> dict[str, Any]:
     """Estimate every case; return the record committed as estimates.json."""
-    import transformers
 
     records: dict[str, Any] = {}
     for name, kwargs in CASES.items():
@@ -100,14 +99,21 @@ def compute() -> dict[str, Any]:
             flush=True,
         )
     return {
-        "environment": {
-            "date": datetime.date.today().isoformat(),
-            "host": f"{platform.system()} {platform.machine()}, CPU only",
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "python": platform.python_version(),
-        },
+        "environment": cpu_environment(),
         "cases": records,
+    }
+
+
+def cpu_environment() -> dict[str, str]:
+    """Date, host and versions of a CPU-side estimate run."""
+    import transformers
+
+    return {
+        "date": datetime.date.today().isoformat(),
+        "host": f"{platform.system()} {platform.machine()}, CPU only",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
     }
 
 

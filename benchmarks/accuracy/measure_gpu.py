@@ -41,6 +41,12 @@ def _environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
     }
+    env["nvidia_smi"] = nvidia_smi()
+    return env
+
+
+def nvidia_smi() -> str:
+    """The card's name, driver and memory as nvidia-smi reports them (no CUDA context)."""
     try:
         smi = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
@@ -49,10 +55,9 @@ def _environment() -> dict[str, Any]:
             timeout=30,
             check=False,
         )
-        env["nvidia_smi"] = smi.stdout.strip()
     except OSError as exc:
-        env["nvidia_smi"] = f"unavailable: {exc}"
-    return env
+        return f"unavailable: {exc}"
+    return smi.stdout.strip()
 
 
 def _compact_trace(snapshot: dict[str, Any]) -> list[list[Any]]:

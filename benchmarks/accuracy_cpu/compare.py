@@ -8,16 +8,13 @@ results/accuracy_cpu.md (the table). error = estimate / measured - 1.
 
 from __future__ import annotations
 
-import datetime
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from benchmarks.accuracy.compare import cpu_environment
 from benchmarks.accuracy_cpu.cases import CASES, FIT
 from trainfit import TrainSpec, estimate
 
@@ -30,7 +27,6 @@ MiB = 1 << 20
 
 def compute() -> dict[str, Any]:
     """Estimate every case; return the record committed as estimates_cpu.json."""
-    import transformers
 
     records: dict[str, Any] = {}
     for name, kwargs in CASES.items():
@@ -48,13 +44,7 @@ def compute() -> dict[str, Any]:
         }
         print(f"{name}: {result.device_memory_needed_bytes / MiB:.1f} MiB", flush=True)
     return {
-        "environment": {
-            "date": datetime.date.today().isoformat(),
-            "host": f"{platform.system()} {platform.machine()}, CPU only",
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "python": platform.python_version(),
-        },
+        "environment": cpu_environment(),
         "cases": records,
     }
 

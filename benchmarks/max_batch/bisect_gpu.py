@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.accuracy.measure_gpu import nvidia_smi
 from benchmarks.max_batch.cases import CASES
 
 PREDICTED = Path(__file__).parent / "results" / "predicted.json"
@@ -310,17 +311,7 @@ def _environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
     }
-    try:
-        smi = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        env["nvidia_smi"] = smi.stdout.strip()
-    except OSError as exc:
-        env["nvidia_smi"] = f"unavailable: {exc}"
+    env["nvidia_smi"] = nvidia_smi()
     return env
 
 
