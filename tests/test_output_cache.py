@@ -1,0 +1,74 @@
+"""Ops answered from the recorder's output cache trace exactly as ops dispatched to
+FakeTensorMode."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from tests.test_reuse import _canonical
+from trainfit import TrainSpec
+from trainfit.trace import recorder
+from trainfit.trace.step import trace_step
+
+ZOO = "trainfit.models.zoo"
+
+SPECS = {
+    "transformer-bf16-ckpt": dict(
+        model=f"{ZOO}:melody_transformer",
+        batch=2,
+        seq_len=64,
+        precision="bf16",
+        checkpointing=True,
+        grad_clip=1.0,
+    ),
+    "lstm-fp32-sgd": dict(
+        model=f"{ZOO}:melody_lstm", batch=4, seq_len=32, optimizer="sgd-momentum"
+    ),
+    "conv-fp16-accum": dict(model=f"{ZOO}:redimnet_like", batch=2, precision="fp16", grad_accum=2),
+    "vq-pure-bf16-adafactor": dict(
+        model=f"{ZOO}:vq_patch_autoencoder", batch=2, precision="pure-bf16", optimizer="adafactor"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_cached_outputs_trace_like_dispatched_ones(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = TrainSpec(**SPECS[name])
+    hits: list[int] = []
+    real_replay = recorder.OutputCache.replay
+
+    def counted(self: recorder.OutputCache, key: tuple[object, ...], args: tuple) -> object:
+        out = real_replay(self, key, args)
+        if out is not recorder.MISS:
+            hits.append(1)
+        return out
+
+    monkeypatch.setattr(recorder.OutputCache, "replay", counted)
+    cached = trace_step(spec)
+    monkeypatch.setattr(recorder.OutputCache, "key", lambda self, func, args, kwargs: None)
+    dispatched = trace_step(spec)
+    assert len(hits) > 100
+    assert _canonical(cached) == _canonical(dispatched)
+
+
+def test_an_unsafe_view_is_made_over_its_input_storage() -> None:
+    # NB: `_unsafe_view` declares no alias but returns a view: made again as a fresh tensor it
+    # would be a second allocation
+    cache = recorder.OutputCache()
+    with FakeTensorMode() as mode:
+        x = mode.from_tensor(torch.empty(4, 6))
+        for _ in range(2):
+            args = (x, [24])
+            key = cache.key(torch.ops.aten._unsafe_view.default, args, {})
+            assert key is not None
+            out = cache.replay(key, args)
+            if out is recorder.MISS:
+                out = torch.ops.aten._unsafe_view.default(*args)
+                cache.remember(key, out, args, {})
+            assert out.untyped_storage() is x.untyped_storage()
+            assert out.shape == (24,)
+    assert cache.hits == 1
