@@ -52,6 +52,19 @@ def test_max_micro_batch_is_the_boundary(melody_scaling) -> None:
     assert found.next_needed_bytes == over > budget
 
 
+def test_searches_reuse_what_earlier_ones_found() -> None:
+    # a search inside a smaller limit, at other margins, then the full search: the answers
+    # are those of searches on fresh scalings
+    shared = scale_batch(MELODY)
+    fresh = dataclasses.replace(shared, memo={})
+    for margin, limit in [(0.1, 5), (0.5, 1 << 16), (0.3, 40), (0.1, 1 << 16), (0.5, 3)]:
+        reused = max_micro_batch(MELODY, margin=margin, limit=limit, scaling=shared)
+        alone = max_micro_batch(
+            MELODY, margin=margin, limit=limit, scaling=dataclasses.replace(fresh, memo={})
+        )
+        assert (reused.batch, reused.needed_bytes) == (alone.batch, alone.needed_bytes)
+
+
 def test_non_affine_workspace_falls_back_to_tracing_each_batch() -> None:
     # the cuDNN LSTM workspace is a fitted power law in the batch, not a line
     spec = TrainSpec(model=f"{ZOO}:melody_lstm", batch=1, device="rtx-4060")
@@ -73,22 +86,41 @@ def test_bad_margin_and_target() -> None:
 @pytest.mark.parametrize("limit", [1, 7, 64, 1 << 16])
 @pytest.mark.parametrize(
     ("base", "slope", "bump"),
-    [(100, 10, 0), (100, 0, 0), (5_000, 7, 3), (900, 1, 50), (100, 3_000, 0)],
+    [
+        (100, 10, 0),
+        (100, 0, 0),
+        (5_000, 7, 3),
+        (900, 1, 50),
+        (100, 3_000, 0),
+        (9_000, 1, -1),  # convex: a flat peak (optimizer step) until a steep one takes over
+    ],
 )
 def test_search_finds_the_boundary_of_a_monotone_curve(
     limit: int, base: int, slope: int, bump: int
 ) -> None:
     # a near-linear curve with allocator-like steps every 5 samples; budget 10_000 bytes
     def needed(batch: int) -> int:
+        if bump < 0:
+            return max(base + slope * batch, 150 * batch)
         return base + slope * batch + bump * (batch // 5)
 
     budget = 10_000
+    tried: list[int] = []
+
+    def fits(batch: int, budget: int) -> bool:
+        tried.append(batch)
+        return needed(batch) <= budget
+
     fake = SimpleNamespace(
         device=SimpleNamespace(memory_bytes=budget, name="fake"),
         affine=True,
         needed_bytes=needed,
-        fits=lambda batch, budget: needed(batch) <= budget,
+        fits=fits,
+        bracket=lambda budget, limit: (1, None),
+        found=lambda budget, fit, not_fit: None,
     )
     found = max_micro_batch(TrainSpec(model="gpt2"), scaling=fake, limit=limit)  # type: ignore[arg-type]
     fitting = [b for b in range(1, limit + 1) if needed(b) <= budget]
     assert found.batch == (max(fitting) if fitting else 0)
+    # the search replays a few batches, not a bisection of the whole range
+    assert len(set(tried)) <= 12

@@ -18,6 +18,7 @@ Known limitations (each also named where it is approximated):
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -122,12 +123,17 @@ class Estimate:
 
 
 def cuda_memory(
-    trace: StepTrace, spec: TrainSpec, device: Device, budget: int | None = None
+    trace: StepTrace,
+    spec: TrainSpec,
+    device: Device,
+    budget: int | None = None,
+    sizes: Sequence[int] | None = None,
 ) -> tuple[Replay, int]:
     """The allocator replay of a CUDA trace on `device`, and the runtime context beside it.
 
     With a `budget` (device bytes the step may use, context included) the allocator's
     out-of-memory retry is replayed, and OutOfMemory is raised when the step does not fit.
+    `sizes` replaces the bytes of each event (see `memory.replay.replay`).
     """
     profile = PROFILES[device.runtime_profile]
     reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
@@ -138,14 +144,20 @@ def cuda_memory(
         backward_cublas=any(w.thread is Thread.AUTOGRAD for w in trace.workspaces),
     )
     capacity = None if budget is None else max(0, budget - context)
-    result = replay(trace, cublas_workspace_bytes(device.compute_capability), capacity)
+    result = replay(trace, cublas_workspace_bytes(device.compute_capability), capacity, sizes)
     return result, context
 
 
-def cuda_fits(trace: StepTrace, spec: TrainSpec, device: Device, budget: int) -> bool:
+def cuda_fits(
+    trace: StepTrace,
+    spec: TrainSpec,
+    device: Device,
+    budget: int,
+    sizes: Sequence[int] | None = None,
+) -> bool:
     """Whether the step runs in `budget` device bytes, the allocator's retry included."""
     try:
-        cuda_memory(trace, spec, device, budget)
+        cuda_memory(trace, spec, device, budget, sizes)
     except OutOfMemory:
         return False
     return True

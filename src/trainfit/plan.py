@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 
@@ -144,8 +146,8 @@ class _Cache:
     """What one plan computes once: traces per setting and kernel family, parameter counts."""
 
     scalings: dict[tuple[object, ...], BatchScaling] = dataclasses.field(default_factory=dict)
-    firsts: dict[tuple[object, ...], StepTrace] = dataclasses.field(default_factory=dict)
-    """Traces at the scaling's base batch made by the one-sample check, reused as its probe."""
+    ones: dict[tuple[object, ...], StepTrace] = dataclasses.field(default_factory=dict)
+    """Traces at one sample made by the one-sample check, kept by the scaling for batch 1."""
     counts: tuple[int, int] | None = None
 
 
@@ -156,15 +158,20 @@ def plan(
     margin: float = DEFAULT_MARGIN,
     precision: Precision | None = None,
     ladder: bool = True,
+    jobs: int = 1,
 ) -> Plan:
     """Plan `spec` (its batch and precision are ignored) for an effective batch on `devices`.
 
     `precision` None picks per device (bf16 autocast where supported, else fp16); a precision
-    given is used everywhere, and is an error on a device that lacks it.
+    given is used everywhere, and is an error on a device that lacks it. With `jobs` above 1
+    the ladder of a model of a billion parameters or more is traced in a worker process while
+    the devices are planned (same figures; a worker's start-up costs a few seconds of a core).
     """
     problems = []
     if effective_batch < 1:
         problems.append(f"effective batch must be a positive integer, got {effective_batch}")
+    if jobs < 1:
+        problems.append(f"jobs must be a positive integer, got {jobs}")
     if not 0.0 <= margin < 1.0:
         problems.append(f"margin must be a fraction in [0, 1), got {margin}")
     if not devices:
@@ -184,11 +191,19 @@ def plan(
     if precision is not None:
         spec = dataclasses.replace(spec, precision=precision)
     cache = _Cache()
-    plans = tuple(
-        _plan_device(spec, effective_batch, d, margin, precision is None, cache) for d in resolved
-    )
     cuda = [d for d in resolved if d.kind == "cuda" and d.memory_bytes]
-    rungs = _ladder(spec, effective_batch, cuda[0], cache) if ladder and cuda else ()
+    worker = None
+    if ladder and cuda and jobs > 1 and sum(_counts(spec, cache)) >= WORKER_PARAMETERS:
+        worker = _LadderWorker(_ladder_steps(spec, effective_batch, cuda[0]), cuda[0])
+    try:
+        plans = tuple(
+            _plan_device(spec, effective_batch, d, margin, precision is None, cache)
+            for d in resolved
+        )
+        rungs = _ladder(spec, effective_batch, cuda[0], cache, worker) if ladder and cuda else ()
+    finally:
+        if worker is not None:
+            worker.close()
     return Plan(
         spec=spec,
         effective_batch=effective_batch,
@@ -227,9 +242,9 @@ def _scaling(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling:
     if found is None:
         # NB: not probed at batch 1: some models take other code paths there (the line
         # through batches 1, 2 and 4 failed its check for a 7B Llama step)
-        found = scale_batch(
-            dataclasses.replace(spec, device=device.name), first=cache.firsts.get(key)
-        )
+        found = scale_batch(dataclasses.replace(spec, device=device.name))
+        if key in cache.ones:
+            found.exact[1] = cache.ones[key]
     cache.scalings[key] = found
     if found.device.name != device.name:
         found = dataclasses.replace(
@@ -242,26 +257,27 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
     """Device memory one sample needs when it does not fit `budget`; None when it fits or the
     setting is already traced.
 
-    NB: traced first at the scaling's base batch (kept as its first probe, so a setting that
-    fits costs no extra trace); only when that does not fit, at one sample. A setting that
-    cannot run at all then costs two traces instead of three; a model that cannot train on one
-    sample (BatchNorm) counts as not fitting one.
+    NB: a setting that cannot run one sample costs one trace; one that can keeps the trace
+    for its scaling's batch 1 (which the line through larger batches need not match: some
+    models take other code paths there). A model that cannot train on one sample (BatchNorm)
+    is traced at the scaling's base batch instead, and counts as not fitting one sample when
+    that does not fit.
     """
     key = _key(spec, device)
     if key in cache.scalings or _same_trace(spec, device, cache) is not None:
-        return None
-    base = dataclasses.replace(spec, batch=PROBES[0], device=device.name)
-    first = trace_step(base, compute_capability=device.compute_capability)
-    cache.firsts[key] = first
-    if cuda_fits(first, base, device, budget):
         return None
     one = dataclasses.replace(spec, batch=1, device=device.name)
     try:
         single = trace_step(one, compute_capability=device.compute_capability)
     except TraceError:
+        base = dataclasses.replace(spec, batch=PROBES[0], device=device.name)
+        first = trace_step(base, compute_capability=device.compute_capability)
+        if cuda_fits(first, base, device, budget):
+            return None
         result, context = cuda_memory(first, base, device)
         return result.peak_reserved_bytes + context
     if cuda_fits(single, one, device, budget):
+        cache.ones[key] = single
         return None
     result, context = cuda_memory(single, one, device)
     return result.peak_reserved_bytes + context
@@ -413,11 +429,15 @@ def _plan_device(
 def _floor(spec: TrainSpec, device: Device, cache: _Cache) -> int:
     """Device memory no micro-batch of `spec` can go under on `device` (model states plus the
     smallest runtime context): settings above the budget are skipped without a trace."""
-    if cache.counts is None:
-        cache.counts = parameter_counts(spec)
-    states = model_states(spec, cache.counts)
+    states = model_states(spec, _counts(spec, cache))
     profile = PROFILES[device.runtime_profile]
     return states.total() + context_bytes(profile, uses_cublas=False, reduced_precision=False)
+
+
+def _counts(spec: TrainSpec, cache: _Cache) -> tuple[int, int]:
+    if cache.counts is None:
+        cache.counts = parameter_counts(spec)
+    return cache.counts
 
 
 def _max(spec: TrainSpec, margin: float, scaling: BatchScaling) -> int:
@@ -455,13 +475,10 @@ def _needed_once(spec: TrainSpec, micro: int, device: Device, cache: _Cache) -> 
     return result.peak_reserved_bytes + context
 
 
-def _ladder(
-    spec: TrainSpec,
-    effective: int,
-    device: Device,
-    cache: _Cache,
-) -> tuple[Rung, ...]:
-    """Seed 004's ladder on `device`: each change's memory at the same effective batch."""
+def _ladder_steps(
+    spec: TrainSpec, effective: int, device: Device
+) -> list[tuple[str, TrainSpec, int]]:
+    """Seed 004's ladder: each change with the setting and micro-batch it runs at."""
     fp32 = dataclasses.replace(spec, precision=Precision.FP32, checkpointing=False)
     amp = dataclasses.replace(fp32, precision=supported_precision(device))
     quarter = max(1, effective // 4)
@@ -477,11 +494,26 @@ def _ladder(
         steps.append(("8-bit AdamW state", eight, quarter))
         last_spec = eight
     steps.append(("1 sample per step with accumulation", last_spec, 1))
+    return steps
+
+
+def _ladder(
+    spec: TrainSpec,
+    effective: int,
+    device: Device,
+    cache: _Cache,
+    worker: _LadderWorker | None = None,
+) -> tuple[Rung, ...]:
+    """Seed 004's ladder on `device`: each change's memory at the same effective batch."""
     rungs: list[Rung] = []
     before = 0
-    for change, rung_spec, micro in steps:
+    for index, (change, rung_spec, micro) in enumerate(_ladder_steps(spec, effective, device)):
+        needed = None
+        if worker is not None and not _traced(rung_spec, device, cache):
+            needed = worker.needed(index)
         try:
-            needed = _needed_once(rung_spec, micro, device, cache)
+            if needed is None:
+                needed = _needed_once(rung_spec, micro, device, cache)
         except SpecError:
             if not rung_spec.checkpointing or spec.checkpointing:
                 raise
@@ -497,3 +529,57 @@ def _ladder(
         )
         before = needed
     return tuple(rungs)
+
+
+WORKER_PARAMETERS = 1_000_000_000
+"""Parameters from which the ladder is traced in a worker (a trace then takes over a second
+on a laptop core, and the ladder's few traces outlast the worker's start-up)."""
+
+
+def _traced(spec: TrainSpec, device: Device, cache: _Cache) -> bool:
+    return _key(spec, device) in cache.scalings or _same_trace(spec, device, cache) is not None
+
+
+class _LadderWorker:
+    """The ladder's steps, each traced and replayed in one worker process, in order.
+
+    NB: a fresh interpreter (spawn, the default on macOS and safe beside torch's threads)
+    imports the model's code again; a step it cannot do (a model defined in `__main__`, a
+    user catalog given on the command line) comes back as None and is done here instead.
+    """
+
+    def __init__(self, steps: list[tuple[str, TrainSpec, int]], device: Device) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        # NB: the steps from the 8-bit optimizer on are the plan's own settings, which it has
+        # usually traced by the time the ladder is read: those are left to this process
+        self._futures = [
+            self._pool.submit(
+                _needed_in_worker, dataclasses.replace(s, batch=micro, device=device.name), device
+            )
+            for _, s, micro in steps
+            if s.optimizer is not OptimizerKind.ADAMW_8BIT
+        ]
+
+    def needed(self, index: int) -> int | None:
+        if index >= len(self._futures):
+            return None
+        try:
+            return self._futures[index].result()
+        except Exception:  # the step is done again in this process
+            return None
+
+    def close(self) -> None:
+        for future in self._futures:
+            future.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:
+    """Device memory needed by `spec` on `device` (a full trace), or None when it fails."""
+    try:
+        trace = trace_step(spec, compute_capability=device.compute_capability)
+        result, context = cuda_memory(trace, spec, device)
+    except Exception:  # the main process does the step again and reports it
+        return None
+    return result.peak_reserved_bytes + context

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainfit.memory.allocator import CachingAllocator
-from trainfit.trace.step import Category, StepTrace
+from trainfit.trace.step import StepTrace
 from trainfit.training import Phase
 
 WORKSPACES = "workspaces"
@@ -25,40 +26,49 @@ class Replay:
     segments: int
 
 
-def replay(trace: StepTrace, workspace_bytes: int, capacity: int | None = None) -> Replay:
+def replay(
+    trace: StepTrace,
+    workspace_bytes: int,
+    capacity: int | None = None,
+    sizes: Sequence[int] | None = None,
+) -> Replay:
     """Run the trace's events through a CachingAllocator, inserting library workspaces.
 
     With a `capacity` (bytes the allocator may reserve), the native out-of-memory retry is
     replayed too, and `OutOfMemory` is raised when the step cannot run in that capacity.
+    `sizes` replaces each event's bytes (the same step at another micro-batch).
     """
+    nbytes = sizes if sizes is not None else [event.nbytes for event in trace.events]
     alloc = CachingAllocator(capacity)
-    sizes: dict[int, int] = {}
+    malloc, free = alloc.malloc, alloc.free
+    sizes_of: dict[int, int] = {}
     live: dict[str, int] = {}
     category_of: dict[int, str] = {}
     workspace_at = {w.index: w for w in trace.workspaces}
     best = -1
     best_state: tuple[Phase, int, str, dict[str, int]] = (Phase.SETUP, 0, "", {})
     handle = -1
+    names = trace.category_names()
     for index, event in enumerate(trace.events):
         if index in workspace_at:
-            live[WORKSPACES] = live.get(WORKSPACES, 0) + alloc.malloc(handle, workspace_bytes)
+            live[WORKSPACES] = live.get(WORKSPACES, 0) + malloc(handle, workspace_bytes)
             handle -= 1
         if event.alloc:
-            category = trace.category(event)
-            if category is Category.HOST or event.nbytes == 0:
+            name = names[index]
+            if name is None or nbytes[index] == 0:
                 continue
-            size = alloc.malloc(event.key, event.nbytes)
-            sizes[event.key] = size
-            name = category.value
-            category_of[event.key] = name
+            key = event.key
+            size = malloc(key, nbytes[index])
+            sizes_of[key] = size
+            category_of[key] = name
             live[name] = live.get(name, 0) + size
             if alloc.allocated > best:
                 best = alloc.allocated
                 best_state = (event.phase, event.iteration, event.op, dict(live))
-        elif event.key in sizes:
-            alloc.free(event.key)
-            name = category_of.pop(event.key)
-            live[name] -= sizes.pop(event.key)
+        elif event.key in sizes_of:
+            key = event.key
+            free(key)
+            live[category_of.pop(key)] -= sizes_of.pop(key)
     phase, iteration, op, at_peak = best_state
     return Replay(
         peak_allocated_bytes=alloc.peak_allocated,

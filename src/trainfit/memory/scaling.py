@@ -47,11 +47,13 @@ class BatchScaling:
     """Whether the check trace matched the line for every event."""
     why_not: str | None
     """What broke the line, when it did not hold."""
-    _needed: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
-    _fits: dict[tuple[int, int], bool] = field(
-        default_factory=dict, init=False, compare=False, repr=False
-    )
-    """Device memory needed per batch already replayed (replays of big models take ~0.2 s)."""
+    exact: dict[int, StepTrace] = field(default_factory=dict, compare=False, repr=False)
+    """Traces made at other batches (batch 1, which can run other code paths than the line's
+    batches): replayed instead of the line at those batches."""
+    memo: dict[tuple[object, ...], object] = field(default_factory=dict, compare=False, repr=False)
+    """Replays already made (~0.1 s each for big models), by batch and what else they depend
+    on (the device's runtime profile and compute capability, the budget); shared by the
+    copies of a scaling made for other devices."""
 
     def trace_at(self, batch: int) -> StepTrace:
         """The step's trace at `batch` (synthesised when affine, else traced)."""
@@ -62,28 +64,84 @@ class BatchScaling:
                 dataclasses.replace(self.spec, batch=batch),
                 compute_capability=self.device.compute_capability,
             )
-        extra = batch - self.spec.batch
         events = [
-            dataclasses.replace(event, nbytes=event.nbytes + grow * extra) if grow else event
-            for event, grow in zip(self.base.events, self.per_sample, strict=True)
+            dataclasses.replace(event, nbytes=size) if grow else event
+            for event, grow, size in zip(
+                self.base.events, self.per_sample, self._sizes(batch), strict=True
+            )
         ]
         return dataclasses.replace(self.base, events=events)
+
+    def _sizes(self, batch: int) -> list[int]:
+        extra = batch - self.spec.batch
+        return [
+            event.nbytes + grow * extra
+            for event, grow in zip(self.base.events, self.per_sample, strict=True)
+        ]
+
+    def _replayable(self, batch: int) -> tuple[StepTrace, list[int] | None]:
+        """The trace to replay at `batch` and the event sizes to replay it with."""
+        if batch < 1:
+            raise SpecError([f"batch must be a positive integer, got {batch}"])
+        if batch in self.exact:
+            return self.exact[batch], None
+        if self.affine:
+            return self.base, self._sizes(batch)
+        return self.trace_at(batch), None
 
     def fits(self, batch: int, budget: int) -> bool:
         """Whether micro-batch `batch` runs in `budget` device bytes (context included).
 
         NB: when the unconstrained peak is over the budget, the allocator's out-of-memory retry
-        (releasing cached segments) is replayed: a step can run in less than its peak reserved.
+        (releasing cached segments) is replayed: a step can run in less than its peak reserved,
+        never in less than its peak allocated.
         """
         from trainfit.estimate import cuda_fits
 
-        if self.needed_bytes(batch) <= budget:
+        needed, allocated = self._replayed(batch)
+        if needed <= budget:
             return True
-        key = (batch, budget)
-        if key not in self._fits:
+        if allocated > budget:
+            return False
+        key = ("fits", batch, budget, *self._device_key())
+        if key not in self.memo:
             spec = dataclasses.replace(self.spec, batch=batch)
-            self._fits[key] = cuda_fits(self.trace_at(batch), spec, self.device, budget)
-        return self._fits[key]
+            trace, sizes = self._replayable(batch)
+            self.memo[key] = cuda_fits(trace, spec, self.device, budget, sizes)
+        return bool(self.memo[key])
+
+    def bracket(self, budget: int, limit: int) -> tuple[int, int | None]:
+        """The largest batch up to `limit` known to fit `budget` (at least 1, which the caller
+        has checked) and the smallest known not to (None when none is), from replays and
+        searches already made."""
+        low, high = 1, None
+        device = self._device_key()
+        for key, value in self.memo.items():
+            if key[0] == "needed" and key[2:] == device and isinstance(value, tuple):
+                batch = int(key[1])  # type: ignore[call-overload]
+                if value[0] <= budget and batch <= limit:
+                    low = max(low, batch)
+                elif value[1] > budget and (high is None or batch < high):
+                    high = batch
+            elif key[0] == "fits" and key[2] == budget and key[3:] == device:
+                batch = int(key[1])  # type: ignore[call-overload]
+                if value and batch <= limit:
+                    low = max(low, batch)
+                elif not value and (high is None or batch < high):
+                    high = batch
+            elif key[0] == "boundary" and key[1] == budget and key[2:] == device:
+                fit, not_fit = value  # type: ignore[misc]
+                if fit <= limit:
+                    low = max(low, fit)
+                if high is None or not_fit < high:
+                    high = not_fit
+        if high is not None and high > limit:
+            high = None  # nothing known inside the range
+        return low, high
+
+    def found(self, budget: int, fit: int, not_fit: int) -> None:
+        """Remember a search's answer: `fit` fits `budget`, `not_fit` (= fit + 1) does not."""
+        self.memo[("boundary", budget, *self._device_key())] = (fit, not_fit)
 
     def needed_bytes(self, batch: int) -> int:
         """Device memory needed (peak reserved + runtime context) at micro-batch `batch`.
@@ -91,15 +149,26 @@ class BatchScaling:
         NB: below the base batch the line is extrapolated (a BatchNorm model cannot train on one
         sample at all; the figure is what the allocations would be).
         """
+        return self._replayed(batch)[0]
+
+    def _device_key(self) -> tuple[object, ...]:
+        # NB: a replay depends on the device through its cuBLAS workspace (compute capability)
+        # and runtime context (profile) only
+        return (self.device.runtime_profile, self.device.compute_capability)
+
+    def _replayed(self, batch: int) -> tuple[int, int]:
+        """Peak reserved and peak allocated at `batch`, each plus the runtime context."""
         from trainfit.estimate import cuda_memory
 
-        known = self._needed.get(batch)
-        if known is not None:
-            return known
-        spec = dataclasses.replace(self.spec, batch=batch)
-        result, context = cuda_memory(self.trace_at(batch), spec, self.device)
-        self._needed[batch] = result.peak_reserved_bytes + context
-        return self._needed[batch]
+        key = ("needed", batch, *self._device_key())
+        known = self.memo.get(key)
+        if known is None:
+            spec = dataclasses.replace(self.spec, batch=batch)
+            trace, sizes = self._replayable(batch)
+            result, context = cuda_memory(trace, spec, self.device, sizes=sizes)
+            known = (result.peak_reserved_bytes + context, result.peak_allocated_bytes + context)
+            self.memo[key] = known
+        return known  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -131,20 +200,15 @@ class MaxBatch:
         }
 
 
-def scale_batch(spec: TrainSpec, first: StepTrace | None = None) -> BatchScaling:
-    """Trace `spec` at micro-batches 2, 3 and 5 and fit each allocation's growth; `first` is
-    the trace at batch 2 when the caller already has it."""
+def scale_batch(spec: TrainSpec) -> BatchScaling:
+    """Trace `spec` at micro-batches 2, 3 and 5 and fit each allocation's growth."""
     device = get_device(spec.device)
     if device.kind != "cuda":
         raise SpecError(
             [f"device {device.name!r}: the batch search covers CUDA targets only; choose a GPU"]
         )
     traces = [
-        first
-        if first is not None and b == PROBES[0]
-        else trace_step(
-            dataclasses.replace(spec, batch=b), compute_capability=device.compute_capability
-        )
+        trace_step(dataclasses.replace(spec, batch=b), compute_capability=device.compute_capability)
         for b in PROBES
     ]
     base, next_, check = traces
@@ -215,38 +279,53 @@ def max_micro_batch(
             device_name=scaling.device.name,
             margin=margin,
         )
-    # NB: memory grows almost linearly with the batch, so the search starts where the line
-    # through batches 1 and 2 meets the budget and gallops out from there to a bracket.
-    slope = needed(2) - needed(1) if limit >= 2 else 0
-    guess = limit if slope <= 0 else max(1, min(limit, 1 + (budget - needed(1)) // slope))
-    step = max(1, guess // 64)
-    if fits(guess):
-        low, high = guess, guess + step
-        while high <= limit and fits(high):
-            low, high, step = high, high + 2 * step, 2 * step
-        if high > limit:
-            if fits(limit):
-                return MaxBatch(
-                    batch=limit,
-                    needed_bytes=needed(limit),
-                    next_needed_bytes=None,
-                    budget_bytes=budget,
-                    exact=scaling.affine,
-                    device_name=scaling.device.name,
-                    margin=margin,
-                )
-            high = limit
-    else:
-        low, high = guess - step, guess
-        while low > 1 and not fits(low):
-            high, low, step = low, low - 2 * step, 2 * step
-        low = max(low, 1)  # batch 1 fits (checked above)
+    low, high = scaling.bracket(budget, limit)
+    at_limit = MaxBatch(
+        batch=limit,
+        needed_bytes=0,
+        next_needed_bytes=None,
+        budget_bytes=budget,
+        exact=scaling.affine,
+        device_name=scaling.device.name,
+        margin=margin,
+    )
+    if low == limit:
+        return dataclasses.replace(at_limit, needed_bytes=needed(limit))
+    if high is None:
+        # NB: memory grows almost linearly with the batch: gallop up from where the line
+        # through batch 1 and the largest batch known to fit meets the budget
+        base = low if low > 1 else 2
+        slope = (needed(base) - needed(1)) / (base - 1)
+        guess = limit if slope <= 0 else int(1 + (budget - needed(1)) / slope)
+        guess = min(limit, max(low + 1, guess))
+        step = max(1, guess // 16)
+        while high is None:
+            if not fits(guess):
+                high = guess
+            elif guess == limit:
+                return dataclasses.replace(at_limit, needed_bytes=needed(limit))
+            else:
+                low, guess, step = guess, min(limit, guess + step), 2 * step
+    # NB: regula falsi between the bracket's ends (the Illinois variant: an end kept twice
+    # counts half, so a convex curve, e.g. a peak moving from the optimizer step to the
+    # backward pass, does not make it crawl), with a bisection step when a try gains little
+    weight_low = weight_high = 1.0
+    kept = ""
     while high - low > 1:
-        middle = (low + high) // 2
+        under = (budget - needed(low)) * weight_low
+        over = (needed(high) - budget) * weight_high
+        width = high - low
+        middle = low + int(width * under / (under + over)) if under + over > 0 else low + width // 2
+        middle = min(max(middle, low + 1), high - 1)
         if fits(middle):
             low = middle
+            weight_high, weight_low = (weight_high / 2 if kept == "high" else 1.0), 1.0
+            kept = "high"
         else:
             high = middle
+            weight_low, weight_high = (weight_low / 2 if kept == "low" else 1.0), 1.0
+            kept = "low"
+    scaling.found(budget, low, high)
     return MaxBatch(
         batch=low,
         needed_bytes=needed(low),

@@ -74,6 +74,19 @@ class StepTrace:
     """Whether later iterations re-emitted the first iteration's forward/backward events."""
     attention_calls: frozenset[SdpaCall] = frozenset()
     """The distinct SDPA calls routed to a CUDA kernel (what the capability decided)."""
+    _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def category_names(self) -> list[str | None]:
+        """Per event, the category value of the storage it allocates (None for a free or a
+        host storage); computed once (replays read it many times)."""
+        if self._names is None or len(self._names) != len(self.events):
+            self._names = [
+                None
+                if not event.alloc
+                else (None if (c := self.category(event)) is Category.HOST else c.value)
+                for event in self.events
+            ]
+        return self._names
 
     def category(self, event: Event) -> Category:
         """Category of the storage an allocation event created."""
