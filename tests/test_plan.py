@@ -146,3 +146,32 @@ def test_devices_share_traces_only_when_attention_traces_alike(
     calls.clear()
     plan(MELODY, effective_batch=64, devices=("h100", "a100-80gb"), ladder=False)
     assert calls == ["h100", "a100-80gb"]
+
+
+def test_ladder_traced_in_a_worker_equals_the_one_traced_here(
+    melody_plan, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainfit.plan as planning
+
+    monkeypatch.setattr(planning, "WORKER_PARAMETERS", 0)
+    calls: list[int] = []
+    real_needed = planning._LadderWorker.needed
+
+    def counted(self: planning._LadderWorker, index: int) -> int | None:
+        found = real_needed(self, index)
+        if found is not None:
+            calls.append(index)
+        return found
+
+    monkeypatch.setattr(planning._LadderWorker, "needed", counted)
+    spread = plan(
+        MELODY, effective_batch=2048, devices=("rtx-4060", "h100", "cpu"), margin=0.1, jobs=2
+    )
+    assert calls  # some rungs came from the worker
+    assert spread.ladder == melody_plan.ladder
+    assert spread.devices == melody_plan.devices
+
+
+def test_jobs_must_be_positive() -> None:
+    with pytest.raises(SpecError, match="jobs must be a positive integer, got 0"):
+        plan(MELODY, effective_batch=8, devices=("h100",), jobs=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
@@ -36,6 +37,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--margin", type=float, default=0.10, help="fraction of device memory kept free"
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="processes to trace in (default: 2 where there are 2 cores; 1 keeps one process)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument(
         "--config-dir", default=None, help="write config_<device>.yaml for each device that fits"
@@ -60,7 +67,14 @@ def run(args: argparse.Namespace) -> int:
         device=devices[0],
     )
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
-    result = plan(spec, args.effective_batch, devices, margin=args.margin, precision=precision)
+    result = plan(
+        spec,
+        args.effective_batch,
+        devices,
+        margin=args.margin,
+        precision=precision,
+        jobs=args.jobs,
+    )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

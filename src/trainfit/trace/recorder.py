@@ -20,7 +20,6 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     FakeTensor,
     UnsupportedOperatorException,
-    in_kernel_invocation_manager,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -352,7 +351,7 @@ class OutputCache:
     flattened and checked, ~0.2 ms an op on a laptop core) costs about as much as the meta
     kernels it saves. A training step repeats each op of a block once per layer on the same
     shapes, so most ops are hits. An output is made again as FakeTensorMode's own cache makes
-    it: a new fake tensor with the recorded shape, strides and dtype (a new storage), the same
+    it (a meta tensor made with Python dispatch off, wrapped as a fake tensor): a new fake tensor with the recorded shape, strides and dtype (a new storage), the same
     made over the storage of the argument it viewed, or the argument itself (in-place ops).
     Ops whose output shape depends on data, in-place ops that change metadata, and calls with
     real or constant-carrying tensor arguments always dispatch; so does a call whose outputs
@@ -423,13 +422,13 @@ class OutputCache:
         if isinstance(template, _Same):
             return args[template.arg]
         if isinstance(template, _Fresh):
-            with in_kernel_invocation_manager(self._mode):
+            with torch._C._DisableTorchDispatch():
                 empty = torch.empty_strided(
                     template.shape, template.stride, dtype=template.dtype, device="meta"
                 )
             return FakeTensor(self._mode, empty, template.device)
         if isinstance(template, _View):
-            with in_kernel_invocation_manager(self._mode):
+            with torch._C._DisableTorchDispatch():
                 empty = torch.empty(0, dtype=template.dtype, device="meta")
                 empty.set_(
                     args[template.base].untyped_storage(),
