@@ -85,3 +85,37 @@ def test_fp16_with_grad_scaler_is_replayed() -> None:
     reused = trace_step(spec)
     assert reused.replayed_passes
     assert _canonical(reused) == _canonical(full)
+
+
+COPIED = {
+    "transformer-ckpt-accum-clip": dict(
+        model=f"{ZOO}:melody_transformer",
+        batch=2,
+        seq_len=64,
+        precision="bf16",
+        checkpointing=True,
+        grad_clip=1.0,
+        grad_accum=2,
+    ),
+    "conv-fp16-scaler": dict(model=f"{ZOO}:redimnet_like", batch=2, precision="fp16"),
+    "vq-pure-bf16": dict(model=f"{ZOO}:vq_patch_autoencoder", batch=2, precision="pure-bf16"),
+    "lstm-not-replayable": dict(model=f"{ZOO}:melody_lstm", batch=4, seq_len=32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COPIED))
+@pytest.mark.parametrize(
+    ("source", "target"), [("adamw", "adamw-8bit"), ("adamw-8bit", "sgd"), ("sgd", "adafactor")]
+)
+def test_passes_copied_from_another_optimizer_equal_a_full_trace(
+    name: str, source: str, target: str
+) -> None:
+    settings = COPIED[name]
+    donor = trace_step(TrainSpec(**settings, optimizer=source))
+    full = trace_step(TrainSpec(**settings, optimizer=target))
+    copied = trace_step(TrainSpec(**settings, optimizer=target), passes_from=donor)
+    assert bool(donor.passes) == (name != "lstm-not-replayable")
+    assert _canonical(copied) == _canonical(full)
+    assert (copied.attention, copied.attention_calls) == (full.attention, full.attention_calls)
+    assert copied.assumptions == full.assumptions
+    assert copied.ops < full.ops or not donor.passes  # the passes were not traced again

@@ -147,7 +147,8 @@ class _Cache:
 
     scalings: dict[tuple[object, ...], BatchScaling] = dataclasses.field(default_factory=dict)
     ones: dict[tuple[object, ...], StepTrace] = dataclasses.field(default_factory=dict)
-    """Traces at one sample made by the one-sample check, kept by the scaling for batch 1."""
+    """Traces at one sample made by the one-sample check (kept by the scaling for batch 1,
+    and copied from by the same setting with another optimizer)."""
     counts: tuple[int, int] | None = None
 
 
@@ -242,7 +243,10 @@ def _scaling(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling:
     if found is None:
         # NB: not probed at batch 1: some models take other code paths there (the line
         # through batches 1, 2 and 4 failed its check for a 7B Llama step)
-        found = scale_batch(dataclasses.replace(spec, device=device.name))
+        found = scale_batch(
+            dataclasses.replace(spec, device=device.name),
+            passes_from=_other_optimizer(spec, device, cache),
+        )
         if key in cache.ones:
             found.exact[1] = cache.ones[key]
     cache.scalings[key] = found
@@ -267,8 +271,9 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
     if key in cache.scalings or _same_trace(spec, device, cache) is not None:
         return None
     one = dataclasses.replace(spec, batch=1, device=device.name)
+    source = next((t for k, t in cache.ones.items() if k[:2] == key[:2] and k[3:] == key[3:]), None)
     try:
-        single = trace_step(one, compute_capability=device.compute_capability)
+        single = trace_step(one, compute_capability=device.compute_capability, passes_from=source)
     except TraceError:
         base = dataclasses.replace(spec, batch=PROBES[0], device=device.name)
         first = trace_step(base, compute_capability=device.compute_capability)
@@ -276,11 +281,21 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
             return None
         result, context = cuda_memory(first, base, device)
         return result.peak_reserved_bytes + context
+    cache.ones[key] = single
     if cuda_fits(single, one, device, budget):
-        cache.ones[key] = single
         return None
     result, context = cuda_memory(single, one, device)
     return result.peak_reserved_bytes + context
+
+
+def _other_optimizer(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling | None:
+    """A scaling of the same setting with another optimizer, whose forward and backward
+    passes a trace of `spec` can copy (only the optimizer steps are then traced)."""
+    key = _key(spec, device)
+    for other, scaling in cache.scalings.items():
+        if other[:2] == key[:2] and other[3:] == key[3:] and scaling.affine:
+            return scaling
+    return None
 
 
 def _same_trace(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling | None:
@@ -469,9 +484,13 @@ def _needed_once(spec: TrainSpec, micro: int, device: Device, cache: _Cache) -> 
     if _key(spec, device) in cache.scalings or _same_trace(spec, device, cache) is not None:
         return _scaling(spec, device, cache).needed_bytes(micro)
     at = dataclasses.replace(spec, batch=micro, device=device.name)
-    result, context = cuda_memory(
-        trace_step(at, compute_capability=device.compute_capability), at, device
+    source = _other_optimizer(spec, device, cache)
+    trace = trace_step(
+        at,
+        compute_capability=device.compute_capability,
+        passes_from=source.trace_at(micro) if source is not None else None,
     )
+    result, context = cuda_memory(trace, at, device)
     return result.peak_reserved_bytes + context
 
 
@@ -509,7 +528,11 @@ def _ladder(
     before = 0
     for index, (change, rung_spec, micro) in enumerate(_ladder_steps(spec, effective, device)):
         needed = None
-        if worker is not None and not _traced(rung_spec, device, cache):
+        if (
+            worker is not None
+            and not _traced(rung_spec, device, cache)
+            and _other_optimizer(rung_spec, device, cache) is None
+        ):
             needed = worker.needed(index)
         try:
             if needed is None:

@@ -200,15 +200,22 @@ class MaxBatch:
         }
 
 
-def scale_batch(spec: TrainSpec) -> BatchScaling:
-    """Trace `spec` at micro-batches 2, 3 and 5 and fit each allocation's growth."""
+def scale_batch(spec: TrainSpec, passes_from: BatchScaling | None = None) -> BatchScaling:
+    """Trace `spec` at micro-batches 2, 3 and 5 and fit each allocation's growth.
+
+    `passes_from` is the scaling of the same step with another optimizer: its forward and
+    backward passes are copied at each probe batch (see `trace_step`)."""
     device = get_device(spec.device)
     if device.kind != "cuda":
         raise SpecError(
             [f"device {device.name!r}: the batch search covers CUDA targets only; choose a GPU"]
         )
     traces = [
-        trace_step(dataclasses.replace(spec, batch=b), compute_capability=device.compute_capability)
+        trace_step(
+            dataclasses.replace(spec, batch=b),
+            compute_capability=device.compute_capability,
+            passes_from=passes_from.trace_at(b) if passes_from is not None else None,
+        )
         for b in PROBES
     ]
     base, next_, check = traces

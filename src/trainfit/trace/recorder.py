@@ -137,6 +137,11 @@ class Recorder(TorchDispatchMode):
             self._ops[key] = op  # only scalars are ever read back as data
         return key
 
+    def workspace_created(self, thread: Thread) -> None:
+        """A library workspace is created on `thread` before the next event (a replayed op)."""
+        self._cublas_threads.add(thread)
+        self.workspaces.append(WorkspaceEvent(index=len(self.events), thread=thread))
+
     def new_key(self) -> int:
         """A fresh storage key (for events emitted without an op)."""
         key = self._next
@@ -351,8 +356,9 @@ class OutputCache:
     flattened and checked, ~0.2 ms an op on a laptop core) costs about as much as the meta
     kernels it saves. A training step repeats each op of a block once per layer on the same
     shapes, so most ops are hits. An output is made again as FakeTensorMode's own cache makes
-    it (a meta tensor made with Python dispatch off, wrapped as a fake tensor): a new fake tensor with the recorded shape, strides and dtype (a new storage), the same
-    made over the storage of the argument it viewed, or the argument itself (in-place ops).
+    it (a meta tensor made with Python dispatch off, wrapped as a fake tensor): a new fake
+    tensor with the recorded shape, strides and dtype (a new storage), the same made over the
+    storage of the argument it viewed, or the argument itself (in-place ops).
     Ops whose output shape depends on data, in-place ops that change metadata, and calls with
     real or constant-carrying tensor arguments always dispatch; so does a call whose outputs
     were none of those three kinds (checked on the first call, not trusted from the schema:

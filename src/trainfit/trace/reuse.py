@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from trainfit.models.source import Batch
-from trainfit.trace.recorder import Event, Recorder
+from trainfit.trace.recorder import Event, Recorder, Thread
 from trainfit.training import MicroBatchPass, Phase, StepRig, forward_backward
 
 MarkFn = Callable[[Phase], None]
@@ -48,6 +48,12 @@ class _Pass:
     """Per trainable parameter, in order (None: no gradient after the pass)."""
     untracked_grad: bool
     """A gradient whose storage the recorder does not know (not replayable)."""
+    workspaces: tuple[tuple[int, Thread], ...] = ()
+    """Library workspaces the pass created: (position from `start`, thread)."""
+
+
+RecordedPass = _Pass
+"""A first-iteration pass of a finished trace: events[start:end] and the gradients it left."""
 
 
 class PassReuse:
@@ -76,22 +82,47 @@ class PassReuse:
 
         def run(index: int) -> None:
             start = len(self._recorder.events)
+            made = len(self._recorder.workspaces)
             forward_backward(self._rig, self._batch, self._mark)
-            grads = self._grad_layouts()
-            untracked = any(
-                p.grad is not None and g is None
-                for p, g in zip(self._trainable, grads, strict=True)
-            )
-            self._passes.append(
-                _Pass(
-                    start=start,
-                    end=len(self._recorder.events),
-                    grads=grads,
-                    untracked_grad=untracked,
-                )
-            )
+            self._record(start, made)
 
         return run
+
+    def _record(self, start: int, made: int) -> None:
+        grads = self._grad_layouts()
+        untracked = any(
+            p.grad is not None and g is None for p, g in zip(self._trainable, grads, strict=True)
+        )
+        self._passes.append(
+            _Pass(
+                start=start,
+                end=len(self._recorder.events),
+                grads=grads,
+                untracked_grad=untracked,
+                workspaces=tuple(
+                    (w.index - start, w.thread) for w in self._recorder.workspaces[made:]
+                ),
+            )
+        )
+
+    def copying(self, events: list[Event], passes: tuple[RecordedPass, ...]) -> MicroBatchPass:
+        """The pass to run in the first iteration instead of the real one: the passes of a
+        trace of the same step with another optimizer, re-emitted (the forward and backward
+        passes do not depend on the optimizer) and recorded for the later iterations."""
+        emit = self._emitter()
+
+        def run(index: int) -> None:
+            start = len(self._recorder.events)
+            made = len(self._recorder.workspaces)
+            emit(events, passes[index], True)
+            self._record(start, made)
+
+        return run
+
+    def exported(self) -> tuple[RecordedPass, ...]:
+        """The first iteration's passes, for `copying` in another trace (none when they
+        cannot be replayed)."""
+        return tuple(self._passes) if self.why_not() is None else ()
 
     def _grad_layouts(self) -> tuple[_GradLayout | None, ...]:
         layouts: list[_GradLayout | None] = []
@@ -150,12 +181,25 @@ class PassReuse:
 
     def replaying(self) -> MicroBatchPass:
         """The pass to run in a later iteration: the recorded events, re-emitted."""
-        mapped: dict[int, int] = {}
+        emit = self._emitter()
 
         def run(index: int) -> None:
-            item = self._passes[index]
-            recorder = self._recorder
-            for event in recorder.events[item.start : item.end]:
+            emit(self._recorder.events, self._passes[index], False)
+
+        return run
+
+    def _emitter(self) -> Callable[[list[Event], _Pass, bool], None]:
+        """Re-emits a pass's events with fresh keys (one key map per iteration: a pass may free
+        what an earlier pass of the iteration made) and installs the gradients it left; with
+        `workspaces`, the library workspaces the pass created too (a first iteration)."""
+        mapped: dict[int, int] = {}
+        recorder = self._recorder
+
+        def emit(events: list[Event], item: _Pass, workspaces: bool) -> None:
+            created = dict(item.workspaces) if workspaces else {}
+            for offset, event in enumerate(events[item.start : item.end]):
+                if offset in created:
+                    recorder.workspace_created(created.pop(offset))
                 if event.phase is not recorder.phase:
                     self._mark(event.phase)
                 if event.alloc:
@@ -174,9 +218,11 @@ class PassReuse:
                         op=event.op,
                     )
                 )
+            for thread in created.values():  # made after the pass's last event
+                recorder.workspace_created(thread)
             self._install_grads(item, mapped)
 
-        return run
+        return emit
 
     def _install_grads(self, item: _Pass, mapped: dict[int, int]) -> None:
         recorder = self._recorder

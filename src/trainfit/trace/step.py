@@ -29,7 +29,7 @@ from trainfit.trace.cudnn_conv import CudnnConv
 from trainfit.trace.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
-from trainfit.trace.reuse import PassReuse
+from trainfit.trace.reuse import PassReuse, RecordedPass
 from trainfit.trace.target import Target, TargetKind
 from trainfit.training import (
     Phase,
@@ -74,6 +74,9 @@ class StepTrace:
     """Whether later iterations re-emitted the first iteration's forward/backward events."""
     attention_calls: frozenset[SdpaCall] = frozenset()
     """The distinct SDPA calls routed to a CUDA kernel (what the capability decided)."""
+    passes: tuple[RecordedPass, ...] = ()
+    """The first iteration's forward/backward passes (events[start:end]), when replayable: a
+    trace of the same step with another optimizer can copy them (`trace_step(passes_from=)`)."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
@@ -224,9 +227,15 @@ def trace_step(
     iterations: int = 2,
     target: Target | None = None,
     reuse_passes: bool = True,
+    passes_from: StepTrace | None = None,
 ) -> StepTrace:
     """Trace `iterations` training iterations of `spec` as `target` would run them (default:
-    a CUDA device of `compute_capability`)."""
+    a CUDA device of `compute_capability`).
+
+    `passes_from` is a trace of the same step, target and micro-batch with another optimizer:
+    its forward/backward passes are copied instead of traced again (only the optimizer steps
+    are traced), when it recorded them. The caller vouches that only the optimizer differs.
+    """
     torch_note = check_torch()
     program = build_program(spec, "meta")
     apply_settings(program, spec)
@@ -287,6 +296,7 @@ def trace_step(
             recorder.phase = phase
 
         reuse = PassReuse(recorder, rig, batch, mark, trainable) if reuse_passes else None
+        copied = passes_from.passes if passes_from is not None and reuse is not None else ()
         replayed = False
         attention_calls: dict[SdpaBackend, int] = {}
         try:
@@ -294,7 +304,9 @@ def trace_step(
                 recorder.iteration = i
                 micro_batch_pass = None
                 if reuse is not None:
-                    if i == 0:
+                    if i == 0 and copied:
+                        micro_batch_pass = reuse.copying(passes_from.events, copied)
+                    elif i == 0:
                         micro_batch_pass = reuse.recording()
                     elif reuse.why_not() is None:
                         micro_batch_pass = reuse.replaying()
@@ -335,7 +347,14 @@ def trace_step(
         for event in recorder.events:
             if event.alloc and event.op.startswith(LIBRARY_OP):
                 categories[event.key] = Category.WORKSPACES
+        passes = reuse.exported() if reuse is not None else ()
         del batch, rig, optimizer, reuse
+    if copied and passes_from is not None:
+        # NB: what the copied passes would have said about themselves
+        attention_calls = dict(passes_from.attention)
+        recorder.assumptions[:0] = [
+            a for a in passes_from.assumptions if a not in recorder.assumptions
+        ]
     return StepTrace(
         events=recorder.events,
         workspaces=recorder.workspaces,
@@ -349,7 +368,10 @@ def trace_step(
         ops=recorder.ops,
         notes=[torch_note] if torch_note else [],
         replayed_passes=replayed,
-        attention_calls=rules.attention_calls(),
+        attention_calls=passes_from.attention_calls
+        if copied and passes_from is not None
+        else rules.attention_calls(),
+        passes=passes,
     )
 
 
