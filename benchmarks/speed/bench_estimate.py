@@ -48,13 +48,15 @@ LLAMA_7B = dict(
 NOTES = """\
 Where the time goes: the steady iteration of a trace re-emits the first iteration's
 forward/backward events instead of tracing them again (`trainfit/trace/reuse.py`), so an
-estimate costs one traced iteration plus one optimizer step; FakeTensorMode's per-op dispatch
-(~0.1 ms an op on this CPU, ~6,500 ops for the 1.1B step) is most of what is left. The CLI
-target (5 s) is not met: starting Python and importing torch and transformers' Llama modeling
-code takes most of it (the last row), leaving well under a second for trainfit's own part
-(its imports, model build, the first trace with cold caches, output), which takes about 2 s:
-meeting it needs a tracer several times faster than FakeTensorMode's per-op dispatch.
-Before the replay (same machine, earlier the same day): 3.72 s, 4.96 s and 10.28 s.
+estimate costs one traced iteration plus one optimizer step; the recorder answers repeated ops
+(each block's ops once per layer) from its own output cache instead of FakeTensorMode's
+generic one (`OutputCache` in `trainfit/trace/recorder.py`). What is left is Python dispatch
+through FakeTensorMode and the autograd engine. The CLI target (5 s) is not met: starting
+Python and importing torch and transformers' Llama modeling code takes most of it (the last
+row), leaving under half a second for trainfit's own part (its imports, model build, the first
+trace with cold caches, output), which takes about 1.7 s.
+History on this machine, the same day: before the steady-iteration replay 3.72 s, 4.96 s and
+10.28 s; before the output cache 1.77 s, 2.65 s and 6.67 s.
 """
 
 
