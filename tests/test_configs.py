@@ -94,3 +94,17 @@ def test_write_configs_only_for_devices_that_fit(tmp_path: Path) -> None:
     assert [p.name for p in written] == ["config_rtx-4060.yaml"]
     assert written[0].read_text() == config_text(PLAN, FITS)
     assert sorted(p.name for p in (tmp_path / "configs").iterdir()) == ["config_rtx-4060.yaml"]
+
+
+def test_a_cpu_config_runs_on_the_cpu(tmp_path) -> None:
+    from trainfit import TrainSpec
+    from trainfit.configs import device_config
+    from trainfit.plan import plan
+
+    spec = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
+    result = plan(spec, effective_batch=64, devices=("cpu", "rtx-4060"), ladder=False)
+    cpu, gpu = (device_config(result, d) for d in result.devices)
+    assert cpu["device"] == {"type": "cpu", "name": "cpu", "fallback": None}
+    assert cpu["data"]["pin_memory"] is False  # type: ignore[index]
+    assert gpu["device"] == {"type": "cuda", "name": "rtx-4060", "fallback": "cpu"}
+    assert gpu["data"]["pin_memory"] is True  # type: ignore[index]

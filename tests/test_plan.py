@@ -26,7 +26,7 @@ def test_each_device_gets_a_verdict(melody_plan) -> None:
     verdicts = {d.device: d.verdict for d in melody_plan.devices}
     assert verdicts["h100"] is Verdict.COMFORTABLE  # 2048 samples fit in one micro-batch
     assert verdicts["rtx-4060"] is Verdict.WITH_CHANGES  # needs accumulation on 8 GB
-    assert verdicts["cpu"] is Verdict.NOT_ESTIMATED
+    assert verdicts["cpu"] in (Verdict.COMFORTABLE, Verdict.WITH_CHANGES)
 
 
 def test_setting_holds_the_effective_batch_and_is_a_real_estimate(melody_plan) -> None:
@@ -175,3 +175,32 @@ def test_ladder_traced_in_a_worker_equals_the_one_traced_here(
 def test_jobs_must_be_positive() -> None:
     with pytest.raises(SpecError, match="jobs must be a positive integer, got 0"):
         plan(MELODY, effective_batch=8, devices=("h100",), jobs=0)
+
+
+def test_the_cpu_is_planned_against_the_host_ram(melody_plan) -> None:
+    from trainfit.hardware.host import total_ram_bytes
+
+    cpu = next(d for d in melody_plan.devices if d.device == "cpu")
+    assert cpu.setting is not None and cpu.setting.precision is Precision.FP32
+    assert cpu.setting.micro_batch * cpu.setting.grad_accum == 2048
+    ram = total_ram_bytes()
+    assert ram and cpu.setting.needed_bytes <= 0.9 * ram
+    at = dataclasses.replace(MELODY, batch=cpu.setting.micro_batch, precision="fp32", device="cpu")
+    assert estimate(at).device_memory_needed_bytes == cpu.setting.needed_bytes
+    assert "RAM" in cpu.note
+    assert [t.micro_batch for t in cpu.tiers] == sorted(t.micro_batch for t in cpu.tiers)
+
+
+def test_a_cpu_too_small_for_one_sample(tmp_path) -> None:
+    import json
+
+    from trainfit.hardware.catalog import using_catalogs
+
+    path = tmp_path / "cat.json"
+    path.write_text(json.dumps({"devices": {"cpu": {"memory_gb": 2}}}))
+    spec = TrainSpec(model="gpt2-medium", seq_len=128)  # 355M parameters: ~5.7 GB of states
+    with using_catalogs([path]):
+        result = plan(spec, effective_batch=8, devices=("cpu",), ladder=False)
+    (cpu,) = result.devices
+    assert cpu.verdict is Verdict.NO
+    assert "one sample needs" in cpu.note and "catalog's" in cpu.note

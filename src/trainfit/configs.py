@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from trainfit.errors import TrainfitError
+from trainfit.hardware.catalog import get_device
 from trainfit.plan import DevicePlan, Plan, Setting
 from trainfit.spec import OptimizerKind, Precision
 
@@ -38,13 +39,27 @@ _OPTIMIZER_NAME = {
 }
 
 
+def _kind(name: str) -> str:
+    try:
+        return get_device(name).kind
+    except TrainfitError:
+        return "cuda"  # a plan's device was resolved when planned; a GPU unless named cpu
+
+
 def device_config(plan: Plan, device: DevicePlan) -> dict[str, object]:
     """The config of one device's chosen setting as nested dicts (YAML-ready)."""
     s = _setting(device)
     mixed = s.precision.value if s.precision in (Precision.BF16, Precision.FP16) else False
     dtype = "bfloat16" if s.precision is Precision.PURE_BF16 else "float32"
+    # NB: a CPU plan runs on the CPU: no fallback, and no pinned memory (only useful for
+    # copies to a GPU)
+    on_cpu = device.device == "cpu" or _kind(device.device) == "cpu"
     return {
-        "device": {"type": "cuda", "name": device.device, "fallback": "cpu"},
+        "device": {
+            "type": "cpu" if on_cpu else "cuda",
+            "name": device.device,
+            "fallback": None if on_cpu else "cpu",
+        },
         "model": {"name": plan.spec.model, "use_compile": False, "dtype": dtype},
         "training": {
             "batch_size": s.micro_batch,
@@ -56,7 +71,7 @@ def device_config(plan: Plan, device: DevicePlan) -> dict[str, object]:
         },
         "optimizer": {"type": _OPTIMIZER_NAME[s.optimizer]},
         "checkpoint": {"save_best": True, "save_latest": True, "save_interval": 1000},
-        "data": {"num_workers": 4, "pin_memory": True},
+        "data": {"num_workers": 4, "pin_memory": not on_cpu},
         "logging": {"tensorboard": True, "log_interval": 10},
     }
 

@@ -7,7 +7,10 @@ inside the safety margin, the micro-batch is the largest that fits up to the eff
 and gradient accumulation makes up the rest. Every figure is a full estimate (trace, allocator
 replay, runtime context), replayed per micro-batch from `trainfit.memory.scaling`.
 
-Known limitations: CUDA devices only (Apple GPUs and the CPU get a "not estimated" verdict);
+The CPU as a device is planned in fp32 (then with checkpointing) against the host's RAM (or a
+user catalog's cpu row), each micro-batch tried a full CPU estimate.
+
+Known limitations: Apple GPUs get a "not estimated" verdict;
 CPU offload, LoRA/QLoRA and sharding over several GPUs are not planned yet (a device that needs
 them is said not to fit, with the memory one sample needs); devices of one compute-capability
 family share traces.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import multiprocessing
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
@@ -358,8 +362,10 @@ def _plan_device(
     cache: _Cache,
 ) -> DevicePlan:
     why_not = ""
+    if device.kind == "cpu":
+        return _plan_cpu(spec, effective, device, margin)
     if device.kind != "cuda":
-        why_not = f"{device.kind} devices are not planned yet (CUDA GPUs only)"
+        why_not = f"{device.kind} devices are not planned yet (CUDA GPUs and the CPU only)"
     elif not device.memory_bytes:
         why_not = "its memory size is not in the catalog: give it in a user catalog file"
     if why_not:
@@ -439,6 +445,130 @@ def _plan_device(
             "GPUs, offload or LoRA (not planned yet)" + "".join(f"; {s}" for s in skipped)
         ),
     )
+
+
+def _plan_cpu(spec: TrainSpec, effective: int, device: Device, margin: float) -> DevicePlan:
+    """The CPU as the device: fp32 (then checkpointing) in this host's RAM, or the RAM of a
+    user catalog's CPU row; every micro-batch tried is a full CPU estimate (peak resident
+    memory, `trainfit.estimate_cpu`), searched by bisection up to the effective batch."""
+    from trainfit.estimate_cpu import estimate_cpu
+    from trainfit.hardware.host import total_ram_bytes
+
+    ram = device.memory_bytes or total_ram_bytes()
+    if not ram:
+        return DevicePlan(
+            device=device.name,
+            display=device.display,
+            verdict=Verdict.NOT_ESTIMATED,
+            setting=None,
+            changes=(),
+            max_micro_batch=0,
+            tiers=(),
+            note="this host's RAM could not be detected: give it in a user catalog's cpu row",
+        )
+    budget = int((1.0 - margin) * ram)
+    base = dataclasses.replace(spec, precision=Precision.FP32, device=device.name)
+    rungs = [(base, ())]
+    if not base.checkpointing:
+        rungs.append((dataclasses.replace(base, checkpointing=True), ("gradient checkpointing",)))
+    where = "this host's" if not device.memory_bytes else "the catalog's"
+    one_needed = 0
+    for rung_spec, changes in rungs:
+        known: dict[int, int] = {}
+
+        def needed(batch: int, rung_spec: TrainSpec = rung_spec, known: dict = known) -> int:
+            if batch not in known:
+                at = dataclasses.replace(rung_spec, batch=batch)
+                known[batch] = estimate_cpu(at, device, 0.0).device_memory_needed_bytes
+            return known[batch]
+
+        smallest = 1
+        try:
+            try:
+                one_needed = needed(1)
+            except TraceError:
+                # NB: a model that cannot train on one sample (BatchNorm) starts at two
+                smallest = 2
+                one_needed = needed(2)
+        except SpecError:
+            if not rung_spec.checkpointing or spec.checkpointing:
+                raise
+            continue
+        if one_needed > budget or smallest > effective:
+            continue
+        found = _largest(needed, budget, effective, smallest)
+        micro, accum = _split(effective, found)
+        if accum > 1:
+            changes = (*changes, f"micro-batch {micro} x {accum} accumulation steps")
+        if micro * accum != effective:
+            changes = (*changes, f"effective batch {micro * accum} (not {effective})")
+        if spec.precision is not Precision.FP32:
+            changes = ("fp32 (no mixed precision planned on the CPU)", *changes)
+        tiers = []
+        for name, share in TIERS:
+            fit = (
+                _largest(needed, int(share * ram), effective, smallest)
+                if one_needed <= share * ram
+                else 0
+            )
+            t_micro, t_accum = _split(effective, fit) if fit else (0, 0)
+            tiers.append(
+                Tier(
+                    name=name,
+                    share=share,
+                    micro_batch=t_micro,
+                    grad_accum=t_accum,
+                    needed_bytes=needed(t_micro) if t_micro else 0,
+                )
+            )
+        return DevicePlan(
+            device=device.name,
+            display=device.display,
+            verdict=Verdict.COMFORTABLE if not changes else Verdict.WITH_CHANGES,
+            setting=Setting(
+                precision=rung_spec.precision,
+                checkpointing=rung_spec.checkpointing,
+                optimizer=rung_spec.optimizer,
+                micro_batch=micro,
+                grad_accum=accum,
+                needed_bytes=needed(micro),
+            ),
+            changes=changes,
+            max_micro_batch=found,
+            tiers=tuple(tiers),
+            note=f"sized by {where} RAM, {ram / GIB:.1f} GiB; the search stops at the "
+            "effective batch",
+        )
+    return DevicePlan(
+        device=device.name,
+        display=device.display,
+        verdict=Verdict.NO,
+        setting=None,
+        changes=(),
+        max_micro_batch=0,
+        tiers=(),
+        note=f"one sample needs {one_needed / GIB:.1f} GiB of RAM with checkpointing, over the "
+        f"{budget / GIB:.1f} GiB usable of {where} {ram / GIB:.1f} GiB",
+    )
+
+
+def _largest(needed: Callable[[int], int], budget: int, limit: int, low: int = 1) -> int:
+    """The largest batch up to `limit` whose need is within `budget` (batch `low` fits): gallop
+    from `low` by doubling, then bisect (the need is taken to grow with the batch)."""
+    high = 2 * low
+    while high <= limit and needed(high) <= budget:
+        low, high = high, 2 * high
+    if high > limit:
+        if needed(limit) <= budget:
+            return limit
+        high = limit
+    while high - low > 1:
+        middle = (low + high) // 2
+        if needed(middle) <= budget:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def _floor(spec: TrainSpec, device: Device, cache: _Cache) -> int:
