@@ -369,16 +369,7 @@ def _plan_device(
     elif not device.memory_bytes:
         why_not = "its memory size is not in the catalog: give it in a user catalog file"
     if why_not:
-        return DevicePlan(
-            device=device.name,
-            display=device.display,
-            verdict=Verdict.NOT_ESTIMATED,
-            setting=None,
-            changes=(),
-            max_micro_batch=0,
-            tiers=(),
-            note=why_not,
-        )
+        return _no_setting(device, Verdict.NOT_ESTIMATED, why_not)
     skipped: list[str] = []
     budget = (1.0 - margin) * device.memory_bytes
     floor = 0
@@ -404,10 +395,7 @@ def _plan_device(
             continue
         micro, accum = _split(effective, found.batch)
         needed = scaling.needed_bytes(micro)
-        if accum > 1:
-            changes = (*changes, f"micro-batch {micro} x {accum} accumulation steps")
-        if micro * accum != effective:
-            changes = (*changes, f"effective batch {micro * accum} (not {effective})")
+        changes = _with_split(changes, micro, accum, effective)
         setting = Setting(
             precision=rung_spec.precision,
             checkpointing=rung_spec.checkpointing,
@@ -432,19 +420,39 @@ def _plan_device(
             f"weights, gradients and optimizer state alone need at least {floor / GIB:.1f} GiB "
             "with every change on the ladder"
         )
-    return DevicePlan(
-        device=device.name,
-        display=device.display,
-        verdict=Verdict.NO,
-        setting=None,
-        changes=(),
-        max_micro_batch=0,
-        tiers=(),
-        note=(
+    return _no_setting(
+        device,
+        Verdict.NO,
+        (
             f"{what}, over the {budget / GIB:.1f} GiB usable: it needs sharding over several "
             "GPUs, offload or LoRA (not planned yet)" + "".join(f"; {s}" for s in skipped)
         ),
     )
+
+
+def _no_setting(device: Device, verdict: Verdict, note: str) -> DevicePlan:
+    """The plan of a device with no setting to give (not estimated, or does not fit)."""
+    return DevicePlan(
+        device=device.name,
+        display=device.display,
+        verdict=verdict,
+        setting=None,
+        changes=(),
+        max_micro_batch=0,
+        tiers=(),
+        note=note,
+    )
+
+
+def _with_split(
+    changes: tuple[str, ...], micro: int, accum: int, effective: int
+) -> tuple[str, ...]:
+    """`changes` plus the batch split, when it is not one step of the effective batch."""
+    if accum > 1:
+        changes = (*changes, f"micro-batch {micro} x {accum} accumulation steps")
+    if micro * accum != effective:
+        changes = (*changes, f"effective batch {micro * accum} (not {effective})")
+    return changes
 
 
 def _plan_cpu(spec: TrainSpec, effective: int, device: Device, margin: float) -> DevicePlan:
@@ -456,15 +464,10 @@ def _plan_cpu(spec: TrainSpec, effective: int, device: Device, margin: float) ->
 
     ram = device.memory_bytes or total_ram_bytes()
     if not ram:
-        return DevicePlan(
-            device=device.name,
-            display=device.display,
-            verdict=Verdict.NOT_ESTIMATED,
-            setting=None,
-            changes=(),
-            max_micro_batch=0,
-            tiers=(),
-            note="this host's RAM could not be detected: give it in a user catalog's cpu row",
+        return _no_setting(
+            device,
+            Verdict.NOT_ESTIMATED,
+            "this host's RAM could not be detected: give it in a user catalog's cpu row",
         )
     budget = int((1.0 - margin) * ram)
     base = dataclasses.replace(spec, precision=Precision.FP32, device=device.name)
@@ -498,10 +501,7 @@ def _plan_cpu(spec: TrainSpec, effective: int, device: Device, margin: float) ->
             continue
         found = _largest(needed, budget, effective, smallest)
         micro, accum = _split(effective, found)
-        if accum > 1:
-            changes = (*changes, f"micro-batch {micro} x {accum} accumulation steps")
-        if micro * accum != effective:
-            changes = (*changes, f"effective batch {micro * accum} (not {effective})")
+        changes = _with_split(changes, micro, accum, effective)
         if spec.precision is not Precision.FP32:
             changes = ("fp32 (no mixed precision planned on the CPU)", *changes)
         tiers = []
@@ -539,15 +539,10 @@ def _plan_cpu(spec: TrainSpec, effective: int, device: Device, margin: float) ->
             note=f"sized by {where} RAM, {ram / GIB:.1f} GiB; the search stops at the "
             "effective batch",
         )
-    return DevicePlan(
-        device=device.name,
-        display=device.display,
-        verdict=Verdict.NO,
-        setting=None,
-        changes=(),
-        max_micro_batch=0,
-        tiers=(),
-        note=f"one sample needs {one_needed / GIB:.1f} GiB of RAM with checkpointing, over the "
+    return _no_setting(
+        device,
+        Verdict.NO,
+        f"one sample needs {one_needed / GIB:.1f} GiB of RAM with checkpointing, over the "
         f"{budget / GIB:.1f} GiB usable of {where} {ram / GIB:.1f} GiB",
     )
 
