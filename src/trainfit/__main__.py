@@ -4,4 +4,5 @@ import sys
 
 from trainfit.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # NB: not again in a plan's worker process (spawn imports __main__)
+    sys.exit(main())
