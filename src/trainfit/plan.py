@@ -275,7 +275,7 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
     if key in cache.scalings or _same_trace(spec, device, cache) is not None:
         return None
     one = dataclasses.replace(spec, batch=1, device=device.name)
-    source = next((t for k, t in cache.ones.items() if k[:2] == key[:2] and k[3:] == key[3:]), None)
+    source = next((t for k, t in cache.ones.items() if _passes_alike(k, key)), None)
     try:
         single = trace_step(one, compute_capability=device.compute_capability, passes_from=source)
     except TraceError:
@@ -292,12 +292,18 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
     return result.peak_reserved_bytes + context
 
 
+def _passes_alike(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Whether two trace keys (`_key`) differ at most in the optimizer, so that their forward
+    and backward passes are the same."""
+    return a[:2] == b[:2] and a[3:] == b[3:]
+
+
 def _other_optimizer(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling | None:
     """A scaling of the same setting with another optimizer, whose forward and backward
     passes a trace of `spec` can copy (only the optimizer steps are then traced)."""
     key = _key(spec, device)
     for other, scaling in cache.scalings.items():
-        if other[:2] == key[:2] and other[3:] == key[3:] and scaling.affine:
+        if _passes_alike(other, key) and scaling.affine:
             return scaling
     return None
 
