@@ -56,9 +56,12 @@ class BatchScaling:
     copies of a scaling made for other devices."""
 
     def trace_at(self, batch: int) -> StepTrace:
-        """The step's trace at `batch` (synthesised when affine, else traced)."""
+        """The step's trace at `batch` (one traced there, else synthesised when affine, else
+        traced now)."""
         if batch < 1:
             raise SpecError([f"batch must be a positive integer, got {batch}"])
+        if batch in self.exact:
+            return self.exact[batch]
         if not self.affine:
             return trace_step(
                 dataclasses.replace(self.spec, batch=batch),
