@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -51,3 +54,33 @@ def test_max_batch(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert out.startswith("largest micro-batch that fits rtx-4060 keeping 10% free: ")
     assert " would need " in out
+
+
+def _python(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_command_process_exits_with_the_code_and_all_output() -> None:
+    """`python -m trainfit` skips the interpreter's teardown; nothing printed is lost."""
+    ok = _python(
+        "-m", "trainfit", "estimate", "trainfit.models.zoo:emotion_mlp", "--batch", "4", "--json"
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["spec"]["batch"] == 4
+    bad = _python("-m", "trainfit", "estimate", "gpt3")
+    assert bad.returncode == 1
+    (line,) = bad.stderr.strip().splitlines()
+    assert line.startswith("trainfit: error: unknown model 'gpt3'")
+
+
+def test_package_and_cli_import_without_torch() -> None:
+    """The CLI sets up its process before the heavy imports: importing it loads no torch."""
+    probe = _python(
+        "-c",
+        "import sys, trainfit, trainfit.cli.main; print('torch' in sys.modules);"
+        "print(trainfit.TrainSpec.__name__, 'torch' in sys.modules)",
+    )
+    assert probe.stdout.split() == ["False", "TrainSpec", "True"], probe.stderr

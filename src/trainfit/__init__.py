@@ -1,16 +1,44 @@
-"""trainfit: will this training job fit on this device, and with which settings?"""
+"""trainfit: will this training job fit on this device, and with which settings?
 
-from trainfit.errors import (
-    MeasureError,
-    ModelLoadError,
-    SpecError,
-    TraceError,
-    TrainfitError,
-    UnknownNameError,
-)
-from trainfit.estimate import Breakdown, Estimate, estimate
-from trainfit.memory.scaling import MaxBatch, max_micro_batch
-from trainfit.spec import InputSpec, OptimizerKind, Precision, TrainSpec
+The public names are imported on first use, so that the `trainfit` command can set up its
+process (see `trainfit.cli.main.entry`) before torch is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainfit.errors import (
+        MeasureError,
+        ModelLoadError,
+        SpecError,
+        TraceError,
+        TrainfitError,
+        UnknownNameError,
+    )
+    from trainfit.estimate import Breakdown, Estimate, estimate
+    from trainfit.memory.scaling import MaxBatch, max_micro_batch
+    from trainfit.spec import InputSpec, OptimizerKind, Precision, TrainSpec
+
+_HOMES = {
+    "MeasureError": "trainfit.errors",
+    "ModelLoadError": "trainfit.errors",
+    "SpecError": "trainfit.errors",
+    "TraceError": "trainfit.errors",
+    "TrainfitError": "trainfit.errors",
+    "UnknownNameError": "trainfit.errors",
+    "Breakdown": "trainfit.estimate",
+    "Estimate": "trainfit.estimate",
+    "estimate": "trainfit.estimate",
+    "MaxBatch": "trainfit.memory.scaling",
+    "max_micro_batch": "trainfit.memory.scaling",
+    "InputSpec": "trainfit.spec",
+    "OptimizerKind": "trainfit.spec",
+    "Precision": "trainfit.spec",
+    "TrainSpec": "trainfit.spec",
+}
 
 __all__ = [
     "Breakdown",
@@ -29,3 +57,16 @@ __all__ = [
     "estimate",
     "max_micro_batch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'trainfit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
