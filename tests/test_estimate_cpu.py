@@ -78,7 +78,7 @@ def test_other_device_kinds_are_refused(monkeypatch: pytest.MonkeyPatch) -> None
     odd = dataclasses.replace(get_device("cpu"), name="npu", kind="npu")
     monkeypatch.setattr(sys.modules["trainfit.estimate"], "get_device", lambda name: odd)
     with pytest.raises(
-        SpecError, match="device 'npu' is of kind 'npu': only CUDA GPUs and the CPU"
+        SpecError, match="device 'npu' is of kind 'npu': only CUDA GPUs, Apple GPUs and the CPU"
     ):
         estimate(TrainSpec(model=MLP, batch=2))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainfit.cli.main import main
-from trainfit.errors import CatalogError, SpecError, UnknownNameError
+from trainfit.errors import CatalogError, UnknownNameError
 from trainfit.hardware.catalog import (
     GiB,
     catalog,
@@ -230,12 +230,15 @@ def test_malformed_user_file_in_the_cli(tmp_path: Path, capsys: pytest.CaptureFi
     assert "field 'memory_gb'" in capsys.readouterr().err
 
 
-def test_mps_target_is_refused_in_one_line() -> None:
-    from trainfit.estimate import estimate
-
-    with pytest.raises(SpecError, match="of kind 'mps'") as info:
-        estimate(model="trainfit.models.zoo:emotion_mlp", batch=2, device="M4 Pro 24GB")
-    assert "\n" not in str(info.value)
+def test_macs_are_limited_to_metals_working_set() -> None:
+    """An Apple GPU's usable memory is Metal's recommended working set: 2/3 of the RAM in the
+    field reports up to 32 GB (16 GB: 10922.67 MiB), assumed for 48 GB too."""
+    assert get_device("m1-pro-16gb").memory_bytes == 16 * 2**30 * 2 // 3
+    assert round(get_device("m1-pro-16gb").memory_bytes / 2**20, 2) == 10922.67
+    assert get_device("m4-pro-24gb").memory_bytes == 16 * 2**30
+    for name in ("m1-pro-16gb", "m2-16gb", "m3-max", "m4-pro-16gb", "m4-pro-24gb", "m4-pro-48gb"):
+        device = get_device(name)
+        assert device.kind == "mps" and device.memory_visible_bytes.source, name
 
 
 def test_devices_cli_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -79,7 +79,7 @@ def test_non_affine_workspace_falls_back_to_tracing_each_batch() -> None:
 def test_bad_margin_and_target() -> None:
     with pytest.raises(SpecError, match=r"margin must be a fraction in \[0, 1\), got 1.5"):
         max_micro_batch(MELODY, margin=1.5)
-    with pytest.raises(SpecError, match=r"CUDA targets only"):
+    with pytest.raises(SpecError, match=r"the batch search covers GPUs only"):
         scale_batch(dataclasses.replace(MELODY, device="cpu"))
 
 

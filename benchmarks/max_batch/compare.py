@@ -27,14 +27,14 @@ GiB = 2**30
 def _predicted(name: str, batches: list[int]) -> dict[int, tuple[int, int]]:
     """(peak reserved, runtime context) trainfit predicts at each batch."""
     from trainfit import TrainSpec
-    from trainfit.estimate import cuda_memory
+    from trainfit.estimate import gpu_memory
     from trainfit.memory.scaling import scale_batch
 
     scaling = scale_batch(TrainSpec(**CASES[name], device=DEVICE))
     out: dict[int, tuple[int, int]] = {}
     for b in batches:
         spec = dataclasses.replace(scaling.spec, batch=b)
-        result, context = cuda_memory(scaling.trace_at(b), spec, scaling.device)
+        result, context = gpu_memory(scaling.trace_at(b), spec, scaling.device)
         out[b] = (result.peak_reserved_bytes, context)
     return out
 

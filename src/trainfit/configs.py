@@ -53,10 +53,11 @@ def device_config(plan: Plan, device: DevicePlan) -> dict[str, object]:
     dtype = "bfloat16" if s.precision is Precision.PURE_BF16 else "float32"
     # NB: a CPU plan runs on the CPU: no fallback, and no pinned memory (only useful for
     # copies to a GPU)
-    on_cpu = device.device == "cpu" or _kind(device.device) == "cpu"
+    kind = "cpu" if device.device == "cpu" else _kind(device.device)
+    on_cpu = kind == "cpu"
     return {
         "device": {
-            "type": "cpu" if on_cpu else "cuda",
+            "type": kind,
             "name": device.device,
             "fallback": None if on_cpu else "cpu",
         },
@@ -71,7 +72,8 @@ def device_config(plan: Plan, device: DevicePlan) -> dict[str, object]:
         },
         "optimizer": {"type": _OPTIMIZER_NAME[s.optimizer]},
         "checkpoint": {"save_best": True, "save_latest": True, "save_interval": 1000},
-        "data": {"num_workers": 4, "pin_memory": not on_cpu},
+        # NB: pinned memory speeds up copies to a discrete GPU; a Mac's memory is unified
+        "data": {"num_workers": 4, "pin_memory": kind == "cuda"},
         "logging": {"tensorboard": True, "log_interval": 10},
     }
 

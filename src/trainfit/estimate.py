@@ -25,11 +25,13 @@ from typing import Any
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, get_device
 from trainfit.memory.allocator import OutOfMemory
+from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.recorder import Thread
 from trainfit.trace.step import Category, StepTrace, trace_step
+from trainfit.trace.target import Target
 from trainfit.training import Phase
 
 
@@ -122,19 +124,22 @@ class Estimate:
         }
 
 
-def cuda_memory(
+def gpu_memory(
     trace: StepTrace,
     spec: TrainSpec,
     device: Device,
     budget: int | None = None,
     sizes: Sequence[int] | None = None,
 ) -> tuple[Replay, int]:
-    """The allocator replay of a CUDA trace on `device`, and the runtime context beside it.
+    """The allocator replay of a GPU trace on `device`, and the runtime context beside it.
 
     With a `budget` (device bytes the step may use, context included) the allocator's
     out-of-memory retry is replayed, and OutOfMemory is raised when the step does not fit.
-    `sizes` replaces the bytes of each event (see `memory.replay.replay`).
+    `sizes` replaces the bytes of each event (see `memory.replay.replay`). An Apple GPU's trace
+    goes through the MPS heap allocator; its runtime's own buffers are not modelled (0).
     """
+    if device.kind == "mps":
+        return replay(trace, 0, budget, sizes, allocator=MpsAllocator), 0
     profile = PROFILES[device.runtime_profile]
     reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
     context = context_bytes(
@@ -148,7 +153,7 @@ def cuda_memory(
     return result, context
 
 
-def cuda_fits(
+def gpu_fits(
     trace: StepTrace,
     spec: TrainSpec,
     device: Device,
@@ -157,7 +162,7 @@ def cuda_fits(
 ) -> bool:
     """Whether the step runs in `budget` device bytes, the allocator's retry included."""
     try:
-        cuda_memory(trace, spec, device, budget, sizes)
+        gpu_memory(trace, spec, device, budget, sizes)
     except OutOfMemory:
         return False
     return True
@@ -178,16 +183,23 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
         from trainfit.estimate_cpu import estimate_cpu
 
         return estimate_cpu(spec, device, started)
-    if device.kind != "cuda":
+    if device.kind not in ("cuda", "mps"):
         raise SpecError(
             [
-                f"device {device.name!r} is of kind {device.kind!r}: only CUDA GPUs and the "
-                "CPU are estimated; choose a GPU such as h100, a100-80gb or rtx-4060, or cpu"
+                f"device {device.name!r} is of kind {device.kind!r}: only CUDA GPUs, Apple GPUs "
+                "and the CPU are estimated; choose a GPU such as h100, rtx-4060 or m4-pro-24gb, "
+                "or cpu"
             ]
         )
-    trace = trace_step(spec, compute_capability=device.compute_capability)
-    result, context = cuda_memory(trace, spec, device)
-    profile = PROFILES[device.runtime_profile]
+    if device.kind == "mps" and spec.precision is Precision.TF32:
+        raise SpecError(
+            [
+                f"precision 'tf32' is a CUDA setting; {device.display} trains in fp32, fp16, "
+                "bf16 or pure-bf16: choose one of those"
+            ]
+        )
+    trace = trace_step(spec, target=Target.of(device.kind, device.compute_capability))
+    result, context = gpu_memory(trace, spec, device)
     live = result.live_at_peak
     breakdown = Breakdown(
         parameters=live.get(Category.PARAMETERS.value, 0),
@@ -200,22 +212,34 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
         runtime_context=context,
     )
     needed = result.peak_reserved_bytes + context
-    labels = {
-        "peak_allocated_bytes": "traced",
-        "peak_reserved_bytes": "simulated (caching allocator replay)",
-        "runtime_context": (
-            "measured constant" if profile.measured else "modelled (H100 constants)"
-        ),
-        "workspaces": "PyTorch default size",
-    }
+    notes = list(trace.notes)
+    if device.kind == "mps":
+        labels = {
+            "peak_allocated_bytes": "traced (MPS rules: autocast lists, math attention)",
+            "peak_reserved_bytes": "modelled (MPS heap allocator replay, not checked on a Mac)",
+            "runtime_context": "not modelled (Metal and MPSGraph buffers)",
+        }
+        notes.append(
+            f"Apple GPU: modelled, not measured; the limit used is Metal's recommended working "
+            f"set ({device.memory_bytes / 2**30:.1f} GiB); PyTorch refuses allocations past 1.7 "
+            "times it, and macOS swaps before that; MPSGraph's own buffers are not counted"
+        )
+    else:
+        profile = PROFILES[device.runtime_profile]
+        labels = {
+            "peak_allocated_bytes": "traced",
+            "peak_reserved_bytes": "simulated (caching allocator replay)",
+            "runtime_context": (
+                "measured constant" if profile.measured else "modelled (H100 constants)"
+            ),
+            "workspaces": "PyTorch default size",
+        }
     fits = (
-        needed <= device.memory_bytes or cuda_fits(trace, spec, device, device.memory_bytes)
+        needed <= device.memory_bytes or gpu_fits(trace, spec, device, device.memory_bytes)
         if device.memory_bytes
         else None
     )
-    return assemble(
-        spec, device, trace, result, needed, breakdown, fits, labels, started, trace.notes
-    )
+    return assemble(spec, device, trace, result, needed, breakdown, fits, labels, started, notes)
 
 
 def assemble(

@@ -26,15 +26,17 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 
-from trainfit.errors import SpecError, TraceError
-from trainfit.estimate import cuda_fits, cuda_memory
-from trainfit.hardware.catalog import Device, get_device
+from trainfit.errors import SpecError, TraceError, TrainfitError
+from trainfit.estimate import gpu_fits, gpu_memory
+from trainfit.hardware.catalog import Device, get_device, instances
 from trainfit.memory.runtime import PROFILES, context_bytes
 from trainfit.memory.scaling import PROBES, BatchScaling, max_micro_batch, scale_batch
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 from trainfit.trace.attention import kernel_family, traced_kernel
-from trainfit.trace.step import StepTrace, trace_step
+from trainfit.trace.step import Category, StepTrace, trace_step
+from trainfit.trace.target import Target
+from trainfit.training import Phase
 
 GIB = 2**30
 
@@ -85,6 +87,33 @@ class Tier:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Sharded:
+    """How many of a GPU would hold a step that one cannot, with the model states sharded
+    across them (FSDP full sharding or DeepSpeed ZeRO-3), and the cheapest catalog instance
+    that has that many.
+
+    Modelled, not checked on GPUs: per GPU, the model states divided by the GPU count plus what
+    one sample needs beside them on one GPU (activations, temporaries, workspaces, context), as
+    traced for the setting. The unsharded parameters of the layer being computed and the
+    collectives' buffers are not counted. Multi-GPU engines are planned and checked with
+    torchrun under issue #7.
+    """
+
+    gpus: int
+    per_gpu_bytes: int
+    precision: Precision
+    checkpointing: bool
+    optimizer: OptimizerKind
+    micro_batch: int
+    instance: str
+    """The cheapest catalog instance with this GPU ("" when none has it)."""
+    instances: int
+    """How many of that instance hold `gpus` GPUs."""
+    usd_per_hour: float | None
+    """On-demand price of those instances (None when the catalog has no price)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DevicePlan:
     """What one device can do with the job."""
 
@@ -98,6 +127,8 @@ class DevicePlan:
     """Largest micro-batch of the chosen setting inside the margin (0: none)."""
     tiers: tuple[Tier, ...]
     note: str = ""
+    sharded: Sharded | None = None
+    """For a GPU that does not fit the job: how many of it would, sharded (modelled)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -193,6 +224,15 @@ def plan(
                     "compute capability 8.0): use fp16, or leave the precision to the plan"
                 ]
             )
+    if precision is Precision.TF32:
+        macs = [d.name for d in resolved if d.kind == "mps"]
+        if macs:
+            raise SpecError(
+                [
+                    f"tf32 is a CUDA setting, not available on {', '.join(macs)}: use fp32, "
+                    "fp16 or bf16 there, or leave the precision to the plan"
+                ]
+            )
     if precision is not None:
         spec = dataclasses.replace(spec, precision=precision)
     cache = _Cache()
@@ -220,21 +260,28 @@ def plan(
 
 
 def supported_precision(device: Device) -> Precision:
-    """bf16 autocast where the GPU computes in bf16 (compute capability 8.0 on), else fp16.
+    """The mixed precision of `device`: bf16 autocast where a CUDA GPU computes in bf16
+    (compute capability 8.0 on), else fp16; fp16 on an Apple GPU.
 
     NB: from the compute capability (bf16 tensor cores arrived with Ampere, sm80); the catalog's
-    list of supported precisions says the same for every CUDA row.
+    list of supported precisions says the same for every CUDA row. MPS autocast takes fp16 from
+    torch 2.5 and bf16 from torch 2.6 on macOS 14, but the M1 and M2 have no bf16 arithmetic
+    (Metal emulates it in fp32), so fp16 is the Mac's mixed precision.
     """
+    if device.kind == "mps":
+        return Precision.FP16
     return Precision.BF16 if device.compute_capability >= (8, 0) else Precision.FP16
 
 
 def _key(spec: TrainSpec, device: Device) -> tuple[object, ...]:
-    """What a setting's traces depend on: the settings the plan varies and the kernel family."""
+    """What a setting's traces depend on: the settings the plan varies, the kind of device and
+    (CUDA) the kernel family."""
     return (
         spec.precision,
         spec.checkpointing,
         spec.optimizer,
-        kernel_family(device.compute_capability),
+        device.kind,
+        kernel_family(device.compute_capability) if device.kind == "cuda" else (),
     )
 
 
@@ -277,18 +324,20 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
     one = dataclasses.replace(spec, batch=1, device=device.name)
     source = next((t for k, t in cache.ones.items() if _passes_alike(k, key)), None)
     try:
-        single = trace_step(one, compute_capability=device.compute_capability, passes_from=source)
+        single = trace_step(
+            one, target=Target.of(device.kind, device.compute_capability), passes_from=source
+        )
     except TraceError:
         base = dataclasses.replace(spec, batch=PROBES[0], device=device.name)
-        first = trace_step(base, compute_capability=device.compute_capability)
-        if cuda_fits(first, base, device, budget):
+        first = trace_step(base, target=Target.of(device.kind, device.compute_capability))
+        if gpu_fits(first, base, device, budget):
             return None
-        result, context = cuda_memory(first, base, device)
+        result, context = gpu_memory(first, base, device)
         return result.peak_reserved_bytes + context
     cache.ones[key] = single
-    if cuda_fits(single, one, device, budget):
+    if gpu_fits(single, one, device, budget):
         return None
-    result, context = cuda_memory(single, one, device)
+    result, context = gpu_memory(single, one, device)
     return result.peak_reserved_bytes + context
 
 
@@ -313,7 +362,7 @@ def _same_trace(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling 
     call runs the same traced op on `device` (e.g. no dropout: Hopper's cuDNN attention and
     Ampere's flash attention trace alike)."""
     for key, scaling in cache.scalings.items():
-        if key[:3] != _key(spec, device)[:3]:
+        if key[:4] != _key(spec, device)[:4] or device.kind != "cuda":
             continue
         theirs = scaling.device.compute_capability
         calls = scaling.base.attention_calls
@@ -329,15 +378,24 @@ def _rungs(
 ) -> list[tuple[TrainSpec, tuple[str, ...]]]:
     """The settings to try on `device`, cheapest change first, with the changes in words."""
     base = spec
-    if auto_precision:
-        base = dataclasses.replace(spec, precision=supported_precision(device))
     changes: list[str] = []
-    rungs = [(base, tuple(changes))]
+    rungs = []
+    if auto_precision and device.kind == "mps":
+        # NB: fp32 first on a Mac (what the seeds' Mac configs run; MPS autocast is young),
+        # then fp16 autocast as the first change
+        base = dataclasses.replace(spec, precision=Precision.FP32)
+        rungs.append((base, ()))
+        base = dataclasses.replace(base, precision=Precision.FP16)
+        changes.append("fp16 autocast (torch 2.5 or later; its GradScaler needs torch 2.8)")
+    elif auto_precision:
+        base = dataclasses.replace(spec, precision=supported_precision(device))
+    rungs.append((base, tuple(changes)))
     if not base.checkpointing:
         base = dataclasses.replace(base, checkpointing=True)
         changes.append("gradient checkpointing")
         rungs.append((base, tuple(changes)))
-    if base.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM):
+    # NB: bitsandbytes' 8-bit optimizers are CUDA kernels; not offered on an Apple GPU
+    if base.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM) and device.kind == "cuda":
         base = dataclasses.replace(base, optimizer=OptimizerKind.ADAMW_8BIT)
         changes.append("8-bit AdamW state")
         rungs.append((base, tuple(changes)))
@@ -370,9 +428,7 @@ def _plan_device(
     why_not = ""
     if device.kind == "cpu":
         return _plan_cpu(spec, effective, device, margin)
-    if device.kind != "cuda":
-        why_not = f"{device.kind} devices are not planned yet (CUDA GPUs and the CPU only)"
-    elif not device.memory_bytes:
+    if not device.memory_bytes:
         why_not = "its memory size is not in the catalog: give it in a user catalog file"
     if why_not:
         return _no_setting(device, Verdict.NOT_ESTIMATED, why_not)
@@ -426,14 +482,145 @@ def _plan_device(
             f"weights, gradients and optimizer state alone need at least {floor / GIB:.1f} GiB "
             "with every change on the ladder"
         )
-    return _no_setting(
-        device,
-        Verdict.NO,
-        (
-            f"{what}, over the {budget / GIB:.1f} GiB usable: it needs sharding over several "
-            "GPUs, offload or LoRA (not planned yet)" + "".join(f"; {s}" for s in skipped)
-        ),
+    sharded = None
+    if device.kind == "cuda":
+        # NB: sharded with the requested optimizer (8-bit state under FSDP is not the usual
+        # engine setup), on the ladder's last precision and checkpointing
+        shard_spec = dataclasses.replace(rung_spec, optimizer=spec.optimizer)
+        sharded = _sharded(shard_spec, device, cache, int(budget))
+    if sharded is not None:
+        where = (
+            f"; the cheapest catalog instance with them: {sharded.instances} x "
+            f"{sharded.instance}"
+            + (f" (${sharded.usd_per_hour:.2f}/h on demand)" if sharded.usd_per_hour else "")
+            if sharded.instance
+            else f"; no catalog instance has {sharded.gpus} of this GPU in one machine"
+        )
+        would = (
+            f"; it would fit {sharded.gpus} of these GPUs with the model states sharded (FSDP "
+            f"full sharding or ZeRO-3; {sharded.precision.value}"
+            + (", gradient checkpointing" if sharded.checkpointing else "")
+            + f", {sharded.optimizer.value}), {sharded.per_gpu_bytes / GIB:.1f} GiB each at "
+            f"{sharded.micro_batch} sample{'s' if sharded.micro_batch > 1 else ''} per GPU "
+            f"(modelled){where}; CPU offload and LoRA are not planned yet"
+        )
+    elif device.kind == "cuda":
+        would = (
+            "; sharding the model states over up to "
+            f"{SHARD_COUNTS[-1]} of these GPUs would not make room for one sample (modelled): it "
+            "needs a larger GPU, sequence or tensor parallelism, or LoRA (not planned yet)"
+        )
+    else:
+        would = "; it needs a GPU with more memory, or LoRA (not planned yet)"
+    note = f"{what}, over the {budget / GIB:.1f} GiB usable{would}" + "".join(
+        f"; {s}" for s in skipped
     )
+    return dataclasses.replace(_no_setting(device, Verdict.NO, note), sharded=sharded)
+
+
+SHARD_COUNTS = (2, 4, 8, 16, 32, 64)
+"""GPU counts the sharded verdict tries, smallest first."""
+
+
+def _sharded(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -> Sharded | None:
+    """The fewest GPUs like `device` that hold `spec` at one sample with its model states
+    sharded across them (see `Sharded`), or None when none up to SHARD_COUNTS[-1] do."""
+    one = _trace_at_one(spec, device, cache)
+    if one is None:
+        return None
+    trace, at = one
+    names = trace.category_names()
+    sharded = {
+        Category.PARAMETERS.value,
+        Category.GRADIENTS.value,
+        Category.OPTIMIZER_STATE.value,
+    }
+    # NB: what scales with the parameters is divided among the GPUs: the states, and the
+    # optimizer step's temporaries (the foreach path's copies of whole states)
+    scales = [
+        name in sharded or (name is not None and event.phase is Phase.OPTIMIZER)
+        for name, event in zip(names, trace.events, strict=True)
+    ]
+    for gpus in SHARD_COUNTS:
+        sizes = [
+            -(-event.nbytes // gpus) if scaled else event.nbytes
+            for event, scaled in zip(trace.events, scales, strict=True)
+        ]
+        result, context = gpu_memory(trace, at, device, sizes=sizes)
+        per_gpu = result.peak_reserved_bytes + context
+        if per_gpu <= budget:
+            name, count, price = _cheapest_instance(device, gpus)
+            return Sharded(
+                gpus=gpus,
+                per_gpu_bytes=per_gpu,
+                precision=spec.precision,
+                checkpointing=spec.checkpointing,
+                optimizer=spec.optimizer,
+                micro_batch=at.batch,
+                instance=name,
+                instances=count,
+                usd_per_hour=price,
+            )
+    return None
+
+
+def _trace_at_one(
+    spec: TrainSpec, device: Device, cache: _Cache
+) -> tuple[StepTrace, TrainSpec] | None:
+    """A trace of one sample of `spec` on `device` and its spec (the scaling's base batch for a
+    model that cannot train on one sample; None when that fails too)."""
+    key = _key(spec, device)
+    for batch in (1, PROBES[0]):
+        at = dataclasses.replace(spec, batch=batch, device=device.name)
+        if key in cache.scalings:
+            return cache.scalings[key].trace_at(batch), at
+        trace = cache.ones.get(key) if batch == 1 else None
+        if trace is None:
+            source = next((t for k, t in cache.ones.items() if _passes_alike(k, key)), None)
+            try:
+                trace = trace_step(
+                    at,
+                    target=Target.of(device.kind, device.compute_capability),
+                    passes_from=source if batch == 1 else None,
+                )
+            except TraceError:
+                continue  # NB: BatchNorm cannot train on one sample
+            if batch == 1:
+                cache.ones[key] = trace
+        return trace, at
+    return None
+
+
+def _cheapest_instance(device: Device, gpus: int) -> tuple[str, int, float | None]:
+    """The catalog instance of `device` GPUs that gives `gpus` of them for the least on-demand
+    money (instances without a price last), how many of it, and their price.
+
+    NB: one machine with at least `gpus` GPUs, or several machines of eight GPUs or more
+    (sharding over one-GPU machines is not offered).
+    """
+    best: tuple[tuple[bool, float, int], str, int, float | None] | None = None
+    for inst in instances().values():
+        try:
+            gpu = get_device(inst.gpu).name
+        except TrainfitError:
+            continue
+        if gpu != device.name or not inst.gpu_count.known:
+            continue
+        per_machine = int(inst.gpu_count.value)
+        if per_machine < min(gpus, 8):
+            continue
+        count = math.ceil(gpus / per_machine)
+        price = (
+            float(inst.on_demand_usd_per_hour.value) * count
+            if inst.on_demand_usd_per_hour.known
+            else None
+        )
+        rank = (price is None, price or 0.0, count)
+        if best is None or rank < best[0]:
+            best = (rank, inst.name, count, price)
+    if best is None:
+        return "", 0, None
+    return best[1], best[2], best[3]
 
 
 def _no_setting(device: Device, verdict: Verdict, note: str) -> DevicePlan:
@@ -576,6 +763,8 @@ def _floor(spec: TrainSpec, device: Device, cache: _Cache) -> int:
     """Device memory no micro-batch of `spec` can go under on `device` (model states plus the
     smallest runtime context): settings above the budget are skipped without a trace."""
     states = model_states(spec, _counts(spec, cache))
+    if device.kind != "cuda":
+        return states.total()  # NB: an Apple GPU's runtime buffers are not modelled
     profile = PROFILES[device.runtime_profile]
     return states.total() + context_bytes(profile, uses_cublas=False, reduced_precision=False)
 
@@ -618,10 +807,10 @@ def _needed_once(spec: TrainSpec, micro: int, device: Device, cache: _Cache) -> 
     source = _other_optimizer(spec, device, cache)
     trace = trace_step(
         at,
-        compute_capability=device.compute_capability,
+        target=Target.of(device.kind, device.compute_capability),
         passes_from=source.trace_at(micro) if source is not None else None,
     )
-    result, context = cuda_memory(trace, at, device)
+    result, context = gpu_memory(trace, at, device)
     return result.peak_reserved_bytes + context
 
 
@@ -732,8 +921,8 @@ class _LadderWorker:
 def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:
     """Device memory needed by `spec` on `device` (a full trace), or None when it fails."""
     try:
-        trace = trace_step(spec, compute_capability=device.compute_capability)
-        result, context = cuda_memory(trace, spec, device)
+        trace = trace_step(spec, target=Target.of(device.kind, device.compute_capability))
+        result, context = gpu_memory(trace, spec, device)
     except Exception:  # the main process does the step again and reports it
         return None
     return result.peak_reserved_bytes + context

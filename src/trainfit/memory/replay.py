@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from trainfit.memory.allocator import CachingAllocator
+from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.trace.step import StepTrace
 from trainfit.training import Phase
 
@@ -31,15 +32,17 @@ def replay(
     workspace_bytes: int,
     capacity: int | None = None,
     sizes: Sequence[int] | None = None,
+    allocator: Callable[[int | None], CachingAllocator | MpsAllocator] = CachingAllocator,
 ) -> Replay:
-    """Run the trace's events through a CachingAllocator, inserting library workspaces.
+    """Run the trace's events through an allocator (CUDA's caching allocator unless told
+    otherwise: `MpsAllocator` for an Apple GPU), inserting library workspaces.
 
     With a `capacity` (bytes the allocator may reserve), the native out-of-memory retry is
     replayed too, and `OutOfMemory` is raised when the step cannot run in that capacity.
     `sizes` replaces each event's bytes (the same step at another micro-batch).
     """
     nbytes = sizes if sizes is not None else [event.nbytes for event in trace.events]
-    alloc = CachingAllocator(capacity)
+    alloc = allocator(capacity)
     malloc, free = alloc.malloc, alloc.free
     sizes_of: dict[int, int] = {}
     live: dict[str, int] = {}

@@ -25,6 +25,7 @@ from trainfit.hardware.catalog import Device, get_device
 from trainfit.spec import TrainSpec
 from trainfit.trace.recorder import Event
 from trainfit.trace.step import StepTrace, trace_step
+from trainfit.trace.target import Target
 
 PROBES = (2, 3, 5)
 """Micro-batches traced: two to fit each event's line, one to check it (not 1: BatchNorm cannot
@@ -65,7 +66,7 @@ class BatchScaling:
         if not self.affine:
             return trace_step(
                 dataclasses.replace(self.spec, batch=batch),
-                compute_capability=self.device.compute_capability,
+                target=Target.of(self.device.kind, self.device.compute_capability),
             )
         events = [
             dataclasses.replace(event, nbytes=size) if grow else event
@@ -99,7 +100,7 @@ class BatchScaling:
         (releasing cached segments) is replayed: a step can run in less than its peak reserved,
         never in less than its peak allocated.
         """
-        from trainfit.estimate import cuda_fits
+        from trainfit.estimate import gpu_fits
 
         needed, allocated = self._replayed(batch)
         if needed <= budget:
@@ -110,7 +111,7 @@ class BatchScaling:
         if key not in self.memo:
             spec = dataclasses.replace(self.spec, batch=batch)
             trace, sizes = self._replayable(batch)
-            self.memo[key] = cuda_fits(trace, spec, self.device, budget, sizes)
+            self.memo[key] = gpu_fits(trace, spec, self.device, budget, sizes)
         return bool(self.memo[key])
 
     def bracket(self, budget: int, limit: int) -> tuple[int, int | None]:
@@ -161,14 +162,14 @@ class BatchScaling:
 
     def _replayed(self, batch: int) -> tuple[int, int]:
         """Peak reserved and peak allocated at `batch`, each plus the runtime context."""
-        from trainfit.estimate import cuda_memory
+        from trainfit.estimate import gpu_memory
 
         key = ("needed", batch, *self._device_key())
         known = self.memo.get(key)
         if known is None:
             spec = dataclasses.replace(self.spec, batch=batch)
             trace, sizes = self._replayable(batch)
-            result, context = cuda_memory(trace, spec, self.device, sizes=sizes)
+            result, context = gpu_memory(trace, spec, self.device, sizes=sizes)
             known = (result.peak_reserved_bytes + context, result.peak_allocated_bytes + context)
             self.memo[key] = known
         return known  # type: ignore[return-value]
@@ -209,14 +210,14 @@ def scale_batch(spec: TrainSpec, passes_from: BatchScaling | None = None) -> Bat
     `passes_from` is the scaling of the same step with another optimizer: its forward and
     backward passes are copied at each probe batch (see `trace_step`)."""
     device = get_device(spec.device)
-    if device.kind != "cuda":
+    if device.kind not in ("cuda", "mps"):
         raise SpecError(
-            [f"device {device.name!r}: the batch search covers CUDA targets only; choose a GPU"]
+            [f"device {device.name!r}: the batch search covers GPUs only; choose a GPU"]
         )
     traces = [
         trace_step(
             dataclasses.replace(spec, batch=b),
-            compute_capability=device.compute_capability,
+            target=Target.of(device.kind, device.compute_capability),
             passes_from=passes_from.trace_at(b) if passes_from is not None else None,
         )
         for b in PROBES

@@ -258,3 +258,53 @@ class CudaAttention:
             scale=scale,
             enable_gqa=enable_gqa,
         )[0]
+
+
+class MpsAttention:
+    """Routes aten.scaled_dot_product_attention to the math path, as PyTorch on an Apple GPU
+    runs it in training.
+
+    NB: PyTorch's MPS kernel (`_scaled_dot_product_attention_math_for_mps`) serves only calls
+    without gradients and without dropout; training calls take the composite math path, which
+    materialises the attention scores (aten/src/ATen/native/transformers/attention.cpp).
+    Dropout is not routed: `at::dropout` takes its fused kernel only on CUDA-like devices, so
+    on MPS it draws a float mask, as on the CPU.
+    """
+
+    def __init__(self) -> None:
+        self.chosen: dict[SdpaBackend, int] = {}
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[MpsAttention]:
+        lib = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
+        try:
+            yield self
+        finally:
+            lib._destroy()
+
+    def _sdpa(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        dropout_p: float = 0.0,
+        is_causal: bool = False,
+        scale: float | None = None,
+        enable_gqa: bool = False,
+    ) -> torch.Tensor:
+        self.chosen[SdpaBackend.MATH] = self.chosen.get(SdpaBackend.MATH, 0) + 1
+        return aten._scaled_dot_product_attention_math(
+            query,
+            key,
+            value,
+            attn_mask,
+            dropout_p,
+            is_causal,
+            None,
+            scale=scale,
+            enable_gqa=enable_gqa,
+        )[0]

@@ -1,4 +1,4 @@
-"""CUDA autocast, emulated on a CPU-only build of PyTorch.
+"""CUDA (or MPS) autocast, emulated on a CPU-only build of PyTorch.
 
 `torch.autocast("cuda")` disables itself without CUDA, and CPU autocast casts different ops
 (it leaves layer_norm and softmax in bf16, for example). The traced step runs on fake CPU
@@ -8,7 +8,9 @@ then run under `torch.autocast("cpu", dtype)`. The casts happen above autograd e
 CUDA autocast makes them, so autograd saves what it would save on the GPU.
 
 Policy lists follow aten/src/ATen/autocast_mode.h (AT_FORALL_LOWER_PRECISION_FP,
-AT_FORALL_FP32, AT_FORALL_FP32_SET_OPT_DTYPE, AT_FORALL_PROMOTE) for the CUDA device.
+AT_FORALL_FP32, AT_FORALL_FP32_SET_OPT_DTYPE, AT_FORALL_PROMOTE) for the CUDA device, and the
+hand-written `TORCH_LIBRARY_IMPL(aten, AutocastMPS, m)` block of autocast_mode.cpp for Apple
+GPUs (`MPS_POLICY`: fewer ops in lower precision, batch_norm and the reductions cast to fp32).
 Like CUDA autocast, casts of fp32 leaf tensors that require grad (parameters) are cached until
 the outermost autocast context exits.
 
@@ -22,6 +24,7 @@ import contextlib
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -148,16 +151,65 @@ PROMOTE = (
     "cat",
 )
 
+MPS_LOWER_PRECISION_FP = (
+    "_convolution",
+    "conv1d",
+    "conv2d",
+    "conv_tbc",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "convolution",
+    "prelu",
+    "addmm",
+    "addmv",
+    "addr",
+    "matmul",
+    "einsum",
+    "mm",
+    "mv",
+    "linear",
+    "addbmm",
+    "baddbmm",
+    "bmm",
+    "chain_matmul",
+    "linalg_multi_dot",
+    "lstm_cell",
+    "scaled_dot_product_attention",
+)
+MPS_FP32 = (
+    *(name for name in FP32 if not name.startswith(("upsample", "_upsample", "norm"))),
+    "batch_norm",
+    # NB: MPS casts its "fp32_set_opt_dtype" ops' inputs to fp32 (the plain fp32 policy)
+    *FP32_SET_OPT_DTYPE,
+)
+MPS_PROMOTE = tuple(name for name in PROMOTE if name not in ("vdot", "stack", "cat"))
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Which ops an autocast device runs in lower precision, in fp32, or promoted."""
+
+    lower_precision_fp: tuple[str, ...]
+    fp32: tuple[str, ...]
+    fp32_set_opt_dtype: tuple[str, ...]
+    promote: tuple[str, ...]
+
+
+CUDA_POLICY = Policy(LOWER_PRECISION_FP, FP32, FP32_SET_OPT_DTYPE, PROMOTE)
+MPS_POLICY = Policy(MPS_LOWER_PRECISION_FP, MPS_FP32, (), MPS_PROMOTE)
+
 _KEY = "AutocastCPU"
 _EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
-class CudaAutocast:
-    """Installs CUDA's autocast policy on the AutocastCPU key while active."""
+class TargetAutocast:
+    """Installs a target's autocast policy (CUDA's by default) on the AutocastCPU key while
+    active."""
 
-    def __init__(self, dtype: torch.dtype) -> None:
+    def __init__(self, dtype: torch.dtype, policy: Policy = CUDA_POLICY) -> None:
         self.dtype = dtype
+        self.policy = policy
         self._cache: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
         self._lib: torch.library.Library | None = None
         self._depth = 0
@@ -240,10 +292,10 @@ class CudaAutocast:
     def _install(self) -> None:
         lib = torch.library.Library("aten", "IMPL")
         policies = (
-            (LOWER_PRECISION_FP, self._lower),
-            (FP32, self._fp32),
-            (FP32_SET_OPT_DTYPE, self._fp32_set_opt_dtype),
-            (PROMOTE, self._promote),
+            (self.policy.lower_precision_fp, self._lower),
+            (self.policy.fp32, self._fp32),
+            (self.policy.fp32_set_opt_dtype, self._fp32_set_opt_dtype),
+            (self.policy.promote, self._promote),
         )
         ours: set[str] = set()
         with warnings.catch_warnings():
@@ -268,7 +320,8 @@ class CudaAutocast:
 
     @contextlib.contextmanager
     def region(self) -> Iterator[None]:
-        """The equivalent of `with torch.autocast("cuda", dtype):` for fake CPU tensors."""
+        """The equivalent of `with torch.autocast("cuda", dtype):` (or "mps") for fake CPU
+        tensors."""
         self._depth += 1
         try:
             with torch.autocast("cpu", dtype=self.dtype, cache_enabled=False):
@@ -280,7 +333,7 @@ class CudaAutocast:
                 self._cache.clear()
 
     @contextlib.contextmanager
-    def installed(self) -> Iterator[CudaAutocast]:
+    def installed(self) -> Iterator[TargetAutocast]:
         """Register the policy kernels for the duration of the block."""
         self._install()
         # NB: CUDA autocast frees its cast cache whenever the outermost autocast context exits,

@@ -1,11 +1,14 @@
-"""Which device's rules a traced step follows: a CUDA GPU's, or stock CPU PyTorch's.
+"""Which device's rules a traced step follows: a CUDA GPU's, an Apple GPU's (MPS), or stock CPU
+PyTorch's.
 
 The traced tensors are fake CPU tensors either way. For a CUDA target the trace injects what
 CUDA would do differently (its autocast policy, its attention kernels and fused dropout, the
 foreach optimizer path). For the CPU target nothing is injected: the step runs under the real
 `torch.autocast("cpu", dtype)`, SDPA and dropout dispatch to their CPU kernels, and the
 optimizers take their CPU default (the for-loop path: `_default_to_fused_or_foreach` picks
-foreach only for CUDA-like devices).
+foreach only for CUDA-like devices). For an Apple GPU (modelled, not checked on one) the trace
+injects MPS autocast's op lists, sends attention to the math path and keeps the for-loop
+optimizer path and the CPU-style dropout, as PyTorch does on MPS.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from typing import Any
 
 import torch
 
-from trainfit.trace.attention import CudaAttention, SdpaBackend, SdpaCall
-from trainfit.trace.autocast import CudaAutocast
+from trainfit.trace.attention import CudaAttention, MpsAttention, SdpaBackend, SdpaCall
+from trainfit.trace.autocast import MPS_POLICY, TargetAutocast
 from trainfit.trace.onednn import onednn_lstm_workspace
 from trainfit.training import no_context
 
@@ -29,6 +32,7 @@ class TargetKind(str, Enum):
 
     CUDA = "cuda"
     CPU = "cpu"
+    MPS = "mps"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,10 +51,25 @@ class Target:
     def cpu(cls) -> Target:
         return cls(kind=TargetKind.CPU, compute_capability=(0, 0))
 
+    @classmethod
+    def mps(cls) -> Target:
+        return cls(kind=TargetKind.MPS, compute_capability=(0, 0))
+
+    @classmethod
+    def of(cls, kind: str, compute_capability: tuple[int, int]) -> Target:
+        """The target of a catalog device of `kind` ("cuda", "mps" or "cpu")."""
+        if kind == "mps":
+            return cls.mps()
+        if kind == "cpu":
+            return cls.cpu()
+        return cls.cuda(compute_capability)
+
     def rules(self, autocast_dtype: torch.dtype | None) -> TargetRules:
         """The per-trace rules (stateful: they count the attention kernels chosen)."""
         if self.kind is TargetKind.CPU:
             return CpuRules(autocast_dtype)
+        if self.kind is TargetKind.MPS:
+            return MpsRules(autocast_dtype)
         return CudaRules(autocast_dtype, self.compute_capability)
 
 
@@ -78,7 +97,7 @@ class CudaRules(TargetRules):
     """CUDA autocast emulation, CUDA attention routing and the foreach optimizer path."""
 
     def __init__(self, autocast_dtype: torch.dtype | None, capability: tuple[int, int]) -> None:
-        self.emulation = CudaAutocast(autocast_dtype) if autocast_dtype is not None else None
+        self.emulation = TargetAutocast(autocast_dtype) if autocast_dtype is not None else None
         self.attention = CudaAttention(capability)
         self.foreach = True
 
@@ -120,3 +139,17 @@ class CpuRules(TargetRules):
         # NB: the CPU's own SDPA dispatch runs (its flash kernel or the math path); which one
         # is not counted.
         return {}
+
+
+class MpsRules(CudaRules):
+    """MPS autocast emulation, attention on the math path, the for-loop optimizer path."""
+
+    def __init__(self, autocast_dtype: torch.dtype | None) -> None:
+        self.emulation = (
+            TargetAutocast(autocast_dtype, MPS_POLICY) if autocast_dtype is not None else None
+        )
+        self.attention = MpsAttention()  # type: ignore[assignment]
+        self.foreach = False
+
+    def attention_calls(self) -> frozenset[SdpaCall]:
+        return frozenset()

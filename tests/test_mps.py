@@ -1,0 +1,173 @@
+"""Apple GPUs (MPS), modelled: the heap allocator replay, the MPS trace rules, estimate and plan.
+
+No Mac was available: these tests pin the rules taken from PyTorch's MPS sources (allocator
+sizes, autocast lists, attention path, optimizer path), not measured figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from trainfit import TrainSpec, estimate
+from trainfit.errors import SpecError
+from trainfit.memory.allocator import OutOfMemory
+from trainfit.memory.mps_allocator import MiB, MpsAllocator, heap_size
+from trainfit.plan import Verdict, plan
+from trainfit.spec import OptimizerKind, Precision
+from trainfit.trace.step import trace_step
+from trainfit.trace.target import Target
+
+GPT_SMALL = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256, batch=4)
+MAC = "m1-pro-16gb"
+
+
+def test_heap_sizes_follow_mps_allocator() -> None:
+    assert heap_size(100) == (8 * MiB, True)
+    assert heap_size(5 * MiB) == (32 * MiB, True)
+    assert heap_size(100 * MiB) == (1024 * MiB, True)
+    assert heap_size(600 * MiB + 1) == (602 * MiB, False)
+
+
+def test_buffers_are_page_aligned_and_cut_from_shared_heaps() -> None:
+    a = MpsAllocator()
+    assert a.malloc(1, 100) == 16 << 10
+    assert a.malloc(2, 5 * MiB) == 5 * MiB
+    assert a.malloc(3, 100 * MiB) == 100 * MiB
+    assert a.reserved == (8 + 32 + 1024) * MiB
+    assert a.malloc(4, 600 * MiB) == 600 * MiB  # the 1 GiB heap still has room for it
+    assert a.reserved == (8 + 32 + 1024) * MiB and a.segments == 3
+
+
+def test_cached_buffer_reused_whole_within_32_mib_else_released_into_its_heap() -> None:
+    a = MpsAllocator()
+    a.malloc(1, 100 * MiB)
+    a.free(1)
+    assert a.malloc(2, 90 * MiB) == 100 * MiB  # at most 32 MiB larger: used whole
+    a.free(2)
+    assert a.malloc(3, 10 * MiB) == 10 * MiB  # far larger: released, a new buffer is cut
+    assert a.allocated == 10 * MiB and a.reserved == 1024 * MiB
+
+
+def test_capacity_releases_cached_buffers_then_raises() -> None:
+    a = MpsAllocator(capacity=1100 * MiB)
+    a.malloc(1, 500 * MiB)
+    a.free(1)
+    assert a.malloc(2, 600 * MiB) == 600 * MiB  # the cached heap is dropped to make room
+    assert a.reserved == 600 * MiB and a.retries == 1
+    with pytest.raises(OutOfMemory):
+        a.malloc(3, 600 * MiB)
+
+
+def _ops(trace) -> set[str]:
+    return {event.op for event in trace.events}
+
+
+def test_mps_trace_takes_the_math_attention_and_the_for_loop_optimizer() -> None:
+    mps = trace_step(GPT_SMALL, target=Target.mps())
+    cuda = trace_step(GPT_SMALL, target=Target.cuda((9, 0)))
+    assert {k.value for k in mps.attention} == {"math"}
+    assert not any(op.startswith("_foreach") for op in _ops(mps))
+    assert any(op.startswith("_foreach") for op in _ops(cuda))
+    # the math path keeps the attention scores: more activation memory than CUDA's kernels
+    assert max_allocated(mps) > max_allocated(cuda)
+
+
+def max_allocated(trace) -> int:
+    live = peak = 0
+    sizes: dict[int, int] = {}
+    names = trace.category_names()
+    for index, event in enumerate(trace.events):
+        if event.alloc and names[index] is not None:
+            sizes[event.key] = event.nbytes
+            live += event.nbytes
+            peak = max(peak, live)
+        elif not event.alloc and event.key in sizes:
+            live -= sizes.pop(event.key)
+    return peak
+
+
+def test_mps_autocast_casts_batch_norm_input_to_fp32_unlike_cuda() -> None:
+    """MPS autocast lists batch_norm under fp32; CUDA autocast leaves it alone."""
+    spec = TrainSpec(
+        model="trainfit.models.zoo:redimnet_like", batch=2, precision="fp16", optimizer="sgd"
+    )
+    mps = trace_step(spec, target=Target.mps())
+    cuda = trace_step(spec, target=Target.cuda((9, 0)))
+    casts_mps = sum(1 for e in mps.events if e.alloc and e.op.startswith("_to_copy"))
+    casts_cuda = sum(1 for e in cuda.events if e.alloc and e.op.startswith("_to_copy"))
+    assert casts_mps > casts_cuda
+
+
+def test_estimate_on_a_mac_is_labelled_modelled() -> None:
+    result = estimate(dataclasses.replace(GPT_SMALL, device=MAC))
+    data = result.to_dict()
+    assert data["device_memory_bytes"] == 16 * 2**30 * 2 // 3
+    assert data["breakdown"]["runtime_context"] == 0
+    assert data["labels"]["peak_reserved_bytes"].startswith("modelled (MPS heap allocator")
+    assert set(data["attention_kernels"]) == {"math"}
+    assert result.peak_reserved_bytes >= result.peak_allocated_bytes > 0
+    assert result.fits is True
+    assert any("Apple GPU: modelled" in note for note in result.notes)
+
+
+def test_tf32_on_a_mac_is_a_one_line_error() -> None:
+    with pytest.raises(SpecError, match="precision 'tf32' is a CUDA setting") as info:
+        estimate(model="trainfit.models.zoo:emotion_mlp", batch=2, device=MAC, precision="tf32")
+    assert "\n" not in str(info.value)
+    with pytest.raises(SpecError, match="tf32 is a CUDA setting, not available on m1-pro-16gb"):
+        plan(GPT_SMALL, effective_batch=8, devices=(MAC,), precision=Precision.TF32)
+
+
+@pytest.fixture(scope="module")
+def mac_plan():
+    return plan(GPT_SMALL, effective_batch=64, devices=(MAC, "m4-pro-24gb"), ladder=False)
+
+
+def test_a_mac_gets_a_plan_in_fp32_first(mac_plan) -> None:
+    for device in mac_plan.devices:
+        assert device.verdict in (Verdict.COMFORTABLE, Verdict.WITH_CHANGES), device
+        assert device.setting is not None and device.setting.precision is Precision.FP32
+        assert device.setting.needed_bytes <= 0.9 * device_memory(device.device)
+        assert device.max_micro_batch >= device.setting.micro_batch
+
+
+def device_memory(name: str) -> int:
+    from trainfit.hardware.catalog import get_device
+
+    return get_device(name).memory_bytes
+
+
+def test_mac_rungs_fp32_then_fp16_autocast_then_checkpointing_never_8_bit() -> None:
+    from trainfit.hardware.catalog import get_device
+    from trainfit.plan import _rungs
+
+    rungs = _rungs(GPT_SMALL, get_device(MAC), auto_precision=True)
+    assert [(r.precision, r.checkpointing, r.optimizer) for r, _ in rungs] == [
+        (Precision.FP32, False, OptimizerKind.ADAMW),
+        (Precision.FP16, False, OptimizerKind.ADAMW),
+        (Precision.FP16, True, OptimizerKind.ADAMW),
+    ]
+    assert rungs[1][1][0].startswith("fp16 autocast (torch 2.5 or later")
+    cuda = _rungs(GPT_SMALL, get_device("rtx-4060"), auto_precision=True)
+    assert cuda[-1][0].optimizer is OptimizerKind.ADAMW_8BIT
+
+
+def test_fp16_autocast_on_a_mac_keeps_attention_in_fp32() -> None:
+    """Training attention on MPS is PyTorch's math path, which upcasts fp16 inputs to fp32
+    (`allow_fp16_bf16_reduction_math_sdp` off by default): fp16 autocast then saves little,
+    and here costs more than fp32, as the plan's rungs find."""
+    spec = dataclasses.replace(GPT_SMALL, device=MAC, seq_len=1024, batch=2)
+    fp32 = estimate(spec).peak_allocated_bytes
+    fp16 = estimate(dataclasses.replace(spec, precision="fp16")).peak_allocated_bytes
+    assert fp16 > 0.9 * fp32
+
+
+def test_a_model_too_big_for_a_mac_does_not_fit() -> None:
+    """A 1.2B model's fp32 AdamW states (19.8 GB) exceed a 16 GB Mac's 10.7 GiB working set at
+    every rung the Mac has."""
+    spec = TrainSpec(model="llama-3.2-1b", seq_len=512)
+    big = plan(spec, effective_batch=8, devices=(MAC,), ladder=False).devices[0]
+    assert big.verdict is Verdict.NO and big.setting is None
+    assert "over the 9.6 GiB usable" in big.note  # 90% of 2/3 of 16 GiB
