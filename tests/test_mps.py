@@ -170,4 +170,4 @@ def test_a_model_too_big_for_a_mac_does_not_fit() -> None:
     spec = TrainSpec(model="llama-3.2-1b", seq_len=512)
     big = plan(spec, effective_batch=8, devices=(MAC,), ladder=False).devices[0]
     assert big.verdict is Verdict.NO and big.setting is None
-    assert "over the 9.6 GiB usable" in big.note  # 90% of 2/3 of 16 GiB
+    assert "over the 9.60 GiB usable" in big.note  # 90% of 2/3 of 16 GiB

@@ -204,3 +204,71 @@ def test_a_cpu_too_small_for_one_sample(tmp_path) -> None:
     (cpu,) = result.devices
     assert cpu.verdict is Verdict.NO
     assert "one sample needs" in cpu.note and "catalog's" in cpu.note
+
+
+def _small_gpu_catalog(tmp_path) -> str:
+    """A 2 GiB Hopper-like card, sold one to a machine and eight to a machine."""
+    import json
+
+    card = {
+        "display": "Tiny card",
+        "kind": "cuda",
+        "architecture": "hopper",
+        "runtime_profile": "modelled-from-hopper",
+        "memory_gb": 2,
+        "compute_capability": [9, 0],
+    }
+    box = {"provider": "aws", "gpu": "tiny-card", "region": "x"}
+    data = {
+        "devices": {"tiny-card": card},
+        "instances": {
+            "one-tiny": {**box, "gpu_count": 1, "on_demand_usd_per_hour": 1.0},
+            "eight-tiny": {**box, "gpu_count": 8, "on_demand_usd_per_hour": 10.0},
+            "eight-tiny-dear": {**box, "gpu_count": 8, "on_demand_usd_per_hour": 20.0},
+        },
+    }
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_a_gpu_too_small_is_told_how_many_would_hold_the_job_sharded(tmp_path) -> None:
+    from trainfit.hardware.catalog import using_catalogs
+    from trainfit.memory.states import model_states
+    from trainfit.plan import SHARD_COUNTS
+
+    spec = TrainSpec(model="gpt2", seq_len=128)
+    with using_catalogs([_small_gpu_catalog(tmp_path)]):
+        found = plan(spec, effective_batch=8, devices=("tiny-card",), ladder=False).devices[0]
+    assert found.verdict is Verdict.NO and found.setting is None
+    sharded = found.sharded
+    assert sharded is not None and sharded.gpus in SHARD_COUNTS
+    budget = 0.9 * 2 * 2**30
+    assert sharded.per_gpu_bytes <= budget
+    # the requested optimizer (AdamW, not the ladder's 8-bit state), its states split N ways
+    assert sharded.optimizer is spec.optimizer and sharded.micro_batch == 1
+    states = model_states(dataclasses.replace(spec, precision=sharded.precision)).total()
+    assert states > budget and states / sharded.gpus < sharded.per_gpu_bytes
+    # one GPU per machine is never offered for sharding; the cheaper 8-GPU machine is
+    assert (sharded.instance, sharded.instances, sharded.usd_per_hour) == (
+        "eight-tiny",
+        -(-sharded.gpus // 8),
+        10.0 * -(-sharded.gpus // 8),
+    )
+    assert f"it would fit {sharded.gpus} of these GPUs" in found.note
+    assert "(modelled)" in found.note
+
+
+def test_fewer_shards_do_not_fit(tmp_path) -> None:
+    """The GPU count is the smallest that fits: half as many would not (same replay)."""
+    from trainfit.hardware.catalog import get_device, using_catalogs
+    from trainfit.plan import _Cache, _sharded
+
+    spec = TrainSpec(model="gpt2", seq_len=128, precision="bf16", checkpointing=True)
+    with using_catalogs([_small_gpu_catalog(tmp_path)]):
+        device = get_device("tiny-card")
+        budget = int(0.9 * device.memory_bytes)
+        found = _sharded(spec, device, _Cache(), budget)
+        assert found is not None and found.gpus > 2
+        smaller = _sharded(spec, device, _Cache(), found.per_gpu_bytes - 1)
+        assert smaller is None or smaller.gpus > found.gpus

@@ -479,7 +479,7 @@ def _plan_device(
         what = f"one sample needs {latest_one / GIB:.1f} GiB with every change on the ladder"
     else:
         what = (
-            f"weights, gradients and optimizer state alone need at least {floor / GIB:.1f} GiB "
+            f"weights, gradients and optimizer state alone need at least {floor / GIB:.2f} GiB "
             "with every change on the ladder"
         )
     sharded = None
@@ -512,7 +512,7 @@ def _plan_device(
         )
     else:
         would = "; it needs a GPU with more memory, or LoRA (not planned yet)"
-    note = f"{what}, over the {budget / GIB:.1f} GiB usable{would}" + "".join(
+    note = f"{what}, over the {budget / GIB:.2f} GiB usable{would}" + "".join(
         f"; {s}" for s in skipped
     )
     return dataclasses.replace(_no_setting(device, Verdict.NO, note), sharded=sharded)
