@@ -257,18 +257,24 @@ def test_a_gpu_too_small_is_told_how_many_would_hold_the_job_sharded(tmp_path) -
     )
     assert f"it would fit {sharded.gpus} of these GPUs" in found.note
     assert "(modelled)" in found.note
+    assert found.offloaded is not None and found.offloaded.gpu_bytes <= budget
+    assert "with the model states in CPU memory" in found.note
 
 
 def test_fewer_shards_do_not_fit(tmp_path) -> None:
     """The GPU count is the smallest that fits: half as many would not (same replay)."""
     from trainfit.hardware.catalog import get_device, using_catalogs
-    from trainfit.plan import _Cache, _sharded
+    from trainfit.memory.states import model_states
+    from trainfit.plan import _beyond, _Cache
 
     spec = TrainSpec(model="gpt2", seq_len=128, precision="bf16", checkpointing=True)
     with using_catalogs([_small_gpu_catalog(tmp_path)]):
         device = get_device("tiny-card")
         budget = int(0.9 * device.memory_bytes)
-        found = _sharded(spec, device, _Cache(), budget)
+        found, offloaded = _beyond(spec, device, _Cache(), budget)
         assert found is not None and found.gpus > 2
-        smaller = _sharded(spec, device, _Cache(), found.per_gpu_bytes - 1)
+        smaller, _ = _beyond(spec, device, _Cache(), found.per_gpu_bytes - 1)
         assert smaller is None or smaller.gpus > found.gpus
+        # CPU offload takes every state off the GPU: less than any sharding leaves
+        assert offloaded is not None and offloaded.gpu_bytes < found.per_gpu_bytes
+        assert offloaded.host_bytes == model_states(spec).total()

@@ -50,13 +50,17 @@ Where the time goes: the steady iteration of a trace re-emits the first iteratio
 forward/backward events instead of tracing them again (`trainfit/trace/reuse.py`), so an
 estimate costs one traced iteration plus one optimizer step; the recorder answers repeated ops
 (each block's ops once per layer) from its own output cache instead of FakeTensorMode's
-generic one (`OutputCache` in `trainfit/trace/recorder.py`). What is left is Python dispatch
-through FakeTensorMode and the autograd engine. The CLI target (5 s) is not met: starting
-Python and importing torch and transformers' Llama modeling code takes most of it (the last
-row), leaving under half a second for trainfit's own part (its imports, model build, the first
-trace with cold caches, output), which takes about 1.7 s.
+generic one (`OutputCache` in `trainfit/trace/recorder.py`), returns the optimizer's in-place
+foreach ops without a trip through FakeTensorMode (they allocate nothing), and is not wrapped
+in torch's dynamo-disable guard. What is left is Python dispatch through FakeTensorMode and the
+autograd engine. The CLI (`trainfit.cli.main.entry`) turns Python's cyclic garbage collector
+off for its run (the collections that importing torch and transformers triggers cost about
+0.5 s) and skips the interpreter's teardown on exit (about 0.7 s); the last row is starting
+Python and importing torch and transformers' Llama modeling code set up the same way, the floor
+under the CLI that trainfit does not control.
 History on this machine, the same day: before the steady-iteration replay 3.72 s, 4.96 s and
-10.28 s; before the output cache 1.77 s, 2.65 s and 6.67 s.
+10.28 s; before the output cache 1.77 s, 2.65 s and 6.67 s; before the CLI's process set-up and
+the foreach short cut 1.20 s, 1.70 s and 6.22 s.
 """
 
 
@@ -103,10 +107,13 @@ def main() -> None:
         rows.append(("CLI incl. imports, 1.1B Llama shape", median, low, high))
         # NB: the floor under the CLI that trainfit does not control: starting Python and
         # importing torch and transformers' Llama modules, which the CLI needs before tracing.
+        # NB: set up as the CLI sets up its process (`trainfit.cli.main.entry`): the cyclic
+        # collector off during the imports, no interpreter teardown at the end
         imports = [
             sys.executable,
             "-c",
-            "import torch, transformers.models.llama.modeling_llama",
+            "import gc, os; gc.disable(); import torch, transformers.models.llama.modeling_llama;"
+            " os._exit(0)",
         ]
         median, low, high = _time(
             lambda: subprocess.run(imports, capture_output=True, check=True, env=env)

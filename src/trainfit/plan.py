@@ -29,11 +29,12 @@ from enum import Enum
 from trainfit.errors import SpecError, TraceError, TrainfitError
 from trainfit.estimate import gpu_fits, gpu_memory
 from trainfit.hardware.catalog import Device, get_device, instances
-from trainfit.memory.runtime import PROFILES, context_bytes
+from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
 from trainfit.memory.scaling import PROBES, BatchScaling, max_micro_batch, scale_batch
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 from trainfit.trace.attention import kernel_family, traced_kernel
+from trainfit.trace.autocast import WEIGHT_CAST
 from trainfit.trace.step import Category, StepTrace, trace_step
 from trainfit.trace.target import Target
 from trainfit.training import Phase
@@ -114,6 +115,18 @@ class Sharded:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Offloaded:
+    """One GPU with the model states kept in CPU memory (FSDP2's CPUOffloadPolicy, DeepSpeed
+    ZeRO-Offload): what the GPU and the host would hold. Modelled as `Sharded` is, with the
+    states and the optimizer step moved off the GPU; not checked on a GPU."""
+
+    gpu_bytes: int
+    host_bytes: int
+    """The model states the host's RAM holds."""
+    micro_batch: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DevicePlan:
     """What one device can do with the job."""
 
@@ -129,6 +142,9 @@ class DevicePlan:
     note: str = ""
     sharded: Sharded | None = None
     """For a GPU that does not fit the job: how many of it would, sharded (modelled)."""
+    offloaded: Offloaded | None = None
+    """For a GPU that does not fit the job: one of it with CPU offload, when that fits
+    (modelled)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -185,6 +201,8 @@ class _Cache:
     """Traces at one sample made by the one-sample check (kept by the scaling for batch 1,
     and copied from by the same setting with another optimizer)."""
     counts: tuple[int, int] | None = None
+    replays: dict[tuple[object, ...], int] = dataclasses.field(default_factory=dict)
+    """Device memory of replays with changed sizes, by what they depend on."""
 
 
 def plan(
@@ -239,10 +257,19 @@ def plan(
     cuda = [d for d in resolved if d.kind == "cuda" and d.memory_bytes]
     worker = None
     if ladder and cuda and jobs > 1 and sum(_counts(spec, cache)) >= WORKER_PARAMETERS:
-        worker = _LadderWorker(_ladder_steps(spec, effective_batch, cuda[0]), cuda[0])
+        # NB: the worker also takes the doomed GPUs whose precision differs from the first
+        # GPU's: their traces share no passes with the ones this process makes, while the
+        # others copy the passes of a setting traced here and cost less here than there
+        first = _rungs(spec, cuda[0], precision is None)[0][0].precision
+        doomed = [
+            job
+            for job in _doomed(spec, cuda, margin, precision is None, cache)
+            if job[0].precision is not first
+        ]
+        worker = _LadderWorker(_ladder_steps(spec, effective_batch, cuda[0]), cuda[0], doomed)
     try:
         plans = tuple(
-            _plan_device(spec, effective_batch, d, margin, precision is None, cache)
+            _plan_device(spec, effective_batch, d, margin, precision is None, cache, worker)
             for d in resolved
         )
         rungs = _ladder(spec, effective_batch, cuda[0], cache, worker) if ladder and cuda else ()
@@ -424,6 +451,7 @@ def _plan_device(
     margin: float,
     auto_precision: bool,
     cache: _Cache,
+    worker: _LadderWorker | None = None,
 ) -> DevicePlan:
     why_not = ""
     if device.kind == "cpu":
@@ -482,12 +510,12 @@ def _plan_device(
             f"weights, gradients and optimizer state alone need at least {floor / GIB:.2f} GiB "
             "with every change on the ladder"
         )
-    sharded = None
+    sharded = offloaded = None
     if device.kind == "cuda":
         # NB: sharded with the requested optimizer (8-bit state under FSDP is not the usual
         # engine setup), on the ladder's last precision and checkpointing
         shard_spec = dataclasses.replace(rung_spec, optimizer=spec.optimizer)
-        sharded = _sharded(shard_spec, device, cache, int(budget))
+        sharded, offloaded = _beyond(shard_spec, device, cache, int(budget), worker)
     if sharded is not None:
         where = (
             f"; the cheapest catalog instance with them: {sharded.instances} x "
@@ -502,7 +530,7 @@ def _plan_device(
             + (", gradient checkpointing" if sharded.checkpointing else "")
             + f", {sharded.optimizer.value}), {sharded.per_gpu_bytes / GIB:.1f} GiB each at "
             f"{sharded.micro_batch} sample{'s' if sharded.micro_batch > 1 else ''} per GPU "
-            f"(modelled){where}; CPU offload and LoRA are not planned yet"
+            f"(modelled){where}"
         )
     elif device.kind == "cuda":
         would = (
@@ -512,56 +540,140 @@ def _plan_device(
         )
     else:
         would = "; it needs a GPU with more memory, or LoRA (not planned yet)"
+    if offloaded is not None:
+        would += (
+            f"; with the model states in CPU memory (FSDP2 CPU offload or ZeRO-Offload) one of "
+            f"these GPUs would need {offloaded.gpu_bytes / GIB:.2f} GiB at "
+            f"{offloaded.micro_batch} sample{'s' if offloaded.micro_batch > 1 else ''} and the "
+            f"host {offloaded.host_bytes / GIB:.1f} GiB of RAM for the states (modelled)"
+        )
+    elif sharded is not None:
+        would += "; CPU offload alone would not make room (modelled)"
     note = f"{what}, over the {budget / GIB:.2f} GiB usable{would}" + "".join(
         f"; {s}" for s in skipped
     )
-    return dataclasses.replace(_no_setting(device, Verdict.NO, note), sharded=sharded)
+    return dataclasses.replace(
+        _no_setting(device, Verdict.NO, note), sharded=sharded, offloaded=offloaded
+    )
 
 
 SHARD_COUNTS = (2, 4, 8, 16, 32, 64)
 """GPU counts the sharded verdict tries, smallest first."""
 
 
-def _sharded(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -> Sharded | None:
-    """The fewest GPUs like `device` that hold `spec` at one sample with its model states
-    sharded across them (see `Sharded`), or None when none up to SHARD_COUNTS[-1] do."""
+def _beyond(
+    spec: TrainSpec,
+    device: Device,
+    cache: _Cache,
+    budget: int,
+    worker: _LadderWorker | None = None,
+) -> tuple[Sharded | None, Offloaded | None]:
+    """What would hold `spec` at one sample when one `device` cannot: the fewest such GPUs
+    with the model states sharded across them (None when none up to SHARD_COUNTS[-1] do), and
+    one GPU with the states offloaded to CPU memory (None when that does not fit either)."""
+    needs = worker.beyond(device.name) if worker is not None else None
+    if needs is None:
+        needs = _beyond_needs(spec, device, cache, budget)
+    offload_bytes, shards, micro = needs
+    if offload_bytes is None:
+        return None, None
+    host = model_states(spec, _counts(spec, cache)).total()
+    offloaded = Offloaded(gpu_bytes=offload_bytes, host_bytes=host, micro_batch=micro)
+    if shards is None:
+        return None, offloaded
+    gpus, per_gpu = shards
+    name, count, price = _cheapest_instance(device, gpus)
+    sharded = Sharded(
+        gpus=gpus,
+        per_gpu_bytes=per_gpu,
+        precision=spec.precision,
+        checkpointing=spec.checkpointing,
+        optimizer=spec.optimizer,
+        micro_batch=micro,
+        instance=name,
+        instances=count,
+        usd_per_hour=price,
+    )
+    return sharded, offloaded
+
+
+_Needs = tuple[int | None, tuple[int, int] | None, int]
+"""Device memory with the states offloaded (None: does not fit), the fewest GPUs that fit
+sharded and their memory each (None: none up to SHARD_COUNTS[-1]), and the micro-batch."""
+
+
+def _beyond_needs(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -> _Needs:
+    """The device memory figures behind `_beyond` (see `_Needs`).
+
+    NB: one trace at one sample, replayed with the bytes that scale with the parameters (the
+    states, autocast's cached low-precision copies of the weights, which a sharded engine's
+    mixed-precision policy replaces with one layer's gathered weights at a time, and the
+    optimizer step's temporaries, the foreach path's copies of whole states) divided among the
+    GPUs, or moved off the GPU for the offload.
+    """
     one = _trace_at_one(spec, device, cache)
     if one is None:
-        return None
+        return None, None, 1
     trace, at = one
     names = trace.category_names()
-    sharded = {
+    states = {
         Category.PARAMETERS.value,
         Category.GRADIENTS.value,
         Category.OPTIMIZER_STATE.value,
     }
-    # NB: what scales with the parameters is divided among the GPUs: the states, and the
-    # optimizer step's temporaries (the foreach path's copies of whole states)
     scales = [
-        name in sharded or (name is not None and event.phase is Phase.OPTIMIZER)
+        name in states
+        or (name is not None and (event.phase is Phase.OPTIMIZER or event.op == WEIGHT_CAST))
         for name, event in zip(names, trace.events, strict=True)
     ]
-    for gpus in SHARD_COUNTS:
-        sizes = [
-            -(-event.nbytes // gpus) if scaled else event.nbytes
-            for event, scaled in zip(trace.events, scales, strict=True)
-        ]
-        result, context = gpu_memory(trace, at, device, sizes=sizes)
-        per_gpu = result.peak_reserved_bytes + context
-        if per_gpu <= budget:
-            name, count, price = _cheapest_instance(device, gpus)
-            return Sharded(
-                gpus=gpus,
-                per_gpu_bytes=per_gpu,
-                precision=spec.precision,
-                checkpointing=spec.checkpointing,
-                optimizer=spec.optimizer,
-                micro_batch=at.batch,
-                instance=name,
-                instances=count,
-                usd_per_hour=price,
-            )
-    return None
+    workspace = cublas_workspace_bytes(device.compute_capability)
+
+    def per_gpu(share: int) -> int:
+        """Device memory with the scaling bytes divided by `share` (0: none on the GPU)."""
+        # NB: the replay depends on the device only through its runtime profile and cuBLAS
+        # workspace: GPUs of one kernel family and profile share it
+        memo = ("beyond", _key(spec, device), device.runtime_profile, workspace, share)
+        if memo not in cache.replays:
+            sizes = [
+                (-(-event.nbytes // share) if share else 0) if scaled else event.nbytes
+                for event, scaled in zip(trace.events, scales, strict=True)
+            ]
+            result, context = gpu_memory(trace, at, device, sizes=sizes)
+            cache.replays[memo] = result.peak_reserved_bytes + context
+        return cache.replays[memo]
+
+    on_gpu = per_gpu(0)
+    if on_gpu > budget:
+        # NB: no share of the states leaves less on a GPU than none of them
+        return None, None, at.batch
+    # NB: fewer bytes per GPU with more GPUs: the fewest that fit, by bisection
+    low, high = -1, len(SHARD_COUNTS)
+    needed: dict[int, int] = {}
+    while high - low > 1:
+        middle = (low + high) // 2
+        needed[middle] = per_gpu(SHARD_COUNTS[middle])
+        if needed[middle] <= budget:
+            high = middle
+        else:
+            low = middle
+    if high == len(SHARD_COUNTS):
+        return on_gpu, None, at.batch
+    return on_gpu, (SHARD_COUNTS[high], needed[high]), at.batch
+
+
+def _doomed(
+    spec: TrainSpec, devices: list[Device], margin: float, auto_precision: bool, cache: _Cache
+) -> list[tuple[TrainSpec, Device, int]]:
+    """The GPUs whose model states alone exceed the budget at every rung (they will not fit:
+    what would is worked out for them), each with the setting and budget `_beyond` takes."""
+    doomed = []
+    for device in devices:
+        budget = int((1.0 - margin) * device.memory_bytes)
+        rungs = _rungs(spec, device, auto_precision)
+        if all(_floor(r, device, cache) > budget for r, _ in rungs):
+            shard_spec = dataclasses.replace(rungs[-1][0], optimizer=spec.optimizer)
+            doomed.append((shard_spec, device, budget))
+    return doomed
 
 
 def _trace_at_one(
@@ -577,6 +689,8 @@ def _trace_at_one(
         trace = cache.ones.get(key) if batch == 1 else None
         if trace is None:
             source = next((t for k, t in cache.ones.items() if _passes_alike(k, key)), None)
+            if source is None and (other := _other_optimizer(spec, device, cache)) is not None:
+                source = other.trace_at(1)
             try:
                 trace = trace_step(
                     at,
@@ -891,7 +1005,12 @@ class _LadderWorker:
     user catalog given on the command line) comes back as None and is done here instead.
     """
 
-    def __init__(self, steps: list[tuple[str, TrainSpec, int]], device: Device) -> None:
+    def __init__(
+        self,
+        steps: list[tuple[str, TrainSpec, int]],
+        device: Device,
+        doomed: list[tuple[TrainSpec, Device, int]] | None = None,
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
         # NB: the steps from the 8-bit optimizer on are the plan's own settings, which it has
@@ -903,6 +1022,22 @@ class _LadderWorker:
             for _, s, micro in steps
             if s.optimizer is not OptimizerKind.ADAMW_8BIT
         ]
+        # NB: then what would hold the job on the GPUs that cannot (the ladder's traces are
+        # done by then, and the worker idles while the devices are planned here)
+        self._beyond = {
+            d.name: self._pool.submit(_beyond_in_worker, s, d, budget)
+            for s, d, budget in doomed or []
+        }
+
+    def beyond(self, name: str) -> _Needs | None:
+        """`_beyond_needs` of a doomed device, or None (not given to the worker, or failed)."""
+        future = self._beyond.get(name)
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception:  # NB: worked out again in this process
+            return None
 
     def needed(self, index: int) -> int | None:
         if index >= len(self._futures):
@@ -913,9 +1048,17 @@ class _LadderWorker:
             return None
 
     def close(self) -> None:
-        for future in self._futures:
+        for future in [*self._futures, *self._beyond.values()]:
             future.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+_WORKER_CACHE = _Cache()
+"""The worker process's traces and replays, shared by the doomed devices it is given."""
+
+
+def _beyond_in_worker(spec: TrainSpec, device: Device, budget: int) -> _Needs:
+    return _beyond_needs(spec, device, _WORKER_CACHE, budget)
 
 
 def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
+from trainfit.trace.recorder import labelled
+
 LOWER_PRECISION_FP = (
     "_convolution",
     "conv1d",
@@ -198,6 +200,9 @@ class Policy:
 CUDA_POLICY = Policy(LOWER_PRECISION_FP, FP32, FP32_SET_OPT_DTYPE, PROMOTE)
 MPS_POLICY = Policy(MPS_LOWER_PRECISION_FP, MPS_FP32, (), MPS_PROMOTE)
 
+WEIGHT_CAST = "autocast:weight-cast"
+"""The op name of a parameter's cached lower-precision copy (it scales with the parameters)."""
+
 _KEY = "AutocastCPU"
 _EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -225,7 +230,8 @@ class TargetAutocast:
             hit = self._cache.get(id(value))
             if hit is not None and hit[0]() is value:
                 return hit[1]
-            cast = value.to(dtype)
+            with labelled(WEIGHT_CAST):
+                cast = value.to(dtype)
             self._cache[id(value)] = (weakref.ref(value), cast)
             return cast
         return value.to(dtype)
