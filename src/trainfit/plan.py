@@ -603,44 +603,13 @@ sharded and their memory each (None: none up to SHARD_COUNTS[-1]), and the micro
 
 
 def _beyond_needs(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -> _Needs:
-    """The device memory figures behind `_beyond` (see `_Needs`).
-
-    NB: one trace at one sample, replayed with the bytes that scale with the parameters (the
-    states, autocast's cached low-precision copies of the weights, which a sharded engine's
-    mixed-precision policy replaces with one layer's gathered weights at a time, and the
-    optimizer step's temporaries, the foreach path's copies of whole states) divided among the
-    GPUs, or moved off the GPU for the offload.
-    """
+    """The device memory figures behind `_beyond` (see `_Needs`): one trace at one sample,
+    replayed with what scales with the parameters divided among the GPUs (`_per_gpu`)."""
     one = _trace_at_one(spec, device, cache)
     if one is None:
         return None, None, 1
     trace, at = one
-    names = trace.category_names()
-    states = {
-        Category.PARAMETERS.value,
-        Category.GRADIENTS.value,
-        Category.OPTIMIZER_STATE.value,
-    }
-    scales = [
-        name in states
-        or (name is not None and (event.phase is Phase.OPTIMIZER or event.op == WEIGHT_CAST))
-        for name, event in zip(names, trace.events, strict=True)
-    ]
-    workspace = cublas_workspace_bytes(device.compute_capability)
-
-    def per_gpu(share: int) -> int:
-        """Device memory with the scaling bytes divided by `share` (0: none on the GPU)."""
-        # NB: the replay depends on the device only through its runtime profile and cuBLAS
-        # workspace: GPUs of one kernel family and profile share it
-        memo = ("beyond", _key(spec, device), device.runtime_profile, workspace, share)
-        if memo not in cache.replays:
-            sizes = [
-                (-(-event.nbytes // share) if share else 0) if scaled else event.nbytes
-                for event, scaled in zip(trace.events, scales, strict=True)
-            ]
-            result, context = gpu_memory(trace, at, device, sizes=sizes)
-            cache.replays[memo] = result.peak_reserved_bytes + context
-        return cache.replays[memo]
+    per_gpu = _per_gpu(trace, at, device, cache)
 
     on_gpu = per_gpu(0)
     if on_gpu > budget:
@@ -659,6 +628,56 @@ def _beyond_needs(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -
     if high == len(SHARD_COUNTS):
         return on_gpu, None, at.batch
     return on_gpu, (SHARD_COUNTS[high], needed[high]), at.batch
+
+
+def _per_gpu(
+    trace: StepTrace, at: TrainSpec, device: Device, cache: _Cache
+) -> Callable[[int], int]:
+    """Device memory of `trace` (of `at`) on `device` with the bytes that scale with the
+    parameters divided among `share` GPUs (1: all on one GPU; 0: none on the GPU).
+
+    NB: what scales: the states, autocast's cached low-precision copies of the weights (a
+    sharded engine's mixed-precision policy replaces them with one layer's gathered weights at
+    a time) and the optimizer step's temporaries (the foreach path's copies of whole states).
+    """
+    names = trace.category_names()
+    states = {
+        Category.PARAMETERS.value,
+        Category.GRADIENTS.value,
+        Category.OPTIMIZER_STATE.value,
+    }
+    scales = [
+        name in states
+        or (name is not None and (event.phase is Phase.OPTIMIZER or event.op == WEIGHT_CAST))
+        for name, event in zip(names, trace.events, strict=True)
+    ]
+    workspace = cublas_workspace_bytes(device.compute_capability)
+
+    def per_gpu(share: int) -> int:
+        # NB: the replay depends on the device only through its runtime profile and cuBLAS
+        # workspace: GPUs of one kernel family and profile share it
+        memo = ("beyond", _key(at, device), at.batch, device.runtime_profile, workspace, share)
+        if memo not in cache.replays:
+            sizes = [
+                (-(-event.nbytes // share) if share else 0) if scaled else event.nbytes
+                for event, scaled in zip(trace.events, scales, strict=True)
+            ]
+            result, context = gpu_memory(trace, at, device, sizes=sizes)
+            cache.replays[memo] = result.peak_reserved_bytes + context
+        return cache.replays[memo]
+
+    return per_gpu
+
+
+def beyond_one_gpu(spec: TrainSpec, device: Device, gpus: int) -> int:
+    """Device memory per GPU that the plan's does-not-fit verdict gives `spec` at its
+    micro-batch with the model states sharded over `gpus` GPUs like `device` (1: unsharded,
+    the estimate's figure; 0: the states in CPU memory). Modelled: see `Sharded`."""
+    if device.kind != "cuda":
+        raise SpecError([f"device {device.name!r}: sharding is modelled for CUDA GPUs only"])
+    at = dataclasses.replace(spec, device=device.name)
+    trace = trace_step(at, target=Target.of(device.kind, device.compute_capability))
+    return _per_gpu(trace, at, device, _Cache())(gpus)
 
 
 def _doomed(
