@@ -10,8 +10,9 @@ ModuleList and then the root are `fully_shard`ed with MixedPrecisionPolicy(param
 reduce_dtype=fp32) (no autocast: the policy casts), AdamW with PyTorch's defaults, three
 steps of trainfit's training step (forward, loss, backward, optimizer step,
 zero_grad(set_to_none=True)). Per rank: peak allocated and reserved (torch.cuda), and the
-device memory in use (total - free) after the steps, which also holds NCCL's buffers. Rank 0
-writes the ranks' figures to --out as JSON.
+device memory in use (total - free) after creating the CUDA context, after initialising NCCL
+and after the steps (which also holds NCCL's buffers). Rank 0 writes the ranks' figures to
+--out as JSON.
 """
 
 from __future__ import annotations
@@ -50,8 +51,11 @@ def main() -> None:
     rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
+    torch.empty(0, device=dev)  # NB: the CUDA context, before NCCL's
+    context_free, total = torch.cuda.mem_get_info(dev)
     dist.init_process_group("nccl", device_id=dev)
-    free0, total = torch.cuda.mem_get_info(dev)
+    dist.barrier()
+    free0, _ = torch.cuda.mem_get_info(dev)
     spec = TrainSpec(**spec_fields(args.case))
     program = build_program(spec, "cpu")
     apply_settings(program, spec)
@@ -86,7 +90,8 @@ def main() -> None:
         "peak_allocated_bytes": torch.cuda.max_memory_allocated(dev),
         "peak_reserved_bytes": torch.cuda.max_memory_reserved(dev),
         "device_used_bytes": total - free1,
-        "baseline_used_bytes": total - free0,
+        "context_used_bytes": total - context_free,
+        "after_nccl_init_used_bytes": total - free0,
         "error": error,
     }
     ranks: list[dict[str, object]] = [{} for _ in range(dist.get_world_size())]

@@ -16,3 +16,11 @@ for case in $cases; do
   done
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/nvidia_smi.txt"
+# one file with every run (the device tool brings back few files)
+python - "$out" <<'PY'
+import glob, json, os, sys
+d = sys.argv[1]
+runs = {os.path.basename(f)[:-5]: json.load(open(f)) for f in sorted(glob.glob(f"{d}/*__*.json"))}
+smi = open(f"{d}/nvidia_smi.txt").read().strip().splitlines()
+json.dump({"nvidia_smi": smi, "runs": runs}, open(f"{d}/measured.json", "w"), indent=1)
+PY
