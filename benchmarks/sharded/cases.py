@@ -13,7 +13,7 @@ CASES: dict[str, dict[str, object]] = {
     "tinyllama-1.1b-s1024-b2": dict(model="tinyllama-1.1b", seq_len=1024, batch=2),
     "llama-3.2-1b-s2048-b1": dict(model="llama-3.2-1b", seq_len=2048, batch=1),
 }
-COMMON: dict[str, object] = dict(precision="bf16", checkpointing=True, device="h100")
+COMMON: dict[str, object] = dict(precision="bf16", checkpointing=True, device="h200")
 GPUS = (2,)
 """GPU counts measured sharded (0, one GPU with the states in CPU memory, is measured too)."""
 

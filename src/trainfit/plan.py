@@ -29,7 +29,7 @@ from enum import Enum
 from trainfit.errors import SpecError, TraceError, TrainfitError
 from trainfit.estimate import gpu_fits, gpu_memory
 from trainfit.hardware.catalog import Device, get_device, instances
-from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
+from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes, nccl_bytes
 from trainfit.memory.scaling import PROBES, BatchScaling, max_micro_batch, scale_batch
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
@@ -639,6 +639,10 @@ def _per_gpu(
     NB: what scales: the states, autocast's cached low-precision copies of the weights (a
     sharded engine's mixed-precision policy replaces them with one layer's gathered weights at
     a time) and the optimizer step's temporaries (the foreach path's copies of whole states).
+    Sharded or offloaded, NCCL's own buffers are added (measured). Not modelled: the engine's
+    gathered weights and unsharded gradients of the unit being computed (the root unit, with
+    the embeddings, is the largest), which the H200 check shows as an under-estimate that grows
+    with the vocabulary (benchmarks/sharded/).
     """
     names = trace.category_names()
     states = {
@@ -663,7 +667,9 @@ def _per_gpu(
                 for event, scaled in zip(trace.events, scales, strict=True)
             ]
             result, context = gpu_memory(trace, at, device, sizes=sizes)
-            cache.replays[memo] = result.peak_reserved_bytes + context
+            # NB: sharded or offloaded, the step runs under torch.distributed: NCCL's buffers
+            distributed = nccl_bytes(max(share, 1)) if share != 1 else 0
+            cache.replays[memo] = result.peak_reserved_bytes + context + distributed
         return cache.replays[memo]
 
     return per_gpu
@@ -672,7 +678,7 @@ def _per_gpu(
 def beyond_one_gpu(spec: TrainSpec, device: Device, gpus: int) -> int:
     """Device memory per GPU that the plan's does-not-fit verdict gives `spec` at its
     micro-batch with the model states sharded over `gpus` GPUs like `device` (1: unsharded,
-    the estimate's figure; 0: the states in CPU memory). Modelled: see `Sharded`."""
+    the estimate's figure; 0: the states in CPU memory, one GPU). Modelled: see `_per_gpu`."""
     if device.kind != "cuda":
         raise SpecError([f"device {device.name!r}: sharding is modelled for CUDA GPUs only"])
     at = dataclasses.replace(spec, device=device.name)

@@ -67,6 +67,19 @@ PROFILES: dict[str, RuntimeProfile] = {
 }
 
 
+NCCL_INIT_BYTES = {1: 683_671_552, 2: 979_435_520}
+"""Device memory NCCL holds per rank, outside PyTorch's allocator, once a process group of that
+many ranks is initialised eagerly (`init_process_group("nccl", device_id=...)`): measured as
+total - free after the init minus before it on 2 x NVIDIA H200 (driver 580.159.04), torch
+2.11.0+cu130, NCCL 2.28.9, 2026-11-26 (benchmarks/sharded/results/measured_h200.json)."""
+
+
+def nccl_bytes(ranks: int) -> int:
+    """NCCL's own device memory per rank in a group of `ranks` (NB: groups of more than two
+    ranks take the two-rank figure; they were not measured)."""
+    return NCCL_INIT_BYTES[1] if ranks <= 1 else NCCL_INIT_BYTES[2]
+
+
 def cublas_workspace_bytes(compute_capability: tuple[int, int]) -> int:
     """The cuBLAS workspace PyTorch allocates per handle (CublasHandlePool.cpp defaults)."""
     if compute_capability >= (9, 0):
