@@ -207,7 +207,7 @@ def test_a_cpu_too_small_for_one_sample(tmp_path) -> None:
 
 
 def _small_gpu_catalog(tmp_path) -> str:
-    """A 2 GiB Hopper-like card, sold one to a machine and eight to a machine."""
+    """A 3.5 GiB Hopper-like card, sold one to a machine and eight to a machine."""
     import json
 
     card = {
@@ -215,7 +215,7 @@ def _small_gpu_catalog(tmp_path) -> str:
         "kind": "cuda",
         "architecture": "hopper",
         "runtime_profile": "modelled-from-hopper",
-        "memory_gb": 2,
+        "memory_gb": 3.5,
         "compute_capability": [9, 0],
     }
     box = {"provider": "aws", "gpu": "tiny-card", "region": "x"}
@@ -237,13 +237,13 @@ def test_a_gpu_too_small_is_told_how_many_would_hold_the_job_sharded(tmp_path) -
     from trainfit.memory.states import model_states
     from trainfit.plan import SHARD_COUNTS
 
-    spec = TrainSpec(model="gpt2", seq_len=128)
+    spec = TrainSpec(model="gpt2-medium", seq_len=128)
     with using_catalogs([_small_gpu_catalog(tmp_path)]):
         found = plan(spec, effective_batch=8, devices=("tiny-card",), ladder=False).devices[0]
     assert found.verdict is Verdict.NO and found.setting is None
     sharded = found.sharded
     assert sharded is not None and sharded.gpus in SHARD_COUNTS
-    budget = 0.9 * 2 * 2**30
+    budget = 0.9 * 3.5 * 2**30
     assert sharded.per_gpu_bytes <= budget
     # the requested optimizer (AdamW, not the ladder's 8-bit state), its states split N ways
     assert sharded.optimizer is spec.optimizer and sharded.micro_batch == 1
@@ -267,7 +267,7 @@ def test_fewer_shards_do_not_fit(tmp_path) -> None:
     from trainfit.memory.states import model_states
     from trainfit.plan import _beyond, _Cache
 
-    spec = TrainSpec(model="gpt2", seq_len=128, precision="bf16", checkpointing=True)
+    spec = TrainSpec(model="gpt2-medium", seq_len=128, precision="bf16", checkpointing=True)
     with using_catalogs([_small_gpu_catalog(tmp_path)]):
         device = get_device("tiny-card")
         budget = int(0.9 * device.memory_bytes)
