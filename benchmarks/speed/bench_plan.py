@@ -97,7 +97,10 @@ def main() -> None:
         "without a trace; each device's searches (maximum, three tiers) share replays (about",
         "0.07 s each). With two processes the ladder's extra traces run in a worker, started",
         "at the beginning of the plan (its start-up, importing torch and transformers, takes",
-        "about 5 s of the second core).",
+        "about 5 s of the second core). A GPU that does not fit gets what would: one more trace",
+        "at one sample per kernel family and precision (copying the passes of a traced setting",
+        "where one exists), replayed with the states sharded or offloaded; those of a precision",
+        "the first GPU does not use are worked out in the worker.",
     ]
     (HERE / "plan_results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
