@@ -171,3 +171,14 @@ def test_a_model_too_big_for_a_mac_does_not_fit() -> None:
     big = plan(spec, effective_batch=8, devices=(MAC,), ladder=False).devices[0]
     assert big.verdict is Verdict.NO and big.setting is None
     assert "over the 9.60 GiB usable" in big.note  # 90% of 2/3 of 16 GiB
+
+
+def test_a_macs_config_file_runs_on_mps_without_pinned_memory(mac_plan) -> None:
+    from trainfit.configs import config_text, device_config
+
+    mac = mac_plan.devices[0]
+    data = device_config(mac_plan, mac)
+    assert data["device"] == {"type": "mps", "name": MAC, "fallback": "cpu"}
+    assert data["data"]["pin_memory"] is False
+    assert data["training"]["mixed_precision"] is False
+    assert "modelled for an Apple GPU, not measured" in config_text(mac_plan, mac)

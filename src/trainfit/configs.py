@@ -149,7 +149,8 @@ def config_text(plan: Plan, device: DevicePlan) -> str:
         f"verdict: {device.verdict.value}"
         + (f" ({'; '.join(device.changes)})" if device.changes else ""),
         f"predicted device memory needed: {s.needed_bytes / 2**30:.2f} GiB "
-        f"(plan keeps {plan.margin:.0%} of the device free)",
+        f"(plan keeps {plan.margin:.0%} of the device free"
+        + ("; modelled for an Apple GPU, not measured)" if _kind(device.device) == "mps" else ")"),
         "computed: batch_size, accumulation_steps, mixed_precision, gradient_checkpointing,",
         "optimizer; conventional defaults: checkpoint, data, logging, use_compile",
         f"re-check: {trainfit_flags(plan, device)}",
