@@ -84,3 +84,12 @@ def test_package_and_cli_import_without_torch() -> None:
         "print(trainfit.TrainSpec.__name__, 'torch' in sys.modules)",
     )
     assert probe.stdout.split() == ["False", "TrainSpec", "True"], probe.stderr
+
+
+def test_estimate_is_the_function_whichever_import_comes_first() -> None:
+    probe = _python(
+        "-c",
+        "import trainfit.estimate, trainfit.plan; from trainfit import estimate;"
+        "print(callable(estimate), type(estimate).__name__)",
+    )
+    assert probe.stdout.split() == ["True", "function"], probe.stderr

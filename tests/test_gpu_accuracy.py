@@ -59,11 +59,15 @@ def _measure(kwargs: dict[str, object]) -> dict[str, int]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_estimate_matches_the_gpu(name: str) -> None:
     kwargs = CASES[name]
+    # NB: what other processes hold on the card while the measuring process runs (this test
+    # process's own CUDA context among them, once any test has touched the GPU)
+    free, total = torch.cuda.mem_get_info(0)
     measured = _measure(kwargs)
     name_of_card = torch.cuda.get_device_name(0)
     device = "h100" if "H100" in name_of_card else "a100-80gb"
     predicted = estimate(TrainSpec(**kwargs, device=device))
     allocated = predicted.peak_allocated_bytes / measured["peak_allocated_bytes"]
-    needed = predicted.device_memory_needed_bytes / measured["device_used_bytes"]
+    held = measured["device_used_bytes"] - (total - free)
+    needed = predicted.device_memory_needed_bytes / held
     assert 0.97 <= allocated <= 1.03, f"{name} on {name_of_card}: allocated ratio {allocated:.3f}"
     assert 0.92 <= needed <= 1.08, f"{name} on {name_of_card}: device memory ratio {needed:.3f}"

@@ -7,6 +7,8 @@ process (see `trainfit.cli.main.entry`) before torch is imported.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -70,3 +72,20 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_HOMES))
+
+
+class _Package(types.ModuleType):
+    """The package module: `trainfit.estimate` stays the function.
+
+    NB: importing the submodule `trainfit.estimate` sets the package's attribute of that name
+    to the submodule; with the names imported on first use, that would make
+    `from trainfit import estimate` give the module whenever the submodule came first.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "estimate" and isinstance(value, types.ModuleType):
+            value = value.estimate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -10,6 +10,11 @@ one-line error naming the torch version.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import torch
 
 from trainfit.errors import TraceError
@@ -50,3 +55,28 @@ def internal_moved(exc: Exception) -> TraceError:
         f"({type(exc).__name__}: {exc}); use a tested release "
         f"({', '.join(f'{a}.{b}' for a, b in TESTED)})"
     )
+
+
+@contextlib.contextmanager
+def overriding_kernel(op: str, fn: Callable[..., Any], dispatch_key: str) -> Iterator[None]:
+    """Register `fn` as aten `op`'s kernel for `dispatch_key` for the block, also where torch
+    itself registered one from Python (its meta kernels).
+
+    NB: torch 2.13's `Library.impl` overrides such a kernel; torch 2.11's refuses ("already a
+    kernel registered from python"), checking a module-level set of keys, which is therefore
+    cleared of this key for the registration and given it back afterwards.
+    """
+    key = f"aten/{op}/{dispatch_key}"
+    registered = getattr(torch.library, "_impls", set())
+    had = key in registered
+    registered.discard(key)
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lib.impl(op, fn, dispatch_key)
+        yield
+    finally:
+        lib._destroy()
+        if had:
+            registered.add(key)

@@ -14,7 +14,6 @@ part of the CPU runtime constant.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -23,6 +22,8 @@ import torch
 from torch._meta_registrations import mkldnn_rnn_layer as _meta_rnn_layer
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._python_dispatch import _disable_current_modes
+
+from trainfit.trace.compat import overriding_kernel
 
 aten = torch.ops.aten
 
@@ -159,11 +160,5 @@ def _rnn_layer_with_workspace(
 @contextlib.contextmanager
 def onednn_lstm_workspace() -> Iterator[None]:
     """Give `aten.mkldnn_rnn_layer`'s meta kernel oneDNN's real workspace for the block."""
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lib.impl("mkldnn_rnn_layer", _rnn_layer_with_workspace, "Meta")
-    try:
+    with overriding_kernel("mkldnn_rnn_layer", _rnn_layer_with_workspace, "Meta"):
         yield
-    finally:
-        lib._destroy()
