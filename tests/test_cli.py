@@ -93,3 +93,33 @@ def test_estimate_is_the_function_whichever_import_comes_first() -> None:
         "print(callable(estimate), type(estimate).__name__)",
     )
     assert probe.stdout.split() == ["True", "function"], probe.stderr
+
+
+def test_plan_with_a_worker_exits_cleanly() -> None:
+    """A plan whose ladder ran in a worker process: the command ends, with nothing on stderr
+    (no leaked semaphores) and no process left holding its output (run() would hang)."""
+    probe = _python(
+        "-c",
+        "import sys, trainfit.plan as p; p.WORKER_PARAMETERS = 0;"
+        "from trainfit.cli.main import entry;"
+        "sys.argv = ['trainfit', 'plan', 'trainfit.models.zoo:melody_transformer',"
+        " '--seq', '256', '--effective-batch', '64', '--device', 'h100', '--jobs', '2',"
+        " '--json']; entry()",
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stderr == ""
+    assert json.loads(probe.stdout)["ladder"]
+
+
+def test_a_closed_worker_leaves_no_process() -> None:
+    import multiprocessing
+
+    from trainfit.hardware.catalog import get_device
+    from trainfit.plan import _ladder_steps, _LadderWorker
+    from trainfit.spec import TrainSpec
+
+    spec = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
+    device = get_device("h100")
+    worker = _LadderWorker(_ladder_steps(spec, 64, device), device)
+    worker.close()  # NB: while it is still starting or tracing
+    assert multiprocessing.active_children() == []

@@ -40,14 +40,32 @@ def test_buffers_are_page_aligned_and_cut_from_shared_heaps() -> None:
     assert a.reserved == (8 + 32 + 1024) * MiB and a.segments == 3
 
 
-def test_cached_buffer_reused_whole_within_32_mib_else_released_into_its_heap() -> None:
+def test_cached_buffer_reused_whole_within_32_mib() -> None:
     a = MpsAllocator()
     a.malloc(1, 100 * MiB)
     a.free(1)
     assert a.malloc(2, 90 * MiB) == 100 * MiB  # at most 32 MiB larger: used whole
-    a.free(2)
-    assert a.malloc(3, 10 * MiB) == 10 * MiB  # far larger: released, a new buffer is cut
-    assert a.allocated == 10 * MiB and a.reserved == 1024 * MiB
+    assert a.allocated == 100 * MiB
+
+
+def test_oversized_cached_buffer_stays_cached_while_a_heap_has_room() -> None:
+    """`get_free_buffer`: a heap with room serves the request; the oversized buffer stays."""
+    a = MpsAllocator()
+    a.malloc(1, 100 * MiB)
+    a.free(1)
+    assert a.malloc(2, 10 * MiB) == 10 * MiB  # cut from the 1 GiB heap's free room
+    assert a.malloc(3, 95 * MiB) == 100 * MiB  # the 100 MiB buffer was still cached
+    assert a.reserved == 1024 * MiB and a.segments == 1
+
+
+def test_oversized_cached_buffer_makes_room_when_no_heap_has_any() -> None:
+    """No heap with room: the oversized buffer goes back into its heap, which serves the
+    request; no new heap is made."""
+    a = MpsAllocator()
+    a.malloc(1, 600 * MiB)  # a heap of its own (over 512 MiB)
+    a.free(1)
+    assert a.malloc(2, 20 * MiB) == 20 * MiB
+    assert a.reserved == 600 * MiB and a.segments == 1
 
 
 def test_capacity_releases_cached_buffers_then_raises() -> None:

@@ -1073,9 +1073,14 @@ class _LadderWorker:
             return None
 
     def close(self) -> None:
+        """Stop the worker, mid-trace or not, and wait until it has exited."""
         for future in [*self._futures, *self._beyond.values()]:
             future.cancel()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # NB: a step still being traced is not needed any more; the process is ended rather
+        # than waited for (ProcessPoolExecutor has no public way before Python 3.14)
+        for process in list(getattr(self._pool, "_processes", {}).values()):
+            process.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 _WORKER_CACHE = _Cache()

@@ -192,11 +192,16 @@ def entry() -> None:
     creates about a million objects, and the collections they trigger cost half a second of the
     CLI's five. Nothing the tracer keeps alive is in a reference cycle (the drift tables are the
     same with it off), and one run is short. On the way out the process skips the interpreter's
-    teardown of those modules (another 0.7 s): output is flushed first, files were written and
-    closed by the command, and a plan's worker pool has been shut down.
+    teardown of those modules (another 0.7 s): output is flushed first and files were written
+    and closed by the command. After a plan that used a worker process, the exit is the
+    ordinary one, so that multiprocessing cleans up after itself.
     """
     gc.disable()
     code = main()
+    if "concurrent.futures.process" in sys.modules:
+        # NB: a plan's worker pool ran: multiprocessing's exit handlers (its resource tracker
+        # among them) must run, so the interpreter exits the ordinary way
+        sys.exit(code)
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -9,16 +9,18 @@ Rules (default settings, private storage, unified memory, no memory pressure):
   `heapBufferSizeAndAlignWithLength` decides the real alignment; the page is assumed);
 - requests of at most 1 MiB (kMaxSmallAlloc) use the small pool, larger ones the large pool;
 - a freed buffer stays cached in its pool. A request takes the smallest cached buffer at least
-  as large, whole, when it is at most 32 MiB (kLargeHeap) larger; a larger cached buffer is
-  released into its heap when some heap has room for the request, else it is used whole;
+  as large, whole, when it is at most 32 MiB (kLargeHeap) larger; a larger one stays cached when
+  some heap has room for the request, else it is released into its heap to make that room
+  (`get_free_buffer`);
 - otherwise a buffer is cut from the heap with the least room that still holds it (Metal places
   it; first fit within the heap is assumed); a new heap is made when none can: 8 MiB
   (kSmallHeap) for small requests, 32 MiB (kLargeHeap) under 10 MiB (kMinLargeAlloc), 1 GiB
   (kXLargeHeapU) under 512 MiB, else a heap of its own rounded up to 2 MiB (kRoundLarge);
 - reserved memory is the sum of the heaps (the "MPS allocated" of PyTorch's error message);
-- with a `capacity`, a request that would take the heaps past it is refused, as PyTorch refuses
-  one past its high watermark; the allocator then releases cached buffers (just enough, then
-  all), drops heaps left empty and tries again, and `OutOfMemory` is raised when it still fails.
+- with a `capacity`, a request is refused while the heaps plus the request exceed it, even one
+  a cached buffer could serve, as PyTorch refuses past its high watermark; the allocator then
+  releases cached buffers (just enough, then all), drops heaps left empty and tries again, and
+  `OutOfMemory` is raised when it still fails.
 
 Known limitations: Metal's own placement inside a heap, the MPSGraph framework's buffers (which
 `torch.mps.driver_allocated_memory()` counts beside the heaps) and the low-watermark garbage
@@ -182,12 +184,15 @@ class MpsAllocator:
         cached = pool.smallest_cached(size)
         if cached is None:
             return None
-        if cached.size > size + K_LARGE_HEAP and pool.heap_with_room(size) is not None:
-            pool.uncache(cached)
-            self._release(pool, cached, drop_empty_heap=False)
-            return None
         pool.uncache(cached)
-        return cached
+        if cached.size <= size + K_LARGE_HEAP:
+            return cached
+        if pool.heap_with_room(size) is not None:
+            # NB: an oversized buffer stays cached while a heap can hold the request
+            bisect.insort(pool.cached, (cached.size, cached.order, cached))
+        else:  # its space goes back to its heap, where the request is cut next
+            self._release(pool, cached, drop_empty_heap=False)
+        return None
 
     def _new_buffer(self, pool: _Pool, size: int) -> _Buffer | None:
         if self._over(size):
