@@ -198,7 +198,7 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
                 "bf16 or pure-bf16: choose one of those"
             ]
         )
-    trace = trace_step(spec, target=Target.of(device.kind, device.compute_capability))
+    trace = trace_step(spec, target=Target.of(device))
     result, context = gpu_memory(trace, spec, device)
     live = result.live_at_peak
     breakdown = Breakdown(

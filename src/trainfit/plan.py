@@ -351,12 +351,10 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
     one = dataclasses.replace(spec, batch=1, device=device.name)
     source = next((t for k, t in cache.ones.items() if _passes_alike(k, key)), None)
     try:
-        single = trace_step(
-            one, target=Target.of(device.kind, device.compute_capability), passes_from=source
-        )
+        single = trace_step(one, target=Target.of(device), passes_from=source)
     except TraceError:
         base = dataclasses.replace(spec, batch=PROBES[0], device=device.name)
-        first = trace_step(base, target=Target.of(device.kind, device.compute_capability))
+        first = trace_step(base, target=Target.of(device))
         if gpu_fits(first, base, device, budget):
             return None
         result, context = gpu_memory(first, base, device)
@@ -504,56 +502,77 @@ def _plan_device(
             tiers=_tiers(rung_spec, effective, scaling),
         )
     if latest_one is not None:
-        what = f"one sample needs {latest_one / GIB:.1f} GiB with every change on the ladder"
+        what = f"one sample needs {latest_one / GIB:.2f} GiB with every change on the ladder"
     else:
         what = (
             f"weights, gradients and optimizer state alone need at least {floor / GIB:.2f} GiB "
             "with every change on the ladder"
         )
     sharded = offloaded = None
+    worked_out = False
     if device.kind == "cuda":
         # NB: sharded with the requested optimizer (8-bit state under FSDP is not the usual
         # engine setup), on the ladder's last precision and checkpointing
         shard_spec = dataclasses.replace(rung_spec, optimizer=spec.optimizer)
-        sharded, offloaded = _beyond(shard_spec, device, cache, int(budget), worker)
-    if sharded is not None:
-        where = (
-            f"; the cheapest catalog instance with them: {sharded.instances} x "
-            f"{sharded.instance}"
-            + (f" (${sharded.usd_per_hour:.2f}/h on demand)" if sharded.usd_per_hour else "")
-            if sharded.instance
-            else f"; no catalog instance has {sharded.gpus} of this GPU in one machine"
-        )
-        would = (
-            f"; it would fit {sharded.gpus} of these GPUs with the model states sharded (FSDP "
-            f"full sharding or ZeRO-3; {sharded.precision.value}"
-            + (", gradient checkpointing" if sharded.checkpointing else "")
-            + f", {sharded.optimizer.value}), {sharded.per_gpu_bytes / GIB:.1f} GiB each at "
-            f"{sharded.micro_batch} sample{'s' if sharded.micro_batch > 1 else ''} per GPU "
-            f"(modelled){where}"
-        )
-    elif device.kind == "cuda":
-        would = (
-            "; sharding the model states over up to "
-            f"{SHARD_COUNTS[-1]} of these GPUs would not make room for one sample (modelled): it "
-            "needs a larger GPU, sequence or tensor parallelism, or LoRA (not planned yet)"
-        )
-    else:
-        would = "; it needs a GPU with more memory, or LoRA (not planned yet)"
-    if offloaded is not None:
-        would += (
-            f"; with the model states in CPU memory (FSDP2 CPU offload or ZeRO-Offload) one of "
-            f"these GPUs would need {offloaded.gpu_bytes / GIB:.2f} GiB at "
-            f"{offloaded.micro_batch} sample{'s' if offloaded.micro_batch > 1 else ''} and the "
-            f"host {offloaded.host_bytes / GIB:.1f} GiB of RAM for the states (modelled)"
-        )
-    elif sharded is not None:
-        would += "; CPU offload alone would not make room (modelled)"
-    note = f"{what}, over the {budget / GIB:.2f} GiB usable{would}" + "".join(
-        f"; {s}" for s in skipped
+        worked_out, sharded, offloaded = _beyond(shard_spec, device, cache, int(budget), worker)
+    note = (
+        f"{what}, over the {budget / GIB:.2f} GiB usable"
+        + _beyond_words(device, worked_out, sharded, offloaded)
+        + "".join(f"; {s}" for s in skipped)
     )
     return dataclasses.replace(
         _no_setting(device, Verdict.NO, note), sharded=sharded, offloaded=offloaded
+    )
+
+
+def _samples(count: int) -> str:
+    return f"{count} sample{'s' if count > 1 else ''}"
+
+
+def _beyond_words(
+    device: Device, worked_out: bool, sharded: Sharded | None, offloaded: Offloaded | None
+) -> str:
+    """What would hold the job, in words (the tail of a does-not-fit note)."""
+    if device.kind != "cuda":
+        return "; it needs a GPU with more memory, or LoRA (not planned yet)"
+    if not worked_out:
+        return (
+            "; what would hold it was not worked out (its one-sample step could not be traced): "
+            "sharding over several GPUs, CPU offload or LoRA (not planned yet)"
+        )
+    if offloaded is None:  # NB: then no sharding fits either
+        return (
+            f"; sharding the model states over up to {SHARD_COUNTS[-1]} of these GPUs, or "
+            "offloading them to CPU memory, would not make room for one sample (modelled): it "
+            "needs a larger GPU, sequence or tensor parallelism, or LoRA (not planned yet)"
+        )
+    words = ""
+    if sharded is not None:
+        if sharded.instance:
+            price = f" (${sharded.usd_per_hour:.2f}/h on demand)" if sharded.usd_per_hour else ""
+            where = (
+                f"; the cheapest catalog instance with them: {sharded.instances} x "
+                f"{sharded.instance}{price}"
+            )
+        else:
+            where = (
+                f"; no catalog instance has {sharded.gpus} of this GPU (in one machine, or in "
+                "machines of eight or more)"
+            )
+        words += (
+            f"; it would fit {sharded.gpus} of these GPUs with the model states sharded (FSDP "
+            f"full sharding or ZeRO-3; {sharded.precision.value}"
+            + (", gradient checkpointing" if sharded.checkpointing else "")
+            + f", {sharded.optimizer.value}), {sharded.per_gpu_bytes / GIB:.2f} GiB each at "
+            f"{_samples(sharded.micro_batch)} per GPU (modelled){where}"
+        )
+    else:
+        words += f"; sharding over up to {SHARD_COUNTS[-1]} of these GPUs would not (modelled)"
+    return words + (
+        f"; with the model states in CPU memory (FSDP2 CPU offload or ZeRO-Offload) one of "
+        f"these GPUs would need {offloaded.gpu_bytes / GIB:.2f} GiB at "
+        f"{_samples(offloaded.micro_batch)} and the host {offloaded.host_bytes / GIB:.1f} GiB of "
+        "RAM for the states (modelled)"
     )
 
 
@@ -567,20 +586,24 @@ def _beyond(
     cache: _Cache,
     budget: int,
     worker: _LadderWorker | None = None,
-) -> tuple[Sharded | None, Offloaded | None]:
-    """What would hold `spec` at one sample when one `device` cannot: the fewest such GPUs
-    with the model states sharded across them (None when none up to SHARD_COUNTS[-1] do), and
-    one GPU with the states offloaded to CPU memory (None when that does not fit either)."""
+) -> tuple[bool, Sharded | None, Offloaded | None]:
+    """What would hold `spec` at one sample when one `device` cannot: whether it could be
+    worked out (a step that cannot be traced at one sample or at the scaling's base batch
+    cannot), the fewest such GPUs with the model states sharded across them (None when none
+    up to SHARD_COUNTS[-1] do), and one GPU with the states offloaded to CPU memory (None when
+    that does not fit either)."""
     needs = worker.beyond(device.name) if worker is not None else None
     if needs is None:
         needs = _beyond_needs(spec, device, cache, budget)
+    if needs is None:
+        return False, None, None
     offload_bytes, shards, micro = needs
     if offload_bytes is None:
-        return None, None
+        return True, None, None
     host = model_states(spec, _counts(spec, cache)).total()
     offloaded = Offloaded(gpu_bytes=offload_bytes, host_bytes=host, micro_batch=micro)
     if shards is None:
-        return None, offloaded
+        return True, None, offloaded
     gpus, per_gpu = shards
     name, count, price = _cheapest_instance(device, gpus)
     sharded = Sharded(
@@ -594,7 +617,7 @@ def _beyond(
         instances=count,
         usd_per_hour=price,
     )
-    return sharded, offloaded
+    return True, sharded, offloaded
 
 
 _Needs = tuple[int | None, tuple[int, int] | None, int]
@@ -602,12 +625,12 @@ _Needs = tuple[int | None, tuple[int, int] | None, int]
 sharded and their memory each (None: none up to SHARD_COUNTS[-1]), and the micro-batch."""
 
 
-def _beyond_needs(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -> _Needs:
+def _beyond_needs(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -> _Needs | None:
     """The device memory figures behind `_beyond` (see `_Needs`): one trace at one sample,
     replayed with what scales with the parameters divided among the GPUs (`_per_gpu`)."""
     one = _trace_at_one(spec, device, cache)
     if one is None:
-        return None, None, 1
+        return None
     trace, at = one
     per_gpu = _per_gpu(trace, at, device, cache)
 
@@ -682,7 +705,7 @@ def beyond_one_gpu(spec: TrainSpec, device: Device, gpus: int) -> int:
     if device.kind != "cuda":
         raise SpecError([f"device {device.name!r}: sharding is modelled for CUDA GPUs only"])
     at = dataclasses.replace(spec, device=device.name)
-    trace = trace_step(at, target=Target.of(device.kind, device.compute_capability))
+    trace = trace_step(at, target=Target.of(device))
     return _per_gpu(trace, at, device, _Cache())(gpus)
 
 
@@ -719,7 +742,7 @@ def _trace_at_one(
             try:
                 trace = trace_step(
                     at,
-                    target=Target.of(device.kind, device.compute_capability),
+                    target=Target.of(device),
                     passes_from=source if batch == 1 else None,
                 )
             except TraceError:
@@ -946,7 +969,7 @@ def _needed_once(spec: TrainSpec, micro: int, device: Device, cache: _Cache) -> 
     source = _other_optimizer(spec, device, cache)
     trace = trace_step(
         at,
-        target=Target.of(device.kind, device.compute_capability),
+        target=Target.of(device),
         passes_from=source.trace_at(micro) if source is not None else None,
     )
     result, context = gpu_memory(trace, at, device)
@@ -1055,7 +1078,8 @@ class _LadderWorker:
         }
 
     def beyond(self, name: str) -> _Needs | None:
-        """`_beyond_needs` of a doomed device, or None (not given to the worker, or failed)."""
+        """`_beyond_needs` of a doomed device, or None (not given to the worker, failed, or
+        not worked out there)."""
         future = self._beyond.get(name)
         if future is None:
             return None
@@ -1087,14 +1111,14 @@ _WORKER_CACHE = _Cache()
 """The worker process's traces and replays, shared by the doomed devices it is given."""
 
 
-def _beyond_in_worker(spec: TrainSpec, device: Device, budget: int) -> _Needs:
+def _beyond_in_worker(spec: TrainSpec, device: Device, budget: int) -> _Needs | None:
     return _beyond_needs(spec, device, _WORKER_CACHE, budget)
 
 
 def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:
     """Device memory needed by `spec` on `device` (a full trace), or None when it fails."""
     try:
-        trace = trace_step(spec, target=Target.of(device.kind, device.compute_capability))
+        trace = trace_step(spec, target=Target.of(device))
         result, context = gpu_memory(trace, spec, device)
     except Exception:  # the main process does the step again and reports it
         return None

@@ -66,7 +66,7 @@ class BatchScaling:
         if not self.affine:
             return trace_step(
                 dataclasses.replace(self.spec, batch=batch),
-                target=Target.of(self.device.kind, self.device.compute_capability),
+                target=Target.of(self.device),
             )
         events = [
             dataclasses.replace(event, nbytes=size) if grow else event
@@ -217,7 +217,7 @@ def scale_batch(spec: TrainSpec, passes_from: BatchScaling | None = None) -> Bat
     traces = [
         trace_step(
             dataclasses.replace(spec, batch=b),
-            target=Target.of(device.kind, device.compute_capability),
+            target=Target.of(device),
             passes_from=passes_from.trace_at(b) if passes_from is not None else None,
         )
         for b in PROBES

@@ -247,17 +247,23 @@ class CudaAttention:
                 query, key, value, attn_mask, needs_lse, dropout_p, is_causal, scale=scale
             )
             return out[0]
-        return aten._scaled_dot_product_attention_math(
-            query,
-            key,
-            value,
-            attn_mask,
-            dropout_p,
-            is_causal,
-            None,
-            scale=scale,
-            enable_gqa=enable_gqa,
-        )[0]
+        return _math(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+def _math(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    enable_gqa: bool,
+) -> torch.Tensor:
+    """PyTorch's composite math attention (it keeps the attention scores for backward)."""
+    return aten._scaled_dot_product_attention_math(
+        query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
+    )[0]
 
 
 class MpsAttention:
@@ -297,14 +303,4 @@ class MpsAttention:
         enable_gqa: bool = False,
     ) -> torch.Tensor:
         self.chosen[SdpaBackend.MATH] = self.chosen.get(SdpaBackend.MATH, 0) + 1
-        return aten._scaled_dot_product_attention_math(
-            query,
-            key,
-            value,
-            attn_mask,
-            dropout_p,
-            is_causal,
-            None,
-            scale=scale,
-            enable_gqa=enable_gqa,
-        )[0]
+        return _math(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)

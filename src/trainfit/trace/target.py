@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,6 +25,9 @@ from trainfit.trace.attention import CudaAttention, MpsAttention, SdpaBackend, S
 from trainfit.trace.autocast import MPS_POLICY, TargetAutocast
 from trainfit.trace.onednn import onednn_lstm_workspace
 from trainfit.training import no_context
+
+if TYPE_CHECKING:
+    from trainfit.hardware.catalog import Device
 
 
 class TargetKind(str, Enum):
@@ -56,13 +59,13 @@ class Target:
         return cls(kind=TargetKind.MPS, compute_capability=(0, 0))
 
     @classmethod
-    def of(cls, kind: str, compute_capability: tuple[int, int]) -> Target:
-        """The target of a catalog device of `kind` ("cuda", "mps" or "cpu")."""
-        if kind == "mps":
+    def of(cls, device: Device) -> Target:
+        """The target of a catalog device (kind "cuda", "mps" or "cpu")."""
+        if device.kind == "mps":
             return cls.mps()
-        if kind == "cpu":
+        if device.kind == "cpu":
             return cls.cpu()
-        return cls.cuda(compute_capability)
+        return cls.cuda(device.compute_capability)
 
     def rules(self, autocast_dtype: torch.dtype | None) -> TargetRules:
         """The per-trace rules (stateful: they count the attention kernels chosen)."""
