@@ -345,24 +345,12 @@ def _one_sample_over(spec: TrainSpec, device: Device, cache: _Cache, budget: int
     is traced at the scaling's base batch instead, and counts as not fitting one sample when
     that does not fit.
     """
-    key = _key(spec, device)
-    if key in cache.scalings or _same_trace(spec, device, cache) is not None:
+    if _key(spec, device) in cache.scalings or _same_trace(spec, device, cache) is not None:
         return None
-    one = dataclasses.replace(spec, batch=1, device=device.name)
-    source = next((t for k, t in cache.ones.items() if _passes_alike(k, key)), None)
-    try:
-        single = trace_step(one, target=Target.of(device), passes_from=source)
-    except TraceError:
-        base = dataclasses.replace(spec, batch=PROBES[0], device=device.name)
-        first = trace_step(base, target=Target.of(device))
-        if gpu_fits(first, base, device, budget):
-            return None
-        result, context = gpu_memory(first, base, device)
-        return result.peak_reserved_bytes + context
-    cache.ones[key] = single
-    if gpu_fits(single, one, device, budget):
+    trace, at = _trace_at_one(spec, device, cache)
+    if gpu_fits(trace, at, device, budget):
         return None
-    result, context = gpu_memory(single, one, device)
+    result, context = gpu_memory(trace, at, device)
     return result.peak_reserved_bytes + context
 
 
@@ -628,10 +616,10 @@ sharded and their memory each (None: none up to SHARD_COUNTS[-1]), and the micro
 def _beyond_needs(spec: TrainSpec, device: Device, cache: _Cache, budget: int) -> _Needs | None:
     """The device memory figures behind `_beyond` (see `_Needs`): one trace at one sample,
     replayed with what scales with the parameters divided among the GPUs (`_per_gpu`)."""
-    one = _trace_at_one(spec, device, cache)
-    if one is None:
+    try:
+        trace, at = _trace_at_one(spec, device, cache)
+    except TraceError:
         return None
-    trace, at = one
     per_gpu = _per_gpu(trace, at, device, cache)
 
     on_gpu = per_gpu(0)
@@ -724,33 +712,25 @@ def _doomed(
     return doomed
 
 
-def _trace_at_one(
-    spec: TrainSpec, device: Device, cache: _Cache
-) -> tuple[StepTrace, TrainSpec] | None:
-    """A trace of one sample of `spec` on `device` and its spec (the scaling's base batch for a
-    model that cannot train on one sample; None when that fails too)."""
+def _trace_at_one(spec: TrainSpec, device: Device, cache: _Cache) -> tuple[StepTrace, TrainSpec]:
+    """A trace of one sample of `spec` on `device` and its spec, kept in `cache.ones` for the
+    setting's scaling and for copies of its passes; for a model that cannot train on one sample
+    (BatchNorm), a trace at the scaling's base batch (not kept). TraceError when that fails
+    too."""
     key = _key(spec, device)
-    for batch in (1, PROBES[0]):
-        at = dataclasses.replace(spec, batch=batch, device=device.name)
-        if key in cache.scalings:
-            return cache.scalings[key].trace_at(batch), at
-        trace = cache.ones.get(key) if batch == 1 else None
-        if trace is None:
-            source = next((t for k, t in cache.ones.items() if _passes_alike(k, key)), None)
-            if source is None and (other := _other_optimizer(spec, device, cache)) is not None:
-                source = other.trace_at(1)
-            try:
-                trace = trace_step(
-                    at,
-                    target=Target.of(device),
-                    passes_from=source if batch == 1 else None,
-                )
-            except TraceError:
-                continue  # NB: BatchNorm cannot train on one sample
-            if batch == 1:
-                cache.ones[key] = trace
-        return trace, at
-    return None
+    one = dataclasses.replace(spec, batch=1, device=device.name)
+    if key in cache.scalings:
+        return cache.scalings[key].trace_at(1), one
+    if key not in cache.ones:
+        source = next((t for k, t in cache.ones.items() if _passes_alike(k, key)), None)
+        if source is None and (other := _other_optimizer(spec, device, cache)) is not None:
+            source = other.trace_at(1)
+        try:
+            cache.ones[key] = trace_step(one, target=Target.of(device), passes_from=source)
+        except TraceError:  # NB: BatchNorm cannot train on one sample
+            base = dataclasses.replace(spec, batch=PROBES[0], device=device.name)
+            return trace_step(base, target=Target.of(device)), base
+    return cache.ones[key], one
 
 
 def _cheapest_instance(device: Device, gpus: int) -> tuple[str, int, float | None]:
