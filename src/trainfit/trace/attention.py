@@ -16,13 +16,13 @@ not used: flash's stands in (same saved tensors).
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 
 import torch
 
+from trainfit.trace.compat import registered
 from trainfit.trace.recorder import LIBRARY_OP, labelled
 
 aten = torch.ops.aten
@@ -171,15 +171,9 @@ class CudaAttention:
     @contextlib.contextmanager
     def installed(self) -> Iterator[CudaAttention]:
         """Register the routing kernel for the duration of the block."""
-        lib = torch.library.Library("aten", "IMPL")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
-            lib.impl("dropout", _cuda_dropout, "CompositeImplicitAutograd")
-        try:
+        kernels = {"scaled_dot_product_attention": self._sdpa, "dropout": _cuda_dropout}
+        with registered("CompositeImplicitAutograd", kernels):
             yield self
-        finally:
-            lib._destroy()
 
     def _sdpa(
         self,
@@ -282,14 +276,8 @@ class MpsAttention:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[MpsAttention]:
-        lib = torch.library.Library("aten", "IMPL")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lib.impl("scaled_dot_product_attention", self._sdpa, "CompositeImplicitAutograd")
-        try:
+        with registered("CompositeImplicitAutograd", {"scaled_dot_product_attention": self._sdpa}):
             yield self
-        finally:
-            lib._destroy()
 
     def _sdpa(
         self,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -58,25 +58,25 @@ def internal_moved(exc: Exception) -> TraceError:
 
 
 @contextlib.contextmanager
-def overriding_kernel(op: str, fn: Callable[..., Any], dispatch_key: str) -> Iterator[None]:
-    """Register `fn` as aten `op`'s kernel for `dispatch_key` for the block, also where torch
-    itself registered one from Python (its meta kernels).
+def registered(dispatch_key: str, kernels: Mapping[str, Callable[..., Any]]) -> Iterator[None]:
+    """Register each `kernels[op]` as aten `op`'s kernel for `dispatch_key` for the block, also
+    where torch itself registered one from Python (its meta kernels).
 
     NB: torch 2.13's `Library.impl` overrides such a kernel; torch 2.11's refuses ("already a
     kernel registered from python"), checking a module-level set of keys, which is therefore
-    cleared of this key for the registration and given it back afterwards.
+    cleared of these keys for the registration and given them back afterwards.
     """
-    key = f"aten/{op}/{dispatch_key}"
-    registered = getattr(torch.library, "_impls", set())
-    had = key in registered
-    registered.discard(key)
+    keys = {f"aten/{op}/{dispatch_key}" for op in kernels}
+    known = getattr(torch.library, "_impls", set())
+    had = keys & known
+    known -= had
     lib = torch.library.Library("aten", "IMPL")
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lib.impl(op, fn, dispatch_key)
+            warnings.simplefilter("ignore")  # NB: overriding a kernel warns once per op
+            for op, fn in kernels.items():
+                lib.impl(op, fn, dispatch_key)
         yield
     finally:
         lib._destroy()
-        if had:
-            registered.add(key)
+        known |= had

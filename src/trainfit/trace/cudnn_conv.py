@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from trainfit.trace.compat import registered
 from trainfit.trace.cudnn_rnn import LIBRARY_OP
 from trainfit.trace.recorder import Event, Recorder
 
@@ -278,14 +278,8 @@ class CudnnConv:
     @contextlib.contextmanager
     def installed(self) -> Iterator[CudnnConv]:
         """Register the routing kernel for the duration of the block."""
-        lib = torch.library.Library("aten", "IMPL")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lib.impl("convolution", self._convolution, "AutogradCPU")
-        try:
+        with registered("AutogradCPU", {"convolution": self._convolution}):
             yield self
-        finally:
-            lib._destroy()
 
     def transient(self, nbytes: int) -> None:
         """Record a workspace of `nbytes` allocated and freed at once (none if 0)."""

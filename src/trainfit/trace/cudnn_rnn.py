@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
+from trainfit.trace.compat import registered
 from trainfit.trace.recorder import LIBRARY_OP, Event, Recorder
 
 aten = torch.ops.aten
@@ -200,14 +200,10 @@ class CudnnLstm:
     @contextlib.contextmanager
     def installed(self) -> Iterator[CudnnLstm]:
         """Register the routing kernel for the duration of the block."""
-        lib = torch.library.Library("aten", "IMPL")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lib.impl("lstm.input", self._lstm, "AutogradCPU")
         try:
-            yield self
+            with registered("AutogradCPU", {"lstm.input": self._lstm}):
+                yield self
         finally:
-            lib._destroy()
             self._dropout_state = None
 
     def flatten_weights(self, module: nn.Module) -> Iterator[torch.Tensor]:

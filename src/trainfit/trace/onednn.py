@@ -23,7 +23,7 @@ from torch._meta_registrations import mkldnn_rnn_layer as _meta_rnn_layer
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._python_dispatch import _disable_current_modes
 
-from trainfit.trace.compat import overriding_kernel
+from trainfit.trace.compat import registered
 
 aten = torch.ops.aten
 
@@ -160,5 +160,5 @@ def _rnn_layer_with_workspace(
 @contextlib.contextmanager
 def onednn_lstm_workspace() -> Iterator[None]:
     """Give `aten.mkldnn_rnn_layer`'s meta kernel oneDNN's real workspace for the block."""
-    with overriding_kernel("mkldnn_rnn_layer", _rnn_layer_with_workspace, "Meta"):
+    with registered("Meta", {"mkldnn_rnn_layer": _rnn_layer_with_workspace}):
         yield
