@@ -281,3 +281,11 @@ def test_fewer_shards_do_not_fit(tmp_path) -> None:
         assert offloaded is not None and offloaded.gpu_bytes < found.per_gpu_bytes
         assert offloaded.gpu_bytes == beyond_one_gpu(one, device, 0)
         assert offloaded.host_bytes == model_states(spec).total()
+
+
+def test_a_batchnorm_model_skips_the_one_sample_rung_of_the_ladder() -> None:
+    """BatchNorm cannot train on one sample: the ladder's last rung is left out, not an error."""
+    spec = TrainSpec(model="trainfit.models.zoo:redimnet_like")
+    found = plan(spec, effective_batch=64, devices=("rtx-4060",))
+    assert found.ladder and all(r.micro_batch > 1 for r in found.ladder)
+    assert not any(r.change.startswith("1 sample per step") for r in found.ladder)

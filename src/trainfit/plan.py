@@ -1003,6 +1003,10 @@ def _ladder(
             if not rung_spec.checkpointing or spec.checkpointing:
                 raise
             continue  # NB: a model with no blocks to checkpoint skips that rung
+        except TraceError:
+            if micro > 1:
+                raise
+            continue  # NB: a model that cannot train on one sample (BatchNorm) skips that rung
         rungs.append(
             Rung(
                 change=change,
