@@ -8,6 +8,8 @@ left at its defaults and `empty_cache` is never called.
 
 from __future__ import annotations
 
+import itertools
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -85,26 +87,8 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
     torch.cuda.set_device(dev)
     free0, total = torch.cuda.mem_get_info(dev)
     baseline = total - free0
-    program = build_program(spec, "cpu")
-    trainable = apply_settings(program, spec)
-    dtype = torch.bfloat16 if spec.precision is Precision.PURE_BF16 else None
-    program.model.to(device=dev, dtype=dtype)
-    if spec.precision is Precision.FP32:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
-    elif spec.precision is Precision.TF32:
-        torch.backends.cuda.matmul.allow_tf32 = True
-    optimizer = torch_optimizer(spec.optimizer, trainable)
-    autocast_dtype = spec.precision.autocast_dtype
-    if autocast_dtype is not None:
-
-        def autocast() -> torch.autocast:
-            return torch.autocast("cuda", dtype=autocast_dtype)
-
-    else:
-        autocast = no_context  # type: ignore[assignment]
-    scaler = torch.amp.GradScaler("cuda") if needs_scaler(spec.precision) else None
-    rig = StepRig(program=program, optimizer=optimizer, autocast=autocast, scaler=scaler, spec=spec)
+    rig, trainable = cuda_rig(spec, dev, build_on="cpu")
+    program, optimizer = rig.program, rig.optimizer
     param_bytes = _unique_bytes(list(program.model.parameters()))
     batch = program.make_batch(dev, True)
 
@@ -168,6 +152,129 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
         activation_bytes=captured["activation"],
         phase_peaks=tuple(p for p in phase_peaks if p.phase is not Phase.SETUP),
         step_seconds=tuple(times),
+        versions={
+            "torch": torch.__version__,
+            "cuda": str(torch.version.cuda),
+            "transformers": _transformers_version(),
+        },
+    )
+
+
+def cuda_rig(
+    spec: TrainSpec, dev: torch.device, build_on: str = "cpu"
+) -> tuple[StepRig, list[torch.nn.Parameter]]:
+    """The model, optimizer, autocast and scaler of `spec` on CUDA device `dev`, as a user's
+    loop would set them up (PyTorch's tf32 defaults for the precision). `build_on="cpu"`
+    builds and initialises the model on the CPU and moves it (the memory benchmark's way);
+    "device" builds it on the card (fast for big models; the weights are still initialised)."""
+    program = build_program(spec, "cpu" if build_on == "cpu" else dev)
+    trainable = apply_settings(program, spec)
+    dtype = torch.bfloat16 if spec.precision is Precision.PURE_BF16 else None
+    program.model.to(device=dev, dtype=dtype)
+    if spec.precision is Precision.FP32:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
+    elif spec.precision is Precision.TF32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    optimizer = torch_optimizer(spec.optimizer, trainable)
+    autocast_dtype = spec.precision.autocast_dtype
+    if autocast_dtype is not None:
+
+        def autocast() -> torch.autocast:
+            return torch.autocast("cuda", dtype=autocast_dtype)
+
+    else:
+        autocast = no_context  # type: ignore[assignment]
+    scaler = torch.amp.GradScaler("cuda") if needs_scaler(spec.precision) else None
+    rig = StepRig(program=program, optimizer=optimizer, autocast=autocast, scaler=scaler, spec=spec)
+    return rig, trainable
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepTiming:
+    """Device time of real training steps, split by phase (CUDA events at the phase marks)."""
+
+    device_name: str
+    warmup: int
+    steps: int
+    step_seconds: tuple[float, ...]
+    """Wall time of each timed optimizer step, the device synchronised at its end."""
+    forward_seconds: tuple[float, ...]
+    """Per timed step, the device time from the first forward mark to the backward mark,
+    summed over micro-batches."""
+    backward_seconds: tuple[float, ...]
+    optimizer_seconds: tuple[float, ...]
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def median_step_seconds(self) -> float:
+        return statistics.median(self.step_seconds)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "device_name": self.device_name,
+            "warmup": self.warmup,
+            "steps": self.steps,
+            "step_seconds": list(self.step_seconds),
+            "forward_seconds": list(self.forward_seconds),
+            "backward_seconds": list(self.backward_seconds),
+            "optimizer_seconds": list(self.optimizer_seconds),
+            "median_step_seconds": self.median_step_seconds,
+            "versions": self.versions,
+        }
+
+
+def time_cuda(
+    spec: TrainSpec, warmup: int = 3, steps: int = 10, device: str = "cuda"
+) -> StepTiming:
+    """Time `warmup` + `steps` real optimizer steps of `spec` on a CUDA device."""
+    if not torch.cuda.is_available():
+        raise MeasureError("no CUDA device is visible here: run on a machine with an NVIDIA GPU")
+    dev = torch.device(device)
+    if dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    torch.cuda.set_device(dev)
+    rig, _ = cuda_rig(spec, dev, build_on="device")
+    batch = rig.program.make_batch(dev, True)
+    marks: list[tuple[Phase, torch.cuda.Event]] = []
+
+    def mark(phase: Phase) -> None:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        marks.append((phase, event))
+
+    walls: list[float] = []
+    split: list[tuple[float, float, float]] = []
+    try:
+        for i in range(warmup + steps):
+            marks.clear()
+            torch.cuda.synchronize(dev)
+            start = time.perf_counter()
+            mark(Phase.SETUP)
+            run_iteration(rig, batch, mark)
+            mark(Phase.SETUP)
+            torch.cuda.synchronize(dev)
+            wall = time.perf_counter() - start
+            if i < warmup:
+                continue
+            walls.append(wall)
+            totals = {Phase.FORWARD: 0.0, Phase.BACKWARD: 0.0, Phase.OPTIMIZER: 0.0}
+            for (phase, begin), (_, end) in itertools.pairwise(marks):
+                if phase in totals:
+                    totals[phase] += begin.elapsed_time(end) / 1000.0
+            split.append((totals[Phase.FORWARD], totals[Phase.BACKWARD], totals[Phase.OPTIMIZER]))
+    except torch.OutOfMemoryError as exc:
+        raise MeasureError(
+            f"out of memory on {torch.cuda.get_device_name(dev)} while timing steps"
+        ) from exc
+    return StepTiming(
+        device_name=torch.cuda.get_device_name(dev),
+        warmup=warmup,
+        steps=steps,
+        step_seconds=tuple(walls),
+        forward_seconds=tuple(f for f, _, _ in split),
+        backward_seconds=tuple(b for _, b, _ in split),
+        optimizer_seconds=tuple(o for _, _, o in split),
         versions={
             "torch": torch.__version__,
             "cuda": str(torch.version.cuda),

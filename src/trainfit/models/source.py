@@ -76,6 +76,8 @@ class StepProgram:
     """How the loss is computed, said in the result."""
     is_hf: bool
     """A transformers model (supports gradient_checkpointing_enable)."""
+    tokens_per_sample: int | None = None
+    """Tokens one sample carries (the sequence length of a language model's input), if any."""
 
 
 def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepProgram:
@@ -109,6 +111,7 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
             description=program.description,
             loss_note=f"user step function {spec.step_fn}",
             is_hf=program.is_hf,
+            tokens_per_sample=program.tokens_per_sample,
         )
     return program
 
@@ -225,6 +228,7 @@ def _hf_program(
         description=f"{origin}: {config.model_type}, {_TASK_NOTE[task]}",
         loss_note=f"the model's own loss ({_TASK_NOTE[task]})",
         is_hf=True,
+        tokens_per_sample=seq if task in ("causal-lm", "masked-lm", "seq2seq-lm") else None,
     )
 
 

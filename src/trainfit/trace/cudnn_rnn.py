@@ -33,6 +33,7 @@ from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
 from trainfit.trace.compat import registered
+from trainfit.trace.costs import OpCost, OpKind
 from trainfit.trace.recorder import LIBRARY_OP, Event, Recorder
 
 aten = torch.ops.aten
@@ -111,6 +112,32 @@ def workspace_bytes(s: LstmShape) -> int:
     return int(size)
 
 
+def lstm_cost(s: LstmShape, backward: bool) -> OpCost:
+    """What cuDNN's LSTM costs: the gate matmuls, 2*4H*(in+H) FLOPs per step, sample, layer
+    and direction (backward: data and weight passes, twice that); one recurrent kernel per
+    time step, layer and direction; bytes: input, output, weights and the reserve."""
+    flops = 0
+    weights = 0
+    for layer in range(s.layers):
+        width = s.input_size if layer == 0 else s.hidden * s.directions
+        per = 4 * s.hidden * (width + s.hidden)
+        flops += 2 * s.seq * s.batch * per * s.directions
+        weights += (per + 8 * s.hidden) * s.directions
+    passes = 2 if backward else 1
+    moved = s.element * (
+        s.seq * s.batch * (s.input_size + s.hidden * s.directions) * (2 if backward else 1)
+        + weights * passes
+    ) + reserve_bytes(s)
+    return OpCost(
+        OpKind.RNN,
+        "fp32" if s.element == 4 else "bf16",
+        flops * passes,
+        moved,
+        s.seq * s.layers * s.directions,
+        s.hidden,
+    )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Call:
     """One emulated `_cudnn_rnn` call."""
@@ -141,6 +168,7 @@ class _CudnnLstmFunction(torch.autograd.Function):
         ws = call.emulator.workspace(x, workspace_bytes(s))
         reserve = x.new_empty((reserve_bytes(s) if call.train else 0,), dtype=torch.uint8)
         del ws, xc
+        call.emulator.recorder.charge(lstm_cost(s, backward=False))
         ctx.call = call
         ctx.weight_shapes = [w.shape for w in weights]
         ctx.save_for_backward(x, h0, c0, y, reserve)
@@ -168,6 +196,7 @@ class _CudnnLstmFunction(torch.autograd.Function):
         dw = x.new_zeros((total,))
         ws = call.emulator.workspace(x, workspace_bytes(s))
         del ws, xc
+        call.emulator.recorder.charge(lstm_cost(s, backward=True))
         grads: list[torch.Tensor] = []
         offset = 0
         for shape in ctx.weight_shapes:

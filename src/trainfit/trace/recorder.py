@@ -24,6 +24,7 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainfit.errors import TraceError
+from trainfit.trace.costs import SYNC_COST, CostLog, OpCost, foreach_cost, op_cost
 from trainfit.training import Phase
 
 aten = torch.ops.aten
@@ -116,6 +117,7 @@ class Recorder(TorchDispatchMode):
         self._silent = False
         self.ops = 0
         self._outputs = OutputCache()
+        self.costs = CostLog()
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -142,6 +144,11 @@ class Recorder(TorchDispatchMode):
         if storage.nbytes() <= 8:
             self._ops[key] = op  # only scalars are ever read back as data
         return key
+
+    def charge(self, cost: OpCost) -> None:
+        """Count the work of a library call the tracer emulates (cuDNN's LSTM)."""
+        if self.phase is not Phase.SETUP:
+            self.costs.add(cost, self.iteration, self.phase)
 
     def workspace_created(self, thread: Thread) -> None:
         """A library workspace is created on `thread` before the next event (a replayed op)."""
@@ -227,12 +234,18 @@ class Recorder(TorchDispatchMode):
                 )
         kwargs = kwargs or {}
         self.ops += 1
+        costed = self.phase is not Phase.SETUP
         if _mutates_only(func):
             # NB: an in-place foreach op (the optimizer's update) returns nothing and allocates
             # nothing; FakeTensorMode would hash every tensor of its lists for its cache and
             # then run a meta kernel per tensor, a third of a large model's trace
+            if costed:
+                self.costs.add(foreach_cost(func, args, kwargs), self.iteration, self.phase)
             return None
         if func is aten._local_scalar_dense.default:
+            if costed and self.phase is not Phase.OPTIMIZER:
+                # NB: the optimizer's step counters live on the host (no device sync)
+                self.costs.add(SYNC_COST, self.iteration, self.phase)
             return self._assume_scalar(args[0])
         if func in CUBLAS_OPS and self.thread not in self._cublas_threads:
             self._cublas_threads.add(self.thread)
@@ -242,6 +255,8 @@ class Recorder(TorchDispatchMode):
             out = self._outputs.replay(key, args)
             if out is not MISS:
                 self._track_outputs(out, _LABEL[0] or func.__name__)
+                if costed:
+                    self._cost(func, args, kwargs, out, key)
                 return out
         try:
             out = func(*args, **kwargs)
@@ -263,7 +278,25 @@ class Recorder(TorchDispatchMode):
         if key is not None:
             self._outputs.remember(key, out, args, kwargs)
         self._track_outputs(out, _LABEL[0] or func.__name__)
+        if costed:
+            self._cost(func, args, kwargs, out, key)
         return out
+
+    def _cost(
+        self,
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        out: Any,
+        key: tuple[object, ...] | None,
+    ) -> None:
+        index = self.costs.cached(key) if key is not None else None
+        if index is None:
+            index = self.costs.add(op_cost(func, args, kwargs, out), self.iteration, self.phase)
+            if key is not None:
+                self.costs.remember(key, index)
+        else:
+            self.costs.add_index(index, self.iteration, self.phase)
 
     def _track_outputs(self, out: Any, name: str) -> None:
         if isinstance(out, torch.Tensor):

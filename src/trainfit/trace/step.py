@@ -25,6 +25,7 @@ from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.attention import SdpaBackend, SdpaCall
 from trainfit.trace.compat import check_torch, internal_moved
+from trainfit.trace.costs import StepCosts
 from trainfit.trace.cudnn_conv import CudnnConv
 from trainfit.trace.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.optimizers import make_optimizer
@@ -77,6 +78,11 @@ class StepTrace:
     passes: tuple[RecordedPass, ...] = ()
     """The first iteration's forward/backward passes (events[start:end]), when replayable: a
     trace of the same step with another optimizer can copy them (`trace_step(passes_from=)`)."""
+    tokens_per_sample: int | None = None
+    trainable_tensors: int = 0
+    """Trainable parameter tensors (the optimizer's host work is per tensor)."""
+    costs: StepCosts | None = field(default=None, repr=False, compare=False)
+    """What each op of the step costs (FLOPs, bytes, kernels), for its run time."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
@@ -372,6 +378,11 @@ def trace_step(
         if copied and passes_from is not None
         else rules.attention_calls(),
         passes=passes,
+        tokens_per_sample=program.tokens_per_sample,
+        trainable_tensors=len(trainable),
+        costs=recorder.costs.step_costs(
+            passes_from.costs if copied and passes_from is not None else None
+        ),
     )
 
 

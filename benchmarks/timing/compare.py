@@ -1,0 +1,80 @@
+"""Predicted against measured step time of the accuracy suite on one GPU.
+
+    PYTHONPATH=src:. python -m benchmarks.timing.compare \
+        benchmarks/timing/results/timing_h100.json > benchmarks/timing/results/timing_h100.md
+
+Each case is traced on this machine (no GPU) and its step time modelled for the catalog row of
+the measured card; none of these cases was used to set a constant (benchmarks/timing/calibrate.py
+reads single-kernel measurements only), so every row is held out.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.accuracy.cases import CASES
+from trainfit.hardware.catalog import get_device
+from trainfit.spec import TrainSpec
+from trainfit.timing.step import calibration, step_time
+from trainfit.trace.step import trace_step
+from trainfit.trace.target import Target
+
+
+def main() -> None:
+    measured = json.loads(Path(sys.argv[1]).read_text())
+    env = measured["environment"]
+    device = get_device("h100")
+    cal = calibration()
+    rows = []
+    errors = []
+    for name, record in measured["cases"].items():
+        spec = TrainSpec(**CASES[name], device=device.name)
+        started = time.perf_counter()
+        trace = trace_step(spec, target=Target.of(device))
+        predicted = step_time(
+            trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors
+        )
+        took = time.perf_counter() - started
+        real = record["median_step_seconds"]
+        fwd = statistics.median(record["forward_seconds"])
+        bwd = statistics.median(record["backward_seconds"])
+        opt = statistics.median(record["optimizer_seconds"])
+        error = predicted.seconds / real - 1
+        errors.append(error)
+        rows.append(
+            f"| {name} | {real * 1000:.1f} | {predicted.seconds * 1000:.1f} | {error:+.1%} "
+            f"| {fwd * 1000:.1f} / {predicted.forward_seconds * 1000:.1f} "
+            f"| {bwd * 1000:.1f} / {predicted.backward_seconds * 1000:.1f} "
+            f"| {opt * 1000:.1f} / {predicted.optimizer_seconds * 1000:.1f} "
+            f"| {predicted.compute_bound_share:.0%} / {predicted.memory_bound_share:.0%} / "
+            f"{predicted.host_bound_share:.0%} | {took:.1f} |"
+        )
+    absolute = sorted(abs(e) for e in errors)
+    print(f"# Step time: predicted against measured on one {env['device']}\n")
+    print(
+        f"Measured {env['date'][:10]} with torch {env['torch']}, CUDA {env['cuda']}, "
+        f"cuDNN {env['cudnn']}, transformers {env['transformers']}, driver/card "
+        f"`{env['nvidia_smi']}`; 3 warm-up and 10 timed steps per case, the median shown "
+        f"(`benchmarks/timing/measure_gpu.py`). Predicted on a CPU-only machine from the traced "
+        f"step with the constants of `src/trainfit/timing/calibration.json` ({cal.source}), "
+        "none of them read off these cases.\n"
+    )
+    print(
+        f"**{len(errors)} cases: median |error| {statistics.median(absolute):.1%}, "
+        f"max {absolute[-1]:.1%}; within 15%: {sum(a <= 0.15 for a in absolute)}, "
+        f"within 35%: {sum(a <= 0.35 for a in absolute)}.**\n"
+    )
+    print(
+        "| case | measured ms | predicted ms | error | forward ms (meas / pred) "
+        "| backward ms | optimizer ms | compute / memory / host-bound | trace s |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

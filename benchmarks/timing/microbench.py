@@ -1,0 +1,503 @@
+"""Measure the rates the step-time model is calibrated with, on the CUDA GPU at hand.
+
+    PYTHONPATH=src:. python -m benchmarks.timing.microbench --out DIR
+
+Nothing here is a training step of the accuracy suite: these are single kernels and host
+loops, so the step-time table stays held out. Writes DIR/microbench.json:
+- matmul: achieved FLOP/s of torch.mm per dtype (bf16, fp16, fp32 without tf32, tf32) over
+  square and transformer-shaped problems;
+- memory: achieved bytes/s of a copy and an in-place add over sizes from 4 KiB to 1 GiB
+  (the smallest give the shortest time a kernel takes back to back);
+- attention: flash/efficient SDPA forward and backward;
+- conv: 3x3 and 1x1 convolutions forward and backward, bf16 and tf32;
+- host: seconds the host spends per op issuing tiny ops (forward), per op of backward, and
+  per module call, none waiting for the device;
+- host_training: the same as a training step issues ops: modules whose forward records
+  autograd nodes, their backward, a convolution, each optimizer's step, GradScaler's step;
+- lstm: cuDNN LSTM forward and forward+backward over a grid of shapes (time per time step);
+- memory_mix: the memory-bound kernels of a step (layer norm and its backward, GELU, softmax,
+  dropout, add, a transposing copy, a cast, a reduction) at transformer sizes;
+- optimizer_sizes: host time of optimizer steps over 4 and 256 tensors (fixed and per-tensor);
+- conv_more: more convolutions (fp16, 1-D, small images).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+def _device_time(fn: Any, repeat: int = 20, warmup: int = 3) -> float:
+    """Median seconds of `fn` on the device (CUDA events around each call)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000.0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def _matmul() -> list[dict[str, Any]]:
+    shapes = [(n, n, n) for n in (128, 256, 512, 1024, 2048, 4096, 8192)]
+    # tokens x hidden x out, as in transformer blocks (forward and the two backward shapes)
+    for tokens in (512, 4096, 16384):
+        for hidden in (768, 2048, 4096):
+            shapes += [(tokens, hidden, hidden), (tokens, hidden, 4 * hidden)]
+    out = []
+    for name, dtype, tf32 in (
+        ("bf16", torch.bfloat16, False),
+        ("fp16", torch.float16, False),
+        ("fp32", torch.float32, False),
+        ("tf32", torch.float32, True),
+    ):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        for m, k, n in shapes:
+            a = torch.randn(m, k, device="cuda", dtype=dtype)
+            b = torch.randn(k, n, device="cuda", dtype=dtype)
+            t = _device_time(lambda a=a, b=b: torch.mm(a, b))
+            out.append(
+                {
+                    "dtype": name,
+                    "m": m,
+                    "k": k,
+                    "n": n,
+                    "flops": 2 * m * k * n,
+                    "bytes": (m * k + k * n + m * n) * a.element_size(),
+                    "seconds": t,
+                }
+            )
+            del a, b
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return out
+
+
+def _memory() -> list[dict[str, Any]]:
+    out = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for log in range(12, 31, 2):
+            n = (1 << log) // torch.finfo(dtype).bits * 8
+            x = torch.randn(n, device="cuda", dtype=dtype)
+            y = torch.empty_like(x)
+            nbytes = x.numel() * x.element_size()
+            t_copy = _device_time(lambda x=x, y=y: y.copy_(x))
+            t_add = _device_time(lambda x=x: x.add_(1.0))
+            t_mul = _device_time(lambda x=x, y=y: torch.mul(x, y))
+            out.append(
+                {
+                    "dtype": str(dtype).removeprefix("torch."),
+                    "bytes": nbytes,
+                    "copy_seconds": t_copy,
+                    "add_inplace_seconds": t_add,
+                    "mul_seconds": t_mul,
+                    "moved_copy": 2 * nbytes,
+                    "moved_mul": 3 * nbytes,
+                }
+            )
+            del x, y
+    # back-to-back tiny kernels: the shortest a kernel takes in a stream
+    x = torch.zeros(16, device="cuda")
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(100):
+        x.add_(1.0)
+    # NB: launched from a CUDA graph so that the host cannot be the limit
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(1000):
+            x.add_(1.0)
+    graph.replay()
+    torch.cuda.synchronize()
+    start.record()
+    graph.replay()
+    end.record()
+    end.synchronize()
+    out.append({"tiny_kernel_seconds": start.elapsed_time(end) / 1000.0 / 1000})
+    return out
+
+
+def _attention() -> list[dict[str, Any]]:
+    out = []
+    for batch, heads, seq, dim in ((8, 12, 512, 64), (4, 32, 1024, 64), (4, 16, 2048, 128)):
+        for dtype in (torch.bfloat16, torch.float16):
+            q, k, v = (
+                torch.randn(batch, heads, seq, dim, device="cuda", dtype=dtype, requires_grad=True)
+                for _ in range(3)
+            )
+            fwd = _device_time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            g = torch.randn_like(o)
+            causal = _device_time(
+                lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            )
+            both = _device_time(
+                lambda q=q, k=k, v=v, g=g: F.scaled_dot_product_attention(
+                    q, k, v, is_causal=True
+                ).backward(g)
+            )
+            out.append(
+                {
+                    "dtype": str(dtype).removeprefix("torch."),
+                    "shape": [batch, heads, seq, dim],
+                    "forward_flops": 4 * batch * heads * seq * seq * dim,
+                    "forward_seconds": fwd,
+                    "causal_forward_seconds": causal,
+                    "causal_forward_backward_seconds": both,
+                }
+            )
+            del q, k, v, o, g
+    return out
+
+
+def _conv() -> list[dict[str, Any]]:
+    out = []
+    torch.backends.cudnn.benchmark = False
+    for name, dtype, tf32 in (("bf16", torch.bfloat16, False), ("tf32", torch.float32, True)):
+        torch.backends.cudnn.allow_tf32 = tf32
+        for batch, cin, cout, hw, kernel in (
+            (64, 64, 64, 56, 3),
+            (64, 256, 64, 56, 1),
+            (64, 128, 128, 28, 3),
+            (64, 512, 2048, 7, 1),
+            (64, 3, 64, 224, 7),
+        ):
+            x = torch.randn(batch, cin, hw, hw, device="cuda", dtype=dtype, requires_grad=True)
+            w = torch.randn(
+                cout, cin, kernel, kernel, device="cuda", dtype=dtype, requires_grad=True
+            )
+            pad = kernel // 2
+            fwd = _device_time(lambda x=x, w=w, pad=pad: F.conv2d(x, w, padding=pad))
+            y = F.conv2d(x, w, padding=pad)
+            g = torch.randn_like(y)
+            both = _device_time(
+                lambda x=x, w=w, pad=pad, g=g: F.conv2d(x, w, padding=pad).backward(g)
+            )
+            out.append(
+                {
+                    "dtype": name,
+                    "shape": [batch, cin, cout, hw, kernel],
+                    "forward_flops": 2 * batch * cout * hw * hw * cin * kernel * kernel,
+                    "forward_seconds": fwd,
+                    "forward_backward_seconds": both,
+                }
+            )
+            del x, w, y, g
+    torch.backends.cudnn.allow_tf32 = True
+    return out
+
+
+def _host() -> dict[str, float]:
+    """Host seconds per op when the device is not the limit (tiny tensors)."""
+    x = torch.zeros(8, device="cuda")
+    n = 5000
+    for _ in range(200):
+        x = x + 1.0
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        x = x + 1.0
+    forward_op = (time.perf_counter() - start) / n
+    torch.cuda.synchronize()
+    # backward: a chain of n tiny differentiable ops, timed on the host
+    w = torch.zeros(8, device="cuda", requires_grad=True)
+    h = w
+    for _ in range(n):
+        h = h * 1.0001
+    loss = h.sum()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    loss.backward()
+    backward_host = (time.perf_counter() - start) / n
+    torch.cuda.synchronize()
+    # module call: a tiny Linear (one addmm + a view)
+    layer = torch.nn.Linear(8, 8, device="cuda")
+    inp = torch.zeros(2, 8, device="cuda")
+    for _ in range(200):
+        layer(inp)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        layer(inp)
+    module_call = (time.perf_counter() - start) / n
+    torch.cuda.synchronize()
+    return {
+        "forward_op_seconds": forward_op,
+        "backward_op_seconds": backward_host,
+        "linear_module_call_seconds": module_call,
+    }
+
+
+class _Count(TorchDispatchMode):
+    """Counts the aten ops dispatched under it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _host_per_op(fn: Any, repeat: int = 200) -> dict[str, float]:
+    """Host seconds per aten op of `fn` (ops counted in one call under a dispatch mode)."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    with _Count() as count:
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    host = (time.perf_counter() - start) / repeat
+    torch.cuda.synchronize()
+    return {"ops": count.ops, "call_seconds": host, "op_seconds": host / max(1, count.ops)}
+
+
+def _host_training() -> dict[str, Any]:
+    """Host cost per op as a training step issues them: forward ops that record autograd
+    nodes inside modules, their backward, a convolution, and each optimizer's step."""
+    from trainfit.spec import OptimizerKind
+    from trainfit.training import torch_optimizer
+
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(
+        *[
+            torch.nn.Sequential(torch.nn.LayerNorm(16), torch.nn.Linear(16, 16), torch.nn.GELU())
+            for _ in range(32)
+        ]
+    ).cuda()
+    x = torch.randn(4, 16, device="cuda")
+    out: dict[str, Any] = {}
+    out["forward"] = _host_per_op(lambda: blocks(x))
+
+    def backward() -> None:
+        blocks(x).sum().backward()
+
+    both = _host_per_op(backward)
+    fwd = out["forward"]
+    out["backward"] = {
+        "ops": both["ops"] - fwd["ops"],
+        "op_seconds": (both["call_seconds"] - fwd["call_seconds"])
+        / max(1, both["ops"] - fwd["ops"]),
+    }
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1).cuda()
+    img = torch.randn(2, 8, 8, 8, device="cuda")
+    out["conv_forward"] = _host_per_op(lambda: conv(img))
+    params = [p for p in blocks.parameters()]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    for kind in ("adamw", "sgd", "sgd-momentum", "adafactor"):
+        opt = torch_optimizer(OptimizerKind(kind), params)
+        out[f"optimizer_{kind}"] = _host_per_op(opt.step, repeat=50)
+        out[f"optimizer_{kind}"]["params"] = len(params)
+    scaler = torch.amp.GradScaler("cuda")
+    opt = torch_optimizer(OptimizerKind("adamw"), params)
+
+    one = torch.ones((), device="cuda")
+
+    def scaled_step() -> None:
+        scaler.scale(one)
+        scaler.step(opt)
+        scaler.update()
+
+    out["scaler_adamw"] = _host_per_op(scaled_step, repeat=50)
+    return out
+
+
+def _lstm() -> list[dict[str, Any]]:
+    """cuDNN LSTM forward and forward+backward over a grid: time per recurrent step."""
+    out = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for seq, hidden, layers, batch in (
+            (64, 256, 1, 32),
+            (256, 256, 2, 32),
+            (128, 512, 2, 64),
+            (512, 128, 2, 32),
+        ):
+            lstm = torch.nn.LSTM(hidden, hidden, layers, batch_first=True).cuda()
+            x = torch.randn(batch, seq, hidden, device="cuda", requires_grad=True)
+
+            def fwd(lstm=lstm, x=x, dtype=dtype) -> None:
+                with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+                    lstm(x)
+
+            def both(lstm=lstm, x=x, dtype=dtype) -> None:
+                with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+                    y, _ = lstm(x)
+                y.float().sum().backward()
+
+            out.append(
+                {
+                    "dtype": str(dtype).removeprefix("torch."),
+                    "seq": seq,
+                    "hidden": hidden,
+                    "layers": layers,
+                    "batch": batch,
+                    "forward_seconds": _device_time(fwd),
+                    "forward_backward_seconds": _device_time(both),
+                }
+            )
+    return out
+
+
+def _memory_mix() -> list[dict[str, Any]]:
+    """Memory-bound kernels of a transformer or CNN step at typical sizes: achieved bytes/s
+    (bytes read and written once, as the tracer counts them)."""
+    out: list[dict[str, Any]] = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for tokens, hidden in ((4096, 768), (8192, 2048)):
+            out += _memory_mix_one(dtype, tokens, hidden)
+    return out
+
+
+def _memory_mix_one(dtype: torch.dtype, tokens: int, hidden: int) -> list[dict[str, Any]]:
+    x = torch.randn(tokens, hidden, device="cuda", dtype=dtype, requires_grad=True)
+    w = torch.ones(hidden, device="cuda", dtype=dtype, requires_grad=True)
+    b = torch.zeros(hidden, device="cuda", dtype=dtype, requires_grad=True)
+    heads = x.view(tokens // 512, 512, hidden // 64, 64)
+    n = x.numel() * x.element_size()
+    cases = {
+        "layer_norm": (lambda: F.layer_norm(x, (hidden,), w, b), 2 * n),
+        "gelu": (lambda: F.gelu(x), 2 * n),
+        "softmax": (lambda: torch.softmax(x, -1), 2 * n),
+        "dropout": (lambda: F.dropout(x, 0.1, True), 2 * n + x.numel()),
+        "add": (lambda: x + x, 3 * n),
+        "transpose_copy": (lambda: heads.transpose(1, 2).contiguous(), 2 * n),
+        "to_fp32": (lambda: x.float(), n + x.numel() * 4),
+        "sum_dim0": (lambda: x.sum(0), n),
+    }
+    out = []
+    name = str(dtype).removeprefix("torch.")
+    for kernel, (fn, moved) in cases.items():
+        with torch.no_grad():
+            t = _device_time(fn)
+        out.append(
+            {
+                "kernel": kernel,
+                "dtype": name,
+                "shape": [tokens, hidden],
+                "bytes": moved,
+                "seconds": t,
+            }
+        )
+    y = F.layer_norm(x, (hidden,), w, b)
+    g = torch.randn_like(y)
+    t = _device_time(lambda: torch.autograd.grad(y, (x, w, b), g, retain_graph=True))
+    out.append(
+        {
+            "kernel": "layer_norm_backward",
+            "dtype": name,
+            "shape": [tokens, hidden],
+            "bytes": 4 * n,
+            "seconds": t,
+        }
+    )
+    return out
+
+
+def _optimizer_sizes() -> list[dict[str, Any]]:
+    """Host seconds of an AdamW/SGD step over 4 and 256 tiny parameters (fixed + per tensor)."""
+    from trainfit.spec import OptimizerKind
+    from trainfit.training import torch_optimizer
+
+    out = []
+    for count in (4, 256):
+        params = [torch.nn.Parameter(torch.zeros(16, device="cuda")) for _ in range(count)]
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        for kind in ("adamw", "sgd", "adafactor"):
+            opt = torch_optimizer(OptimizerKind(kind), params)
+
+            def step(opt=opt) -> None:
+                opt.step()
+                opt.zero_grad(set_to_none=False)
+
+            r = _host_per_op(step, repeat=50)
+            out.append({"optimizer": kind, "params": count, **r})
+    return out
+
+
+def _conv_more() -> list[dict[str, Any]]:
+    """More convolution shapes (fp16, 1-D, small images), forward and forward+backward."""
+    out = []
+    torch.backends.cudnn.allow_tf32 = True
+    for name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16), ("tf32", torch.float32)):
+        for dims, batch, cin, cout, size, kernel in (
+            (2, 256, 32, 64, 32, 3),
+            (2, 128, 64, 128, 16, 3),
+            (1, 64, 64, 64, 200, 3),
+            (1, 64, 128, 128, 200, 1),
+            (2, 64, 256, 256, 14, 3),
+        ):
+            shape = (batch, cin) + (size,) * dims
+            x = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+            w = torch.randn(
+                (cout, cin) + (kernel,) * dims, device="cuda", dtype=dtype, requires_grad=True
+            )
+            conv = F.conv2d if dims == 2 else F.conv1d
+            pad = kernel // 2
+            fwd = _device_time(lambda x=x, w=w, conv=conv, pad=pad: conv(x, w, padding=pad))
+            y = conv(x, w, padding=pad)
+            g = torch.randn_like(y)
+            both = _device_time(
+                lambda x=x, w=w, conv=conv, pad=pad, g=g: conv(x, w, padding=pad).backward(g)
+            )
+            out.append(
+                {
+                    "dtype": name,
+                    "shape": [dims, batch, cin, cout, size, kernel],
+                    "forward_flops": 2 * batch * cout * size**dims * cin * kernel**dims,
+                    "forward_seconds": fwd,
+                    "forward_backward_seconds": both,
+                }
+            )
+            del x, w, y, g
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from benchmarks.accuracy.measure_gpu import _environment
+
+    result: dict[str, Any] = {"environment": _environment()}
+    for name, fn in (
+        ("host", _host),
+        ("memory", _memory),
+        ("matmul", _matmul),
+        ("attention", _attention),
+        ("conv", _conv),
+        ("host_training", _host_training),
+        ("lstm", _lstm),
+        ("memory_mix", _memory_mix),
+        ("optimizer_sizes", _optimizer_sizes),
+        ("conv_more", _conv_more),
+    ):
+        if args.only and name not in args.only.split(","):
+            continue
+        start = time.perf_counter()
+        result[name] = fn()
+        print(f"{name}: {time.perf_counter() - start:.1f} s", flush=True)
+        (out / "microbench.json").write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

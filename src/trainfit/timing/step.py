@@ -1,0 +1,339 @@
+"""How long one training step takes on a device: a per-op roofline over the traced step.
+
+Each op the tracer saw (trainfit.trace.costs) takes on the device the longer of its compute
+time (FLOPs at the peak rate of its precision times a calibrated efficiency, plus a fixed
+cost per matmul) and its memory time (bytes at the datasheet bandwidth times a calibrated
+efficiency), plus the shortest time a kernel takes. The host issues every op (views
+included) at a calibrated cost per op; the device runs each kernel once the host has issued
+it and the previous kernel is done, and a value read back to the host (`.item()`) makes the
+host wait. The step ends when the device is done (the loop synchronises).
+
+The constants come from single-kernel measurements on one GPU (`calibration.json`, made by
+benchmarks/timing/calibrate.py); on other GPUs the efficiencies are assumed the same and the
+rates are the catalog's: such figures are labelled "modelled". A measured step on one
+device scales to another by the ratio of the two modelled times ("calibrated").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from trainfit.errors import SpecError
+from trainfit.hardware.catalog import Device
+from trainfit.spec import Precision, TrainSpec
+from trainfit.trace.costs import OpCost, OpKind, StepCosts
+from trainfit.training import Phase
+
+MODELLED = "modelled"
+CALIBRATED = "calibrated"
+MEASURED = "measured"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Calibration:
+    """The step-time model's constants, read off single-kernel measurements of one GPU."""
+
+    device: str
+    catalog_row: str
+    date: str
+    versions: dict[str, Any]
+    source: str
+    memory_efficiency: float
+    kernel_seconds: float
+    matmul_efficiency: dict[str, float]
+    matmul_fixed_flops: dict[str, float]
+    attention_efficiency: dict[str, float]
+    conv_efficiency: dict[str, float]
+    host_op_seconds: float
+    host_backward_op_seconds: float
+    host_conv_extra_seconds: float
+    optimizer_host_seconds_per_param: dict[str, float]
+    scaler_host_seconds_per_param: float
+    lstm_persistent_hidden: int
+    lstm_step_seconds: dict[str, dict[str, float]]
+
+    def optimizer_host(self, spec: TrainSpec, tensors: int) -> float:
+        """Host seconds of one optimizer step over `tensors` trainable tensors."""
+        kind = spec.optimizer.value
+        per = self.optimizer_host_seconds_per_param.get(
+            kind, self.optimizer_host_seconds_per_param["adamw"]
+        )
+        if spec.precision is Precision.FP16:
+            per += self.scaler_host_seconds_per_param
+        return per * tensors
+
+
+@cache
+def calibration() -> Calibration:
+    """The shipped calibration (one NVIDIA H100 80GB HBM3)."""
+    raw = json.loads(resources.files("trainfit.timing").joinpath("calibration.json").read_text())
+    raw.pop("isolated_launch_seconds", None)
+    return Calibration(**raw)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepTime:
+    """Predicted time of one optimizer step (all its micro-batches) on one device."""
+
+    device: str
+    seconds: float
+    """One optimizer step: grad_accum forward/backward passes, then the optimizer."""
+    forward_seconds: float
+    """Device time of one micro-batch's forward (and loss)."""
+    backward_seconds: float
+    optimizer_seconds: float
+    samples_per_second: float
+    tokens_per_second: float | None
+    flops_per_step: int
+    compute_bound_share: float
+    """Share of the step's device time in kernels bound by arithmetic."""
+    memory_bound_share: float
+    """Share in kernels bound by memory traffic (and the shortest kernel time)."""
+    host_bound_share: float
+    """Share of the step the device waits for the host to issue work."""
+    label: str
+    """"modelled", "calibrated" (scaled from a measured step) or "measured"."""
+    basis: str
+    """Where the figure comes from, in words."""
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "step_seconds": round(self.seconds, 6),
+            "forward_seconds": round(self.forward_seconds, 6),
+            "backward_seconds": round(self.backward_seconds, 6),
+            "optimizer_seconds": round(self.optimizer_seconds, 6),
+            "samples_per_second": round(self.samples_per_second, 3),
+            "tokens_per_second": (
+                None if self.tokens_per_second is None else round(self.tokens_per_second, 1)
+            ),
+            "flops_per_step": self.flops_per_step,
+            "compute_bound_share": round(self.compute_bound_share, 3),
+            "memory_bound_share": round(self.memory_bound_share, 3),
+            "host_bound_share": round(self.host_bound_share, 3),
+            "label": self.label,
+            "basis": self.basis,
+            "notes": list(self.notes),
+        }
+
+
+class RateMissing(Exception):
+    """The catalog lacks a figure the model needs for this device."""
+
+
+def _rate(device: Device, precision: str, notes: list[str]) -> float:
+    """Peak FLOP/s of `device` at `precision`; bf16 falls back to fp16 and tf32 to fp32
+    (said in the notes) where the catalog has only the other."""
+    figure = device.tflops.get(precision)
+    if figure is not None and figure.value:
+        return float(figure.value) * 1e12
+    fallback = {"bf16": "fp16", "tf32": "fp32"}.get(precision)
+    other = device.tflops.get(fallback) if fallback else None
+    if other is not None and other.value:
+        note = (
+            f"the catalog has no {precision} rate for {device.display}; its {fallback} rate is used"
+        )
+        if note not in notes:
+            notes.append(note)
+        return float(other.value) * 1e12
+    raise RateMissing(f"the catalog has no {precision} compute rate for {device.display}")
+
+
+def _precision(op: OpCost, spec: TrainSpec, device: Device) -> str:
+    """The rate an op computes at on `device`: its dtype, fp32 matmuls as tf32 when the spec
+    allows it, fp32 convolutions and recurrent layers as tf32 (cuDNN's default) where the
+    device has tensor cores for it."""
+    if op.dtype in ("bf16", "fp16"):
+        return op.dtype
+    tf32 = device.kind == "cuda" and device.compute_capability >= (8, 0)
+    if op.kind is OpKind.MATMUL and spec.precision is Precision.TF32 and tf32:
+        return "tf32"
+    if op.kind in (OpKind.CONV, OpKind.RNN) and tf32:
+        return "tf32"
+    return "fp32"
+
+
+@dataclass(frozen=True, slots=True)
+class _OpTime:
+    seconds: float
+    compute_bound: bool
+
+
+class _Rates:
+    """Per-op device time on one device under one calibration."""
+
+    def __init__(self, device: Device, spec: TrainSpec, cal: Calibration) -> None:
+        if not device.memory_bandwidth_gbs.value:
+            raise RateMissing(f"the catalog has no memory bandwidth for {device.display}")
+        self.device = device
+        self.spec = spec
+        self.cal = cal
+        self.bandwidth = float(device.memory_bandwidth_gbs.value) * 1e9 * cal.memory_efficiency
+        self.notes: list[str] = []
+        self._peaks: dict[str, float] = {}
+
+    def peak(self, precision: str) -> float:
+        if precision not in self._peaks:
+            self._peaks[precision] = _rate(self.device, precision, self.notes)
+        return self._peaks[precision]
+
+    def time(self, op: OpCost, phase: Phase) -> _OpTime:
+        cal = self.cal
+        if op.kind in (OpKind.HOST, OpKind.SYNC) or op.kernels == 0:
+            return _OpTime(0.0, False)
+        if op.kind is OpKind.RNN:
+            size = "persistent" if op.width <= cal.lstm_persistent_hidden else "stepped"
+            which = "backward" if phase is Phase.BACKWARD else "forward"
+            steps = op.kernels * cal.lstm_step_seconds[size][which]
+            return _OpTime(max(steps, op.bytes / self.bandwidth), True)
+        memory = op.bytes / self.bandwidth + cal.kernel_seconds * op.kernels
+        if op.kind in (OpKind.MEMORY, OpKind.FOREACH) or op.flops == 0:
+            return _OpTime(memory, False)
+        precision = _precision(op, self.spec, self.device)
+        peak = self.peak(precision)
+        if op.kind is OpKind.ATTENTION:
+            efficiency = cal.attention_efficiency.get(precision, cal.attention_efficiency["bf16"])
+            fixed = 0.0
+        elif op.kind is OpKind.CONV:
+            efficiency = cal.conv_efficiency.get(precision, cal.conv_efficiency["tf32"])
+            fixed = 0.0
+        else:
+            efficiency = cal.matmul_efficiency[precision]
+            fixed = cal.matmul_fixed_flops[precision]
+        compute = (op.flops + fixed) / (peak * efficiency) + cal.kernel_seconds * op.kernels
+        return _OpTime(max(compute, memory), compute >= memory)
+
+
+@dataclass(slots=True)
+class _Clock:
+    host: float = 0.0
+    device: float = 0.0
+    compute: float = 0.0
+    memory: float = 0.0
+
+    def run(
+        self,
+        order: tuple[int, ...],
+        times: list[_OpTime],
+        kinds: list[OpKind],
+        host: float,
+        conv_extra: float = 0.0,
+    ) -> None:
+        for index in order:
+            self.host += host
+            kind = kinds[index]
+            if kind is OpKind.CONV:
+                self.host += conv_extra
+            elif kind is OpKind.SYNC:
+                self.host = max(self.host, self.device)
+                continue
+            t = times[index]
+            if t.seconds:
+                self.device = max(self.device, self.host) + t.seconds
+                if t.compute_bound:
+                    self.compute += t.seconds
+                else:
+                    self.memory += t.seconds
+
+
+def step_time(
+    costs: StepCosts,
+    spec: TrainSpec,
+    device: Device,
+    tokens_per_sample: int | None = None,
+    trainable_tensors: int = 0,
+    cal: Calibration | None = None,
+) -> StepTime:
+    """The modelled time of one optimizer step of `spec` (micro-batch `spec.batch`, times
+    `spec.grad_accum`) on `device`. Raises RateMissing when the catalog lacks a rate."""
+    cal = cal or calibration()
+    rates = _Rates(device, spec, cal)
+    kinds = [op.kind for op in costs.table]
+    times = {
+        phase: [rates.time(op, phase) for op in costs.table]
+        for phase in (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+    }
+    clock = _Clock()
+    marks = []
+    extra = cal.host_conv_extra_seconds
+    for _ in range(spec.grad_accum):
+        start = clock.device
+        clock.run(costs.forward, times[Phase.FORWARD], kinds, cal.host_op_seconds, extra)
+        middle = max(clock.device, start)
+        clock.run(costs.backward, times[Phase.BACKWARD], kinds, cal.host_backward_op_seconds, extra)
+        marks.append((middle - start, clock.device - middle))
+    before = clock.device
+    optimizer_host = cal.optimizer_host(spec, trainable_tensors) / max(1, len(costs.optimizer))
+    clock.run(costs.optimizer, times[Phase.OPTIMIZER], kinds, optimizer_host)
+    seconds = max(clock.host, clock.device)
+    busy = clock.compute + clock.memory
+    samples = spec.batch * spec.grad_accum
+    per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
+    same = device.name == cal.catalog_row
+    notes = list(rates.notes)
+    if device.kind == "mps":
+        notes.append("Apple GPU: the efficiencies are an NVIDIA GPU's; not checked on a Mac")
+    return StepTime(
+        device=device.name,
+        seconds=seconds,
+        forward_seconds=marks[0][0],
+        backward_seconds=marks[0][1],
+        optimizer_seconds=clock.device - before,
+        samples_per_second=samples / seconds,
+        tokens_per_second=samples * tokens_per_sample / seconds if tokens_per_sample else None,
+        flops_per_step=per_micro * spec.grad_accum + costs.flops(Phase.OPTIMIZER),
+        compute_bound_share=clock.compute / seconds,
+        memory_bound_share=clock.memory / seconds,
+        host_bound_share=max(0.0, 1.0 - busy / seconds),
+        label=MODELLED,
+        basis=(
+            f"per-op roofline with efficiencies measured on this GPU model ({cal.device}, "
+            f"{cal.date})"
+            if same
+            else f"per-op roofline: {device.display}'s catalog rates, efficiencies measured "
+            f"on an {cal.device} ({cal.date})"
+        ),
+        notes=tuple(notes),
+    )
+
+
+def scaled(modelled: StepTime, reference: StepTime, measured_seconds: float, on: str) -> StepTime:
+    """`modelled` rescaled by a measured step: measured on `on` (whose modelled time is
+    `reference`) times the ratio of the two modelled times ("calibrated")."""
+    if measured_seconds <= 0:
+        raise SpecError([f"a measured step time must be positive, got {measured_seconds}"])
+    factor = measured_seconds / reference.seconds
+    seconds = modelled.seconds * factor
+    samples = modelled.samples_per_second * modelled.seconds / seconds
+    tokens = (
+        None
+        if modelled.tokens_per_second is None
+        else modelled.tokens_per_second * modelled.seconds / seconds
+    )
+    same = modelled.device == reference.device
+    return StepTime(
+        device=modelled.device,
+        seconds=seconds,
+        forward_seconds=modelled.forward_seconds * factor,
+        backward_seconds=modelled.backward_seconds * factor,
+        optimizer_seconds=modelled.optimizer_seconds * factor,
+        samples_per_second=samples,
+        tokens_per_second=tokens,
+        flops_per_step=modelled.flops_per_step,
+        compute_bound_share=modelled.compute_bound_share,
+        memory_bound_share=modelled.memory_bound_share,
+        host_bound_share=modelled.host_bound_share,
+        label=MEASURED if same else CALIBRATED,
+        basis=(
+            f"measured: {measured_seconds:.4g} s per step on {on}"
+            if same
+            else f"{measured_seconds:.4g} s measured on {on}, scaled by the modelled ratio "
+            f"{modelled.seconds / reference.seconds:.3g}"
+        ),
+        notes=modelled.notes,
+    )

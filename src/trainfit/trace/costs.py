@@ -1,0 +1,358 @@
+"""What each op of a traced step would cost a device: FLOPs, bytes moved, kernel launches.
+
+The recorder hands every op it sees (forward, backward, optimizer) to a `CostLog`. Each op
+becomes an `OpCost`: its kind (a matrix multiply, a convolution, attention, a recurrent layer,
+a memory-bound kernel, a foreach list kernel, host-only work such as a view, or a sync that
+reads a value back to the host), the precision it computes in, its FLOPs (PyTorch's own
+formulas, `torch.utils.flop_counter`), the bytes it reads and writes (every tensor argument
+and new output once; an expanded dimension counts once) and how many kernels it launches.
+A step repeats each op of a block once per layer on the same shapes, so the costs are kept
+as a table of distinct `OpCost`s and, per phase, the order they ran in.
+
+trainfit.timing turns these into seconds for a device.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import flop_registry
+
+from trainfit.training import Phase
+
+aten = torch.ops.aten
+
+
+class OpKind(str, Enum):
+    """How an op spends device time."""
+
+    MATMUL = "matmul"
+    CONV = "conv"
+    ATTENTION = "attention"
+    RNN = "rnn"
+    MEMORY = "memory"
+    """An elementwise op, a reduction, a copy, a normalisation: bound by bytes moved."""
+    FOREACH = "foreach"
+    """A multi-tensor kernel over lists of tensors (the foreach optimizer, gradient clipping)."""
+    HOST = "host"
+    """No kernel: a view, an empty tensor, metadata only."""
+    SYNC = "sync"
+    """A value read back to the host (`.item()`): the host waits for the device."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    kind: OpKind
+    dtype: str
+    """"fp32", "bf16", "fp16", "fp64" or "int" (the first floating input's, else the output's)."""
+    flops: int
+    bytes: int
+    kernels: int
+    """Kernel launches; for a recurrent layer, its sequential steps (time steps x layers x
+    directions)."""
+    width: int = 0
+    """A recurrent layer's hidden size (cuDNN switches kernels by it); 0 otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepCosts:
+    """A step's ops: the distinct costs and, per phase, the order they ran in."""
+
+    table: tuple[OpCost, ...]
+    forward: tuple[int, ...]
+    """One micro-batch's forward and loss (indices into `table`)."""
+    backward: tuple[int, ...]
+    """One micro-batch's backward (recomputation included under checkpointing)."""
+    optimizer: tuple[int, ...]
+    """The steady-state optimizer step (unscale, clipping, step, zero_grad)."""
+
+    def ops(self, phase: Phase) -> list[OpCost]:
+        return [self.table[i] for i in self._order(phase)]
+
+    def _order(self, phase: Phase) -> tuple[int, ...]:
+        return {
+            Phase.FORWARD: self.forward,
+            Phase.BACKWARD: self.backward,
+            Phase.OPTIMIZER: self.optimizer,
+        }[phase]
+
+    def flops(self, phase: Phase | None = None) -> int:
+        phases = (phase,) if phase else (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+        return sum(self.table[i].flops for p in phases for i in self._order(p))
+
+    def aligned(self, other: StepCosts) -> bool:
+        """Whether both ran the same ops in the same order (traces at two batches)."""
+        return all(
+            len(a) == len(b)
+            and all(
+                self.table[i].kind is other.table[j].kind
+                and self.table[i].dtype == other.table[j].dtype
+                for i, j in zip(a, b, strict=True)
+            )
+            for a, b in (
+                (self.forward, other.forward),
+                (self.backward, other.backward),
+                (self.optimizer, other.optimizer),
+            )
+        )
+
+
+def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: int) -> StepCosts:
+    """Costs at `batch` from two aligned traces: each op's FLOPs and bytes on the line
+    through its values at `batch_a` and `batch_b` (kernel counts from the nearer trace)."""
+    table: dict[OpCost, int] = {}
+    near = a if abs(batch - batch_a) <= abs(batch - batch_b) else b
+    t = (batch - batch_a) / (batch_b - batch_a)
+
+    def line(x: int, y: int) -> int:
+        return max(0, round(x + (y - x) * t))
+
+    orders = []
+    for order_a, order_b, order_near in (
+        (a.forward, b.forward, near.forward),
+        (a.backward, b.backward, near.backward),
+        (a.optimizer, b.optimizer, near.optimizer),
+    ):
+        order = []
+        for i, j, k in zip(order_a, order_b, order_near, strict=True):
+            x, y = a.table[i], b.table[j]
+            cost = OpCost(
+                kind=x.kind,
+                dtype=x.dtype,
+                flops=line(x.flops, y.flops),
+                bytes=line(x.bytes, y.bytes),
+                kernels=near.table[k].kernels,
+                width=x.width,
+            )
+            order.append(table.setdefault(cost, len(table)))
+        orders.append(tuple(order))
+    return StepCosts(tuple(table), *orders)
+
+
+_MATMUL = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten._scaled_mm}
+_CONV = {
+    aten.convolution,
+    aten._convolution,
+    aten.cudnn_convolution,
+    aten.cudnn_convolution_transpose,
+    aten.convolution_backward,
+    aten.convolution_overrideable,
+    aten._slow_conv2d_forward,
+    aten.miopen_convolution,
+}
+_ATTENTION = {
+    aten._scaled_dot_product_flash_attention,
+    aten._scaled_dot_product_efficient_attention,
+    aten._scaled_dot_product_cudnn_attention,
+    aten._scaled_dot_product_flash_attention_backward,
+    aten._scaled_dot_product_efficient_attention_backward,
+    aten._scaled_dot_product_cudnn_attention_backward,
+    aten._flash_attention_forward,
+    aten._flash_attention_backward,
+    aten._efficient_attention_forward,
+    aten._efficient_attention_backward,
+}
+_RNN = {aten._cudnn_rnn, aten.mkldnn_rnn_layer}
+_RNN_BACKWARD = {aten._cudnn_rnn_backward, aten.mkldnn_rnn_layer_backward}
+_NO_KERNEL = {
+    aten.empty,
+    aten.empty_strided,
+    aten.empty_like,
+    aten.detach,
+    aten.alias,
+    aten.lift_fresh,
+    aten._local_scalar_dense,
+    aten.set_,
+    aten.resize_,
+    aten._unsafe_view,
+    aten.view,
+    aten._reshape_alias,
+}
+_NAMES = {
+    torch.float32: "fp32",
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.float64: "fp64",
+}
+FOREACH_TENSORS_PER_LAUNCH = 110
+"""Tensors one multi-tensor-apply launch takes at most (PyTorch's depth_to_max_tensors for a
+two-list op; three and four lists take fewer, which this ignores)."""
+
+
+def _tensors(values: Iterable[Any]) -> Iterable[torch.Tensor]:
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, torch.Tensor):
+                    yield item
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes a kernel touches reading or writing `t` (an expanded dimension counts once)."""
+    n = 1
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        if stride != 0:
+            n *= size
+    return n * t.element_size()
+
+
+def _dtype(tensors: Sequence[torch.Tensor]) -> str:
+    for t in tensors:
+        if t.dtype.is_floating_point:
+            return _NAMES.get(t.dtype, "fp32")
+    return "int"
+
+
+def _rnn_flops(func: Any, args: tuple[Any, ...]) -> int:
+    """An LSTM's gate matmuls: 2*4*H*(I+H) per time step, sample and direction, per layer;
+    backward twice that. Reads the shapes cuDNN's op gets (input, weights, ..., hx)."""
+    x = args[0]
+    weights = [w for w in args[1] if isinstance(w, torch.Tensor) and w.dim() == 2]
+    if not isinstance(x, torch.Tensor) or not weights:
+        return 0
+    steps = x.numel() // max(1, x.shape[-1])
+    per_step = sum(2 * w.shape[0] * w.shape[1] for w in weights)
+    # NB: weights of all layers and directions are listed; every (layer, direction) runs over
+    # every step and sample, so the sum over the list already counts them all
+    total = steps * per_step
+    return 2 * total if func._overloadpacket in _RNN_BACKWARD else total
+
+
+def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> OpCost:
+    """The cost of one dispatched op."""
+    packet = func._overloadpacket
+    inputs = list(_tensors(args)) + list(_tensors(kwargs.values()))
+    if packet in _NO_KERNEL or getattr(func, "is_view", False) or func.namespace != "aten":
+        return OpCost(OpKind.HOST, _dtype(inputs), 0, 0, 0)
+    outputs = (
+        [out]
+        if isinstance(out, torch.Tensor)
+        else list(_tensors(out))
+        if isinstance(out, (list, tuple))
+        else []
+    )
+    seen = {id(t) for t in inputs}
+    moved = sum(tensor_bytes(t) for t in inputs) + sum(
+        tensor_bytes(t) for t in outputs if id(t) not in seen or _writes(func)
+    )
+    dtype = _dtype(inputs or outputs)
+    flops = 0
+    if packet in _MATMUL:
+        kind = OpKind.MATMUL
+    elif packet in _CONV:
+        kind = OpKind.CONV
+    elif packet in _ATTENTION:
+        kind = OpKind.ATTENTION
+    elif packet in _RNN or packet in _RNN_BACKWARD:
+        kind = OpKind.RNN
+        flops = _rnn_flops(func, args)
+    else:
+        kind = OpKind.MEMORY
+    formula = flop_registry.get(packet)
+    if formula is not None:
+        try:
+            flops = int(formula(*args, **kwargs, out_val=out))
+        except Exception:  # a formula that cannot read these shapes counts 0
+            flops = 0
+    if kind is OpKind.ATTENTION and _argument(func, args, kwargs, "is_causal"):
+        # NB: PyTorch's formula counts the full score matrix; a causal kernel skips the
+        # blocks above the diagonal, about half
+        flops //= 2
+    return OpCost(kind, dtype, flops, moved, 1)
+
+
+def _argument(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Any:
+    """The value of the argument `name` of a call, or None."""
+    if name in kwargs:
+        return kwargs[name]
+    for index, argument in enumerate(func._schema.arguments):
+        if argument.name == name:
+            return args[index] if index < len(args) else argument.default_value
+    return None
+
+
+def _writes(func: Any) -> bool:
+    """Whether the op writes into an argument (an in-place or out= op)."""
+    return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+
+def foreach_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpCost:
+    """An in-place foreach op: reads every list and writes the first."""
+    lists = [a for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple))]
+    tensors = [t for lst in lists for t in lst if isinstance(t, torch.Tensor)]
+    first = [t for t in lists[0] if isinstance(t, torch.Tensor)] if lists else []
+    moved = sum(tensor_bytes(t) for t in tensors) + sum(tensor_bytes(t) for t in first)
+    count = max((len(lst) for lst in lists), default=0)
+    return OpCost(
+        OpKind.FOREACH,
+        _dtype(first),
+        sum(t.numel() for t in first),
+        moved,
+        max(1, math.ceil(count / FOREACH_TENSORS_PER_LAUNCH)),
+    )
+
+
+SYNC_COST = OpCost(OpKind.SYNC, "int", 0, 0, 0)
+
+
+class CostLog:
+    """Collects op costs in dispatch order with the (iteration, phase) they ran in."""
+
+    def __init__(self) -> None:
+        self._table: dict[OpCost, int] = {}
+        self._by_key: dict[tuple[object, ...], int] = {}
+        self._order: list[int] = []
+        self._segments: list[tuple[int, Phase, int]] = []
+        """(iteration, phase, first position in _order) per run of ops in one phase."""
+
+    def add(self, cost: OpCost, iteration: int, phase: Phase) -> int:
+        index = self._table.setdefault(cost, len(self._table))
+        self.add_index(index, iteration, phase)
+        return index
+
+    def add_index(self, index: int, iteration: int, phase: Phase) -> None:
+        if not self._segments or self._segments[-1][:2] != (iteration, phase):
+            self._segments.append((iteration, phase, len(self._order)))
+        self._order.append(index)
+
+    def cached(self, key: tuple[object, ...]) -> int | None:
+        return self._by_key.get(key)
+
+    def remember(self, key: tuple[object, ...], index: int) -> None:
+        self._by_key[key] = index
+
+    def _runs(self) -> list[tuple[int, Phase, tuple[int, ...]]]:
+        bounds = [s[2] for s in self._segments[1:]] + [len(self._order)]
+        return [
+            (it, phase, tuple(self._order[start:end]))
+            for (it, phase, start), end in zip(self._segments, bounds, strict=True)
+        ]
+
+    def step_costs(self, copied: StepCosts | None = None) -> StepCosts | None:
+        """The first iteration's first micro-batch (forward, backward; or `copied`'s when the
+        passes were copied) and the last iteration's optimizer step; None when a phase is
+        missing."""
+        runs = self._runs()
+
+        def first(phase: Phase) -> tuple[int, ...] | None:
+            return next((ops for it, p, ops in runs if p is phase and it == 0), None)
+
+        optimizer = next((ops for _, p, ops in reversed(runs) if p is Phase.OPTIMIZER), ())
+        table = list(self._table)
+        if copied is not None:
+            offset = len(table)
+            table.extend(copied.table)
+            forward = tuple(i + offset for i in copied.forward)
+            backward = tuple(i + offset for i in copied.backward)
+        else:
+            forward, backward = first(Phase.FORWARD), first(Phase.BACKWARD)
+            if forward is None or backward is None:
+                return None
+        return StepCosts(tuple(table), forward, backward, optimizer)
