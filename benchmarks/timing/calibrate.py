@@ -5,7 +5,11 @@
 
 Nothing from the accuracy suite's training steps is used: the step-time table that
 `benchmarks.timing.compare` prints is held out entirely. Each constant says how it was read:
-- memory efficiency: achieved / datasheet bandwidth of copies and multiplies of >= 256 MiB;
+- memory efficiency (streaming kernels: the foreach optimizer): achieved / datasheet bandwidth
+  of copies and multiplies of >= 256 MiB;
+- elementwise efficiency (every other memory-bound op): the median over layer norm and its
+  backward, GELU, softmax, dropout, a transposing copy, a cast and a reduction at 16M+
+  elements, launch latency included (so on the low side);
 - kernel time: back-to-back tiny kernels replayed from a CUDA graph (the host not in the way);
 - launch latency of an isolated timed call (the microbenchmark's own, removed from its times):
   the median time of copies of <= 1 MiB minus the kernel time;
@@ -15,8 +19,9 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
   (PyTorch's formulas; causal halved as the tracer counts it) over the time of the forward
   and forward+backward calls;
 - host: seconds per op of modules whose forward records autograd nodes, per op of their
-  backward, the extra of a convolution call (cuDNN's plan lookup), and per parameter of each
-  optimizer's step (and of GradScaler's);
+  backward, the extra of a convolution call (cuDNN's plan lookup), and of each optimizer's
+  step a fixed part and a part per parameter tensor (steps over 4 and 256 tensors), and
+  GradScaler's per tensor;
 - LSTM: seconds per sequential step (time step x layer) of cuDNN's LSTM, forward and backward,
   for hidden sizes at most 128 and above.
 """
@@ -104,26 +109,41 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
             rates.append(flops / time / peak[name])
         attention[name] = round(statistics.median(rates), 4)
     conv = {}
-    for dtype in ("bf16", "tf32"):
+    for dtype in ("bf16", "fp16", "tf32"):
         rates = [
             # forward twice, then both backward passes (input and weight)
             4
             * r["forward_flops"]
             / (r["forward_seconds"] + r["forward_backward_seconds"] - 3 * latency)
             / peak[dtype]
-            for r in micro["conv"]
+            for r in micro["conv"] + micro["conv_more"]
             if r["dtype"] == dtype
         ]
         conv[dtype] = round(statistics.median(rates), 4)
+    # NB: x + x reads one tensor (counted as two) and fp32 .float() is a no-op: left out
+    elementwise = [
+        r["bytes"] / r["seconds"] / bandwidth
+        for r in micro["memory_mix"]
+        if r["shape"][0] * r["shape"][1] >= 1 << 24
+        and r["kernel"] != "add"
+        and not (r["kernel"] == "to_fp32" and r["dtype"] == "float32")
+    ]
     training = micro["host_training"]
     forward_op = training["forward"]["op_seconds"]
-    optimizer_param = {
-        kind: round(
-            training[f"optimizer_{kind}"]["call_seconds"] / training[f"optimizer_{kind}"]["params"],
-            9,
+    optimizer_param, optimizer_fixed = {}, {}
+    for kind in ("adamw", "sgd", "adafactor"):
+        small, large = (
+            next(r for r in micro["optimizer_sizes"] if r["optimizer"] == kind and r["params"] == n)
+            for n in (4, 256)
         )
-        for kind in ("adamw", "sgd", "sgd-momentum", "adafactor")
-    }
+        per = (large["call_seconds"] - small["call_seconds"]) / (large["params"] - small["params"])
+        optimizer_param[kind] = round(per, 9)
+        optimizer_fixed[kind] = round(max(0.0, small["call_seconds"] - per * small["params"]), 9)
+    momentum = training["optimizer_sgd-momentum"]
+    optimizer_param["sgd-momentum"] = round(
+        (momentum["call_seconds"] - optimizer_fixed["sgd"]) / momentum["params"], 9
+    )
+    optimizer_fixed["sgd-momentum"] = optimizer_fixed["sgd"]
     scaler_param = (
         training["scaler_adamw"]["call_seconds"] - training["optimizer_adamw"]["call_seconds"]
     ) / training["optimizer_adamw"]["params"]
@@ -155,6 +175,7 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "versions": {k: env[k] for k in ("torch", "cuda", "cudnn", "transformers", "python")},
         "source": "benchmarks/timing/results/microbench_h100.json (benchmarks/timing/calibrate.py)",
         "memory_efficiency": round(statistics.median(achieved), 4),
+        "elementwise_efficiency": round(statistics.median(elementwise), 4),
         "kernel_seconds": round(kernel, 9),
         "isolated_launch_seconds": round(latency, 9),
         "matmul_efficiency": matmul_eff,
@@ -165,6 +186,7 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "host_backward_op_seconds": round(training["backward"]["op_seconds"], 9),
         "host_conv_extra_seconds": round(training["conv_forward"]["op_seconds"] - forward_op, 9),
         "optimizer_host_seconds_per_param": optimizer_param,
+        "optimizer_host_seconds_fixed": optimizer_fixed,
         "scaler_host_seconds_per_param": round(max(0.0, scaler_param), 9),
         "lstm_persistent_hidden": LSTM_PERSISTENT_HIDDEN,
         "lstm_step_seconds": lstm,

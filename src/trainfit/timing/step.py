@@ -43,6 +43,7 @@ class Calibration:
     versions: dict[str, Any]
     source: str
     memory_efficiency: float
+    elementwise_efficiency: float
     kernel_seconds: float
     matmul_efficiency: dict[str, float]
     matmul_fixed_flops: dict[str, float]
@@ -52,6 +53,7 @@ class Calibration:
     host_backward_op_seconds: float
     host_conv_extra_seconds: float
     optimizer_host_seconds_per_param: dict[str, float]
+    optimizer_host_seconds_fixed: dict[str, float]
     scaler_host_seconds_per_param: float
     lstm_persistent_hidden: int
     lstm_step_seconds: dict[str, dict[str, float]]
@@ -59,12 +61,12 @@ class Calibration:
     def optimizer_host(self, spec: TrainSpec, tensors: int) -> float:
         """Host seconds of one optimizer step over `tensors` trainable tensors."""
         kind = spec.optimizer.value
-        per = self.optimizer_host_seconds_per_param.get(
-            kind, self.optimizer_host_seconds_per_param["adamw"]
-        )
+        if kind not in self.optimizer_host_seconds_per_param:
+            kind = "adamw"  # adam and 8-bit AdamW: AdamW's step
+        per = self.optimizer_host_seconds_per_param[kind]
         if spec.precision is Precision.FP16:
             per += self.scaler_host_seconds_per_param
-        return per * tensors
+        return self.optimizer_host_seconds_fixed[kind] + per * tensors
 
 
 @cache
@@ -173,7 +175,9 @@ class _Rates:
         self.device = device
         self.spec = spec
         self.cal = cal
-        self.bandwidth = float(device.memory_bandwidth_gbs.value) * 1e9 * cal.memory_efficiency
+        bandwidth = float(device.memory_bandwidth_gbs.value) * 1e9
+        self.bandwidth = bandwidth * cal.memory_efficiency
+        self.elementwise = bandwidth * cal.elementwise_efficiency
         self.notes: list[str] = []
         self._peaks: dict[str, float] = {}
 
@@ -191,7 +195,8 @@ class _Rates:
             which = "backward" if phase is Phase.BACKWARD else "forward"
             steps = op.kernels * cal.lstm_step_seconds[size][which]
             return _OpTime(max(steps, op.bytes / self.bandwidth), True)
-        memory = op.bytes / self.bandwidth + cal.kernel_seconds * op.kernels
+        streaming = self.bandwidth if op.kind is OpKind.FOREACH else self.elementwise
+        memory = op.bytes / streaming + cal.kernel_seconds * op.kernels
         if op.kind in (OpKind.MEMORY, OpKind.FOREACH) or op.flops == 0:
             return _OpTime(memory, False)
         precision = _precision(op, self.spec, self.device)
@@ -200,7 +205,7 @@ class _Rates:
             efficiency = cal.attention_efficiency.get(precision, cal.attention_efficiency["bf16"])
             fixed = 0.0
         elif op.kind is OpKind.CONV:
-            efficiency = cal.conv_efficiency.get(precision, cal.conv_efficiency["tf32"])
+            efficiency = cal.conv_efficiency.get(precision, cal.conv_efficiency["bf16"])
             fixed = 0.0
         else:
             efficiency = cal.matmul_efficiency[precision]
