@@ -29,6 +29,7 @@ from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
 from trainfit.spec import Precision, TrainSpec
+from trainfit.timing.step import RateMissing, StepTime, step_time
 from trainfit.trace.recorder import Thread
 from trainfit.trace.step import Category, StepTrace, trace_step
 from trainfit.trace.target import Target
@@ -87,6 +88,11 @@ class Estimate:
     """How each figure was obtained: "traced", "simulated", "measured constant", "modelled"."""
     seconds: float
     notes: tuple[str, ...] = field(default=())
+    step_time: StepTime | None = None
+    """How long one optimizer step takes on the device (modelled; None where the catalog
+    lacks the device's rates, said in `notes`)."""
+    step_time_tokens: int | None = None
+    """Tokens per sample of the traced step (for tokens per epoch and tokens/s)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (bytes as integers)."""
@@ -120,6 +126,7 @@ class Estimate:
             "labels": self.labels,
             "notes": list(self.notes),
             "seconds": round(self.seconds, 3),
+            "time": None if self.step_time is None else self.step_time.to_dict(),
             "spec": spec,
         }
 
@@ -242,6 +249,21 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
     return assemble(spec, device, trace, result, needed, breakdown, fits, labels, started, notes)
 
 
+def modelled_step_time(
+    trace: StepTrace, spec: TrainSpec, device: Device
+) -> tuple[StepTime | None, str]:
+    """The step time of a traced step on `device`, or None and why not."""
+    if trace.costs is None:
+        return None, "step time not modelled: the traced step's op costs are missing"
+    try:
+        return (
+            step_time(trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors),
+            "",
+        )
+    except RateMissing as exc:
+        return None, f"step time not modelled: {exc} (add it in a user catalog file)"
+
+
 def assemble(
     spec: TrainSpec,
     device: Device,
@@ -255,7 +277,14 @@ def assemble(
     notes: list[str],
 ) -> Estimate:
     """The Estimate of a traced and replayed step (shared by the CUDA and CPU targets)."""
+    step = None
+    if device.kind in ("cuda", "mps") and trace.costs is not None:
+        step, why = modelled_step_time(trace, spec, device)
+        if why:
+            notes.append(why)
     return Estimate(
+        step_time=step,
+        step_time_tokens=trace.tokens_per_sample,
         spec=spec,
         device=device,
         device_memory_needed_bytes=needed,

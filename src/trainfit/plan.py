@@ -33,6 +33,18 @@ from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_by
 from trainfit.memory.scaling import PROBES, BatchScaling, max_micro_batch, scale_batch
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
+from trainfit.timing.run import (
+    CostLine,
+    Recommendation,
+    RunSpec,
+    RunTime,
+    Stage,
+    cloud_costs,
+    local_cost,
+    recommend,
+    run_time,
+)
+from trainfit.timing.step import RateMissing, StepTime, step_time
 from trainfit.trace.attention import kernel_family, traced_kernel
 from trainfit.trace.autocast import WEIGHT_CAST
 from trainfit.trace.step import Category, StepTrace, trace_step
@@ -145,6 +157,12 @@ class DevicePlan:
     offloaded: Offloaded | None = None
     """For a GPU that does not fit the job: one of it with CPU offload, when that fits
     (modelled)."""
+    step_time: StepTime | None = None
+    """One optimizer step of the chosen setting (modelled)."""
+    run: RunTime | None = None
+    """The whole run's hours, when the plan was given its data size."""
+    costs: tuple[CostLine, ...] = ()
+    """What the run costs: on one's own device, and on each catalog instance of this GPU."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -169,6 +187,11 @@ class Plan:
     devices: tuple[DevicePlan, ...]
     ladder: tuple[Rung, ...]
     ladder_device: str
+    trainable_parameters: int = 0
+    tokens_per_sample: int | None = None
+    run: RunSpec | None = None
+    """The run's data and prices, when given (`with_run`)."""
+    recommendation: Recommendation | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (bytes as integers, enums as their values)."""
@@ -189,6 +212,10 @@ class Plan:
             "devices": [plain(dataclasses.asdict(d)) for d in self.devices],
             "ladder_device": self.ladder_device,
             "ladder": [plain(dataclasses.asdict(r)) for r in self.ladder],
+            "run": None if self.run is None else plain(dataclasses.asdict(self.run)),
+            "recommendation": (
+                None if self.recommendation is None else self.recommendation.to_dict()
+            ),
         }
 
 
@@ -213,6 +240,7 @@ def plan(
     precision: Precision | None = None,
     ladder: bool = True,
     jobs: int = 1,
+    run: RunSpec | None = None,
 ) -> Plan:
     """Plan `spec` (its batch and precision are ignored) for an effective batch on `devices`.
 
@@ -220,6 +248,8 @@ def plan(
     given is used everywhere, and is an error on a device that lacks it. With `jobs` above 1
     the ladder of a model of a billion parameters or more is traced in a worker process while
     the devices are planned (same figures; a worker's start-up costs a few seconds of a core).
+    `run` (data size, epochs, prices) adds each device's run hours and costs and the
+    recommendations (`with_run`).
     """
     problems = []
     if effective_batch < 1:
@@ -276,14 +306,18 @@ def plan(
     finally:
         if worker is not None:
             worker.close()
-    return Plan(
+    tokens = next((s.base.tokens_per_sample for s in cache.scalings.values()), None)
+    result = Plan(
         spec=spec,
         effective_batch=effective_batch,
         margin=margin,
         devices=plans,
         ladder=rungs,
         ladder_device=cuda[0].name if ladder and cuda else "",
+        trainable_parameters=_counts(spec, cache)[1],
+        tokens_per_sample=tokens,
     )
+    return with_run(result, run) if run is not None and run.sized else result
 
 
 def supported_precision(device: Device) -> Precision:
@@ -488,6 +522,7 @@ def _plan_device(
             changes=changes,
             max_micro_batch=_max(rung_spec, margin, scaling),
             tiers=_tiers(rung_spec, effective, scaling),
+            step_time=_step_time(rung_spec, device, scaling, micro, accum),
         )
     if latest_one is not None:
         what = f"one sample needs {latest_one / GIB:.2f} GiB with every change on the ladder"
@@ -510,6 +545,65 @@ def _plan_device(
     )
     return dataclasses.replace(
         _no_setting(device, Verdict.NO, note), sharded=sharded, offloaded=offloaded
+    )
+
+
+def _step_time(
+    spec: TrainSpec, device: Device, scaling: BatchScaling, micro: int, accum: int
+) -> StepTime | None:
+    """The modelled step time of the chosen setting (None where the catalog lacks a rate or
+    the probes ran different ops)."""
+    costs = scaling.costs_at(micro)
+    if costs is None:
+        return None
+    try:
+        return step_time(
+            costs,
+            dataclasses.replace(spec, batch=micro, grad_accum=accum),
+            device,
+            scaling.base.tokens_per_sample,
+            scaling.base.trainable_tensors,
+        )
+    except RateMissing:
+        return None
+
+
+def with_run(result: Plan, run: RunSpec) -> Plan:
+    """`result` with each fitting device's run hours and costs, and recommendations."""
+    devices = []
+    lines: list[CostLine] = []
+    for d in result.devices:
+        if d.step_time is None or d.setting is None:
+            devices.append(d)
+            continue
+        device = get_device(d.device)
+        grad_bytes = result.trainable_parameters * d.setting.precision.param_dtype.itemsize
+        stage = Stage(name="train", epochs=run.epochs, step=d.step_time)
+        hours = run_time(
+            [stage], result.effective_batch, run, device, grad_bytes, result.tokens_per_sample
+        )
+        costs = [local_cost(device, hours.hours, run)] if device.kind != "cpu" else []
+        if device.kind == "cuda":
+            by_count = {
+                n: run_time(
+                    [stage],
+                    result.effective_batch,
+                    dataclasses.replace(run, gpus=n),
+                    device,
+                    grad_bytes,
+                    result.tokens_per_sample,
+                ).hours
+                for n in (1, 2, 4, 8, 16)
+                if result.effective_batch % n == 0
+            }
+            costs += cloud_costs(device, hours.hours, run, by_count)
+        lines += costs
+        devices.append(dataclasses.replace(d, run=hours, costs=tuple(costs)))
+    return dataclasses.replace(
+        result,
+        devices=tuple(devices),
+        run=run,
+        recommendation=recommend(lines, run.deadline_hours) if lines else None,
     )
 
 

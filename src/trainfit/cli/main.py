@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from trainfit.cli import detect, devices
+from trainfit.cli import detect, devices, run_args
 from trainfit.cli import plan as plan_command
 from trainfit.errors import TrainfitError
 from trainfit.hardware.catalog import using_catalogs
@@ -95,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
         default=0.0,
         help="with --max-batch: fraction of the device's memory to keep free (e.g. 0.1)",
     )
+    est.add_argument(
+        "--time",
+        action="store_true",
+        help="show the step time (and, with --samples or --tokens, the run's hours and cost)",
+    )
+    run_args.add_arguments(est)
     plan_command.add_parser(sub)
     sub.add_parser("models", help="list the built-in model catalog")
     devices.add_parser(sub)
@@ -135,15 +141,27 @@ def _estimate(args: argparse.Namespace) -> int:
 
             print(max_batch_text(found))
         return 0
+    run = run_args.run_spec(args)
     result = estimate(spec)
+    totals = None
+    if args.time and run.sized and result.step_time is not None:
+        from trainfit.timing.run import estimate_run
+
+        totals = estimate_run(result, run)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        out = result.to_dict()
+        if totals is not None:
+            out["run"] = totals.to_dict()
+        print(json.dumps(out, indent=2))
     else:
         from rich.console import Console
 
-        from trainfit.report.terminal import estimate_renderable
+        from trainfit.report.terminal import estimate_renderable, time_renderable
 
-        Console().print(estimate_renderable(result))
+        console = Console()
+        console.print(estimate_renderable(result))
+        if args.time:
+            console.print(time_renderable(result, totals))
     return 0
 
 

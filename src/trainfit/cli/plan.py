@@ -47,6 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--config-dir", default=None, help="write config_<device>.yaml for each device that fits"
     )
+    from trainfit.cli import run_args
+
+    run_args.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
         step_fn=args.step_fn,
         device=devices[0],
     )
+    from trainfit.cli import run_args
+
+    run = run_args.run_spec(args)
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
     result = plan(
         spec,
@@ -74,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         margin=args.margin,
         precision=precision,
         jobs=args.jobs,
+        run=run,
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

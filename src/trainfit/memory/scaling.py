@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, get_device
 from trainfit.spec import TrainSpec
+from trainfit.trace.costs import StepCosts, interpolate
 from trainfit.trace.recorder import Event
 from trainfit.trace.step import StepTrace, trace_step
 from trainfit.trace.target import Target
@@ -48,6 +49,9 @@ class BatchScaling:
     """Whether the check trace matched the line for every event."""
     why_not: str | None
     """What broke the line, when it did not hold."""
+    far_costs: StepCosts | None = field(default=None, compare=False, repr=False)
+    """Op costs of the trace at the last probe batch (each op's FLOPs and bytes are a line
+    through the two)."""
     exact: dict[int, StepTrace] = field(default_factory=dict, compare=False, repr=False)
     """Traces made at other batches (batch 1, which can run other code paths than the line's
     batches): replayed instead of the line at those batches."""
@@ -74,7 +78,18 @@ class BatchScaling:
                 self.base.events, self.per_sample, self._sizes(batch), strict=True
             )
         ]
-        return dataclasses.replace(self.base, events=events)
+        return dataclasses.replace(self.base, events=events, costs=self.costs_at(batch))
+
+    def costs_at(self, batch: int) -> StepCosts | None:
+        """Op costs at `batch`: on the line through the probes' (None when their ops differ)."""
+        if batch in self.exact:
+            return self.exact[batch].costs
+        base, far = self.base.costs, self.far_costs
+        if base is None or far is None or not base.aligned(far):
+            return None
+        if batch == self.spec.batch:
+            return base
+        return interpolate(base, self.spec.batch, far, PROBES[2], batch)
 
     def _sizes(self, batch: int) -> list[int]:
         extra = batch - self.spec.batch
@@ -246,6 +261,7 @@ def scale_batch(spec: TrainSpec, passes_from: BatchScaling | None = None) -> Bat
         per_sample=tuple(per_sample) if affine else (),
         affine=affine,
         why_not=why_not,
+        far_costs=check.costs,
     )
 
 

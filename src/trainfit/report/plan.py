@@ -26,11 +26,25 @@ def plan_renderable(plan: Plan) -> Group:
         style="bold",
     )
     devices = Table(title="per device")
-    for column in ("device", "verdict", "precision", "micro x accum", "memory", "max micro"):
-        devices.add_column(column, justify="right" if column in ("memory", "max micro") else "left")
+    timed = plan.run is not None
+    numeric = ("memory", "max micro", "step", "samples/s", "run hours", "cost")
+    columns = ["device", "verdict", "precision", "micro x accum", "memory", "max micro", "step"]
+    columns += ["run hours", "cost"] if timed else ["samples/s"]
+    for column in columns:
+        devices.add_column(column, justify="right" if column in numeric else "left")
     devices.add_column("changes / why")
     for d in plan.devices:
         s = d.setting
+        t = d.step_time
+        cells = [f"{t.seconds * 1000:,.0f} ms" if t else "-"]
+        if timed:
+            local = next((c for c in d.costs if c.kind == "local"), None)
+            cells += [
+                f"{d.run.hours:,.1f}" if d.run else "-",
+                f"{local.total:,.2f} {local.currency}" if local and local.total else "-",
+            ]
+        else:
+            cells.append(f"{t.samples_per_second:,.1f}" if t else "-")
         devices.add_row(
             d.device,
             Text(d.verdict.value, style=_STYLE[d.verdict]),
@@ -38,9 +52,39 @@ def plan_renderable(plan: Plan) -> Group:
             f"{s.micro_batch} x {s.grad_accum}" if s else "-",
             f"{s.needed_bytes / GIB:.2f} GiB" if s else "-",
             str(d.max_micro_batch) if s else "-",
+            *cells,
             "; ".join(d.changes) if s else d.note,
         )
     parts: list[object] = [head, devices]
+    if timed:
+        cloud = Table(title="cloud instances for the run (on-demand / spot)")
+        for column in ("instance", "hours", "on-demand", "spot"):
+            cloud.add_column(column, justify="left" if column == "instance" else "right")
+        for d in plan.devices:
+            for c in d.costs:
+                if c.kind == "cloud":
+                    cloud.add_row(
+                        c.option,
+                        f"{c.hours:,.2f}",
+                        "-" if c.on_demand is None else f"{c.on_demand:,.2f} {c.currency}",
+                        "-" if c.spot is None else f"{c.spot:,.2f} {c.currency}",
+                    )
+        parts.append(cloud)
+        rec = plan.recommendation
+        if rec is not None:
+            parts.append(
+                Text(
+                    f"cheapest: {rec.cheapest or '-'}; fastest: {rec.fastest or '-'}"
+                    + (
+                        f"; cheapest by the deadline: {rec.cheapest_by_deadline}"
+                        if rec.cheapest_by_deadline
+                        else ""
+                    )
+                    + (f"\n{rec.note}" if rec.note else "")
+                    + "\nlocal cost = electricity at the board power + the run's share of the "
+                    "purchase price; times are modelled (benchmarks/timing)\n"
+                )
+            )
     if any(d.tiers for d in plan.devices):
         tiers = Table(title="tiers (micro-batch x accumulation, memory)")
         tiers.add_column("device")

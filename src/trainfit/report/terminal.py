@@ -8,6 +8,7 @@ from rich.text import Text
 
 from trainfit.estimate import Estimate
 from trainfit.memory.scaling import MaxBatch
+from trainfit.timing.run import RunEstimate
 
 GiB = 1 << 30
 
@@ -116,3 +117,78 @@ def max_batch_text(found: MaxBatch) -> str:
     if found.next_needed_bytes is None:
         return line + "; the search stopped at its limit)"
     return line + f"; {found.batch + 1} would need {found.next_needed_bytes / gib:.2f} GiB)"
+
+
+def _money(x: float | None, currency: str) -> str:
+    return "-" if x is None else f"{x:,.2f} {currency}"
+
+
+def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Group:
+    """The step time (and the run's hours and costs) of an estimate."""
+    step = result.step_time
+    out = Text()
+    if step is None:
+        why = [n for n in result.notes if n.startswith("step time not modelled")]
+        out.append(
+            "\nstep time: " + (why[0] if why else "not modelled for this device") + "\n",
+            style="yellow",
+        )
+        return Group(out)
+    out.append("\nstep time: ", style="bold")
+    out.append(f"{step.seconds * 1000:,.1f} ms", style="bold cyan")
+    out.append(f" per optimizer step ({step.label})\n")
+    out.append(
+        f"forward {step.forward_seconds * 1000:.1f} ms, backward "
+        f"{step.backward_seconds * 1000:.1f} ms per micro-batch; optimizer "
+        f"{step.optimizer_seconds * 1000:.1f} ms\n"
+        f"{step.samples_per_second:,.1f} samples/s"
+        + (f", {step.tokens_per_second:,.0f} tokens/s" if step.tokens_per_second else "")
+        + f"; {step.flops_per_step / 1e12:,.2f} TFLOP per step\n"
+        f"device time: {step.compute_bound_share:.0%} compute-bound, "
+        f"{step.memory_bound_share:.0%} memory-bound; waiting for the host "
+        f"{step.host_bound_share:.0%}\n"
+    )
+    out.append(f"basis: {step.basis}\n", style="dim")
+    for note in step.notes:
+        out.append(f"note: {note}\n", style="dim")
+    parts: list[object] = [out]
+    if totals is not None:
+        t = totals.time
+        head = Text(
+            f"run: {t.hours:,.2f} h on {t.gpus} x {result.device.display} ({t.steps:,} steps"
+            + (
+                f", all-reduce {t.communication_seconds * 1000:.1f} ms/step exposed"
+                if t.gpus > 1
+                else ""
+            )
+            + f", {t.label})\n",
+            style="bold",
+        )
+        table = Table(title="cost of the run", show_edge=False, pad_edge=False)
+        for column in ("option", "hours", "on-demand", "spot", "electricity", "share of price"):
+            table.add_column(column, justify="left" if column == "option" else "right")
+        table.add_column("note")
+        currency = totals.run.currency
+        for line in totals.costs:
+            table.add_row(
+                line.option,
+                f"{line.hours:,.2f}",
+                _money(line.on_demand, currency),
+                _money(line.spot, currency),
+                _money(line.electricity, currency),
+                _money(line.amortisation, currency),
+                line.note,
+            )
+        rec = totals.recommendation
+        words = Text(
+            f"cheapest: {rec.cheapest or '-'}; fastest: {rec.fastest or '-'}"
+            + (
+                f"; cheapest by the deadline: {rec.cheapest_by_deadline}"
+                if rec.cheapest_by_deadline
+                else ""
+            )
+            + (f"\n{rec.note}" if rec.note else "")
+            + "\n"
+        )
+        parts += [head, table, words]
+    return Group(*parts)

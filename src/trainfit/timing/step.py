@@ -82,6 +82,8 @@ class StepTime:
     """Predicted time of one optimizer step (all its micro-batches) on one device."""
 
     device: str
+    micro_batch: int
+    grad_accum: int
     seconds: float
     """One optimizer step: grad_accum forward/backward passes, then the optimizer."""
     forward_seconds: float
@@ -106,6 +108,8 @@ class StepTime:
     def to_dict(self) -> dict[str, Any]:
         return {
             "device": self.device,
+            "micro_batch": self.micro_batch,
+            "grad_accum": self.grad_accum,
             "step_seconds": round(self.seconds, 6),
             "forward_seconds": round(self.forward_seconds, 6),
             "backward_seconds": round(self.backward_seconds, 6),
@@ -285,6 +289,8 @@ def step_time(
         notes.append("Apple GPU: the efficiencies are an NVIDIA GPU's; not checked on a Mac")
     return StepTime(
         device=device.name,
+        micro_batch=spec.batch,
+        grad_accum=spec.grad_accum,
         seconds=seconds,
         forward_seconds=marks[0][0],
         backward_seconds=marks[0][1],
@@ -323,6 +329,8 @@ def scaled(modelled: StepTime, reference: StepTime, measured_seconds: float, on:
     same = modelled.device == reference.device
     return StepTime(
         device=modelled.device,
+        micro_batch=modelled.micro_batch,
+        grad_accum=modelled.grad_accum,
         seconds=seconds,
         forward_seconds=modelled.forward_seconds * factor,
         backward_seconds=modelled.backward_seconds * factor,

@@ -1,0 +1,422 @@
+"""A whole training run: hours from the step time, data-parallel scaling, and what it costs.
+
+Run totals: steps per epoch = ceil(samples / effective batch) (tokens are turned into samples
+with the model's tokens per sample), per stage (seed 002: a frozen backbone for 5 epochs, then
+everything for 50), plus evaluation (a forward pass over `eval_fraction` of the training
+samples each epoch). Over N GPUs of one kind (data parallel, DDP), each GPU runs 1/N of the
+micro-batches and the gradients are all-reduced over the catalog's interconnect (a ring:
+2(N-1)/N of the gradient bytes per GPU), overlapped with backward except for the last bucket.
+
+Cost: cloud instances at their dated on-demand and spot rates; a local device as electricity
+(board power x hours x price per kWh) plus its purchase price spread over the hours it is used
+in its life (total cost of ownership, as seed 000 does over 3 years).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from trainfit.errors import SpecError
+from trainfit.hardware.catalog import Device, catalog
+
+if TYPE_CHECKING:
+    from trainfit.estimate import Estimate
+    from trainfit.timing.step import StepTime
+
+DEFAULT_KWH_PRICE = 0.18
+"""USD per kWh: the US residential average the EIA forecast for 2026 (18.02 cents; Short-Term
+Energy Outlook, December 2025, as reported by ConsumerAffairs, read 2026-11-26)."""
+DEFAULT_YEARS = 3
+DEFAULT_HOURS_PER_YEAR = 1000
+"""Hours a local device trains per year, for spreading its price (about 20 hours a week)."""
+CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CNY", "INR", "CAD", "AUD", "CHF", "KRW", "SEK", "BRL")
+PCIE_GBS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
+"""Per-direction bandwidth of an x16 link by generation (GB/s)."""
+INTER_NODE_GBS = 50.0
+"""Per-GPU bandwidth between machines assumed for multi-node runs (400 Gb/s InfiniBand)."""
+DDP_BUCKET_BYTES = 25 * 2**20
+"""DDP's default gradient bucket: the last one's all-reduce cannot overlap backward."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stage:
+    """A part of the run with its own settings (e.g. a frozen backbone)."""
+
+    name: str
+    epochs: float
+    step: StepTime
+    """The step time of this stage's setting."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSpec:
+    """What the run covers: data, epochs, evaluation, GPUs, prices."""
+
+    samples: int | None = None
+    """Training samples per epoch."""
+    tokens: int | None = None
+    """Training tokens per epoch (for language models; converted with tokens per sample)."""
+    epochs: float = 1.0
+    eval_fraction: float = 0.0
+    """Evaluation samples per epoch as a fraction of the training samples (forward only)."""
+    gpus: int = 1
+    kwh_price: float = DEFAULT_KWH_PRICE
+    currency: str = "USD"
+    usd_rate: float = 1.0
+    """Units of `currency` per US dollar (catalog prices are in USD)."""
+    years: float = DEFAULT_YEARS
+    hours_per_year: float = DEFAULT_HOURS_PER_YEAR
+    watts: float | None = None
+    """Power the local machine draws while training (default: the GPU's board power)."""
+    deadline_hours: float | None = None
+    price_overrides: dict[str, float] = field(default_factory=dict)
+    """USD per hour by instance name, replacing the catalog's on-demand rate."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("samples", "tokens"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+        if self.samples is not None and self.tokens is not None:
+            problems.append("give samples or tokens per epoch, not both")
+        positive = {
+            "epochs": self.epochs,
+            "kwh_price": self.kwh_price,
+            "usd_rate": self.usd_rate,
+            "years": self.years,
+            "hours_per_year": self.hours_per_year,
+        }
+        if self.watts is not None:
+            positive["watts"] = self.watts
+        if self.deadline_hours is not None:
+            positive["deadline_hours"] = self.deadline_hours
+        for name, value in positive.items():
+            if not isinstance(value, (int, float)) or not value > 0 or math.isinf(value):
+                problems.append(f"{name} must be a positive number, got {value!r}")
+        if not isinstance(self.gpus, int) or self.gpus < 1:
+            problems.append(f"gpus must be a positive integer, got {self.gpus!r}")
+        if not 0 <= self.eval_fraction <= 10:
+            problems.append(f"eval_fraction must be between 0 and 10, got {self.eval_fraction!r}")
+        if self.currency not in CURRENCIES:
+            problems.append(
+                f"unknown currency {self.currency!r}: use one of {', '.join(CURRENCIES)}"
+            )
+        elif self.currency != "USD" and self.usd_rate == 1.0:
+            problems.append(
+                f"currency {self.currency} needs its rate to the US dollar (usd_rate / --fx, "
+                "units per USD): catalog prices are in USD"
+            )
+        known = {i.name for i in catalog().instances.values()}
+        for name, price in self.price_overrides.items():
+            if name not in known:
+                problems.append(f"price override for unknown instance {name!r}")
+            elif not isinstance(price, (int, float)) or price < 0:
+                problems.append(f"price override for {name} must be >= 0 USD/hour, got {price!r}")
+        if problems:
+            raise SpecError(problems)
+
+    @property
+    def sized(self) -> bool:
+        return self.samples is not None or self.tokens is not None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunTime:
+    """Hours of a run on one device kind."""
+
+    hours: float
+    steps: int
+    step_seconds: float
+    """One optimizer step on the GPUs used (communication included)."""
+    gpus: int
+    communication_seconds: float
+    """Exposed all-reduce time per step (0 on one GPU)."""
+    label: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CostLine:
+    """One way to pay for the run."""
+
+    option: str
+    """An instance name, or "local <device>"."""
+    kind: str
+    """"cloud" or "local"."""
+    hours: float
+    on_demand: float | None = None
+    spot: float | None = None
+    electricity: float | None = None
+    energy_kwh: float | None = None
+    amortisation: float | None = None
+    """The share of the purchase price this run uses up."""
+    ownership: float | None = None
+    """Purchase price plus electricity for `years` at `hours_per_year`."""
+    currency: str = "USD"
+    note: str = ""
+
+    @property
+    def total(self) -> float | None:
+        """What the run costs: on-demand in the cloud, electricity + amortisation locally."""
+        if self.kind == "cloud":
+            return self.on_demand
+        if self.electricity is None:
+            return None
+        return self.electricity + (self.amortisation or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 2)
+
+        return {
+            "option": self.option,
+            "kind": self.kind,
+            "hours": round(self.hours, 3),
+            "on_demand": r(self.on_demand),
+            "spot": r(self.spot),
+            "electricity": r(self.electricity),
+            "energy_kwh": r(self.energy_kwh),
+            "amortisation": r(self.amortisation),
+            "ownership": r(self.ownership),
+            "total": r(self.total),
+            "currency": self.currency,
+            "note": self.note,
+        }
+
+
+def interconnect_gbs(device: Device, gpus: int, per_machine: int = 8) -> tuple[float, str]:
+    """Per-GPU, per-direction bandwidth of the all-reduce among `gpus` GPUs and its kind."""
+    if gpus > per_machine:
+        return INTER_NODE_GBS, "InfiniBand between machines (assumed 400 Gb/s per GPU)"
+    nvlink = device.nvlink_gbs.value
+    if nvlink:
+        return float(nvlink) / 2, f"NVLink ({nvlink:g} GB/s both ways)"
+    gen = device.pcie_gen.value
+    if gen:
+        return PCIE_GBS.get(int(gen), 32.0), f"PCIe gen {int(gen)} x16"
+    return PCIE_GBS[4], "PCIe (generation not in the catalog; gen 4 assumed)"
+
+
+def run_time(
+    stages: Sequence[Stage],
+    effective_batch: int,
+    run: RunSpec,
+    device: Device,
+    gradient_bytes: int,
+    tokens_per_sample: int | None = None,
+) -> RunTime:
+    """Hours of the run's stages on `run.gpus` GPUs of `device`."""
+    if not run.sized:
+        raise SpecError(["give the data size: samples or tokens per epoch"])
+    if run.tokens is not None:
+        if not tokens_per_sample:
+            raise SpecError(
+                ["tokens per epoch need a sequence model; give samples per epoch instead"]
+            )
+        samples = math.ceil(run.tokens / tokens_per_sample)
+    else:
+        samples = run.samples or 0
+    if effective_batch % run.gpus:
+        raise SpecError(
+            [
+                f"an effective batch of {effective_batch} does not split over {run.gpus} GPUs: "
+                f"use a multiple of {run.gpus}"
+            ]
+        )
+    steps_per_epoch = math.ceil(samples / effective_batch)
+    seconds = 0.0
+    steps = 0
+    communication = 0.0
+    label = stages[0].step.label
+    for stage in stages:
+        step = stage.step
+        passes = step.seconds - step.optimizer_seconds
+        # NB: each GPU runs 1/N of the samples (smaller micro-batches are assumed as
+        # efficient, which flatters many GPUs on a small batch)
+        compute = passes / run.gpus + step.optimizer_seconds
+        if run.gpus > 1:
+            link, _ = interconnect_gbs(device, run.gpus)
+            ring = 2 * (run.gpus - 1) / run.gpus * gradient_bytes / (link * 1e9)
+            last = min(gradient_bytes, DDP_BUCKET_BYTES) / (link * 1e9)
+            backward = step.backward_seconds * max(1, step.grad_accum // run.gpus)
+            communication = max(ring - backward, last)
+            label = "modelled"
+        step_seconds = compute + communication
+        stage_steps = math.ceil(steps_per_epoch * stage.epochs)
+        evaluation = (
+            stage.epochs
+            * run.eval_fraction
+            * samples
+            * step.forward_seconds
+            / step.micro_batch
+            / run.gpus
+        )
+        seconds += stage_steps * step_seconds + evaluation
+        steps += stage_steps
+    return RunTime(
+        hours=seconds / 3600,
+        steps=steps,
+        step_seconds=seconds / max(1, steps),
+        gpus=run.gpus,
+        communication_seconds=communication,
+        label=label,
+    )
+
+
+def cloud_costs(
+    device: Device, hours_one_gpu: float, run: RunSpec, hours_for: dict[int, float] | None = None
+) -> list[CostLine]:
+    """Each catalog instance with GPUs of `device`: the run's hours at its rates.
+
+    `hours_for` maps a GPU count to the run's hours on that many (default: one GPU's hours
+    divided by the count, which ignores communication)."""
+    out = []
+    for inst in catalog().instances.values():
+        try:
+            same = catalog().device(inst.gpu).name == device.name
+        except Exception:  # an instance naming a device not in the catalog: not this one
+            same = False
+        if not same or not inst.gpu_count.value:
+            continue
+        count = int(inst.gpu_count.value)
+        hours = (hours_for or {}).get(count, hours_one_gpu / count)
+        rate = run.price_overrides.get(inst.name, inst.on_demand_usd_per_hour.value)
+        spot = inst.spot_usd_per_hour.value
+        note = "" if rate is not None else "no on-demand price in the catalog"
+        if inst.name in run.price_overrides:
+            note = "on-demand price given by the user"
+        out.append(
+            CostLine(
+                option=inst.name,
+                kind="cloud",
+                hours=hours,
+                on_demand=None if rate is None else rate * hours * run.usd_rate,
+                spot=None if spot is None else spot * hours * run.usd_rate,
+                currency=run.currency,
+                note=note,
+            )
+        )
+    return out
+
+
+def local_cost(device: Device, hours: float, run: RunSpec) -> CostLine:
+    """Electricity and the share of the purchase price of running on one's own `device`."""
+    watts = run.watts if run.watts is not None else device.tdp_watts.value
+    price = device.price.amount.value if device.price is not None else None
+    notes = []
+    if run.watts is None and watts is not None:
+        notes.append(f"{watts:g} W board power (the GPU's rated power; the host adds more)")
+    if watts is None:
+        notes.append("no power figure in the catalog: give --watts")
+    energy = None if watts is None else watts * hours / 1000
+    electricity = None if energy is None else energy * run.kwh_price * run.usd_rate
+    amortisation = ownership = None
+    if price is not None:
+        life_hours = run.years * run.hours_per_year
+        amortisation = price * run.usd_rate * hours / life_hours
+        ownership = price * run.usd_rate + (
+            0.0 if watts is None else watts * life_hours / 1000 * run.kwh_price * run.usd_rate
+        )
+    else:
+        notes.append("no purchase price in the catalog")
+    return CostLine(
+        option=f"local {device.name}",
+        kind="local",
+        hours=hours,
+        electricity=electricity,
+        energy_kwh=energy,
+        amortisation=amortisation,
+        ownership=ownership,
+        currency=run.currency,
+        note="; ".join(notes),
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Recommendation:
+    cheapest: str | None
+    fastest: str | None
+    cheapest_by_deadline: str | None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cheapest": self.cheapest,
+            "fastest": self.fastest,
+            "cheapest_by_deadline": self.cheapest_by_deadline,
+            "note": self.note,
+        }
+
+
+def recommend(lines: Sequence[CostLine], deadline_hours: float | None) -> Recommendation:
+    """Cheapest, fastest, and cheapest that finishes by the deadline (or the closest)."""
+    # NB: a local device without a purchase price would rank on electricity alone
+    priced = [
+        line
+        for line in lines
+        if line.total is not None and (line.kind == "cloud" or line.amortisation is not None)
+    ]
+    cheapest = min(priced, key=lambda line: line.total or 0.0, default=None)
+    fastest = min(lines, key=lambda line: line.hours, default=None)
+    by_deadline = None
+    note = ""
+    if deadline_hours is not None:
+        meeting = [line for line in priced if line.hours <= deadline_hours]
+        if meeting:
+            by_deadline = min(meeting, key=lambda line: line.total or 0.0).option
+        elif fastest is not None:
+            note = (
+                f"no option finishes within {deadline_hours:g} h; the closest is "
+                f"{fastest.option} at {fastest.hours:.1f} h"
+            )
+    return Recommendation(
+        cheapest=cheapest.option if cheapest else None,
+        fastest=fastest.option if fastest else None,
+        cheapest_by_deadline=by_deadline,
+        note=note,
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunEstimate:
+    """A run on one device: its hours, what it costs, the recommendations."""
+
+    run: RunSpec
+    time: RunTime
+    costs: tuple[CostLine, ...]
+    recommendation: Recommendation
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hours": round(self.time.hours, 3),
+            "steps": self.time.steps,
+            "gpus": self.time.gpus,
+            "step_seconds": round(self.time.step_seconds, 6),
+            "communication_seconds": round(self.time.communication_seconds, 6),
+            "label": self.time.label,
+            "costs": [c.to_dict() for c in self.costs],
+            "recommendation": self.recommendation.to_dict(),
+        }
+
+
+def estimate_run(result: Estimate, run: RunSpec) -> RunEstimate:
+    """The run of `result`'s step (its batch x accumulation is the effective batch)."""
+    if result.step_time is None:
+        raise SpecError(["this estimate has no step time, so no run time"])
+    spec = result.spec
+    effective = spec.batch * spec.grad_accum * run.gpus
+    grad_bytes = result.trainable_parameter_count * spec.precision.param_dtype.itemsize
+    stage = Stage(name="train", epochs=run.epochs, step=result.step_time)
+    time = run_time([stage], effective, run, result.device, grad_bytes, result.step_time_tokens)
+    costs = [local_cost(result.device, time.hours, run)]
+    if result.device.kind == "cuda":
+        costs += cloud_costs(result.device, time.hours * run.gpus, run)
+    return RunEstimate(
+        run=run,
+        time=time,
+        costs=tuple(costs),
+        recommendation=recommend(costs, run.deadline_hours),
+    )
