@@ -1,0 +1,247 @@
+"""Step time and run cost: op costs, the roofline, run totals, costs, and bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from trainfit.cli.main import main
+from trainfit.errors import SpecError
+from trainfit.estimate import estimate
+from trainfit.hardware.catalog import get_device
+from trainfit.spec import TrainSpec
+from trainfit.timing.run import (
+    CostLine,
+    RunSpec,
+    Stage,
+    cloud_costs,
+    local_cost,
+    recommend,
+    run_time,
+)
+from trainfit.timing.step import CALIBRATED, MODELLED, scaled, step_time
+from trainfit.trace.costs import OpKind
+from trainfit.trace.step import trace_step
+from trainfit.training import Phase
+
+MLP = dict(model="tests.timing_models:two_layer_mlp", inputs=("input=B,64:float32",), loss=None)
+
+
+def test_matmul_flops_are_counted_exactly() -> None:
+    batch = 16
+    trace = trace_step(TrainSpec(**MLP, batch=batch))
+    costs = trace.costs
+    forward = sum(op.flops for op in costs.ops(Phase.FORWARD) if op.kind is OpKind.MATMUL)
+    backward = sum(op.flops for op in costs.ops(Phase.BACKWARD) if op.kind is OpKind.MATMUL)
+    assert forward == 2 * batch * (64 * 128 + 128 * 10)
+    # weight gradients of both layers, the input gradient of the second only
+    assert backward == 2 * batch * (64 * 128 + 2 * 128 * 10)
+    foreach = [op for op in costs.ops(Phase.OPTIMIZER) if op.kind is OpKind.FOREACH]
+    assert foreach and all(op.bytes > 0 for op in foreach)
+
+
+def test_step_time_grows_with_batch_and_is_faster_on_a_faster_gpu() -> None:
+    spec = TrainSpec(model="gpt2", batch=2, seq_len=256, precision="bf16")
+    small = estimate(spec)
+    # NB: at 2 and 8 samples the H100 waits for the host either way (same time); 64 is
+    # bound by the device
+    large = estimate(dataclasses.replace(spec, batch=64))
+    slow = estimate(dataclasses.replace(spec, device="rtx-4060"))
+    assert small.step_time is not None and large.step_time is not None
+    assert large.step_time.seconds > small.step_time.seconds
+    assert slow.step_time is not None and slow.step_time.seconds > 2 * small.step_time.seconds
+    t = small.step_time
+    assert t.label == MODELLED
+    assert t.tokens_per_second == pytest.approx(t.samples_per_second * 256)
+    assert t.seconds >= t.forward_seconds + t.backward_seconds
+    shares = t.compute_bound_share + t.memory_bound_share + t.host_bound_share
+    assert shares == pytest.approx(1.0, abs=0.02)
+    assert small.to_dict()["time"]["step_seconds"] == pytest.approx(t.seconds, rel=1e-4)
+
+
+def test_accumulation_repeats_the_passes() -> None:
+    spec = TrainSpec(**MLP, batch=32)
+    trace = trace_step(spec)
+    device = get_device("h100")
+    one = step_time(trace.costs, spec, device, None, trace.trainable_tensors)
+    four = step_time(
+        trace.costs, dataclasses.replace(spec, grad_accum=4), device, None, trace.trainable_tensors
+    )
+    passes = one.seconds - one.optimizer_seconds
+    assert four.seconds == pytest.approx(4 * passes + one.optimizer_seconds, rel=0.05)
+
+
+def test_a_device_without_rates_says_so() -> None:
+    result = estimate(
+        model="gpt2", batch=2, seq_len=128, precision="bf16", device="rtx-4070-ti-super"
+    )
+    assert result.step_time is None
+    assert any("no bf16 compute rate" in n for n in result.notes)
+
+
+def test_a_measured_step_scales_to_another_device() -> None:
+    spec = TrainSpec(model="gpt2", batch=4, seq_len=256, precision="bf16")
+    trace = trace_step(spec)
+    h100 = step_time(trace.costs, spec, get_device("h100"))
+    a100 = step_time(trace.costs, spec, get_device("a100-80gb"))
+    moved = scaled(a100, h100, 0.1, "h100")
+    assert moved.label == CALIBRATED
+    assert moved.seconds == pytest.approx(0.1 * a100.seconds / h100.seconds)
+    same = scaled(h100, h100, 0.1, "h100")
+    assert same.label == "measured" and same.seconds == pytest.approx(0.1)
+
+
+def _step(seconds: float = 2.0) -> object:
+    spec = TrainSpec(**MLP, batch=8)
+    trace = trace_step(spec)
+    base = step_time(trace.costs, spec, get_device("h100"))
+    return dataclasses.replace(
+        base, seconds=seconds, forward_seconds=0.5, backward_seconds=1.0, optimizer_seconds=0.5
+    )
+
+
+def test_run_hours_from_steps_and_stages() -> None:
+    step = _step()
+    device = get_device("h100")
+    run = RunSpec(samples=1000, epochs=2)
+    hours = run_time([Stage(name="all", epochs=2, step=step)], 8, run, device, 10**6)
+    assert hours.steps == 2 * 125
+    assert hours.hours == pytest.approx(250 * 2.0 / 3600)
+    # seed 002's shape: a frozen stage then a full one, each at its own step time
+    frozen = dataclasses.replace(step, seconds=1.0)
+    two = run_time(
+        [Stage(name="frozen", epochs=1, step=frozen), Stage(name="all", epochs=1, step=step)],
+        8,
+        run,
+        device,
+        10**6,
+    )
+    assert two.hours == pytest.approx(125 * (1.0 + 2.0) / 3600)
+    evaluated = run_time(
+        [Stage(name="all", epochs=1, step=step)],
+        8,
+        dataclasses.replace(run, eval_fraction=0.5),
+        device,
+        10**6,
+    )
+    assert evaluated.hours == pytest.approx((125 * 2.0 + 500 * 0.5 / 8) / 3600)
+    tokens = run_time(
+        [Stage(name="all", epochs=1, step=step)],
+        8,
+        RunSpec(tokens=1024 * 1000),
+        device,
+        10**6,
+        tokens_per_sample=1024,
+    )
+    assert tokens.steps == 125
+
+
+def test_data_parallel_adds_exposed_all_reduce() -> None:
+    step = _step()
+    device = get_device("h100")
+    run = RunSpec(samples=1000, gpus=4)
+    big = run_time([Stage(name="all", epochs=1, step=step)], 8, run, device, 10**12)
+    small = run_time([Stage(name="all", epochs=1, step=step)], 8, run, device, 10**6)
+    assert small.step_seconds == pytest.approx(1.5 / 4 + 0.5, rel=0.01)
+    # 1.5 TB of ring traffic per GPU over NVLink (450 GB/s one way), 1 s of it under backward
+    assert big.communication_seconds == pytest.approx(1.5e12 / 450e9 - 1.0, rel=0.01)
+    with pytest.raises(SpecError, match="does not split over 3 GPUs"):
+        run_time(
+            [Stage(name="all", epochs=1, step=step)], 8, RunSpec(samples=10, gpus=3), device, 1
+        )
+
+
+def test_costs_local_and_cloud() -> None:
+    h100 = get_device("h100")
+    run = RunSpec(samples=10, kwh_price=0.2, years=3, hours_per_year=1000)
+    local = local_cost(h100, 10.0, run)
+    assert local.energy_kwh == pytest.approx(0.7 * 10)
+    assert local.electricity == pytest.approx(0.7 * 10 * 0.2)
+    assert local.amortisation == pytest.approx(h100.price.amount.value * 10 / 3000)
+    lines = cloud_costs(h100, 8.0, run)
+    lambda_one = next(c for c in lines if c.option == "lambda-1x-h100-sxm")
+    assert lambda_one.hours == 8.0 and lambda_one.on_demand is not None
+    eur = cloud_costs(h100, 8.0, RunSpec(samples=10, currency="EUR", usd_rate=0.9))
+    assert next(c for c in eur if c.option == lambda_one.option).on_demand == pytest.approx(
+        lambda_one.on_demand * 0.9
+    )
+    override = cloud_costs(h100, 8.0, RunSpec(samples=10, price_overrides={lambda_one.option: 1.0}))
+    assert next(c for c in override if c.option == lambda_one.option).on_demand == 8.0
+
+
+def test_recommendations_and_a_deadline_nobody_meets() -> None:
+    lines = [
+        CostLine(option="slow", kind="cloud", hours=10, on_demand=5.0),
+        CostLine(option="fast", kind="cloud", hours=1, on_demand=20.0),
+    ]
+    rec = recommend(lines, deadline_hours=2)
+    assert (rec.cheapest, rec.fastest, rec.cheapest_by_deadline) == ("slow", "fast", "fast")
+    none = recommend(lines, deadline_hours=0.5)
+    assert none.cheapest_by_deadline is None
+    assert "no option finishes within 0.5 h; the closest is fast at 1.0 h" in none.note
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(samples=-5), "samples must be a positive integer, got -5"),
+        (dict(samples=0), "samples must be a positive integer, got 0"),
+        (dict(samples=5, epochs=0), "epochs must be a positive number, got 0"),
+        (dict(samples=5, currency="XYZ"), "unknown currency 'XYZ'"),
+        (dict(samples=5, currency="EUR"), "currency EUR needs its rate to the US dollar"),
+        (dict(samples=5, price_overrides={"aws-nope": 1.0}), "unknown instance 'aws-nope'"),
+        (dict(samples=5, tokens=5), "give samples or tokens per epoch, not both"),
+        (dict(samples=5, deadline_hours=-1), "deadline_hours must be a positive number"),
+    ],
+)
+def test_bad_run_input(kwargs: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(message)):
+        RunSpec(**kwargs)
+
+
+def test_cli_time_and_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "gpt2", "--batch", "4", "--seq", "256", "--precision", "bf16"]
+    assert main([*args, "--time", "--samples", "10000", "--epochs", "2", "--deadline", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "step time:" in out and "samples/s" in out
+    assert re.search(r"run: [\d.,]+ h on 1 x", out)
+    assert "cheapest: lambda" in out and "on-demand" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--samples", "-5"], "samples must be a positive integer, got -5"),
+        (["--samples", "5", "--currency", "xyz"], "unknown currency 'XYZ'"),
+        (["--samples", "5", "--price", "aws-g5.xlarge=cheap"], "expected INSTANCE=USD_PER_HOUR"),
+    ],
+)
+def test_cli_bad_run_input_is_one_line(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["estimate", "gpt2", "--time", *extra]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_committed_step_time_table_is_current() -> None:
+    """The committed H100 table's predictions match what the code predicts now (3 cases)."""
+    from benchmarks.accuracy.cases import CASES
+
+    from trainfit.trace.target import Target
+
+    table = Path(__file__).parent.parent / "benchmarks/timing/results/timing_h100.md"
+    rows = {
+        line.split("|")[1].strip(): float(line.split("|")[3])
+        for line in table.read_text().splitlines()
+        if line.startswith("| ") and not line.startswith("| case")
+    }
+    device = get_device("h100")
+    for name in ("emotion-mlp-fp32", "lstm-cudnn-fp32", "resnet50-bf16"):
+        spec = TrainSpec(**CASES[name], device="h100")
+        trace = trace_step(spec, target=Target.of(device))
+        t = step_time(trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors)
+        assert t.seconds * 1000 == pytest.approx(rows[name], abs=0.051), name
