@@ -7,9 +7,6 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
 `benchmarks.timing.compare` prints is held out entirely. Each constant says how it was read:
 - memory efficiency (streaming kernels: the foreach optimizer): achieved / datasheet bandwidth
   of copies and multiplies of >= 256 MiB;
-- elementwise efficiency (every other memory-bound op): the median over layer norm and its
-  backward, GELU, softmax, dropout, a transposing copy, a cast and a reduction at 16M+
-  elements, launch latency included (so on the low side);
 - kernel time: back-to-back tiny kernels replayed from a CUDA graph (the host not in the way);
 - launch latency of an isolated timed call (the microbenchmark's own, removed from its times):
   the median time of copies of <= 1 MiB minus the kernel time;
@@ -18,10 +15,26 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
 - attention and convolution, per precision: the median over the measured shapes of FLOPs
   (PyTorch's formulas; causal halved as the tracer counts it) over the time of the forward
   and forward+backward calls;
-- host: seconds per op of modules whose forward records autograd nodes, per op of their
+- elementwise: a line t = bytes / (bandwidth x e) + fixed through memory-bound kernels
+  (layer norm and its backward, GELU, softmax, dropout, a multiply, a transposing copy, a
+  reduction) issued back to back at 1M to 64M elements, bf16 and fp32;
+- batch-norm curve: achieved / datasheet bandwidth of training BatchNorm of ~32M elements by
+  channel count (the kernels parallelise over channels), bf16 (PyTorch's kernel) and fp32
+  (cuDNN's);
+- convolution fit: t = FLOPs / (peak x e_c) + bytes / (bandwidth x e_b) + fixed, least
+  squares over the convolution shapes' forward and forward+backward times (cuDNN's layout
+  conversions of NCHW tensors land in the bytes term);
+- host: seconds per module call (one-op modules against the bare op), seconds per op of
+  modules whose forward records autograd nodes (module calls taken out), per op of their
   backward, the extra of a convolution call (cuDNN's plan lookup), and of each optimizer's
   step a fixed part and a part per parameter tensor (steps over 4 and 256 tensors), and
   GradScaler's per tensor;
+- batch norm (bf16/fp32): achieved / datasheet bandwidth of training-mode BatchNorm forward
+  and backward, NCHW and 1-D (median);
+- unaligned matmuls (a dimension not a multiple of 16 bytes, such as a 50257-token
+  vocabulary): achieved / peak (median of forward and both gradient shapes);
+- foreach: device seconds per tensor a multi-tensor kernel touches (lists of 8 and 100 small
+  tensors);
 - LSTM: seconds per sequential step (time step x layer) of cuDNN's LSTM, forward and backward,
   for hidden sizes at most 128 and above.
 """
@@ -58,6 +71,46 @@ def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
     a = (sw * sxy - sx * sy) / (sw * sxx - sx * sx)
     b = (sy - a * sx) / sw
     return a, max(0.0, b)
+
+
+def _solve(rows: list[list[float]], ys: list[float]) -> list[float]:
+    """Least squares with weights 1/y^2 (relative error): the normal equations, eliminated."""
+    k = len(rows[0])
+    a = [[0.0] * k for _ in range(k)]
+    b = [0.0] * k
+    for row, y in zip(rows, ys, strict=True):
+        w = 1.0 / (y * y)
+        for i in range(k):
+            b[i] += w * row[i] * y
+            for j in range(k):
+                a[i][j] += w * row[i] * row[j]
+    for i in range(k):
+        pivot = max(range(i, k), key=lambda r: abs(a[r][i]))
+        a[i], a[pivot] = a[pivot], a[i]
+        b[i], b[pivot] = b[pivot], b[i]
+        for r in range(i + 1, k):
+            f = a[r][i] / a[i][i]
+            for j in range(i, k):
+                a[r][j] -= f * a[i][j]
+            b[r] -= f * b[i]
+    x = [0.0] * k
+    for i in reversed(range(k)):
+        x[i] = (b[i] - sum(a[i][j] * x[j] for j in range(i + 1, k))) / a[i][i]
+    return x
+
+
+def _conv_bytes(r: dict[str, Any], element: int) -> tuple[int, int]:
+    """Bytes the tracer counts for a microbenchmark convolution: forward (x, w, y) and
+    backward (grad y, x, w, grad x, grad w)."""
+    if "shape" in r and len(r["shape"]) == 6:
+        dims, batch, cin, cout, size, kernel = r["shape"]
+    else:
+        batch, cin, cout, size, kernel = r["shape"]
+        dims = 2
+    x = batch * cin * size**dims
+    y = batch * cout * size**dims
+    w = cout * cin * kernel**dims
+    return (x + w + y) * element, (y + x + w + x + w) * element
 
 
 def _attention_flops(shape: list[int], causal: bool, backward: bool) -> int:
@@ -108,6 +161,28 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
             time = r["forward_seconds"] + r["causal_forward_backward_seconds"] - 3 * latency
             rates.append(flops / time / peak[name])
         attention[name] = round(statistics.median(rates), 4)
+    conv_fit = {}
+    for dtype in ("bf16", "tf32"):
+        rows, ys = [], []
+        # NB: fp16 and bf16 run at the same tensor rate: one fit for both
+        same = ("bf16", "fp16") if dtype == "bf16" else ("tf32",)
+        for r in micro["conv"] + micro["conv_more"]:
+            if r["dtype"] not in same:
+                continue
+            fwd_bytes, bwd_bytes = _conv_bytes(r, 4 if dtype == "tf32" else 2)
+            rows.append([r["forward_flops"] / peak[dtype], fwd_bytes / bandwidth, 1.0])
+            ys.append(r["forward_seconds"])
+            rows.append(
+                [3 * r["forward_flops"] / peak[dtype], (fwd_bytes + bwd_bytes) / bandwidth, 2.0]
+            )
+            ys.append(r["forward_backward_seconds"])
+        inv_compute, inv_memory, fixed = _solve(rows, ys)
+        conv_fit[dtype] = {
+            "compute_efficiency": round(1 / inv_compute, 4),
+            "memory_efficiency": round(1 / inv_memory, 4) if inv_memory > 0 else None,
+            "fixed_seconds": round(max(kernel, fixed - latency), 9),
+        }
+    conv_fit["fp16"] = conv_fit["bf16"]
     conv = {}
     for dtype in ("bf16", "fp16", "tf32"):
         rates = [
@@ -120,15 +195,62 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
             if r["dtype"] == dtype
         ]
         conv[dtype] = round(statistics.median(rates), 4)
-    # NB: x + x reads one tensor (counted as two) and fp32 .float() is a no-op: left out
-    elementwise = [
-        r["bytes"] / r["seconds"] / bandwidth
-        for r in micro["memory_mix"]
-        if r["shape"][0] * r["shape"][1] >= 1 << 24
-        and r["kernel"] != "add"
-        and not (r["kernel"] == "to_fp32" and r["dtype"] == "float32")
-    ]
+    norm = {}
+    for dtype, name in (("bfloat16", "bf16"), ("float32", "fp32")):
+        rates = []
+        for r in micro["batch_norm"]:
+            if r["dtype"] == dtype:
+                # as the tracer counts them: forward reads x, writes y; backward reads
+                # x and the output gradient, writes the input gradient
+                rates.append(2 * r["bytes"] / r["forward_seconds"] / bandwidth)
+                rates.append(3 * r["bytes"] / r["backward_seconds"] / bandwidth)
+        norm[name] = round(statistics.median(rates), 4)
+    unaligned = {}
+    for dtype in ("bf16", "tf32"):
+        rates = [
+            r["flops"] / r["seconds"] / peak[dtype]
+            for r in micro["matmul_aligned"]
+            if r["dtype"] == dtype
+            and any((d * (2 if dtype == "bf16" else 4)) % 16 for d in r["shape"])
+        ]
+        unaligned[dtype] = round(statistics.median(rates), 4)
+    unaligned["fp16"] = unaligned["bf16"]
+    unaligned["fp32"] = matmul_eff["fp32"]  # no tensor cores: alignment is not the limit
+    short, long_ = (
+        next(r for r in micro["foreach"] if r["tensors"] == n and r["elements"] == 64)
+        for n in (8, 100)
+    )
+    per_ref = statistics.median(
+        [
+            (long_["add_seconds"] - short["add_seconds"]) / (3 * (100 - 8)),
+            (long_["addcdiv_seconds"] - short["addcdiv_seconds"]) / (4 * (100 - 8)),
+        ]
+    )
+    slope, elementwise_fixed = _line([(r["bytes"], r["seconds"]) for r in micro["memory_stream"]])
+    norm_curve: dict[str, list[list[float]]] = {}
+    for dtype, name in (("bfloat16", "bf16"), ("float32", "fp32")):
+        norm_curve[name] = [
+            [
+                r["channels"],
+                round(
+                    statistics.median(
+                        [
+                            2 * r["bytes"] / r["forward_seconds"] / bandwidth,
+                            3 * r["bytes"] / r["backward_seconds"] / bandwidth,
+                        ]
+                    ),
+                    4,
+                ),
+            ]
+            for r in micro["batch_norm_channels"]
+            if r["dtype"] == dtype
+        ]
+    module_call = micro["host_modules"]["module_call_seconds"]
     training = micro["host_training"]
+    blocks = training["forward"]
+    # NB: the blocks microbenchmark is 32 x Sequential(LayerNorm, Linear, GELU) in a
+    # Sequential: 129 module calls for its ops
+    host_op = (blocks["call_seconds"] - 129 * module_call) / blocks["ops"]
     forward_op = training["forward"]["op_seconds"]
     optimizer_param, optimizer_fixed = {}, {}
     for kind in ("adamw", "sgd", "adafactor"):
@@ -175,14 +297,21 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "versions": {k: env[k] for k in ("torch", "cuda", "cudnn", "transformers", "python")},
         "source": "benchmarks/timing/results/microbench_h100.json (benchmarks/timing/calibrate.py)",
         "memory_efficiency": round(statistics.median(achieved), 4),
-        "elementwise_efficiency": round(statistics.median(elementwise), 4),
         "kernel_seconds": round(kernel, 9),
         "isolated_launch_seconds": round(latency, 9),
         "matmul_efficiency": matmul_eff,
         "matmul_fixed_flops": matmul_fixed,
         "attention_efficiency": attention,
         "conv_efficiency": conv,
-        "host_op_seconds": round(forward_op, 9),
+        "norm_efficiency": norm,
+        "matmul_unaligned_efficiency": unaligned,
+        "foreach_tensor_seconds": round(per_ref, 12),
+        "host_op_seconds": round(host_op, 9),
+        "host_module_call_seconds": round(module_call, 9),
+        "elementwise_efficiency": round(1 / (slope * bandwidth), 4),
+        "elementwise_fixed_seconds": round(elementwise_fixed, 9),
+        "norm_curve": norm_curve,
+        "conv_fit": conv_fit,
         "host_backward_op_seconds": round(training["backward"]["op_seconds"], 9),
         "host_conv_extra_seconds": round(training["conv_forward"]["op_seconds"] - forward_op, 9),
         "optimizer_host_seconds_per_param": optimizer_param,

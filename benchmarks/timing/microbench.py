@@ -18,7 +18,14 @@ loops, so the step-time table stays held out. Writes DIR/microbench.json:
 - memory_mix: the memory-bound kernels of a step (layer norm and its backward, GELU, softmax,
   dropout, add, a transposing copy, a cast, a reduction) at transformer sizes;
 - optimizer_sizes: host time of optimizer steps over 4 and 256 tensors (fixed and per-tensor);
-- conv_more: more convolutions (fp16, 1-D, small images).
+- conv_more: more convolutions (fp16, 1-D, small images);
+- batch_norm: BatchNorm forward and backward in training (NCHW and 1-D), back to back;
+- matmul_aligned: vocabulary-sized matmuls with the size a multiple of 8 or not (cuBLAS picks
+  slower kernels for unaligned sizes), back to back;
+- foreach: multi-tensor kernels over short and long lists, back to back;
+- memory_stream: memory_mix's kernels back to back (launch latency hidden) at four sizes;
+- batch_norm_channels: training BatchNorm of ~32M elements over 16 to 2048 channels;
+- host_modules: the host cost of a module call beyond its op (65 calls of a one-op module).
 """
 
 from __future__ import annotations
@@ -469,6 +476,216 @@ def _conv_more() -> list[dict[str, Any]]:
     return out
 
 
+def _stream_time(fn: Any, calls: int = 50) -> float:
+    """Median device seconds per call of `fn` issued `calls` times back to back (the host
+    runs ahead, so launch latency is hidden as in a training step)."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        # NB: a long kernel first lets the host queue the calls before the device reaches them
+        torch.cuda._sleep(2_000_000)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000.0 / calls)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def _batch_norm() -> list[dict[str, Any]]:
+    """BatchNorm forward and backward in training mode, NCHW and 1-D, bf16 and fp32."""
+    out = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for shape in ((256, 64, 32, 32), (64, 64, 56, 56), (64, 256, 14, 14), (64, 128, 200)):
+            x = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+            bn = (
+                torch.nn.BatchNorm2d(shape[1])
+                if len(shape) == 4
+                else torch.nn.BatchNorm1d(shape[1])
+            )
+            bn = bn.cuda()
+            with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+                y = bn(x)
+            g = torch.randn_like(y)
+
+            def fwd(bn=bn, x=x, dtype=dtype) -> None:
+                with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+                    bn(x)
+
+            bwd = _stream_time(
+                lambda y=y, g=g, x=x: torch.autograd.grad(y, x, g, retain_graph=True)
+            )
+            out.append(
+                {
+                    "dtype": str(dtype).removeprefix("torch."),
+                    "shape": list(shape),
+                    "bytes": x.numel() * x.element_size(),
+                    "forward_seconds": _stream_time(fwd),
+                    "backward_seconds": bwd,
+                }
+            )
+            del x, y, g, bn
+    return out
+
+
+def _matmul_aligned() -> list[dict[str, Any]]:
+    """torch.mm with one dimension a vocabulary size (aligned or not to 8), back to back."""
+    out = []
+    for name, dtype, tf32 in (("bf16", torch.bfloat16, False), ("tf32", torch.float32, True)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        for tokens, hidden, vocab in (
+            (4096, 768, 50257),
+            (4096, 768, 50304),
+            (2048, 1024, 30522),
+            (4096, 512, 1001),
+            (4096, 512, 1024),
+        ):
+            a = torch.randn(tokens, hidden, device="cuda", dtype=dtype)
+            w = torch.randn(vocab, hidden, device="cuda", dtype=dtype)
+            g = torch.randn(tokens, vocab, device="cuda", dtype=dtype)
+            for what, fn in (
+                ("forward", lambda a=a, w=w: torch.mm(a, w.t())),
+                ("input_grad", lambda g=g, w=w: torch.mm(g, w)),
+                ("weight_grad", lambda g=g, a=a: torch.mm(g.t(), a)),
+            ):
+                out.append(
+                    {
+                        "dtype": name,
+                        "shape": [tokens, hidden, vocab],
+                        "what": what,
+                        "flops": 2 * tokens * hidden * vocab,
+                        "seconds": _stream_time(fn, calls=10),
+                    }
+                )
+            del a, w, g
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return out
+
+
+def _foreach() -> list[dict[str, Any]]:
+    """Multi-tensor kernels over lists of small and large tensors, back to back."""
+    out = []
+    for count, size in ((8, 64), (100, 64), (100, 1 << 16), (300, 1 << 20)):
+        xs = [torch.zeros(size, device="cuda") for _ in range(count)]
+        ys = [torch.ones(size, device="cuda") for _ in range(count)]
+        out.append(
+            {
+                "tensors": count,
+                "elements": size,
+                "bytes": 3 * count * size * 4,
+                "add_seconds": _stream_time(lambda xs=xs, ys=ys: torch._foreach_add_(xs, ys)),
+                "addcdiv_seconds": _stream_time(
+                    lambda xs=xs, ys=ys: torch._foreach_addcdiv_(xs, ys, ys, value=0.1)
+                ),
+            }
+        )
+        del xs, ys
+    return out
+
+
+def _memory_stream() -> list[dict[str, Any]]:
+    """The memory-bound kernels of `_memory_mix`, timed back to back over four sizes."""
+    out: list[dict[str, Any]] = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for tokens, hidden in ((1024, 1024), (4096, 1024), (8192, 2048), (16384, 4096)):
+            x = torch.randn(tokens, hidden, device="cuda", dtype=dtype, requires_grad=True)
+            w = torch.ones(hidden, device="cuda", dtype=dtype, requires_grad=True)
+            b = torch.zeros(hidden, device="cuda", dtype=dtype, requires_grad=True)
+            n = x.numel() * x.element_size()
+            y = F.layer_norm(x, (hidden,), w, b)
+            g = torch.randn_like(y)
+            cases = {
+                "layer_norm": (lambda x=x, w=w, b=b, h=hidden: F.layer_norm(x, (h,), w, b), 2 * n),
+                "layer_norm_backward": (
+                    lambda y=y, x=x, w=w, b=b, g=g: torch.autograd.grad(
+                        y, (x, w, b), g, retain_graph=True
+                    ),
+                    3 * n,
+                ),
+                "gelu": (lambda x=x: F.gelu(x), 2 * n),
+                "softmax": (lambda x=x: torch.softmax(x, -1), 2 * n),
+                "dropout": (lambda x=x: F.dropout(x, 0.1, True), 2 * n + x.numel()),
+                "mul": (lambda x=x, g=g: x * g, 3 * n),
+                "transpose_copy": (
+                    lambda x=x, t=tokens, h=hidden: (
+                        x.view(t // 256, 256, h // 64, 64).transpose(1, 2).contiguous()
+                    ),
+                    2 * n,
+                ),
+                "sum_dim0": (lambda x=x: x.sum(0), n),
+            }
+            for kernel, (fn, moved) in cases.items():
+                with torch.no_grad() if kernel != "layer_norm_backward" else torch.enable_grad():
+                    t = _stream_time(fn, calls=20)
+                out.append(
+                    {
+                        "kernel": kernel,
+                        "dtype": str(dtype).removeprefix("torch."),
+                        "shape": [tokens, hidden],
+                        "bytes": moved,
+                        "seconds": t,
+                    }
+                )
+            del x, w, b, y, g
+    return out
+
+
+def _batch_norm_channels() -> list[dict[str, Any]]:
+    """Training BatchNorm at ~32M elements over 16 to 2048 channels, back to back."""
+    out = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for channels in (16, 64, 256, 1024, 2048):
+            hw = max(1, int((32 * 2**20 / 64 / channels) ** 0.5))
+            x = torch.randn(64, channels, hw, hw, device="cuda", dtype=dtype, requires_grad=True)
+            bn = torch.nn.BatchNorm2d(channels).cuda()
+            with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+                y = bn(x)
+            g = torch.randn_like(y)
+
+            def fwd(bn=bn, x=x, dtype=dtype) -> None:
+                with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+                    bn(x)
+
+            out.append(
+                {
+                    "dtype": str(dtype).removeprefix("torch."),
+                    "channels": channels,
+                    "shape": list(x.shape),
+                    "bytes": x.numel() * x.element_size(),
+                    "forward_seconds": _stream_time(fwd, calls=10),
+                    "backward_seconds": _stream_time(
+                        lambda y=y, x=x, g=g: torch.autograd.grad(y, x, g, retain_graph=True),
+                        calls=10,
+                    ),
+                }
+            )
+            del x, y, g, bn
+    return out
+
+
+def _host_modules() -> dict[str, Any]:
+    """Host seconds of a module call that runs one op (nn.Identity-like), with autograd."""
+
+    class One(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 1.0
+
+    chain = torch.nn.Sequential(*[One() for _ in range(64)]).cuda()
+    x = torch.zeros(8, device="cuda", requires_grad=True)
+    flat = _host_per_op(lambda: [x * 1.0 for _ in range(64)])
+    modules = _host_per_op(lambda: chain(x))
+    return {
+        "ops_only": flat,
+        "in_modules": modules,
+        "module_call_seconds": (modules["call_seconds"] - flat["call_seconds"]) / 65,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -490,6 +707,12 @@ def main() -> None:
         ("memory_mix", _memory_mix),
         ("optimizer_sizes", _optimizer_sizes),
         ("conv_more", _conv_more),
+        ("batch_norm", _batch_norm),
+        ("matmul_aligned", _matmul_aligned),
+        ("foreach", _foreach),
+        ("memory_stream", _memory_stream),
+        ("batch_norm_channels", _batch_norm_channels),
+        ("host_modules", _host_modules),
     ):
         if args.only and name not in args.only.split(","):
             continue

@@ -16,7 +16,9 @@ device scales to another by the ratio of the two modelled times ("calibrated").
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -44,12 +46,19 @@ class Calibration:
     source: str
     memory_efficiency: float
     elementwise_efficiency: float
+    elementwise_fixed_seconds: float
     kernel_seconds: float
     matmul_efficiency: dict[str, float]
     matmul_fixed_flops: dict[str, float]
     attention_efficiency: dict[str, float]
     conv_efficiency: dict[str, float]
+    norm_efficiency: dict[str, float]
+    matmul_unaligned_efficiency: dict[str, float]
+    foreach_tensor_seconds: float
+    norm_curve: dict[str, list[list[float]]]
+    conv_fit: dict[str, dict[str, float]]
     host_op_seconds: float
+    host_module_call_seconds: float
     host_backward_op_seconds: float
     host_conv_extra_seconds: float
     optimizer_host_seconds_per_param: dict[str, float]
@@ -164,6 +173,17 @@ def _precision(op: OpCost, spec: TrainSpec, device: Device) -> str:
     return "fp32"
 
 
+def _interpolate(curve: list[list[float]], x: float) -> float:
+    """y at `x` on a curve of (x, y) points, linear in log x, flat beyond its ends."""
+    if x <= curve[0][0]:
+        return curve[0][1]
+    for (x0, y0), (x1, y1) in itertools.pairwise(curve):
+        if x <= x1:
+            t = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+            return y0 + t * (y1 - y0)
+    return curve[-1][1]
+
+
 @dataclass(frozen=True, slots=True)
 class _OpTime:
     seconds: float
@@ -180,6 +200,7 @@ class _Rates:
         self.spec = spec
         self.cal = cal
         bandwidth = float(device.memory_bandwidth_gbs.value) * 1e9
+        self.raw_bandwidth = bandwidth
         self.bandwidth = bandwidth * cal.memory_efficiency
         self.elementwise = bandwidth * cal.elementwise_efficiency
         self.notes: list[str] = []
@@ -195,24 +216,41 @@ class _Rates:
         if op.kind in (OpKind.HOST, OpKind.SYNC) or op.kernels == 0:
             return _OpTime(0.0, False)
         if op.kind is OpKind.RNN:
-            size = "persistent" if op.width <= cal.lstm_persistent_hidden else "stepped"
+            size = "persistent" if op.detail <= cal.lstm_persistent_hidden else "stepped"
             which = "backward" if phase is Phase.BACKWARD else "forward"
             steps = op.kernels * cal.lstm_step_seconds[size][which]
             return _OpTime(max(steps, op.bytes / self.bandwidth), True)
-        streaming = self.bandwidth if op.kind is OpKind.FOREACH else self.elementwise
-        memory = op.bytes / streaming + cal.kernel_seconds * op.kernels
-        if op.kind in (OpKind.MEMORY, OpKind.FOREACH) or op.flops == 0:
+        if op.kind is OpKind.FOREACH:
+            memory = (
+                op.bytes / self.bandwidth
+                + cal.kernel_seconds * op.kernels
+                + cal.foreach_tensor_seconds * op.detail
+            )
+            return _OpTime(memory, False)
+        if op.kind is OpKind.NORM:
+            # NB: PyTorch's kernel for bf16, cuDNN's for fp32 and fp16 (as profiled on CUDA)
+            curve = cal.norm_curve["bf16" if op.dtype == "bf16" else "fp32"]
+            efficiency = _interpolate(curve, op.detail)
+            return _OpTime(op.bytes / (self.raw_bandwidth * efficiency) + cal.kernel_seconds, False)
+        memory = op.bytes / self.elementwise + cal.elementwise_fixed_seconds
+        if op.kind is OpKind.MEMORY or op.flops == 0:
             return _OpTime(memory, False)
         precision = _precision(op, self.spec, self.device)
         peak = self.peak(precision)
+        if op.kind is OpKind.CONV:
+            fit = cal.conv_fit.get(precision, cal.conv_fit["bf16"])
+            compute = op.flops / (peak * fit["compute_efficiency"])
+            moving = op.bytes / (self.raw_bandwidth * fit["memory_efficiency"])
+            return _OpTime(compute + moving + fit["fixed_seconds"], compute >= moving)
         if op.kind is OpKind.ATTENTION:
             efficiency = cal.attention_efficiency.get(precision, cal.attention_efficiency["bf16"])
             fixed = 0.0
-        elif op.kind is OpKind.CONV:
-            efficiency = cal.conv_efficiency.get(precision, cal.conv_efficiency["bf16"])
-            fixed = 0.0
         else:
-            efficiency = cal.matmul_efficiency[precision]
+            efficiency = (
+                cal.matmul_unaligned_efficiency[precision]
+                if op.detail
+                else cal.matmul_efficiency[precision]
+            )
             fixed = cal.matmul_fixed_flops[precision]
         compute = (op.flops + fixed) / (peak * efficiency) + cal.kernel_seconds * op.kernels
         return _OpTime(max(compute, memory), compute >= memory)
@@ -232,10 +270,14 @@ class _Clock:
         kinds: list[OpKind],
         host: float,
         conv_extra: float = 0.0,
+        module: float = 0.0,
     ) -> None:
         for index in order:
-            self.host += host
             kind = kinds[index]
+            if kind is OpKind.MODULE:
+                self.host += module
+                continue
+            self.host += host
             if kind is OpKind.CONV:
                 self.host += conv_extra
             elif kind is OpKind.SYNC:
@@ -272,12 +314,21 @@ def step_time(
     extra = cal.host_conv_extra_seconds
     for _ in range(spec.grad_accum):
         start = clock.device
-        clock.run(costs.forward, times[Phase.FORWARD], kinds, cal.host_op_seconds, extra)
+        module = cal.host_module_call_seconds
+        clock.run(costs.forward, times[Phase.FORWARD], kinds, cal.host_op_seconds, extra, module)
         middle = max(clock.device, start)
-        clock.run(costs.backward, times[Phase.BACKWARD], kinds, cal.host_backward_op_seconds, extra)
+        clock.run(
+            costs.backward,
+            times[Phase.BACKWARD],
+            kinds,
+            cal.host_backward_op_seconds,
+            extra,
+            module,
+        )
         marks.append((middle - start, clock.device - middle))
     before = clock.device
-    optimizer_host = cal.optimizer_host(spec, trainable_tensors) / max(1, len(costs.optimizer))
+    issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
+    optimizer_host = cal.optimizer_host(spec, trainable_tensors) / max(1, issued)
     clock.run(costs.optimizer, times[Phase.OPTIMIZER], kinds, optimizer_host)
     seconds = max(clock.host, clock.device)
     busy = clock.compute + clock.memory

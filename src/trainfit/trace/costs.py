@@ -35,6 +35,8 @@ class OpKind(str, Enum):
     CONV = "conv"
     ATTENTION = "attention"
     RNN = "rnn"
+    NORM = "norm"
+    """Batch normalisation forward or backward: per-channel reductions, slow in NCHW."""
     MEMORY = "memory"
     """An elementwise op, a reduction, a copy, a normalisation: bound by bytes moved."""
     FOREACH = "foreach"
@@ -43,6 +45,8 @@ class OpKind(str, Enum):
     """No kernel: a view, an empty tensor, metadata only."""
     SYNC = "sync"
     """A value read back to the host (`.item()`): the host waits for the device."""
+    MODULE = "module"
+    """A module's call (`nn.Module.__call__`): host work only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +59,11 @@ class OpCost:
     kernels: int
     """Kernel launches; for a recurrent layer, its sequential steps (time steps x layers x
     directions)."""
-    width: int = 0
-    """A recurrent layer's hidden size (cuDNN switches kernels by it); 0 otherwise."""
+    detail: int = 0
+    """What else decides the kernel: a recurrent layer's hidden size (cuDNN switches kernels
+    by it), a foreach op's tensor count over all its lists, 1 for a matmul with a dimension
+    not a multiple of 16 bytes (cuBLAS then picks slower kernels), a batch norm's channels
+    (its parallelism); 0 otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +134,7 @@ def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: i
                 flops=line(x.flops, y.flops),
                 bytes=line(x.bytes, y.bytes),
                 kernels=near.table[k].kernels,
-                width=x.width,
+                detail=x.detail,
             )
             order.append(table.setdefault(cost, len(table)))
         orders.append(tuple(order))
@@ -156,6 +163,15 @@ _ATTENTION = {
     aten._flash_attention_backward,
     aten._efficient_attention_forward,
     aten._efficient_attention_backward,
+}
+_NORM = {
+    aten.native_batch_norm,
+    aten.native_batch_norm_backward,
+    aten.cudnn_batch_norm,
+    aten.cudnn_batch_norm_backward,
+    aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit_functional,
+    aten.batch_norm_backward,
 }
 _RNN = {aten._cudnn_rnn, aten.mkldnn_rnn_layer}
 _RNN_BACKWARD = {aten._cudnn_rnn_backward, aten.mkldnn_rnn_layer_backward}
@@ -253,6 +269,8 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
     elif packet in _RNN or packet in _RNN_BACKWARD:
         kind = OpKind.RNN
         flops = _rnn_flops(func, args)
+    elif packet in _NORM:
+        kind = OpKind.NORM
     else:
         kind = OpKind.MEMORY
     formula = flop_registry.get(packet)
@@ -265,7 +283,24 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
         # NB: PyTorch's formula counts the full score matrix; a causal kernel skips the
         # blocks above the diagonal, about half
         flops //= 2
-    return OpCost(kind, dtype, flops, moved, 1)
+    if kind is OpKind.MATMUL:
+        detail = 0 if _aligned(inputs) else 1
+    elif kind is OpKind.NORM:
+        detail = inputs[0].shape[1] if inputs and inputs[0].dim() > 1 else 0
+    else:
+        detail = 0
+    return OpCost(kind, dtype, flops, moved, 1, detail)
+
+
+def _aligned(inputs: Sequence[torch.Tensor]) -> bool:
+    """Whether every dimension of a matmul's matrices is a multiple of 16 bytes."""
+    for t in inputs:
+        if t.dim() < 2:
+            continue  # a bias
+        size = t.element_size()
+        if any((d * size) % 16 for d in t.shape[-2:]):
+            return False
+    return True
 
 
 def _argument(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Any:
@@ -296,10 +331,12 @@ def foreach_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Op
         sum(t.numel() for t in first),
         moved,
         max(1, math.ceil(count / FOREACH_TENSORS_PER_LAUNCH)),
+        len(tensors) + len(first),
     )
 
 
 SYNC_COST = OpCost(OpKind.SYNC, "int", 0, 0, 0)
+MODULE_CALL = OpCost(OpKind.MODULE, "int", 0, 0, 0)
 
 
 class CostLog:

@@ -25,7 +25,7 @@ from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.attention import SdpaBackend, SdpaCall
 from trainfit.trace.compat import check_torch, internal_moved
-from trainfit.trace.costs import StepCosts
+from trainfit.trace.costs import MODULE_CALL, StepCosts
 from trainfit.trace.cudnn_conv import CudnnConv
 from trainfit.trace.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.optimizers import make_optimizer
@@ -212,6 +212,7 @@ def _module_tracking(recorder: Recorder, model: nn.Module) -> Iterator[None]:
     def pre(module: nn.Module, args: Any) -> None:
         stack.append(names.get(id(module)) or type(module).__name__)
         recorder.module_path = stack[-1]
+        recorder.charge(MODULE_CALL)
 
     def post(module: nn.Module, args: Any, out: Any) -> None:
         if stack:
