@@ -35,6 +35,7 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
   vocabulary): achieved / peak (median of forward and both gradient shapes);
 - foreach: device seconds per tensor a multi-tensor kernel touches (lists of 8 and 100 small
   tensors);
+- sync: host seconds a `.item()` of a device value adds (after a tiny reduction);
 - LSTM: seconds per sequential step (time step x layer) of cuDNN's LSTM, forward and backward,
   for hidden sizes at most 128 and above.
 """
@@ -308,6 +309,7 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "foreach_tensor_seconds": round(per_ref, 12),
         "host_op_seconds": round(host_op, 9),
         "host_module_call_seconds": round(module_call, 9),
+        "sync_seconds": round(micro["sync"]["sync_seconds"], 9),
         "elementwise_efficiency": round(1 / (slope * bandwidth), 4),
         "elementwise_fixed_seconds": round(elementwise_fixed, 9),
         "norm_curve": norm_curve,

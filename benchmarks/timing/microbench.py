@@ -25,7 +25,8 @@ loops, so the step-time table stays held out. Writes DIR/microbench.json:
 - foreach: multi-tensor kernels over short and long lists, back to back;
 - memory_stream: memory_mix's kernels back to back (launch latency hidden) at four sizes;
 - batch_norm_channels: training BatchNorm of ~32M elements over 16 to 2048 channels;
-- host_modules: the host cost of a module call beyond its op (65 calls of a one-op module).
+- host_modules: the host cost of a module call beyond its op (65 calls of a one-op module);
+- sync: the host cost of reading a device value back (`.item()` after a tiny reduction).
 """
 
 from __future__ import annotations
@@ -686,6 +687,19 @@ def _host_modules() -> dict[str, Any]:
     }
 
 
+def _sync() -> dict[str, float]:
+    """Host seconds a `.item()` of a device value adds to a tiny op (its kernel is waited for
+    and the value copied back)."""
+    x = torch.randn(64, device="cuda")
+    plain = _host_per_op(lambda: x.sum(), repeat=500)
+    item = _host_per_op(lambda: x.sum().item(), repeat=500)
+    return {
+        "plain_call_seconds": plain["call_seconds"],
+        "item_call_seconds": item["call_seconds"],
+        "sync_seconds": item["call_seconds"] - plain["call_seconds"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -713,6 +727,7 @@ def main() -> None:
         ("memory_stream", _memory_stream),
         ("batch_norm_channels", _batch_norm_channels),
         ("host_modules", _host_modules),
+        ("sync", _sync),
     ):
         if args.only and name not in args.only.split(","):
             continue

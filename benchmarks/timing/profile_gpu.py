@@ -46,7 +46,7 @@ def main() -> None:
         rows = []
         for e in prof.key_averages():
             device_us = getattr(e, "self_device_time_total", 0) or 0
-            if device_us <= 0 and e.count < 50:
+            if device_us <= 0 and e.self_cpu_time_total < 1000:
                 continue
             rows.append(
                 {
@@ -57,10 +57,13 @@ def main() -> None:
                 }
             )
         rows.sort(key=lambda r: -r["self_device_us"])
-        out[name] = rows[:40]
+        out[name] = rows[:40] + sorted(rows[40:], key=lambda r: -r["self_cpu_us"])[:20]
         print(name, flush=True)
         for r in rows[:15]:
             print(f"   {r['op'][:60]:60s} x{r['count']:5d} dev {r['self_device_us']:9.1f} us")
+        print("  by host time:")
+        for r in sorted(rows, key=lambda r: -r["self_cpu_us"])[:12]:
+            print(f"   {r['op'][:60]:60s} x{r['count']:5d} cpu {r['self_cpu_us']:9.1f} us")
         del rig, batch
         torch.cuda.empty_cache()
         Path(args.out, "profile.json").write_text(json.dumps(out, indent=1))

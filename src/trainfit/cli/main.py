@@ -101,6 +101,25 @@ def _parser() -> argparse.ArgumentParser:
         help="show the step time (and, with --samples or --tokens, the run's hours and cost)",
     )
     run_args.add_arguments(est)
+    est.add_argument(
+        "--stage",
+        action="append",
+        default=[],
+        metavar="EPOCHS[:PATTERN,...]",
+        help="a stage of the run: its epochs and the parameters frozen in it (repeatable; "
+        "e.g. --stage '5:backbone.*' --stage 50); replaces --epochs",
+    )
+    est.add_argument(
+        "--measured-step",
+        type=float,
+        default=None,
+        help="seconds per optimizer step you measured for this spec (see --measured-on)",
+    )
+    est.add_argument(
+        "--measured-on",
+        default=None,
+        help="the device --measured-step was measured on (default: --device)",
+    )
     plan_command.add_parser(sub)
     sub.add_parser("models", help="list the built-in model catalog")
     devices.add_parser(sub)
@@ -142,12 +161,16 @@ def _estimate(args: argparse.Namespace) -> int:
             print(max_batch_text(found))
         return 0
     run = run_args.run_spec(args)
+    stage_specs = run_args.stages(args.stage, spec)
     result = estimate(spec)
+    if args.measured_step is not None:
+        result = run_args.calibrated(result, args.measured_step, args.measured_on)
     totals = None
     if args.time and run.sized and result.step_time is not None:
         from trainfit.timing.run import estimate_run
 
-        totals = estimate_run(result, run)
+        stages = run_args.stage_times(stage_specs, result)
+        totals = estimate_run(result, run, stages)
     if args.json:
         out = result.to_dict()
         if totals is not None:

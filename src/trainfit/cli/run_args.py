@@ -9,7 +9,9 @@ from trainfit.errors import SpecError
 from trainfit.timing.run import DEFAULT_HOURS_PER_YEAR, DEFAULT_KWH_PRICE, DEFAULT_YEARS
 
 if TYPE_CHECKING:
-    from trainfit.timing.run import RunSpec
+    from trainfit.estimate import Estimate
+    from trainfit.spec import TrainSpec
+    from trainfit.timing.run import RunSpec, Stage
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,3 +86,65 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         deadline_hours=args.deadline,
         price_overrides=overrides,
     )
+
+
+def stages(items: list[str], spec: TrainSpec) -> list[tuple[str, float, TrainSpec]]:
+    """`--stage EPOCHS[:PATTERN,...]` items as (name, epochs, the stage's spec)."""
+    import dataclasses
+
+    out = []
+    problems = []
+    for number, item in enumerate(items, 1):
+        epochs_text, _, patterns = item.partition(":")
+        try:
+            epochs = float(epochs_text)
+        except ValueError:
+            problems.append(
+                f"--stage {item!r}: expected EPOCHS[:PATTERN,...], e.g. --stage '5:backbone.*'"
+            )
+            continue
+        if not epochs > 0:
+            problems.append(f"--stage {item!r}: epochs must be positive, got {epochs_text}")
+            continue
+        freeze = tuple(p for p in patterns.split(",") if p) if patterns else spec.freeze
+        name = f"stage {number}" + (f" (frozen {', '.join(freeze)})" if freeze else "")
+        out.append((name, epochs, dataclasses.replace(spec, freeze=freeze)))
+    if problems:
+        raise SpecError(problems)
+    return out
+
+
+def stage_times(items: list[tuple[str, float, TrainSpec]], result: Estimate) -> list[Stage]:
+    """Each stage's step time (a stage freezing what `result` froze reuses its step)."""
+    from trainfit.estimate import estimate
+    from trainfit.timing.run import Stage
+
+    out = []
+    for name, epochs, spec in items:
+        step = result.step_time if spec == result.spec else estimate(spec).step_time
+        if step is None:
+            raise SpecError([f"{name}: no step time on {result.device.display}"])
+        out.append(Stage(name=name, epochs=epochs, step=step))
+    return out
+
+
+def calibrated(result: Estimate, seconds: float, on: str | None) -> Estimate:
+    """`result` with its step time scaled by a step measured on `on` (default: its device)."""
+    import dataclasses
+
+    from trainfit.estimate import estimate
+    from trainfit.hardware.catalog import get_device
+    from trainfit.timing.step import scaled
+
+    if result.step_time is None:
+        raise SpecError([f"no modelled step time on {result.device.display} to calibrate"])
+    reference_device = get_device(on) if on else result.device
+    if reference_device.name == result.device.name:
+        reference = result.step_time
+    else:
+        other = estimate(dataclasses.replace(result.spec, device=reference_device.name))
+        if other.step_time is None:
+            raise SpecError([f"no modelled step time on {reference_device.display} to scale from"])
+        reference = other.step_time
+    step = scaled(result.step_time, reference, seconds, reference_device.display)
+    return dataclasses.replace(result, step_time=step)

@@ -230,7 +230,8 @@ def run_time(
     seconds = 0.0
     steps = 0
     communication = 0.0
-    label = stages[0].step.label
+    labels = {stage.step.label for stage in stages}
+    label = next(x for x in ("modelled", "calibrated", "measured") if x in labels)
     for stage in stages:
         step = stage.step
         passes = step.seconds - step.optimizer_seconds
@@ -402,15 +403,17 @@ class RunEstimate:
         }
 
 
-def estimate_run(result: Estimate, run: RunSpec) -> RunEstimate:
-    """The run of `result`'s step (its batch x accumulation is the effective batch)."""
+def estimate_run(result: Estimate, run: RunSpec, stages: Sequence[Stage] = ()) -> RunEstimate:
+    """The run of `result`'s step (its batch x accumulation is the effective batch), in
+    `stages` when given (each with its own step time), else `run.epochs` of `result`'s step."""
     if result.step_time is None:
         raise SpecError(["this estimate has no step time, so no run time"])
     spec = result.spec
     effective = spec.batch * spec.grad_accum * run.gpus
     grad_bytes = result.trainable_parameter_count * spec.precision.param_dtype.itemsize
-    stage = Stage(name="train", epochs=run.epochs, step=result.step_time)
-    time = run_time([stage], effective, run, result.device, grad_bytes, result.step_time_tokens)
+    if not stages:
+        stages = [Stage(name="train", epochs=run.epochs, step=result.step_time)]
+    time = run_time(stages, effective, run, result.device, grad_bytes, result.step_time_tokens)
     costs = [local_cost(result.device, time.hours, run)]
     if result.device.kind == "cuda":
         costs += cloud_costs(result.device, time.hours * run.gpus, run)

@@ -59,6 +59,7 @@ class Calibration:
     conv_fit: dict[str, dict[str, float]]
     host_op_seconds: float
     host_module_call_seconds: float
+    sync_seconds: float
     host_backward_op_seconds: float
     host_conv_extra_seconds: float
     optimizer_host_seconds_per_param: dict[str, float]
@@ -271,6 +272,7 @@ class _Clock:
         host: float,
         conv_extra: float = 0.0,
         module: float = 0.0,
+        sync: float = 0.0,
     ) -> None:
         for index in order:
             kind = kinds[index]
@@ -281,7 +283,7 @@ class _Clock:
             if kind is OpKind.CONV:
                 self.host += conv_extra
             elif kind is OpKind.SYNC:
-                self.host = max(self.host, self.device)
+                self.host = max(self.host, self.device) + sync
                 continue
             t = times[index]
             if t.seconds:
@@ -315,7 +317,15 @@ def step_time(
     for _ in range(spec.grad_accum):
         start = clock.device
         module = cal.host_module_call_seconds
-        clock.run(costs.forward, times[Phase.FORWARD], kinds, cal.host_op_seconds, extra, module)
+        clock.run(
+            costs.forward,
+            times[Phase.FORWARD],
+            kinds,
+            cal.host_op_seconds,
+            extra,
+            module,
+            cal.sync_seconds,
+        )
         middle = max(clock.device, start)
         clock.run(
             costs.backward,
@@ -324,12 +334,20 @@ def step_time(
             cal.host_backward_op_seconds,
             extra,
             module,
+            cal.sync_seconds,
         )
         marks.append((middle - start, clock.device - middle))
     before = clock.device
     issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
     optimizer_host = cal.optimizer_host(spec, trainable_tensors) / max(1, issued)
-    clock.run(costs.optimizer, times[Phase.OPTIMIZER], kinds, optimizer_host)
+    clock.run(
+        costs.optimizer,
+        times[Phase.OPTIMIZER],
+        kinds,
+        optimizer_host,
+        module=cal.host_module_call_seconds,
+        sync=cal.sync_seconds,
+    )
     seconds = max(clock.host, clock.device)
     busy = clock.compute + clock.memory
     samples = spec.batch * spec.grad_accum

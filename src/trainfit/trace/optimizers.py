@@ -1,8 +1,11 @@
 """Optimizers for traced steps, taking the code path the target takes by default.
 
-On CUDA, PyTorch's Adam, AdamW, SGD and Adafactor default to their foreach implementation;
-the traced parameters are fake CPU tensors, for which the default would be the for-loop path,
-so the path is passed explicitly. 8-bit AdamW (bitsandbytes) is a stand-in with the same state.
+On CUDA, PyTorch's Adam, AdamW and SGD default to their foreach implementation; the traced
+parameters are fake CPU tensors, for which the default would be the for-loop path, so the
+path is passed explicitly. Adafactor takes its for-loop path unless asked (its functional
+`adafactor()` picks foreach only when `foreach=True`; measured on an H100 with torch 2.11:
+14 ops per parameter, the for-loop's count). 8-bit AdamW (bitsandbytes) is a stand-in
+with the same state.
 """
 
 from __future__ import annotations
@@ -64,5 +67,5 @@ def make_optimizer(
     if kind is OptimizerKind.SGD_MOMENTUM:
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=foreach)
     if kind is OptimizerKind.ADAFACTOR:
-        return torch.optim.Adafactor(params, lr=1e-3, foreach=foreach)
+        return torch.optim.Adafactor(params, lr=1e-3, foreach=False)
     return EightBitAdamWStandIn(params)

@@ -46,6 +46,13 @@ def labelled(op: str) -> Iterator[None]:
         _LABEL[0] = None
 
 
+HOST_SCALAR_CREATORS = frozenset(
+    {"lift_fresh.default", "lift_fresh_copy.default", "scalar_tensor.default"}
+)
+"""Ops that make a scalar tensor from a Python number: on a CUDA target it stays on the host
+(the optimizers' step counters), so reading it back needs no device sync."""
+
+
 class Thread(str, Enum):
     """Which host thread would launch the op on CUDA (each owns a cuBLAS handle)."""
 
@@ -243,8 +250,10 @@ class Recorder(TorchDispatchMode):
                 self.costs.add(foreach_cost(func, args, kwargs), self.iteration, self.phase)
             return None
         if func is aten._local_scalar_dense.default:
-            if costed and self.phase is not Phase.OPTIMIZER:
-                # NB: the optimizer's step counters live on the host (no device sync)
+            if costed and self._creator_op(args[0]) not in HOST_SCALAR_CREATORS:
+                # NB: a value computed on the device (a norm, an `all()` check) is read back
+                # through a sync; the optimizers' step counters are host tensors made from
+                # Python numbers and read without one
                 self.costs.add(SYNC_COST, self.iteration, self.phase)
             return self._assume_scalar(args[0])
         if func in CUBLAS_OPS and self.thread not in self._cublas_threads:
