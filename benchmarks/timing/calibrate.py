@@ -247,12 +247,34 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
             if r["dtype"] == dtype
         ]
     module_call = micro["host_modules"]["module_call_seconds"]
+    library = micro["host_library"]
     training = micro["host_training"]
     blocks = training["forward"]
     # NB: the blocks microbenchmark is 32 x Sequential(LayerNorm, Linear, GELU) in a
     # Sequential: 129 module calls for its ops
     host_op = (blocks["call_seconds"] - 129 * module_call) / blocks["ops"]
-    forward_op = training["forward"]["op_seconds"]
+    backward_op = training["backward"]["op_seconds"]
+    extras: dict[str, list[float]] = {"conv": [], "norm": []}
+    forward_extras: dict[str, list[float]] = {"conv": [], "norm": []}
+    for name, row in library.items():
+        kind = "norm" if name.startswith("batch_norm") else "conv"
+        # NB: one module call; its forward ops at the generic cost, the rest is the library's
+        forward_extras[kind].append(
+            row["forward_call_seconds"] - module_call - row["forward_ops"] * host_op
+        )
+        backward_ops = row["forward_backward_ops"] - row["forward_ops"]
+        extras[kind].append(
+            row["forward_backward_call_seconds"]
+            - row["forward_call_seconds"]
+            - backward_ops * backward_op
+        )
+    library_extra = {
+        f"{kind}_forward": round(max(0.0, statistics.median(forward_extras[kind])), 9)
+        for kind in ("conv", "norm")
+    } | {
+        f"{kind}_backward": round(max(0.0, statistics.median(extras[kind])), 9)
+        for kind in ("conv", "norm")
+    }
     optimizer_param, optimizer_fixed = {}, {}
     for kind in ("adamw", "sgd", "adafactor"):
         small, large = (
@@ -315,7 +337,7 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "norm_curve": norm_curve,
         "conv_fit": conv_fit,
         "host_backward_op_seconds": round(training["backward"]["op_seconds"], 9),
-        "host_conv_extra_seconds": round(training["conv_forward"]["op_seconds"] - forward_op, 9),
+        "host_library_extra_seconds": library_extra,
         "optimizer_host_seconds_per_param": optimizer_param,
         "optimizer_host_seconds_fixed": optimizer_fixed,
         "scaler_host_seconds_per_param": round(max(0.0, scaler_param), 9),

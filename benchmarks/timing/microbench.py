@@ -26,7 +26,9 @@ loops, so the step-time table stays held out. Writes DIR/microbench.json:
 - memory_stream: memory_mix's kernels back to back (launch latency hidden) at four sizes;
 - batch_norm_channels: training BatchNorm of ~32M elements over 16 to 2048 channels;
 - host_modules: the host cost of a module call beyond its op (65 calls of a one-op module);
-- sync: the host cost of reading a device value back (`.item()` after a tiny reduction).
+- sync: the host cost of reading a device value back (`.item()` after a tiny reduction);
+- host_library: host time per call of convolution, transposed convolution and BatchNorm,
+  forward and forward+backward, at tiny sizes (the host is the limit).
 """
 
 from __future__ import annotations
@@ -700,6 +702,34 @@ def _sync() -> dict[str, float]:
     }
 
 
+def _host_library() -> dict[str, Any]:
+    """Host seconds per call of the cuDNN-backed ops (tiny tensors, so the host is the limit):
+    convolution forward and backward, transposed convolution, BatchNorm forward and backward
+    (cuDNN's for fp32, PyTorch's for bf16), each with autograd recording."""
+    out: dict[str, Any] = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        x = torch.randn(2, 8, 8, 8, device="cuda", dtype=dtype, requires_grad=True)
+        conv = torch.nn.Conv2d(8, 8, 3, padding=1).cuda().to(dtype)
+        convt = torch.nn.ConvTranspose2d(8, 8, 2, stride=2).cuda().to(dtype)
+        bn = torch.nn.BatchNorm2d(8).cuda().to(dtype)
+        for what, module in (("conv", conv), ("conv_transpose", convt), ("batch_norm", bn)):
+            fwd = _host_per_op(lambda m=module, x=x: m(x))
+            y = module(x)
+            g = torch.ones_like(y)
+
+            def both(m=module, g=g, x=x) -> None:
+                m(x).backward(g)
+
+            fb = _host_per_op(both)
+            out[f"{what}_{name}"] = {
+                "forward_call_seconds": fwd["call_seconds"],
+                "forward_ops": fwd["ops"],
+                "forward_backward_call_seconds": fb["call_seconds"],
+                "forward_backward_ops": fb["ops"],
+            }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -728,6 +758,7 @@ def main() -> None:
         ("batch_norm_channels", _batch_norm_channels),
         ("host_modules", _host_modules),
         ("sync", _sync),
+        ("host_library", _host_library),
     ):
         if args.only and name not in args.only.split(","):
             continue

@@ -61,7 +61,7 @@ class Calibration:
     host_module_call_seconds: float
     sync_seconds: float
     host_backward_op_seconds: float
-    host_conv_extra_seconds: float
+    host_library_extra_seconds: dict[str, float]
     optimizer_host_seconds_per_param: dict[str, float]
     optimizer_host_seconds_fixed: dict[str, float]
     scaler_host_seconds_per_param: float
@@ -273,6 +273,7 @@ class _Clock:
         conv_extra: float = 0.0,
         module: float = 0.0,
         sync: float = 0.0,
+        norm_extra: float = 0.0,
     ) -> None:
         for index in order:
             kind = kinds[index]
@@ -282,6 +283,8 @@ class _Clock:
             self.host += host
             if kind is OpKind.CONV:
                 self.host += conv_extra
+            elif kind is OpKind.NORM:
+                self.host += norm_extra
             elif kind is OpKind.SYNC:
                 self.host = max(self.host, self.device) + sync
                 continue
@@ -313,7 +316,7 @@ def step_time(
     }
     clock = _Clock()
     marks = []
-    extra = cal.host_conv_extra_seconds
+    extra = cal.host_library_extra_seconds
     for _ in range(spec.grad_accum):
         start = clock.device
         module = cal.host_module_call_seconds
@@ -322,9 +325,10 @@ def step_time(
             times[Phase.FORWARD],
             kinds,
             cal.host_op_seconds,
-            extra,
+            extra["conv_forward"],
             module,
             cal.sync_seconds,
+            extra["norm_forward"],
         )
         middle = max(clock.device, start)
         clock.run(
@@ -332,9 +336,10 @@ def step_time(
             times[Phase.BACKWARD],
             kinds,
             cal.host_backward_op_seconds,
-            extra,
+            extra["conv_backward"],
             module,
             cal.sync_seconds,
+            extra["norm_backward"],
         )
         marks.append((middle - start, clock.device - middle))
     before = clock.device
