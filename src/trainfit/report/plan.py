@@ -6,6 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from trainfit.hardware.catalog import get_device
 from trainfit.plan import Plan, Verdict
 
 GIB = 2**30
@@ -57,6 +58,24 @@ def plan_renderable(plan: Plan) -> Group:
         )
     parts: list[object] = [head, devices]
     if timed:
+        compare = Table(title="comparison for the run (local: electricity + share of the price)")
+        for column in ("device", "hours", "cost", "energy", "power", "memory headroom"):
+            compare.add_column(column, justify="left" if column == "device" else "right")
+        for d in plan.devices:
+            if d.run is None or d.setting is None:
+                continue
+            local = next((c for c in d.costs if c.kind == "local"), None)
+            device = get_device(d.device)
+            watts = device.tdp_watts.value
+            compare.add_row(
+                d.device,
+                f"{d.run.hours:,.1f}",
+                f"{local.total:,.2f} {local.currency}" if local and local.total else "-",
+                f"{local.energy_kwh:,.1f} kWh" if local and local.energy_kwh else "-",
+                f"{watts:g} W" if watts else "-",
+                f"{1 - d.setting.needed_bytes / device.memory_bytes:.0%}",
+            )
+        parts.append(compare)
         cloud = Table(title="cloud instances for the run (on-demand / spot)")
         for column in ("instance", "hours", "on-demand", "spot"):
             cloud.add_column(column, justify="left" if column == "instance" else "right")
