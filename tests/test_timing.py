@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -245,3 +246,55 @@ def test_committed_step_time_table_is_current() -> None:
         trace = trace_step(spec, target=Target.of(device))
         t = step_time(trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors)
         assert t.seconds * 1000 == pytest.approx(rows[name], abs=0.051), name
+
+
+def test_device_syncs_are_told_from_host_counters() -> None:
+    """Adafactor reads a device norm per parameter (a sync); AdamW's step counters are
+    host tensors (none)."""
+    adamw = trace_step(TrainSpec(**MLP, batch=4))
+    adafactor = trace_step(TrainSpec(**MLP, batch=4, optimizer="adafactor"))
+
+    def syncs(trace: object) -> int:
+        return sum(1 for op in trace.costs.ops(Phase.OPTIMIZER) if op.kind is OpKind.SYNC)
+
+    assert syncs(adamw) == 0
+    assert syncs(adafactor) >= adafactor.trainable_tensors
+    # the for-loop path PyTorch takes on CUDA: no foreach kernels
+    assert not any(op.kind is OpKind.FOREACH for op in adafactor.costs.ops(Phase.OPTIMIZER))
+
+
+def test_module_calls_and_batch_norm_channels_are_recorded() -> None:
+    trace = trace_step(TrainSpec(model="trainfit.models.zoo:emotion_mlp", batch=8))
+    forward = trace.costs.ops(Phase.FORWARD)
+    assert sum(op.kind is OpKind.MODULE for op in forward) >= 4
+    norms = [op for op in forward if op.kind is OpKind.NORM]
+    assert norms and all(op.detail > 0 for op in norms)
+
+
+def test_unaligned_matmul_is_flagged() -> None:
+    trace = trace_step(TrainSpec(model="gpt2", batch=2, seq_len=64, precision="bf16"))
+    matmuls = [op for op in trace.costs.ops(Phase.FORWARD) if op.kind is OpKind.MATMUL]
+    # the 50257-token LM head, and nothing else
+    assert sum(op.detail for op in matmuls) == 1
+
+
+def test_cli_stages_and_a_measured_step(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "trainfit.models.zoo:redimnet_like", "--batch", "16", "--precision"]
+    args += ["bf16", "--device", "rtx-4060", "--time", "--samples", "1000", "--json"]
+    assert main([*args, "--stage", "1:stem.*,stages.*", "--stage", "2"]) == 0
+    staged = json.loads(capsys.readouterr().out)
+    assert main([*args, "--epochs", "3"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    # the frozen stage is cheaper than a full one: 1 frozen + 2 full < 3 full
+    assert staged["run"]["steps"] == plain["run"]["steps"] == 3 * 63
+    assert staged["run"]["hours"] < plain["run"]["hours"]
+    assert main([*args, "--measured-step", "0.05", "--measured-on", "h100"]) == 0
+    calibrated = json.loads(capsys.readouterr().out)
+    assert calibrated["time"]["label"] == "calibrated"
+    assert "measured on NVIDIA H100" in calibrated["time"]["basis"]
+
+
+def test_cli_bad_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "gpt2", "--time", "--samples", "5", "--stage", "x:foo"]) == 1
+    err = capsys.readouterr().err
+    assert "--stage 'x:foo': expected EPOCHS[:PATTERN,...]" in err and err.count("\n") == 1
