@@ -298,3 +298,18 @@ def test_cli_bad_stage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["estimate", "gpt2", "--time", "--samples", "5", "--stage", "x:foo"]) == 1
     err = capsys.readouterr().err
     assert "--stage 'x:foo': expected EPOCHS[:PATTERN,...]" in err and err.count("\n") == 1
+
+
+def test_plan_scales_every_device_by_a_measured_step() -> None:
+    from trainfit.plan import plan
+
+    spec = TrainSpec(**MLP, device="h100")
+    modelled = plan(spec, 64, ("h100", "a100-80gb"), ladder=False)
+    measured = plan(spec, 64, ("h100", "a100-80gb"), ladder=False, measured_step=(0.01, "h100"))
+    h100, a100 = measured.devices
+    assert h100.step_time.label == "measured" and h100.step_time.seconds == pytest.approx(0.01)
+    assert a100.step_time.label == "calibrated"
+    ratio = modelled.devices[1].step_time.seconds / modelled.devices[0].step_time.seconds
+    assert a100.step_time.seconds == pytest.approx(0.01 * ratio)
+    with pytest.raises(SpecError, match="no modelled step time on rtx-4060"):
+        plan(spec, 64, ("h100",), ladder=False, measured_step=(0.01, "rtx-4060"))

@@ -44,7 +44,7 @@ from trainfit.timing.run import (
     recommend,
     run_time,
 )
-from trainfit.timing.step import RateMissing, StepTime, step_time
+from trainfit.timing.step import RateMissing, StepTime, scaled, step_time
 from trainfit.trace.attention import kernel_family, traced_kernel
 from trainfit.trace.autocast import WEIGHT_CAST
 from trainfit.trace.step import Category, StepTrace, trace_step
@@ -241,6 +241,7 @@ def plan(
     ladder: bool = True,
     jobs: int = 1,
     run: RunSpec | None = None,
+    measured_step: tuple[float, str] | None = None,
 ) -> Plan:
     """Plan `spec` (its batch and precision are ignored) for an effective batch on `devices`.
 
@@ -249,7 +250,8 @@ def plan(
     the ladder of a model of a billion parameters or more is traced in a worker process while
     the devices are planned (same figures; a worker's start-up costs a few seconds of a core).
     `run` (data size, epochs, prices) adds each device's run hours and costs and the
-    recommendations (`with_run`).
+    recommendations (`with_run`); `measured_step` (seconds, device) scales every step time by
+    a step measured with the plan's setting on that device (`with_measured_step`).
     """
     problems = []
     if effective_batch < 1:
@@ -317,6 +319,8 @@ def plan(
         trainable_parameters=_counts(spec, cache)[1],
         tokens_per_sample=tokens,
     )
+    if measured_step is not None:
+        result = with_measured_step(result, *measured_step)
     return with_run(result, run) if run is not None and run.sized else result
 
 
@@ -566,6 +570,27 @@ def _step_time(
         )
     except RateMissing:
         return None
+
+
+def with_measured_step(result: Plan, seconds: float, on: str) -> Plan:
+    """`result` with every device's step time scaled by a step measured on device `on` with
+    the setting the plan chose there ("measured" there, "calibrated" elsewhere)."""
+    device = get_device(on)
+    reference = next((d for d in result.devices if d.device == device.name), None)
+    if reference is None or reference.step_time is None:
+        raise SpecError(
+            [
+                f"--measured-on {on}: the plan has no modelled step time on {device.name}; "
+                "plan that device too (--device), with a setting that fits"
+            ]
+        )
+    devices = tuple(
+        dataclasses.replace(d, step_time=scaled(d.step_time, reference.step_time, seconds, on))
+        if d.step_time is not None
+        else d
+        for d in result.devices
+    )
+    return dataclasses.replace(result, devices=devices)
 
 
 def with_run(result: Plan, run: RunSpec) -> Plan:

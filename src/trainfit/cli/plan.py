@@ -50,6 +50,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from trainfit.cli import run_args
 
     run_args.add_arguments(parser)
+    parser.add_argument(
+        "--measured-step",
+        type=float,
+        default=None,
+        help="seconds per optimizer step you measured with the plan's setting on --measured-on",
+    )
+    parser.add_argument(
+        "--measured-on", default=None, help="the device --measured-step was measured on"
+    )
+
+
+def _measured(args: argparse.Namespace) -> tuple[float, str] | None:
+    from trainfit.errors import SpecError
+
+    if args.measured_step is None:
+        if args.measured_on:
+            raise SpecError(["--measured-on needs --measured-step SECONDS"])
+        return None
+    if not args.measured_step > 0:
+        raise SpecError([f"--measured-step must be positive seconds, got {args.measured_step}"])
+    return args.measured_step, args.measured_on or (args.device[0] if args.device else "h100")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         precision=precision,
         jobs=args.jobs,
         run=run,
+        measured_step=_measured(args),
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
