@@ -108,7 +108,8 @@ class StepTrace:
 class _ScalerStandIn:
     """torch.amp.GradScaler's memory behaviour without reading the device.
 
-    NB: the real scaler syncs on `found_inf.item()`; here the step always happens (no inf).
+    NB: the real scaler syncs on `found_inf.item()`; so does this one (for the step time), but
+    the step always happens (no inf).
     """
 
     def __init__(self) -> None:
@@ -135,6 +136,9 @@ class _ScalerStandIn:
 
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         self.unscale_(optimizer)
+        # NB: the real scaler reads found_inf back before stepping (a device sync: the host
+        # waits for backward to finish); the answer is ignored here, the step always happens
+        self._found_inf.item()
         optimizer.step()
 
     def update(self) -> None:
