@@ -15,15 +15,17 @@ from trainfit.estimate import estimate
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
 from trainfit.timing.run import (
+    NCCL_EFFICIENCY,
     CostLine,
     RunSpec,
     Stage,
     cloud_costs,
+    ddp_seconds,
     local_cost,
     recommend,
     run_time,
 )
-from trainfit.timing.step import CALIBRATED, MODELLED, scaled, step_time
+from trainfit.timing.step import CALIBRATED, MODELLED, calibration, scaled, step_time
 from trainfit.trace.costs import OpKind
 from trainfit.trace.step import trace_step
 from trainfit.training import Phase
@@ -140,15 +142,21 @@ def test_run_hours_from_steps_and_stages() -> None:
     assert tokens.steps == 125
 
 
-def test_data_parallel_adds_exposed_all_reduce() -> None:
+def test_data_parallel_adds_the_all_reduce_and_bucket_copies() -> None:
     step = _step()
     device = get_device("h100")
     run = RunSpec(samples=1000, gpus=4)
-    big = run_time([Stage(name="all", epochs=1, step=step)], 8, run, device, 10**12)
-    small = run_time([Stage(name="all", epochs=1, step=step)], 8, run, device, 10**6)
-    assert small.step_seconds == pytest.approx(1.5 / 4 + 0.5, rel=0.01)
-    # 1.5 TB of ring traffic per GPU over NVLink (450 GB/s one way), 1 s of it under backward
-    assert big.communication_seconds == pytest.approx(1.5e12 / 450e9 - 1.0, rel=0.01)
+    grads = 10**9
+    four = run_time([Stage(name="all", epochs=1, step=step)], 8, run, device, grads)
+    # ring: 2(N-1)/N of the bytes at NCCL's bus bandwidth over NVLink (450 GB/s one way)
+    ring = 1.5 * grads / (450e9 * NCCL_EFFICIENCY)
+    copies = 4 * grads / (3350e9 * calibration().memory_efficiency)
+    assert four.communication_seconds == pytest.approx(ring + copies)
+    assert four.communication_seconds == pytest.approx(ddp_seconds(device, 4, grads))
+    assert four.step_seconds == pytest.approx(1.5 / 4 + 0.5 + ring + copies, rel=0.01)
+    # more than 8 GPUs cross machines: the slower link
+    sixteen = ddp_seconds(device, 16, grads)
+    assert sixteen > ddp_seconds(device, 8, grads)
     with pytest.raises(SpecError, match="does not split over 3 GPUs"):
         run_time(
             [Stage(name="all", epochs=1, step=step)], 8, RunSpec(samples=10, gpus=3), device, 1

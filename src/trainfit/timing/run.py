@@ -4,8 +4,9 @@ Run totals: steps per epoch = ceil(samples / effective batch) (tokens are turned
 with the model's tokens per sample), per stage (seed 002: a frozen backbone for 5 epochs, then
 everything for 50), plus evaluation (a forward pass over `eval_fraction` of the training
 samples each epoch). Over N GPUs of one kind (data parallel, DDP), each GPU runs 1/N of the
-micro-batches and the gradients are all-reduced over the catalog's interconnect (a ring:
-2(N-1)/N of the gradient bytes per GPU), overlapped with backward except for the last bucket.
+samples and the gradients are all-reduced over the catalog's interconnect (a ring: 2(N-1)/N
+of the gradient bytes per GPU, at NCCL's measured bus bandwidth) plus DDP's bucket copies,
+none of it assumed hidden under backward (as measured on 2 x H200; see `ddp_seconds`).
 
 Cost: cloud instances at their dated on-demand and spot rates; a local device as electricity
 (board power x hours x price per kWh) plus its purchase price spread over the hours it is used
@@ -37,8 +38,13 @@ PCIE_GBS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
 """Per-direction bandwidth of an x16 link by generation (GB/s)."""
 INTER_NODE_GBS = 50.0
 """Per-GPU bandwidth between machines assumed for multi-node runs (400 Gb/s InfiniBand)."""
-DDP_BUCKET_BYTES = 25 * 2**20
-"""DDP's default gradient bucket: the last one's all-reduce cannot overlap backward."""
+NCCL_EFFICIENCY = 0.504
+"""NCCL all-reduce bus bandwidth at DDP's 25 MB bucket over the link's one-way bandwidth:
+227 GB/s of 450 on 2 x H200 over NVLink (benchmarks/timing/results/ddp_h200/allreduce_2.json,
+2026-11-26, NCCL 2.28.9); assumed for every link."""
+DDP_COPIES = 4
+"""Passes over the gradients DDP adds (into its buckets and back, each a read and a write;
+`gradient_as_bucket_view=False`, the default)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -239,11 +245,7 @@ def run_time(
         # efficient, which flatters many GPUs on a small batch)
         compute = passes / run.gpus + step.optimizer_seconds
         if run.gpus > 1:
-            link, _ = interconnect_gbs(device, run.gpus)
-            ring = 2 * (run.gpus - 1) / run.gpus * gradient_bytes / (link * 1e9)
-            last = min(gradient_bytes, DDP_BUCKET_BYTES) / (link * 1e9)
-            backward = step.backward_seconds * max(1, step.grad_accum // run.gpus)
-            communication = max(ring - backward, last)
+            communication = ddp_seconds(device, run.gpus, gradient_bytes)
             label = "modelled"
         step_seconds = compute + communication
         stage_steps = math.ceil(steps_per_epoch * stage.epochs)
@@ -265,6 +267,26 @@ def run_time(
         communication_seconds=communication,
         label=label,
     )
+
+
+def ddp_seconds(device: Device, gpus: int, gradient_bytes: int) -> float:
+    """What DDP adds to a step: the ring all-reduce of the gradients at NCCL's measured bus
+    bandwidth, none of it hidden under backward, plus DDP's bucket copies.
+
+    NB: DDP overlaps its all-reduces with backward in principle; on 2 x H200 (NVLink) it
+    added 0 to 31 ms to five steps, at least the ring time in four of them
+    (benchmarks/timing/results/ddp_h200.md), so none is assumed hidden."""
+    from trainfit.timing.step import calibration
+
+    link, _ = interconnect_gbs(device, gpus)
+    ring = 2 * (gpus - 1) / gpus * gradient_bytes / (link * 1e9 * NCCL_EFFICIENCY)
+    bandwidth = float(device.memory_bandwidth_gbs.value or 0) * 1e9
+    copies = (
+        DDP_COPIES * gradient_bytes / (bandwidth * calibration().memory_efficiency)
+        if bandwidth
+        else 0.0
+    )
+    return ring + copies
 
 
 def cloud_costs(
