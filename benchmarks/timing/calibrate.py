@@ -184,28 +184,6 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
             "fixed_seconds": round(max(kernel, fixed - latency), 9),
         }
     conv_fit["fp16"] = conv_fit["bf16"]
-    conv = {}
-    for dtype in ("bf16", "fp16", "tf32"):
-        rates = [
-            # forward twice, then both backward passes (input and weight)
-            4
-            * r["forward_flops"]
-            / (r["forward_seconds"] + r["forward_backward_seconds"] - 3 * latency)
-            / peak[dtype]
-            for r in micro["conv"] + micro["conv_more"]
-            if r["dtype"] == dtype
-        ]
-        conv[dtype] = round(statistics.median(rates), 4)
-    norm = {}
-    for dtype, name in (("bfloat16", "bf16"), ("float32", "fp32")):
-        rates = []
-        for r in micro["batch_norm"]:
-            if r["dtype"] == dtype:
-                # as the tracer counts them: forward reads x, writes y; backward reads
-                # x and the output gradient, writes the input gradient
-                rates.append(2 * r["bytes"] / r["forward_seconds"] / bandwidth)
-                rates.append(3 * r["bytes"] / r["backward_seconds"] / bandwidth)
-        norm[name] = round(statistics.median(rates), 4)
     unaligned = {}
     for dtype in ("bf16", "tf32"):
         rates = [
@@ -325,8 +303,6 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "matmul_efficiency": matmul_eff,
         "matmul_fixed_flops": matmul_fixed,
         "attention_efficiency": attention,
-        "conv_efficiency": conv,
-        "norm_efficiency": norm,
         "matmul_unaligned_efficiency": unaligned,
         "foreach_tensor_seconds": round(per_ref, 12),
         "host_op_seconds": round(host_op, 9),

@@ -39,9 +39,8 @@ from trainfit.timing.run import (
     RunSpec,
     RunTime,
     Stage,
-    cloud_costs,
-    local_cost,
     recommend,
+    run_estimate,
     run_time,
 )
 from trainfit.timing.step import RateMissing, StepTime, scaled, step_time
@@ -158,7 +157,12 @@ class DevicePlan:
     """For a GPU that does not fit the job: one of it with CPU offload, when that fits
     (modelled)."""
     step_time: StepTime | None = None
-    """One optimizer step of the chosen setting (modelled)."""
+    """One optimizer step of the chosen setting on one GPU (modelled)."""
+    step_times: tuple[tuple[int, StepTime], ...] = ()
+    """For 2, 4, 8 and 16 GPUs (those the effective batch splits over): one GPU's step over
+    its share, the chosen micro-batch or less (data parallel)."""
+    time_note: str = ""
+    """Why there is no step time, when there is none."""
     run: RunTime | None = None
     """The whole run's hours, when the plan was given its data size."""
     costs: tuple[CostLine, ...] = ()
@@ -209,7 +213,7 @@ class Plan:
             "model": self.spec.model,
             "effective_batch": self.effective_batch,
             "margin": self.margin,
-            "devices": [plain(dataclasses.asdict(d)) for d in self.devices],
+            "devices": [_device_dict(d, plain) for d in self.devices],
             "ladder_device": self.ladder_device,
             "ladder": [plain(dataclasses.asdict(r)) for r in self.ladder],
             "run": None if self.run is None else plain(dataclasses.asdict(self.run)),
@@ -217,6 +221,19 @@ class Plan:
                 None if self.recommendation is None else self.recommendation.to_dict()
             ),
         }
+
+
+def _device_dict(d: DevicePlan, plain: Callable[[object], object]) -> dict[str, object]:
+    """A DevicePlan as JSON: times and costs as the estimate's JSON gives them."""
+    out = plain(dataclasses.asdict(d))
+    assert isinstance(out, dict)
+    for name in ("step_time", "step_times", "costs", "run"):
+        out.pop(name)
+    out["time"] = None if d.step_time is None else d.step_time.to_dict()
+    out["time_by_gpus"] = {str(n): t.to_dict() for n, t in d.step_times}
+    out["run"] = None if d.run is None else plain(dataclasses.asdict(d.run))
+    out["costs"] = [c.to_dict() for c in d.costs]
+    return out
 
 
 @dataclass(kw_only=True, slots=True)
@@ -526,7 +543,7 @@ def _plan_device(
             changes=changes,
             max_micro_batch=_max(rung_spec, margin, scaling),
             tiers=_tiers(rung_spec, effective, scaling),
-            step_time=_step_time(rung_spec, device, scaling, micro, accum),
+            **_step_times(rung_spec, device, scaling, micro, accum, effective),
         )
     if latest_one is not None:
         what = f"one sample needs {latest_one / GIB:.2f} GiB with every change on the ladder"
@@ -552,24 +569,54 @@ def _plan_device(
     )
 
 
+GPU_COUNTS = (2, 4, 8, 16)
+"""Data-parallel GPU counts a plan times (those the effective batch splits over)."""
+
+
+def _step_times(
+    spec: TrainSpec,
+    device: Device,
+    scaling: BatchScaling,
+    micro: int,
+    accum: int,
+    effective: int,
+) -> dict[str, object]:
+    """DevicePlan's step_time, step_times and time_note for the chosen setting."""
+    try:
+        one = _step_time(spec, device, scaling, micro, accum)
+    except (RateMissing, SpecError) as exc:
+        return {"time_note": f"step time not modelled: {exc}"}
+    if one is None:
+        return {"time_note": "step time not modelled: the probes' ops differ between batch sizes"}
+    shares = []
+    for n in GPU_COUNTS:
+        if effective % n:
+            continue
+        share = effective // n
+        micro_n = min(micro, share)
+        while share % micro_n:
+            micro_n -= 1
+        step = _step_time(spec, device, scaling, micro_n, share // micro_n)
+        if step is not None:
+            shares.append((n, step))
+    return {"step_time": one, "step_times": tuple(shares)}
+
+
 def _step_time(
     spec: TrainSpec, device: Device, scaling: BatchScaling, micro: int, accum: int
 ) -> StepTime | None:
-    """The modelled step time of the chosen setting (None where the catalog lacks a rate or
-    the probes ran different ops)."""
+    """The modelled step time of a setting (None when the probes ran different ops; raises
+    RateMissing where the catalog lacks a rate)."""
     costs = scaling.costs_at(micro)
     if costs is None:
         return None
-    try:
-        return step_time(
-            costs,
-            dataclasses.replace(spec, batch=micro, grad_accum=accum),
-            device,
-            scaling.base.tokens_per_sample,
-            scaling.base.trainable_tensors,
-        )
-    except RateMissing:
-        return None
+    return step_time(
+        costs,
+        dataclasses.replace(spec, batch=micro, grad_accum=accum),
+        device,
+        scaling.base.tokens_per_sample,
+        scaling.base.trainable_tensors,
+    )
 
 
 def with_measured_step(result: Plan, seconds: float, on: str) -> Plan:
@@ -584,8 +631,16 @@ def with_measured_step(result: Plan, seconds: float, on: str) -> Plan:
                 "plan that device too (--device), with a setting that fits"
             ]
         )
+
+    def scale(step: StepTime) -> StepTime:
+        return scaled(step, reference.step_time, seconds, on)
+
     devices = tuple(
-        dataclasses.replace(d, step_time=scaled(d.step_time, reference.step_time, seconds, on))
+        dataclasses.replace(
+            d,
+            step_time=scale(d.step_time),
+            step_times=tuple((n, scale(t)) for n, t in d.step_times),
+        )
         if d.step_time is not None
         else d
         for d in result.devices
@@ -594,7 +649,8 @@ def with_measured_step(result: Plan, seconds: float, on: str) -> Plan:
 
 
 def with_run(result: Plan, run: RunSpec) -> Plan:
-    """`result` with each fitting device's run hours and costs, and recommendations."""
+    """`result` with each fitting device's run hours (on `run.gpus` of it) and costs, and the
+    recommendations over every device."""
     devices = []
     lines: list[CostLine] = []
     for d in result.devices:
@@ -603,27 +659,39 @@ def with_run(result: Plan, run: RunSpec) -> Plan:
             continue
         device = get_device(d.device)
         grad_bytes = result.trainable_parameters * d.setting.precision.param_dtype.itemsize
-        stage = Stage(name="train", epochs=run.epochs, step=d.step_time)
-        hours = run_time(
-            [stage], result.effective_batch, run, device, grad_bytes, result.tokens_per_sample
+        per_gpu = {1: d.step_time, **dict(d.step_times)}
+
+        def hours(
+            n: int, step: StepTime, device: Device = device, grad_bytes: int = grad_bytes
+        ) -> float:
+            stage = Stage(name="train", epochs=run.epochs, step=step)
+            return run_time(
+                [stage],
+                result.effective_batch,
+                dataclasses.replace(run, gpus=n),
+                device,
+                grad_bytes,
+                result.tokens_per_sample,
+            ).hours
+
+        if run.gpus not in per_gpu:
+            raise SpecError(
+                [
+                    f"an effective batch of {result.effective_batch} does not split over "
+                    f"{run.gpus} GPUs: use a multiple of {run.gpus}"
+                ]
+            )
+        estimate = run_estimate(
+            [Stage(name="train", epochs=run.epochs, step=per_gpu[run.gpus])],
+            result.effective_batch,
+            run,
+            device,
+            grad_bytes,
+            result.tokens_per_sample,
+            hours_for={n: hours(n, step) for n, step in per_gpu.items()},
         )
-        costs = [local_cost(device, hours.hours, run)] if device.kind != "cpu" else []
-        if device.kind == "cuda":
-            by_count = {
-                n: run_time(
-                    [stage],
-                    result.effective_batch,
-                    dataclasses.replace(run, gpus=n),
-                    device,
-                    grad_bytes,
-                    result.tokens_per_sample,
-                ).hours
-                for n in (1, 2, 4, 8, 16)
-                if result.effective_batch % n == 0
-            }
-            costs += cloud_costs(device, hours.hours, run, by_count)
-        lines += costs
-        devices.append(dataclasses.replace(d, run=hours, costs=tuple(costs)))
+        lines += estimate.costs
+        devices.append(dataclasses.replace(d, run=estimate.time, costs=estimate.costs))
     return dataclasses.replace(
         result,
         devices=tuple(devices),

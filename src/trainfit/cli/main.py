@@ -161,15 +161,20 @@ def _estimate(args: argparse.Namespace) -> int:
             print(max_batch_text(found))
         return 0
     run = run_args.run_spec(args)
+    run_args.check_sized(run, args)
+    measured = run_args.measured(args, args.device)
+    # NB: a data size, a measured step or stages ask for the time without --time
+    args.time = args.time or run.sized or measured is not None
     stage_specs = run_args.stages(args.stage, spec)
     result = estimate(spec)
-    if args.measured_step is not None:
-        result = run_args.calibrated(result, args.measured_step, args.measured_on)
+    reference = None
+    if measured is not None:
+        result, reference = run_args.calibrated(result, *measured)
     totals = None
-    if args.time and run.sized and result.step_time is not None:
+    if run.sized and result.step_time is not None:
         from trainfit.timing.run import estimate_run
 
-        stages = run_args.stage_times(stage_specs, result)
+        stages = run_args.stage_times(stage_specs, result, reference)
         totals = estimate_run(result, run, stages)
     if args.json:
         out = result.to_dict()

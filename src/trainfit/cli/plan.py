@@ -61,18 +61,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _measured(args: argparse.Namespace) -> tuple[float, str] | None:
-    from trainfit.errors import SpecError
-
-    if args.measured_step is None:
-        if args.measured_on:
-            raise SpecError(["--measured-on needs --measured-step SECONDS"])
-        return None
-    if not args.measured_step > 0:
-        raise SpecError([f"--measured-step must be positive seconds, got {args.measured_step}"])
-    return args.measured_step, args.measured_on or (args.device[0] if args.device else "h100")
-
-
 def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
     from trainfit.plan import plan
@@ -93,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from trainfit.cli import run_args
 
     run = run_args.run_spec(args)
+    run_args.check_sized(run, args)
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
     result = plan(
         spec,
@@ -102,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         precision=precision,
         jobs=args.jobs,
         run=run,
-        measured_step=_measured(args),
+        measured_step=run_args.measured(args, devices[0]),
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

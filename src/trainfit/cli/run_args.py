@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from trainfit.estimate import Estimate
     from trainfit.spec import TrainSpec
     from trainfit.timing.run import RunSpec, Stage
+    from trainfit.timing.step import StepTime
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,22 +115,73 @@ def stages(items: list[str], spec: TrainSpec) -> list[tuple[str, float, TrainSpe
     return out
 
 
-def stage_times(items: list[tuple[str, float, TrainSpec]], result: Estimate) -> list[Stage]:
-    """Each stage's step time (a stage freezing what `result` froze reuses its step)."""
+def measured(args: argparse.Namespace, default_device: str) -> tuple[float, str] | None:
+    """`--measured-step` and `--measured-on` (default `default_device`), checked."""
+    import math
+
+    if args.measured_step is None:
+        if args.measured_on:
+            raise SpecError(["--measured-on needs --measured-step SECONDS"])
+        return None
+    if not 0 < args.measured_step < math.inf:
+        raise SpecError(
+            [f"--measured-step must be a positive number of seconds, got {args.measured_step}"]
+        )
+    return args.measured_step, args.measured_on or default_device
+
+
+def check_sized(run: RunSpec, args: argparse.Namespace) -> None:
+    """Options that only mean something with a data size must come with one."""
+    loose = [
+        flag
+        for flag, given in (
+            ("--deadline", args.deadline is not None),
+            ("--stage", bool(getattr(args, "stage", []))),
+            ("--eval-fraction", args.eval_fraction != 0.0),
+            ("--price", bool(args.price)),
+        )
+        if given
+    ]
+    if loose and not run.sized:
+        raise SpecError(
+            [f"{', '.join(loose)} need the data size: give --samples or --tokens per epoch"]
+        )
+
+
+def stage_times(
+    items: list[tuple[str, float, TrainSpec]],
+    result: Estimate,
+    reference: tuple[float, StepTime, str] | None = None,
+) -> list[Stage]:
+    """Each stage's step time and gradient bytes (a stage freezing what `result` froze reuses
+    its step); `reference` (seconds measured, the modelled step they were measured against,
+    the device) scales every stage's modelled step as it scaled `result`'s."""
     from trainfit.estimate import estimate
     from trainfit.timing.run import Stage
+    from trainfit.timing.step import scaled
 
     out = []
     for name, epochs, spec in items:
-        step = result.step_time if spec == result.spec else estimate(spec).step_time
+        if spec == result.spec:
+            step, trainable = result.step_time, result.trainable_parameter_count
+        else:
+            other = estimate(spec)
+            step, trainable = other.step_time, other.trainable_parameter_count
+            if step is not None and reference is not None:
+                seconds, modelled, on = reference
+                step = scaled(step, modelled, seconds, on)
         if step is None:
             raise SpecError([f"{name}: no step time on {result.device.display}"])
-        out.append(Stage(name=name, epochs=epochs, step=step))
+        grads = trainable * spec.precision.param_dtype.itemsize
+        out.append(Stage(name=name, epochs=epochs, step=step, gradient_bytes=grads))
     return out
 
 
-def calibrated(result: Estimate, seconds: float, on: str | None) -> Estimate:
-    """`result` with its step time scaled by a step measured on `on` (default: its device)."""
+def calibrated(
+    result: Estimate, seconds: float, on: str
+) -> tuple[Estimate, tuple[float, StepTime, str]]:
+    """`result` with its step time scaled by a step measured on `on`, and the reference the
+    scaling used (for other stages)."""
     import dataclasses
 
     from trainfit.estimate import estimate
@@ -138,7 +190,7 @@ def calibrated(result: Estimate, seconds: float, on: str | None) -> Estimate:
 
     if result.step_time is None:
         raise SpecError([f"no modelled step time on {result.device.display} to calibrate"])
-    reference_device = get_device(on) if on else result.device
+    reference_device = get_device(on)
     if reference_device.name == result.device.name:
         reference = result.step_time
     else:
@@ -147,4 +199,7 @@ def calibrated(result: Estimate, seconds: float, on: str | None) -> Estimate:
             raise SpecError([f"no modelled step time on {reference_device.display} to scale from"])
         reference = other.step_time
     step = scaled(result.step_time, reference, seconds, reference_device.display)
-    return dataclasses.replace(result, step_time=step)
+    return (
+        dataclasses.replace(result, step_time=step),
+        (seconds, reference, reference_device.display),
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -66,7 +68,7 @@ def plan_renderable(plan: Plan) -> Group:
                 continue
             local = next((c for c in d.costs if c.kind == "local"), None)
             device = get_device(d.device)
-            watts = device.tdp_watts.value
+            watts = plan.run.watts if plan.run.watts is not None else device.tdp_watts.value
             compare.add_row(
                 d.device,
                 f"{d.run.hours:,.1f}",
@@ -84,26 +86,25 @@ def plan_renderable(plan: Plan) -> Group:
                 if c.kind == "cloud":
                     cloud.add_row(
                         c.option,
-                        f"{c.hours:,.2f}",
+                        "-" if math.isnan(c.hours) else f"{c.hours:,.2f}",
                         "-" if c.on_demand is None else f"{c.on_demand:,.2f} {c.currency}",
                         "-" if c.spot is None else f"{c.spot:,.2f} {c.currency}",
                     )
         parts.append(cloud)
         rec = plan.recommendation
-        if rec is not None:
-            parts.append(
-                Text(
-                    f"cheapest: {rec.cheapest or '-'}; fastest: {rec.fastest or '-'}"
-                    + (
-                        f"; cheapest by the deadline: {rec.cheapest_by_deadline}"
-                        if rec.cheapest_by_deadline
-                        else ""
-                    )
-                    + (f"\n{rec.note}" if rec.note else "")
-                    + "\nlocal cost = electricity at the board power + the run's share of the "
-                    "purchase price; times are modelled (benchmarks/timing)\n"
-                )
-            )
+        labels = sorted(
+            {d.step_time.label for d in plan.devices if d.step_time is not None}
+            | {d.run.label for d in plan.devices if d.run is not None}
+        )
+        words = (rec.text() + "\n") if rec is not None else ""
+        words += (
+            "local cost = electricity at the power shown + the run's share of the purchase "
+            f"price; times: {', '.join(labels)} (benchmarks/timing)\n"
+        )
+        parts.append(Text(words))
+    notes = [f"{d.device}: {d.time_note}" for d in plan.devices if d.time_note]
+    if notes:
+        parts.append(Text("\n".join(notes) + "\n", style="yellow"))
     if any(d.tiers for d in plan.devices):
         tiers = Table(title="tiers (micro-batch x accumulation, memory)")
         tiers.add_column("device")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -172,23 +174,13 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
         for line in totals.costs:
             table.add_row(
                 line.option,
-                f"{line.hours:,.2f}",
+                "-" if math.isnan(line.hours) else f"{line.hours:,.2f}",
                 _money(line.on_demand, currency),
                 _money(line.spot, currency),
                 _money(line.electricity, currency),
                 _money(line.amortisation, currency),
                 line.note,
             )
-        rec = totals.recommendation
-        words = Text(
-            f"cheapest: {rec.cheapest or '-'}; fastest: {rec.fastest or '-'}"
-            + (
-                f"; cheapest by the deadline: {rec.cheapest_by_deadline}"
-                if rec.cheapest_by_deadline
-                else ""
-            )
-            + (f"\n{rec.note}" if rec.note else "")
-            + "\n"
-        )
+        words = Text(totals.recommendation.text() + "\n")
         parts += [head, table, words]
     return Group(*parts)

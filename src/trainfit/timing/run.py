@@ -54,7 +54,11 @@ class Stage:
     name: str
     epochs: float
     step: StepTime
-    """The step time of this stage's setting."""
+    """One optimizer step of this stage's setting on one GPU, over that GPU's share of the
+    effective batch (all of it on one GPU)."""
+    gradient_bytes: int | None = None
+    """Bytes of this stage's gradients (its trainable parameters), for the all-reduce; None:
+    the run's."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -101,7 +105,7 @@ class RunSpec:
         if self.deadline_hours is not None:
             positive["deadline_hours"] = self.deadline_hours
         for name, value in positive.items():
-            if not isinstance(value, (int, float)) or not value > 0 or math.isinf(value):
+            if not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 problems.append(f"{name} must be a positive number, got {value!r}")
         if not isinstance(self.gpus, int) or self.gpus < 1:
             problems.append(f"gpus must be a positive integer, got {self.gpus!r}")
@@ -110,6 +114,10 @@ class RunSpec:
         if self.currency not in CURRENCIES:
             problems.append(
                 f"unknown currency {self.currency!r}: use one of {', '.join(CURRENCIES)}"
+            )
+        elif self.currency == "USD" and self.usd_rate != 1.0:
+            problems.append(
+                f"usd_rate (--fx) {self.usd_rate} given for USD: give --currency too, or drop it"
             )
         elif self.currency != "USD" and self.usd_rate == 1.0:
             problems.append(
@@ -120,7 +128,7 @@ class RunSpec:
         for name, price in self.price_overrides.items():
             if name not in known:
                 problems.append(f"price override for unknown instance {name!r}")
-            elif not isinstance(price, (int, float)) or price < 0:
+            elif not isinstance(price, (int, float)) or not math.isfinite(price) or price < 0:
                 problems.append(f"price override for {name} must be >= 0 USD/hour, got {price!r}")
         if problems:
             raise SpecError(problems)
@@ -180,7 +188,7 @@ class CostLine:
         return {
             "option": self.option,
             "kind": self.kind,
-            "hours": round(self.hours, 3),
+            "hours": None if math.isnan(self.hours) else round(self.hours, 3),
             "on_demand": r(self.on_demand),
             "spot": r(self.spot),
             "electricity": r(self.electricity),
@@ -214,7 +222,8 @@ def run_time(
     gradient_bytes: int,
     tokens_per_sample: int | None = None,
 ) -> RunTime:
-    """Hours of the run's stages on `run.gpus` GPUs of `device`."""
+    """Hours of the run's stages on `run.gpus` GPUs of `device`, each stage's step being one
+    GPU's step over its share of `effective_batch` (data parallel)."""
     if not run.sized:
         raise SpecError(["give the data size: samples or tokens per epoch"])
     if run.tokens is not None:
@@ -225,6 +234,8 @@ def run_time(
         samples = math.ceil(run.tokens / tokens_per_sample)
     else:
         samples = run.samples or 0
+    if not stages:
+        raise SpecError(["a run needs at least one stage"])
     if effective_batch % run.gpus:
         raise SpecError(
             [
@@ -240,24 +251,21 @@ def run_time(
     label = next(x for x in ("modelled", "calibrated", "measured") if x in labels)
     for stage in stages:
         step = stage.step
-        passes = step.seconds - step.optimizer_seconds
-        # NB: each GPU runs 1/N of the samples (smaller micro-batches are assumed as
-        # efficient, which flatters many GPUs on a small batch)
-        compute = passes / run.gpus + step.optimizer_seconds
         if run.gpus > 1:
-            communication = ddp_seconds(device, run.gpus, gradient_bytes)
+            grads = gradient_bytes if stage.gradient_bytes is None else stage.gradient_bytes
+            communication = ddp_seconds(device, run.gpus, grads)
             label = "modelled"
-        step_seconds = compute + communication
         stage_steps = math.ceil(steps_per_epoch * stage.epochs)
+        # NB: evaluation is a forward pass per micro-batch over each GPU's share
         evaluation = (
             stage.epochs
             * run.eval_fraction
             * samples
-            * step.forward_seconds
-            / step.micro_batch
             / run.gpus
+            / step.micro_batch
+            * step.forward_seconds
         )
-        seconds += stage_steps * step_seconds + evaluation
+        seconds += stage_steps * (step.seconds + communication) + evaluation
         steps += stage_steps
     return RunTime(
         hours=seconds / 3600,
@@ -289,13 +297,10 @@ def ddp_seconds(device: Device, gpus: int, gradient_bytes: int) -> float:
     return ring + copies
 
 
-def cloud_costs(
-    device: Device, hours_one_gpu: float, run: RunSpec, hours_for: dict[int, float] | None = None
-) -> list[CostLine]:
-    """Each catalog instance with GPUs of `device`: the run's hours at its rates.
-
-    `hours_for` maps a GPU count to the run's hours on that many (default: one GPU's hours
-    divided by the count, which ignores communication)."""
+def cloud_costs(device: Device, hours_for: dict[int, float], run: RunSpec) -> list[CostLine]:
+    """Each catalog instance with GPUs of `device`: the run's hours on that many GPUs
+    (`hours_for`, by GPU count) at its rates; an instance whose GPU count has no hours (the
+    effective batch does not split over it) is listed with a note."""
     out = []
     for inst in catalog().instances.values():
         try:
@@ -305,7 +310,18 @@ def cloud_costs(
         if not same or not inst.gpu_count.value:
             continue
         count = int(inst.gpu_count.value)
-        hours = (hours_for or {}).get(count, hours_one_gpu / count)
+        hours = hours_for.get(count)
+        if hours is None:
+            out.append(
+                CostLine(
+                    option=inst.name,
+                    kind="cloud",
+                    hours=math.nan,
+                    currency=run.currency,
+                    note=f"the effective batch does not split over its {count} GPUs",
+                )
+            )
+            continue
         rate = run.price_overrides.get(inst.name, inst.on_demand_usd_per_hour.value)
         spot = inst.spot_usd_per_hour.value
         note = "" if rate is not None else "no on-demand price in the catalog"
@@ -326,12 +342,21 @@ def cloud_costs(
 
 
 def local_cost(device: Device, hours: float, run: RunSpec) -> CostLine:
-    """Electricity and the share of the purchase price of running on one's own `device`."""
-    watts = run.watts if run.watts is not None else device.tdp_watts.value
+    """Electricity and the share of the purchase price of running on `run.gpus` of one's own
+    `device` (`run.watts` is the whole machine's draw when given)."""
+    gpus = run.gpus
+    board = device.tdp_watts.value
+    watts = run.watts if run.watts is not None else (None if board is None else board * gpus)
     price = device.price.amount.value if device.price is not None else None
     notes = []
+    if price is not None and device.price.currency != "USD":
+        notes.append(f"purchase price in {device.price.currency} not converted: left out")
+        price = None
+    elif price is not None:
+        price *= gpus
     if run.watts is None and watts is not None:
-        notes.append(f"{watts:g} W board power (the GPU's rated power; the host adds more)")
+        each = f"{gpus} x {board:g} W" if gpus > 1 else f"{board:g} W"
+        notes.append(f"{each} board power (the GPU's rated power; the host adds more)")
     if watts is None:
         notes.append("no power figure in the catalog: give --watts")
     energy = None if watts is None else watts * hours / 1000
@@ -346,7 +371,7 @@ def local_cost(device: Device, hours: float, run: RunSpec) -> CostLine:
     else:
         notes.append("no purchase price in the catalog")
     return CostLine(
-        option=f"local {device.name}",
+        option=f"local {gpus} x {device.name}" if gpus > 1 else f"local {device.name}",
         kind="local",
         hours=hours,
         electricity=electricity,
@@ -364,6 +389,18 @@ class Recommendation:
     fastest: str | None
     cheapest_by_deadline: str | None
     note: str = ""
+
+    def text(self) -> str:
+        """The recommendations in one or two lines."""
+        return (
+            f"cheapest: {self.cheapest or '-'}; fastest: {self.fastest or '-'}"
+            + (
+                f"; cheapest by the deadline: {self.cheapest_by_deadline}"
+                if self.cheapest_by_deadline
+                else ""
+            )
+            + (f"\n{self.note}" if self.note else "")
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -383,13 +420,22 @@ def recommend(lines: Sequence[CostLine], deadline_hours: float | None) -> Recomm
         if line.total is not None and (line.kind == "cloud" or line.amortisation is not None)
     ]
     cheapest = min(priced, key=lambda line: line.total or 0.0, default=None)
-    fastest = min(lines, key=lambda line: line.hours, default=None)
+    timed = [line for line in lines if not math.isnan(line.hours)]
+    fastest = min(timed, key=lambda line: line.hours, default=None)
     by_deadline = None
     note = ""
     if deadline_hours is not None:
         meeting = [line for line in priced if line.hours <= deadline_hours]
+        unpriced = [
+            line.option for line in lines if line.hours <= deadline_hours and line not in priced
+        ]
         if meeting:
             by_deadline = min(meeting, key=lambda line: line.total or 0.0).option
+        elif unpriced:
+            note = (
+                f"only options without a full price finish within {deadline_hours:g} h: "
+                + ", ".join(unpriced)
+            )
         elif fastest is not None:
             note = (
                 f"no option finishes within {deadline_hours:g} h; the closest is "
@@ -425,9 +471,33 @@ class RunEstimate:
         }
 
 
+def run_estimate(
+    stages: Sequence[Stage],
+    effective_batch: int,
+    run: RunSpec,
+    device: Device,
+    gradient_bytes: int,
+    tokens_per_sample: int | None,
+    hours_for: dict[int, float] | None = None,
+) -> RunEstimate:
+    """The run's hours on `run.gpus` GPUs, its costs (one's own GPUs; each catalog instance of
+    this GPU at the hours `hours_for` gives for its GPU count) and the recommendations."""
+    time = run_time(stages, effective_batch, run, device, gradient_bytes, tokens_per_sample)
+    costs = [local_cost(device, time.hours, run)] if device.kind != "cpu" else []
+    if device.kind == "cuda":
+        costs += cloud_costs(device, hours_for or {run.gpus: time.hours}, run)
+    return RunEstimate(
+        run=run,
+        time=time,
+        costs=tuple(costs),
+        recommendation=recommend(costs, run.deadline_hours),
+    )
+
+
 def estimate_run(result: Estimate, run: RunSpec, stages: Sequence[Stage] = ()) -> RunEstimate:
-    """The run of `result`'s step (its batch x accumulation is the effective batch), in
-    `stages` when given (each with its own step time), else `run.epochs` of `result`'s step."""
+    """The run of `result`'s step on each of `run.gpus` GPUs (so the effective batch is
+    batch x accumulation x GPUs), in `stages` when given (each with its own step time), else
+    `run.epochs` of `result`'s step."""
     if result.step_time is None:
         raise SpecError(["this estimate has no step time, so no run time"])
     spec = result.spec
@@ -435,13 +505,4 @@ def estimate_run(result: Estimate, run: RunSpec, stages: Sequence[Stage] = ()) -
     grad_bytes = result.trainable_parameter_count * spec.precision.param_dtype.itemsize
     if not stages:
         stages = [Stage(name="train", epochs=run.epochs, step=result.step_time)]
-    time = run_time(stages, effective, run, result.device, grad_bytes, result.step_time_tokens)
-    costs = [local_cost(result.device, time.hours, run)]
-    if result.device.kind == "cuda":
-        costs += cloud_costs(result.device, time.hours * run.gpus, run)
-    return RunEstimate(
-        run=run,
-        time=time,
-        costs=tuple(costs),
-        recommendation=recommend(costs, run.deadline_hours),
-    )
+    return run_estimate(stages, effective, run, result.device, grad_bytes, result.step_time_tokens)

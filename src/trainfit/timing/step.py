@@ -51,8 +51,6 @@ class Calibration:
     matmul_efficiency: dict[str, float]
     matmul_fixed_flops: dict[str, float]
     attention_efficiency: dict[str, float]
-    conv_efficiency: dict[str, float]
-    norm_efficiency: dict[str, float]
     matmul_unaligned_efficiency: dict[str, float]
     foreach_tensor_seconds: float
     norm_curve: dict[str, list[list[float]]]
@@ -390,8 +388,10 @@ def step_time(
 def scaled(modelled: StepTime, reference: StepTime, measured_seconds: float, on: str) -> StepTime:
     """`modelled` rescaled by a measured step: measured on `on` (whose modelled time is
     `reference`) times the ratio of the two modelled times ("calibrated")."""
-    if measured_seconds <= 0:
-        raise SpecError([f"a measured step time must be positive, got {measured_seconds}"])
+    if not 0 < measured_seconds < math.inf:
+        raise SpecError(
+            [f"a measured step time must be a positive number of seconds, got {measured_seconds}"]
+        )
     factor = measured_seconds / reference.seconds
     seconds = modelled.seconds * factor
     samples = modelled.samples_per_second * modelled.seconds / seconds

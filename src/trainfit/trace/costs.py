@@ -99,6 +99,7 @@ class StepCosts:
             and all(
                 self.table[i].kind is other.table[j].kind
                 and self.table[i].dtype == other.table[j].dtype
+                and self.table[i].detail == other.table[j].detail
                 for i, j in zip(a, b, strict=True)
             )
             for a, b in (
@@ -284,7 +285,7 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
         # blocks above the diagonal, about half
         flops //= 2
     if kind is OpKind.MATMUL:
-        detail = 0 if _aligned(inputs) else 1
+        detail = 0 if _aligned(inputs + outputs) else 1
     elif kind is OpKind.NORM:
         detail = inputs[0].shape[1] if inputs and inputs[0].dim() > 1 else 0
     else:
@@ -292,13 +293,15 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
     return OpCost(kind, dtype, flops, moved, 1, detail)
 
 
-def _aligned(inputs: Sequence[torch.Tensor]) -> bool:
-    """Whether every dimension of a matmul's matrices is a multiple of 16 bytes."""
-    for t in inputs:
+def _aligned(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether every matrix of a matmul has its leading dimension (the stride between its
+    rows or columns) a multiple of 16 bytes, as cuBLAS's fast kernels want; the other
+    dimension (tokens, say) does not matter."""
+    for t in tensors:
         if t.dim() < 2:
             continue  # a bias
-        size = t.element_size()
-        if any((d * size) % 16 for d in t.shape[-2:]):
+        leading = max(t.stride()[-2:])
+        if (leading * t.element_size()) % 16:
             return False
     return True
 
