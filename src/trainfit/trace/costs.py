@@ -100,7 +100,7 @@ class StepCosts:
                 self.table[i].kind is other.table[j].kind
                 and self.table[i].dtype == other.table[j].dtype
                 and self.table[i].detail == other.table[j].detail
-                for i, j in zip(a, b, strict=True)
+                for i, j in set(zip(a, b, strict=True))
             )
             for a, b in (
                 (self.forward, other.forward),
@@ -114,20 +114,18 @@ def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: i
     """Costs at `batch` from two aligned traces: each op's FLOPs and bytes on the line
     through its values at `batch_a` and `batch_b` (kernel counts from the nearer trace)."""
     table: dict[OpCost, int] = {}
+    made: dict[tuple[int, int, int], int] = {}
     near = a if abs(batch - batch_a) <= abs(batch - batch_b) else b
     t = (batch - batch_a) / (batch_b - batch_a)
 
     def line(x: int, y: int) -> int:
         return max(0, round(x + (y - x) * t))
 
-    orders = []
-    for order_a, order_b, order_near in (
-        (a.forward, b.forward, near.forward),
-        (a.backward, b.backward, near.backward),
-        (a.optimizer, b.optimizer, near.optimizer),
-    ):
-        order = []
-        for i, j, k in zip(order_a, order_b, order_near, strict=True):
+    def index(i: int, j: int, k: int) -> int:
+        # NB: a step repeats each block's ops once per layer: the same (i, j, k) triple
+        # recurs, so each distinct op is interpolated once
+        found = made.get((i, j, k))
+        if found is None:
             x, y = a.table[i], b.table[j]
             cost = OpCost(
                 kind=x.kind,
@@ -137,8 +135,17 @@ def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: i
                 kernels=near.table[k].kernels,
                 detail=x.detail,
             )
-            order.append(table.setdefault(cost, len(table)))
-        orders.append(tuple(order))
+            found = made[(i, j, k)] = table.setdefault(cost, len(table))
+        return found
+
+    orders = [
+        tuple(index(i, j, k) for i, j, k in zip(order_a, order_b, order_near, strict=True))
+        for order_a, order_b, order_near in (
+            (a.forward, b.forward, near.forward),
+            (a.backward, b.backward, near.backward),
+            (a.optimizer, b.optimizer, near.optimizer),
+        )
+    ]
     return StepCosts(tuple(table), *orders)
 
 
@@ -213,6 +220,8 @@ def _tensors(values: Iterable[Any]) -> Iterable[torch.Tensor]:
 
 def tensor_bytes(t: torch.Tensor) -> int:
     """Bytes a kernel touches reading or writing `t` (an expanded dimension counts once)."""
+    if t.is_contiguous():
+        return t.numel() * t.element_size()
     n = 1
     for size, stride in zip(t.shape, t.stride(), strict=True):
         if stride != 0:
@@ -347,7 +356,8 @@ class CostLog:
 
     def __init__(self) -> None:
         self._table: dict[OpCost, int] = {}
-        self._by_key: dict[tuple[object, ...], int] = {}
+        self.by_key: dict[tuple[object, ...], int] = {}
+        """Table index of the cost of each output-cache key already seen (the recorder's)."""
         self._order: list[int] = []
         self._segments: list[tuple[int, Phase, int]] = []
         """(iteration, phase, first position in _order) per run of ops in one phase."""
@@ -358,15 +368,10 @@ class CostLog:
         return index
 
     def add_index(self, index: int, iteration: int, phase: Phase) -> None:
-        if not self._segments or self._segments[-1][:2] != (iteration, phase):
-            self._segments.append((iteration, phase, len(self._order)))
+        segments = self._segments
+        if not segments or segments[-1][0] != iteration or segments[-1][1] is not phase:
+            segments.append((iteration, phase, len(self._order)))
         self._order.append(index)
-
-    def cached(self, key: tuple[object, ...]) -> int | None:
-        return self._by_key.get(key)
-
-    def remember(self, key: tuple[object, ...], index: int) -> None:
-        self._by_key[key] = index
 
     def _runs(self) -> list[tuple[int, Phase, tuple[int, ...]]]:
         bounds = [s[2] for s in self._segments[1:]] + [len(self._order)]

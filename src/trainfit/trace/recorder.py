@@ -299,13 +299,14 @@ class Recorder(TorchDispatchMode):
         out: Any,
         key: tuple[object, ...] | None,
     ) -> None:
-        index = self.costs.cached(key) if key is not None else None
+        costs = self.costs
+        index = costs.by_key.get(key) if key is not None else None
         if index is None:
-            index = self.costs.add(op_cost(func, args, kwargs, out), self.iteration, self.phase)
+            index = costs.add(op_cost(func, args, kwargs, out), self.iteration, self.phase)
             if key is not None:
-                self.costs.remember(key, index)
+                costs.by_key[key] = index
         else:
-            self.costs.add_index(index, self.iteration, self.phase)
+            costs.add_index(index, self.iteration, self.phase)
 
     def _track_outputs(self, out: Any, name: str) -> None:
         if isinstance(out, torch.Tensor):
