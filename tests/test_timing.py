@@ -250,12 +250,17 @@ def test_committed_step_time_table_is_current() -> None:
     code predicts now, for every case."""
     import statistics
 
+    import torch
+    import transformers
     from benchmarks.accuracy.cases import CASES
 
     from trainfit.trace.target import Target
 
     root = Path(__file__).parent.parent / "benchmarks/timing/results"
     table = (root / "timing_h100.md").read_text()
+    versions = f"Predicted with torch {torch.__version__}, transformers {transformers.__version__}."
+    if versions not in table:
+        pytest.skip("the table was predicted with other torch/transformers versions")
     measured = json.loads((root / "timing_h100.json").read_text())["cases"]
     rows = {
         line.split("|")[1].strip(): float(line.split("|")[3])

@@ -16,6 +16,9 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+import transformers
+
 from benchmarks.accuracy.cases import CASES
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
@@ -63,6 +66,7 @@ def main() -> None:
         f"step with the constants of `src/trainfit/timing/calibration.json` ({cal.source}), "
         "none of them read off these cases.\n"
     )
+    print(f"Predicted with torch {torch.__version__}, transformers {transformers.__version__}.\n")
     print(
         f"**{len(errors)} cases: median |error| {statistics.median(absolute):.1%}, "
         f"max {absolute[-1]:.1%}; within 15%: {sum(a <= 0.15 for a in absolute)}, "
