@@ -496,7 +496,10 @@ def _plan_device(
 ) -> DevicePlan:
     why_not = ""
     if device.kind == "cpu":
-        return _plan_cpu(spec, effective, device, margin)
+        return dataclasses.replace(
+            _plan_cpu(spec, effective, device, margin),
+            time_note="step time not modelled on the CPU (GPUs and Apple GPUs only)",
+        )
     if not device.memory_bytes:
         why_not = "its memory size is not in the catalog: give it in a user catalog file"
     if why_not:

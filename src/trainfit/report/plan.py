@@ -72,7 +72,12 @@ def plan_renderable(plan: Plan) -> Group:
             compare.add_row(
                 d.device,
                 f"{d.run.hours:,.1f}",
-                f"{local.total:,.2f} {local.currency}" if local and local.total else "-",
+                (
+                    f"{local.total:,.2f} {local.currency}"
+                    + ("" if local.amortisation is not None else " (power only: no price)")
+                )
+                if local and local.total is not None
+                else "-",
                 f"{local.energy_kwh:,.1f} kWh" if local and local.energy_kwh else "-",
                 f"{watts:g} W" if watts else "-",
                 f"{1 - d.setting.needed_bytes / device.memory_bytes:.0%}",
@@ -90,7 +95,8 @@ def plan_renderable(plan: Plan) -> Group:
                         "-" if c.on_demand is None else f"{c.on_demand:,.2f} {c.currency}",
                         "-" if c.spot is None else f"{c.spot:,.2f} {c.currency}",
                     )
-        parts.append(cloud)
+        if cloud.row_count:
+            parts.append(cloud)
         rec = plan.recommendation
         labels = sorted(
             {d.step_time.label for d in plan.devices if d.step_time is not None}
