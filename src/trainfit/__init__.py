@@ -40,6 +40,11 @@ _HOMES = {
     "OptimizerKind": "trainfit.spec",
     "Precision": "trainfit.spec",
     "TrainSpec": "trainfit.spec",
+    "RunSpec": "trainfit.timing.run",
+    "RunEstimate": "trainfit.timing.run",
+    "Stage": "trainfit.timing.run",
+    "estimate_run": "trainfit.timing.run",
+    "StepTime": "trainfit.timing.step",
 }
 
 __all__ = [
@@ -51,12 +56,17 @@ __all__ = [
     "ModelLoadError",
     "OptimizerKind",
     "Precision",
+    "RunEstimate",
+    "RunSpec",
     "SpecError",
+    "Stage",
+    "StepTime",
     "TraceError",
     "TrainSpec",
     "TrainfitError",
     "UnknownNameError",
     "estimate",
+    "estimate_run",
     "max_micro_batch",
 ]
 
