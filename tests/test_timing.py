@@ -245,23 +245,25 @@ def test_cli_bad_run_input_is_one_line(
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_committed_step_time_table_is_current() -> None:
-    """The committed H100 table (and its summary line, which the READMEs quote) is what the
+@pytest.mark.parametrize("name", ["timing_h100", "timing_heldout_h100"])
+def test_committed_step_time_table_is_current(name: str) -> None:
+    """A committed H100 table (and its summary line, which the READMEs quote) is what the
     code predicts now, for every case."""
     import statistics
 
     import torch
     import transformers
     from benchmarks.accuracy.cases import CASES
+    from benchmarks.timing.heldout import HELDOUT
 
     from trainfit.trace.target import Target
 
     root = Path(__file__).parent.parent / "benchmarks/timing/results"
-    table = (root / "timing_h100.md").read_text()
+    table = (root / f"{name}.md").read_text()
     versions = f"Predicted with torch {torch.__version__}, transformers {transformers.__version__}."
     if versions not in table:
         pytest.skip("the table was predicted with other torch/transformers versions")
-    measured = json.loads((root / "timing_h100.json").read_text())["cases"]
+    measured = json.loads((root / f"{name}.json").read_text())["cases"]
     rows = {
         line.split("|")[1].strip(): float(line.split("|")[3])
         for line in table.splitlines()
@@ -269,11 +271,12 @@ def test_committed_step_time_table_is_current() -> None:
     }
     device = get_device("h100")
     errors = []
-    for name, record in measured.items():
-        spec = TrainSpec(**CASES[name], device="h100")
+    cases = {**CASES, **HELDOUT}
+    for case, record in measured.items():
+        spec = TrainSpec(**cases[case], device="h100")
         trace = trace_step(spec, target=Target.of(device))
         t = step_time(trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors)
-        assert t.seconds * 1000 == pytest.approx(rows[name], abs=0.051), name
+        assert t.seconds * 1000 == pytest.approx(rows[case], abs=0.051), case
         errors.append(abs(t.seconds / record["median_step_seconds"] - 1))
     summary = (
         f"median |error| {statistics.median(errors):.1%}, max {max(errors):.1%}; "

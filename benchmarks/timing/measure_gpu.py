@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.accuracy.cases import CASES
+from benchmarks.timing.heldout import HELDOUT
 
 
 def main() -> None:
@@ -25,6 +26,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--cases", default="")
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--heldout", action="store_true", help="the held-out set (heldout.py)")
     args = parser.parse_args()
     import torch
 
@@ -32,7 +34,8 @@ def main() -> None:
     from trainfit.measure.runner import time_cuda
     from trainfit.spec import TrainSpec
 
-    names = [n for n in args.cases.split(",") if n] or list(CASES)
+    cases = HELDOUT if args.heldout else CASES
+    names = [n for n in args.cases.split(",") if n] or list(cases)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"environment": _environment(), "cases": {}, "errors": {}}
@@ -41,7 +44,7 @@ def main() -> None:
         torch.backends.cudnn.allow_tf32 = True
         start = time.perf_counter()
         try:
-            timing = time_cuda(TrainSpec(**CASES[name]), warmup=3, steps=args.steps)
+            timing = time_cuda(TrainSpec(**cases[name]), warmup=3, steps=args.steps)
             result["cases"][name] = timing.to_dict()
             print(
                 f"{name}: {timing.median_step_seconds * 1000:.1f} ms/step "
