@@ -439,3 +439,53 @@ def test_stages_take_the_measured_scaling_and_their_own_gradients(
     # a 10 s measured step makes both stages far longer than modelled, the frozen one too
     assert measured["hours"] > 50 * modelled["hours"]
     assert measured["label"] == "calibrated" or measured["label"] == "measured"
+
+
+def test_estimate_on_two_gpus_prices_every_instance_size() -> None:
+    from trainfit.timing.run import estimate_run
+
+    result = estimate(model="gpt2", batch=4, seq_len=256, precision="bf16")
+    run = estimate_run(result, RunSpec(samples=10_000, gpus=2))
+    clouds = {c.option: c for c in run.costs if c.kind == "cloud"}
+    one, eight = clouds["lambda-1x-h100-sxm"], clouds["lambda-8x-h100-sxm"]
+    assert not math.isnan(one.hours) and not math.isnan(eight.hours)
+    assert eight.hours < run.time.hours < one.hours
+
+
+def test_plan_counts_steps_with_the_batch_it_really_takes() -> None:
+    from trainfit.plan import plan
+
+    spec = TrainSpec(model="gpt2", seq_len=512, precision="bf16", device="rtx-4060")
+    result = plan(spec, 34, ("rtx-4060",), ladder=False, run=RunSpec(samples=10_000))
+    d = result.devices[0]
+    taken = d.setting.micro_batch * d.setting.grad_accum
+    assert taken != 34  # a prime-ish effective batch rounds up
+    assert d.run.steps == math.ceil(10_000 / taken)
+    with pytest.raises(SpecError, match="an effective batch of 34 does not split over 4 GPUs"):
+        plan(spec, 34, ("rtx-4060",), ladder=False, run=RunSpec(samples=10_000, gpus=4))
+    three = plan(
+        TrainSpec(**MLP, device="h100"),
+        36,
+        ("h100",),
+        ladder=False,
+        run=RunSpec(samples=360, gpus=3),
+    )
+    assert 3 in dict(three.devices[0].step_times) and three.devices[0].run.gpus == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--samples", "5", "--epochs", "2", "--stage", "1"], "give --epochs or --stage, not both"),
+        (["--samples", "5", "--stage", "inf"], "epochs must be positive and at most 1e+06"),
+        (["--samples", "5", "--epochs", "1e308"], "epochs must be at most 1e+06"),
+        (["--gpus", "2"], "--gpus need the data size"),
+        (["--samples", "5", "--currency", "chf", "--fx", "1.0", "--deadline", "0"], "deadline"),
+    ],
+)
+def test_run_option_conflicts(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["estimate", "gpt2", "--batch", "2", "--seq", "64", *argv]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err

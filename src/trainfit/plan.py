@@ -43,7 +43,7 @@ from trainfit.timing.run import (
     run_estimate,
     run_time,
 )
-from trainfit.timing.step import RateMissing, StepTime, scaled, step_time
+from trainfit.timing.step import CALIBRATED, RateMissing, StepTime, scaled, step_time
 from trainfit.trace.attention import kernel_family, traced_kernel
 from trainfit.trace.autocast import WEIGHT_CAST
 from trainfit.trace.step import Category, StepTrace, trace_step
@@ -275,6 +275,11 @@ def plan(
         problems.append(f"effective batch must be a positive integer, got {effective_batch}")
     if jobs < 1:
         problems.append(f"jobs must be a positive integer, got {jobs}")
+    if run is not None and run.gpus > 1 and effective_batch % run.gpus:
+        problems.append(
+            f"an effective batch of {effective_batch} does not split over {run.gpus} GPUs: "
+            f"use a multiple of {run.gpus}"
+        )
     if not 0.0 <= margin < 1.0:
         problems.append(f"margin must be a fraction in [0, 1), got {margin}")
     if not devices:
@@ -318,7 +323,18 @@ def plan(
         worker = _LadderWorker(_ladder_steps(spec, effective_batch, cuda[0]), cuda[0], doomed)
     try:
         plans = tuple(
-            _plan_device(spec, effective_batch, d, margin, precision is None, cache, worker)
+            _plan_device(
+                spec,
+                effective_batch,
+                d,
+                margin,
+                precision is None,
+                cache,
+                worker,
+                gpu_counts=tuple(sorted({*GPU_COUNTS, run.gpus} - {1}))
+                if run is not None
+                else GPU_COUNTS,
+            )
             for d in resolved
         )
         rungs = _ladder(spec, effective_batch, cuda[0], cache, worker) if ladder and cuda else ()
@@ -493,6 +509,7 @@ def _plan_device(
     auto_precision: bool,
     cache: _Cache,
     worker: _LadderWorker | None = None,
+    gpu_counts: tuple[int, ...] = (),
 ) -> DevicePlan:
     why_not = ""
     if device.kind == "cpu":
@@ -546,7 +563,7 @@ def _plan_device(
             changes=changes,
             max_micro_batch=_max(rung_spec, margin, scaling),
             tiers=_tiers(rung_spec, effective, scaling),
-            **_step_times(rung_spec, device, scaling, micro, accum, effective),
+            **_step_times(rung_spec, device, scaling, micro, accum, effective, gpu_counts),
         )
     if latest_one is not None:
         what = f"one sample needs {latest_one / GIB:.2f} GiB with every change on the ladder"
@@ -573,7 +590,8 @@ def _plan_device(
 
 
 GPU_COUNTS = (2, 4, 8, 16)
-"""Data-parallel GPU counts a plan times (those the effective batch splits over)."""
+"""Data-parallel GPU counts a plan times (those the effective batch splits over), with the
+run's own count."""
 
 
 def _step_times(
@@ -583,23 +601,25 @@ def _step_times(
     micro: int,
     accum: int,
     effective: int,
+    gpu_counts: tuple[int, ...],
 ) -> dict[str, object]:
-    """DevicePlan's step_time, step_times and time_note for the chosen setting."""
+    """DevicePlan's step_time, step_times and time_note for the chosen setting; each GPU
+    count's step takes its share of the effective batch split as one GPU's is (the chosen
+    micro-batch or less)."""
     try:
         one = _step_time(spec, device, scaling, micro, accum)
     except (RateMissing, SpecError) as exc:
         return {"time_note": f"step time not modelled: {exc}"}
     if one is None:
         return {"time_note": "step time not modelled: the probes' ops differ between batch sizes"}
+    if device.kind != "cuda":
+        return {"step_time": one}
     shares = []
-    for n in GPU_COUNTS:
+    for n in gpu_counts:
         if effective % n:
             continue
-        share = effective // n
-        micro_n = min(micro, share)
-        while share % micro_n:
-            micro_n -= 1
-        step = _step_time(spec, device, scaling, micro_n, share // micro_n)
+        micro_n, accum_n = _split(effective // n, micro)
+        step = _step_time(spec, device, scaling, micro_n, accum_n)
         if step is not None:
             shares.append((n, step))
     return {"step_time": one, "step_times": tuple(shares)}
@@ -642,7 +662,10 @@ def with_measured_step(result: Plan, seconds: float, on: str) -> Plan:
         dataclasses.replace(
             d,
             step_time=scale(d.step_time),
-            step_times=tuple((n, scale(t)) for n, t in d.step_times),
+            # NB: other micro-batches than the one measured: calibrated, not measured
+            step_times=tuple(
+                (n, dataclasses.replace(scale(t), label=CALIBRATED)) for n, t in d.step_times
+            ),
         )
         if d.step_time is not None
         else d
@@ -668,9 +691,10 @@ def with_run(result: Plan, run: RunSpec) -> Plan:
             n: int, step: StepTime, device: Device = device, grad_bytes: int = grad_bytes
         ) -> float:
             stage = Stage(name="train", epochs=run.epochs, step=step)
+            # NB: the batch a step really takes (a prime effective batch rounds up)
             return run_time(
                 [stage],
-                result.effective_batch,
+                step.micro_batch * step.grad_accum * n,
                 dataclasses.replace(run, gpus=n),
                 device,
                 grad_bytes,
@@ -678,15 +702,17 @@ def with_run(result: Plan, run: RunSpec) -> Plan:
             ).hours
 
         if run.gpus not in per_gpu:
-            raise SpecError(
-                [
-                    f"an effective batch of {result.effective_batch} does not split over "
-                    f"{run.gpus} GPUs: use a multiple of {run.gpus}"
-                ]
+            why = (
+                "runs over several GPUs are planned for CUDA GPUs only"
+                if device.kind != "cuda"
+                else f"no step time for {run.gpus} GPUs"
             )
+            devices.append(dataclasses.replace(d, time_note=why))
+            continue
+        step = per_gpu[run.gpus]
         estimate = run_estimate(
-            [Stage(name="train", epochs=run.epochs, step=per_gpu[run.gpus])],
-            result.effective_batch,
+            [Stage(name="train", epochs=run.epochs, step=step)],
+            step.micro_batch * step.grad_accum * run.gpus,
             run,
             device,
             grad_bytes,

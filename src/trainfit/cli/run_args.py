@@ -6,7 +6,12 @@ import argparse
 from typing import TYPE_CHECKING
 
 from trainfit.errors import SpecError
-from trainfit.timing.run import DEFAULT_HOURS_PER_YEAR, DEFAULT_KWH_PRICE, DEFAULT_YEARS
+from trainfit.timing.run import (
+    DEFAULT_HOURS_PER_YEAR,
+    DEFAULT_KWH_PRICE,
+    DEFAULT_YEARS,
+    MAX_EPOCHS,
+)
 
 if TYPE_CHECKING:
     from trainfit.estimate import Estimate
@@ -36,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--watts", type=float, default=None, help="power the local machine draws")
     group.add_argument("--currency", default="USD", help="currency of the costs shown")
-    group.add_argument("--fx", type=float, default=1.0, help="units of --currency per USD")
+    group.add_argument("--fx", type=float, default=None, help="units of --currency per USD")
     group.add_argument(
         "--years", type=float, default=DEFAULT_YEARS, help="years a local device is used"
     )
@@ -104,8 +109,11 @@ def stages(items: list[str], spec: TrainSpec) -> list[tuple[str, float, TrainSpe
                 f"--stage {item!r}: expected EPOCHS[:PATTERN,...], e.g. --stage '5:backbone.*'"
             )
             continue
-        if not epochs > 0:
-            problems.append(f"--stage {item!r}: epochs must be positive, got {epochs_text}")
+        if not 0 < epochs <= MAX_EPOCHS:
+            problems.append(
+                f"--stage {item!r}: epochs must be positive and at most {MAX_EPOCHS:g}, "
+                f"got {epochs_text}"
+            )
             continue
         freeze = tuple(p for p in patterns.split(",") if p) if patterns else spec.freeze
         name = f"stage {number}" + (f" (frozen {', '.join(freeze)})" if freeze else "")
@@ -131,7 +139,8 @@ def measured(args: argparse.Namespace, default_device: str) -> tuple[float, str]
 
 
 def check_sized(run: RunSpec, args: argparse.Namespace) -> None:
-    """Options that only mean something with a data size must come with one."""
+    """Options that only mean something with a data size must come with one; --epochs and
+    --stage exclude each other."""
     loose = [
         flag
         for flag, given in (
@@ -139,6 +148,12 @@ def check_sized(run: RunSpec, args: argparse.Namespace) -> None:
             ("--stage", bool(getattr(args, "stage", []))),
             ("--eval-fraction", args.eval_fraction != 0.0),
             ("--price", bool(args.price)),
+            ("--gpus", args.gpus != 1),
+            ("--watts", args.watts is not None),
+            ("--fx", args.fx is not None),
+            ("--currency", args.currency.upper() != "USD"),
+            ("--kwh-price", args.kwh_price != DEFAULT_KWH_PRICE),
+            ("--epochs", args.epochs != 1.0),
         )
         if given
     ]
@@ -146,6 +161,8 @@ def check_sized(run: RunSpec, args: argparse.Namespace) -> None:
         raise SpecError(
             [f"{', '.join(loose)} need the data size: give --samples or --tokens per epoch"]
         )
+    if getattr(args, "stage", []) and args.epochs != 1.0:
+        raise SpecError(["give --epochs or --stage, not both: the stages set the epochs"])
 
 
 def stage_times(

@@ -39,7 +39,9 @@ def plan_renderable(plan: Plan) -> Group:
     for d in plan.devices:
         s = d.setting
         t = d.step_time
-        cells = [f"{t.seconds * 1000:,.0f} ms" if t else "-"]
+        # NB: with a run, the step the run takes (on its GPU count, DDP included)
+        step_s = d.run.step_seconds if d.run is not None else (t.seconds if t else None)
+        cells = [f"{step_s * 1000:,.0f} ms" if step_s is not None else "-"]
         if timed:
             local = next((c for c in d.costs if c.kind == "local"), None)
             cells += [
@@ -68,7 +70,12 @@ def plan_renderable(plan: Plan) -> Group:
                 continue
             local = next((c for c in d.costs if c.kind == "local"), None)
             device = get_device(d.device)
-            watts = plan.run.watts if plan.run.watts is not None else device.tdp_watts.value
+            board = device.tdp_watts.value
+            watts = (
+                plan.run.watts
+                if plan.run.watts is not None
+                else (None if board is None else board * plan.run.gpus)
+            )
             compare.add_row(
                 d.device,
                 f"{d.run.hours:,.1f}",
@@ -82,7 +89,8 @@ def plan_renderable(plan: Plan) -> Group:
                 f"{watts:g} W" if watts else "-",
                 f"{1 - d.setting.needed_bytes / device.memory_bytes:.0%}",
             )
-        parts.append(compare)
+        if compare.row_count:
+            parts.append(compare)
         cloud = Table(title="cloud instances for the run (on-demand / spot)")
         for column in ("instance", "hours", "on-demand", "spot"):
             cloud.add_column(column, justify="left" if column == "instance" else "right")
@@ -103,10 +111,17 @@ def plan_renderable(plan: Plan) -> Group:
             | {d.run.label for d in plan.devices if d.run is not None}
         )
         words = (rec.text() + "\n") if rec is not None else ""
-        words += (
-            "local cost = electricity at the power shown + the run's share of the purchase "
-            f"price; times: {', '.join(labels)} (benchmarks/timing)\n"
-        )
+        if labels:
+            words += (
+                "local cost = electricity at the power shown + the run's share of the "
+                f"purchase price; times: {', '.join(labels)} (benchmarks/timing)\n"
+            )
+        if plan.run.gpus > 1:
+            words += (
+                f"on {plan.run.gpus} GPUs each GPU runs its share at the micro-batch shown or "
+                "less; the memory column is one GPU's without DDP, whose buckets add about "
+                "the gradients' size\n"
+            )
         parts.append(Text(words))
     notes = [f"{d.device}: {d.time_note}" for d in plan.devices if d.time_note]
     if notes:

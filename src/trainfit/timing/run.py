@@ -15,6 +15,7 @@ in its life (total cost of ownership, as seed 000 does over 3 years).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 DEFAULT_KWH_PRICE = 0.18
 """USD per kWh: the US residential average the EIA forecast for 2026 (18.02 cents; Short-Term
 Energy Outlook, December 2025, as reported by ConsumerAffairs, read 2026-11-26)."""
+MAX_EPOCHS = 1e6
+"""More epochs than this is a typo."""
 DEFAULT_YEARS = 3
 DEFAULT_HOURS_PER_YEAR = 1000
 """Hours a local device trains per year, for spreading its price (about 20 hours a week)."""
@@ -75,8 +78,9 @@ class RunSpec:
     gpus: int = 1
     kwh_price: float = DEFAULT_KWH_PRICE
     currency: str = "USD"
-    usd_rate: float = 1.0
-    """Units of `currency` per US dollar (catalog prices are in USD)."""
+    usd_rate: float | None = None
+    """Units of `currency` per US dollar (catalog prices are in USD); required for another
+    currency, 1 for USD."""
     years: float = DEFAULT_YEARS
     hours_per_year: float = DEFAULT_HOURS_PER_YEAR
     watts: float | None = None
@@ -96,10 +100,13 @@ class RunSpec:
         positive = {
             "epochs": self.epochs,
             "kwh_price": self.kwh_price,
-            "usd_rate": self.usd_rate,
             "years": self.years,
             "hours_per_year": self.hours_per_year,
         }
+        if self.usd_rate is not None:
+            positive["usd_rate"] = self.usd_rate
+        if isinstance(self.epochs, (int, float)) and self.epochs > MAX_EPOCHS:
+            problems.append(f"epochs must be at most {MAX_EPOCHS:g}, got {self.epochs!r}")
         if self.watts is not None:
             positive["watts"] = self.watts
         if self.deadline_hours is not None:
@@ -115,11 +122,11 @@ class RunSpec:
             problems.append(
                 f"unknown currency {self.currency!r}: use one of {', '.join(CURRENCIES)}"
             )
-        elif self.currency == "USD" and self.usd_rate != 1.0:
+        elif self.currency == "USD" and self.usd_rate not in (None, 1.0):
             problems.append(
                 f"usd_rate (--fx) {self.usd_rate} given for USD: give --currency too, or drop it"
             )
-        elif self.currency != "USD" and self.usd_rate == 1.0:
+        elif self.currency != "USD" and self.usd_rate is None:
             problems.append(
                 f"currency {self.currency} needs its rate to the US dollar (usd_rate / --fx, "
                 "units per USD): catalog prices are in USD"
@@ -134,6 +141,11 @@ class RunSpec:
             raise SpecError(problems)
 
     @property
+    def rate(self) -> float:
+        """Units of the currency per US dollar."""
+        return 1.0 if self.usd_rate is None else self.usd_rate
+
+    @property
     def sized(self) -> bool:
         return self.samples is not None or self.tokens is not None
 
@@ -145,11 +157,13 @@ class RunTime:
     hours: float
     steps: int
     step_seconds: float
-    """One optimizer step on the GPUs used (communication included)."""
+    """One optimizer step on the GPUs used, communication included, averaged over the
+    stages (evaluation excluded)."""
     gpus: int
     communication_seconds: float
-    """Exposed all-reduce time per step (0 on one GPU)."""
+    """What DDP adds per step (the largest over the stages; 0 on one GPU)."""
     label: str
+    evaluation_hours: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -236,6 +250,10 @@ def run_time(
         samples = run.samples or 0
     if not stages:
         raise SpecError(["a run needs at least one stage"])
+    if run.gpus > 1 and device.kind != "cuda":
+        raise SpecError(
+            [f"runs over several GPUs are planned for CUDA GPUs only, not {device.display}"]
+        )
     if effective_batch % run.gpus:
         raise SpecError(
             [
@@ -244,20 +262,23 @@ def run_time(
             ]
         )
     steps_per_epoch = math.ceil(samples / effective_batch)
-    seconds = 0.0
+    training = evaluation = 0.0
     steps = 0
     communication = 0.0
     labels = {stage.step.label for stage in stages}
-    label = next(x for x in ("modelled", "calibrated", "measured") if x in labels)
+    label = next((x for x in ("modelled", "calibrated", "measured") if x in labels), "modelled")
     for stage in stages:
         step = stage.step
+        added = 0.0
         if run.gpus > 1:
             grads = gradient_bytes if stage.gradient_bytes is None else stage.gradient_bytes
-            communication = ddp_seconds(device, run.gpus, grads)
+            added = ddp_seconds(device, run.gpus, grads)
+            communication = max(communication, added)
             label = "modelled"
         stage_steps = math.ceil(steps_per_epoch * stage.epochs)
+        training += stage_steps * (step.seconds + added)
         # NB: evaluation is a forward pass per micro-batch over each GPU's share
-        evaluation = (
+        evaluation += (
             stage.epochs
             * run.eval_fraction
             * samples
@@ -265,15 +286,15 @@ def run_time(
             / step.micro_batch
             * step.forward_seconds
         )
-        seconds += stage_steps * (step.seconds + communication) + evaluation
         steps += stage_steps
     return RunTime(
-        hours=seconds / 3600,
+        hours=(training + evaluation) / 3600,
         steps=steps,
-        step_seconds=seconds / max(1, steps),
+        step_seconds=training / max(1, steps),
         gpus=run.gpus,
         communication_seconds=communication,
         label=label,
+        evaluation_hours=evaluation / 3600,
     )
 
 
@@ -332,8 +353,8 @@ def cloud_costs(device: Device, hours_for: dict[int, float], run: RunSpec) -> li
                 option=inst.name,
                 kind="cloud",
                 hours=hours,
-                on_demand=None if rate is None else rate * hours * run.usd_rate,
-                spot=None if spot is None else spot * hours * run.usd_rate,
+                on_demand=None if rate is None else rate * hours * run.rate,
+                spot=None if spot is None else spot * hours * run.rate,
                 currency=run.currency,
                 note=note,
             )
@@ -360,13 +381,13 @@ def local_cost(device: Device, hours: float, run: RunSpec) -> CostLine:
     if watts is None:
         notes.append("no power figure in the catalog: give --watts")
     energy = None if watts is None else watts * hours / 1000
-    electricity = None if energy is None else energy * run.kwh_price * run.usd_rate
+    electricity = None if energy is None else energy * run.kwh_price * run.rate
     amortisation = ownership = None
     if price is not None:
         life_hours = run.years * run.hours_per_year
-        amortisation = price * run.usd_rate * hours / life_hours
-        ownership = price * run.usd_rate + (
-            0.0 if watts is None else watts * life_hours / 1000 * run.kwh_price * run.usd_rate
+        amortisation = price * run.rate * hours / life_hours
+        ownership = price * run.rate + (
+            0.0 if watts is None else watts * life_hours / 1000 * run.kwh_price * run.rate
         )
     else:
         notes.append("no purchase price in the catalog")
@@ -505,4 +526,19 @@ def estimate_run(result: Estimate, run: RunSpec, stages: Sequence[Stage] = ()) -
     grad_bytes = result.trainable_parameter_count * spec.precision.param_dtype.itemsize
     if not stages:
         stages = [Stage(name="train", epochs=run.epochs, step=result.step_time)]
-    return run_estimate(stages, effective, run, result.device, grad_bytes, result.step_time_tokens)
+    per_gpu = spec.batch * spec.grad_accum
+    hours_for = {}
+    if result.device.kind == "cuda":
+        # NB: each GPU runs the estimated step, so N GPUs take N times the samples per step
+        for n in sorted({1, 2, 4, 8, 16, run.gpus}):
+            hours_for[n] = run_time(
+                stages,
+                per_gpu * n,
+                dataclasses.replace(run, gpus=n),
+                result.device,
+                grad_bytes,
+                result.step_time_tokens,
+            ).hours
+    return run_estimate(
+        stages, effective, run, result.device, grad_bytes, result.step_time_tokens, hours_for
+    )
