@@ -28,7 +28,9 @@ loops, so the step-time table stays held out. Writes DIR/microbench.json:
 - host_modules: the host cost of a module call beyond its op (65 calls of a one-op module);
 - sync: the host cost of reading a device value back (`.item()` after a tiny reduction);
 - host_library: host time per call of convolution, transposed convolution and BatchNorm,
-  forward and forward+backward, at tiny sizes (the host is the limit).
+  forward and forward+backward, at tiny sizes (the host is the limit);
+- host_torch_modules: host time per forward of nn.MultiheadAttention and the
+  Transformer encoder and decoder layers, whose Python issues no op for much of its time.
 """
 
 from __future__ import annotations
@@ -730,6 +732,52 @@ def _host_library() -> dict[str, Any]:
     return out
 
 
+def _host_torch_modules() -> dict[str, Any]:
+    """Host seconds per forward call of PyTorch's Python-heavy modules (nn.MultiheadAttention,
+    nn.TransformerEncoderLayer, nn.TransformerDecoderLayer) at tiny sizes, with autograd, and
+    the aten ops and module calls each makes (the model takes out what those cost)."""
+
+    class Counting:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def __call__(self, module: Any, args: Any) -> None:
+            self.calls += 1
+
+    out: dict[str, Any] = {}
+    x = torch.randn(2, 8, 64, device="cuda", requires_grad=True)
+    modules = {
+        "multihead_attention": torch.nn.MultiheadAttention(64, 4, batch_first=True),
+        "transformer_encoder_layer": torch.nn.TransformerEncoderLayer(64, 4, 256, batch_first=True),
+        "transformer_decoder_layer": torch.nn.TransformerDecoderLayer(64, 4, 256, batch_first=True),
+    }
+    for name, module in modules.items():
+        module = module.cuda().train()
+        if name == "multihead_attention":
+
+            def call(m: Any = module) -> None:
+                m(x, x, x, need_weights=False)
+
+        elif name == "transformer_decoder_layer":
+
+            def call(m: Any = module) -> None:
+                m(x, x)
+
+        else:
+
+            def call(m: Any = module) -> None:
+                m(x)
+
+        counter = Counting()
+        hook = torch.nn.modules.module.register_module_forward_pre_hook(counter)
+        call()
+        hook.remove()
+        row = _host_per_op(call)
+        row["module_calls"] = counter.calls
+        out[name] = row
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -759,6 +807,7 @@ def main() -> None:
         ("host_modules", _host_modules),
         ("sync", _sync),
         ("host_library", _host_library),
+        ("host_torch_modules", _host_torch_modules),
     ):
         if args.only and name not in args.only.split(","):
             continue
