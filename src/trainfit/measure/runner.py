@@ -79,12 +79,7 @@ def _unique_bytes(tensors: list[torch.Tensor]) -> int:
 
 def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measurement:
     """Run warm-up-free real steps of `spec` on a CUDA device; raise MeasureError without one."""
-    if not torch.cuda.is_available():
-        raise MeasureError("no CUDA device is visible here: run on a machine with an NVIDIA GPU")
-    dev = torch.device(device)
-    if dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
-    torch.cuda.set_device(dev)
+    dev = _cuda_device(device)
     free0, total = torch.cuda.mem_get_info(dev)
     baseline = total - free0
     rig, trainable = cuda_rig(spec, dev, build_on="cpu")
@@ -160,6 +155,17 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
     )
 
 
+def _cuda_device(device: str) -> torch.device:
+    """The CUDA device `device` names, made current; MeasureError without one."""
+    if not torch.cuda.is_available():
+        raise MeasureError("no CUDA device is visible here: run on a machine with an NVIDIA GPU")
+    dev = torch.device(device)
+    if dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    torch.cuda.set_device(dev)
+    return dev
+
+
 def cuda_rig(
     spec: TrainSpec, dev: torch.device, build_on: str = "cpu"
 ) -> tuple[StepRig, list[torch.nn.Parameter]]:
@@ -228,12 +234,7 @@ def time_cuda(
     spec: TrainSpec, warmup: int = 3, steps: int = 10, device: str = "cuda"
 ) -> StepTiming:
     """Time `warmup` + `steps` real optimizer steps of `spec` on a CUDA device."""
-    if not torch.cuda.is_available():
-        raise MeasureError("no CUDA device is visible here: run on a machine with an NVIDIA GPU")
-    dev = torch.device(device)
-    if dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
-    torch.cuda.set_device(dev)
+    dev = _cuda_device(device)
     rig, _ = cuda_rig(spec, dev, build_on="device")
     batch = rig.program.make_batch(dev, True)
     marks: list[tuple[Phase, torch.cuda.Event]] = []
