@@ -132,7 +132,7 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
     if step is None:
         why = [n for n in result.notes if n.startswith("step time not modelled")]
         out.append(
-            "\nstep time: " + (why[0] if why else "not modelled for this device") + "\n",
+            "\n" + (why[0] if why else "step time not modelled for this device") + "\n",
             style="yellow",
         )
         return Group(out)
