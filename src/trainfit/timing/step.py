@@ -16,6 +16,7 @@ device scales to another by the ratio of the two modelled times ("calibrated").
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -255,6 +256,19 @@ class _Rates:
         return _OpTime(max(compute, memory), compute >= memory)
 
 
+def _host_costs(cal: Calibration, kinds: list[OpKind], phase: Phase, per_op: float) -> list[float]:
+    """Host seconds to issue each op of the table in `phase`: `per_op` for an op, the module
+    call's cost for a module call, plus cuDNN's extra for convolutions and BatchNorm."""
+    extra = cal.host_library_extra_seconds
+    side = "backward" if phase is Phase.BACKWARD else "forward"
+    by_kind = {
+        OpKind.MODULE: cal.host_module_call_seconds,
+        OpKind.CONV: per_op + (extra[f"conv_{side}"] if phase is not Phase.OPTIMIZER else 0.0),
+        OpKind.NORM: per_op + (extra[f"norm_{side}"] if phase is not Phase.OPTIMIZER else 0.0),
+    }
+    return [by_kind.get(kind, per_op) for kind in kinds]
+
+
 @dataclass(slots=True)
 class _Clock:
     host: float = 0.0
@@ -266,24 +280,13 @@ class _Clock:
         self,
         order: tuple[int, ...],
         times: list[_OpTime],
+        hosts: list[float],
         kinds: list[OpKind],
-        host: float,
-        conv_extra: float = 0.0,
-        module: float = 0.0,
-        sync: float = 0.0,
-        norm_extra: float = 0.0,
+        sync: float,
     ) -> None:
         for index in order:
-            kind = kinds[index]
-            if kind is OpKind.MODULE:
-                self.host += module
-                continue
-            self.host += host
-            if kind is OpKind.CONV:
-                self.host += conv_extra
-            elif kind is OpKind.NORM:
-                self.host += norm_extra
-            elif kind is OpKind.SYNC:
+            self.host += hosts[index]
+            if kinds[index] is OpKind.SYNC:
                 self.host = max(self.host, self.device) + sync
                 continue
             t = times[index]
@@ -312,36 +315,27 @@ def step_time(
         phase: [rates.time(op, phase) for op in costs.table]
         for phase in (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
     }
+    issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
+    per_op = {
+        Phase.FORWARD: cal.host_op_seconds,
+        Phase.BACKWARD: cal.host_backward_op_seconds,
+        Phase.OPTIMIZER: cal.optimizer_host(spec, trainable_tensors) / max(1, issued),
+    }
+    hosts = {phase: _host_costs(cal, kinds, phase, per_op[phase]) for phase in per_op}
     clock = _Clock()
     marks = []
     passes: list[tuple[float, float, float, float]] = []
-    extra = cal.host_library_extra_seconds
     # NB: every micro-batch pass runs the same ops; after two, each further pass moves the
     # host and device clocks by the second one's amounts (the simulation is shift-invariant),
     # so a step of many accumulation steps costs two simulated passes
     for _ in range(min(spec.grad_accum, 2)):
         start = clock.device
-        module = cal.host_module_call_seconds
         clock.run(
-            costs.forward,
-            times[Phase.FORWARD],
-            kinds,
-            cal.host_op_seconds,
-            extra["conv_forward"],
-            module,
-            cal.sync_seconds,
-            extra["norm_forward"],
+            costs.forward, times[Phase.FORWARD], hosts[Phase.FORWARD], kinds, cal.sync_seconds
         )
         middle = max(clock.device, start)
         clock.run(
-            costs.backward,
-            times[Phase.BACKWARD],
-            kinds,
-            cal.host_backward_op_seconds,
-            extra["conv_backward"],
-            module,
-            cal.sync_seconds,
-            extra["norm_backward"],
+            costs.backward, times[Phase.BACKWARD], hosts[Phase.BACKWARD], kinds, cal.sync_seconds
         )
         marks.append((middle - start, clock.device - middle))
         passes.append((clock.host, clock.device, clock.compute, clock.memory))
@@ -353,15 +347,12 @@ def step_time(
         clock.compute += (c2 - c1) * more
         clock.memory += (m2 - m1) * more
     before = clock.device
-    issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
-    optimizer_host = cal.optimizer_host(spec, trainable_tensors) / max(1, issued)
     clock.run(
         costs.optimizer,
         times[Phase.OPTIMIZER],
+        hosts[Phase.OPTIMIZER],
         kinds,
-        optimizer_host,
-        module=cal.host_module_call_seconds,
-        sync=cal.sync_seconds,
+        cal.sync_seconds,
     )
     seconds = max(clock.host, clock.device)
     busy = clock.compute + clock.memory
@@ -413,20 +404,14 @@ def scaled(modelled: StepTime, reference: StepTime, measured_seconds: float, on:
         else modelled.tokens_per_second * modelled.seconds / seconds
     )
     same = modelled.device == reference.device
-    return StepTime(
-        device=modelled.device,
-        micro_batch=modelled.micro_batch,
-        grad_accum=modelled.grad_accum,
+    return dataclasses.replace(
+        modelled,
         seconds=seconds,
         forward_seconds=modelled.forward_seconds * factor,
         backward_seconds=modelled.backward_seconds * factor,
         optimizer_seconds=modelled.optimizer_seconds * factor,
         samples_per_second=samples,
         tokens_per_second=tokens,
-        flops_per_step=modelled.flops_per_step,
-        compute_bound_share=modelled.compute_bound_share,
-        memory_bound_share=modelled.memory_bound_share,
-        host_bound_share=modelled.host_bound_share,
         label=MEASURED if same else CALIBRATED,
         basis=(
             f"measured: {measured_seconds:.4g} s per step on {on}"
@@ -434,5 +419,4 @@ def scaled(modelled: StepTime, reference: StepTime, measured_seconds: float, on:
             else f"{measured_seconds:.4g} s measured on {on}, scaled by the modelled ratio "
             f"{modelled.seconds / reference.seconds:.3g}"
         ),
-        notes=modelled.notes,
     )
