@@ -215,17 +215,17 @@ class CostLine:
         }
 
 
-def interconnect_gbs(device: Device, gpus: int, per_machine: int = 8) -> tuple[float, str]:
-    """Per-GPU, per-direction bandwidth of the all-reduce among `gpus` GPUs and its kind."""
+def interconnect_gbs(device: Device, gpus: int, per_machine: int = 8) -> float:
+    """Per-GPU, per-direction bandwidth of the all-reduce among `gpus` GPUs: InfiniBand
+    between machines (assumed 400 Gb/s per GPU), else NVLink (half its both-ways figure),
+    else the PCIe generation's x16 link (gen 4 when the catalog has none)."""
     if gpus > per_machine:
-        return INTER_NODE_GBS, "InfiniBand between machines (assumed 400 Gb/s per GPU)"
+        return INTER_NODE_GBS
     nvlink = device.nvlink_gbs.value
     if nvlink:
-        return float(nvlink) / 2, f"NVLink ({nvlink:g} GB/s both ways)"
+        return float(nvlink) / 2
     gen = device.pcie_gen.value
-    if gen:
-        return PCIE_GBS.get(int(gen), 32.0), f"PCIe gen {int(gen)} x16"
-    return PCIE_GBS[4], "PCIe (generation not in the catalog; gen 4 assumed)"
+    return PCIE_GBS.get(int(gen), 32.0) if gen else PCIE_GBS[4]
 
 
 def run_time(
@@ -307,7 +307,7 @@ def ddp_seconds(device: Device, gpus: int, gradient_bytes: int) -> float:
     (benchmarks/timing/results/ddp_h200.md), so none is assumed hidden."""
     from trainfit.timing.step import calibration
 
-    link, _ = interconnect_gbs(device, gpus)
+    link = interconnect_gbs(device, gpus)
     ring = 2 * (gpus - 1) / gpus * gradient_bytes / (link * 1e9 * NCCL_EFFICIENCY)
     bandwidth = float(device.memory_bandwidth_gbs.value or 0) * 1e9
     copies = (
