@@ -23,9 +23,7 @@ import torch
 
 from benchmarks.accuracy.cases import CASES, FIT
 from trainfit import TrainSpec, estimate
-from trainfit.memory.allocator import round_size
-from trainfit.trace.step import Category, trace_step
-from trainfit.training import Phase
+from trainfit.measure.compare import component_totals
 
 RESULTS = Path(__file__).parent / "results"
 MEASURED = RESULTS / "measured_h100.json"
@@ -33,44 +31,6 @@ ESTIMATES = RESULTS / "estimates.json"
 TABLE = RESULTS / "accuracy_h100.md"
 GiB = 1 << 30
 BREAKDOWN_CASES = ("gpt2-bf16", "resnet50-fp32", "tinyllama-bf16", "vit-base-frozen-bf16")
-
-
-def category_totals(spec: TrainSpec, workspace: int) -> dict[str, int]:
-    """The quantities the GPU runner tags: parameters, gradients after the first backward,
-    optimizer state, and what the first forward kept (allocated after - before)."""
-    trace = trace_step(spec)
-    sizes: dict[int, int] = {}
-    current = 0
-    before_forward = after_forward = None
-    ws_at = {w.index for w in trace.workspaces}
-    totals = {"parameters": 0, "gradients": 0, "optimizer_state": 0}
-    for index, event in enumerate(trace.events):
-        if index in ws_at:
-            current += workspace
-        if event.iteration == 0 and event.phase is Phase.FORWARD and before_forward is None:
-            before_forward = current
-        if (
-            event.iteration == 0
-            and event.phase is not Phase.FORWARD
-            and before_forward is not None
-            and after_forward is None
-        ):
-            after_forward = current
-        if event.alloc:
-            category = trace.category(event)
-            if category is Category.HOST or event.nbytes == 0:
-                continue
-            size = round_size(event.nbytes)
-            sizes[event.key] = size
-            current += size
-            if category.value in totals and (
-                category is not Category.GRADIENTS or event.iteration == 0
-            ):
-                totals[category.value] += size
-        elif event.key in sizes:
-            current -= sizes.pop(event.key)
-    totals["activations"] = (after_forward or 0) - (before_forward or 0)
-    return totals
 
 
 def compute() -> dict[str, Any]:
@@ -92,7 +52,7 @@ def compute() -> dict[str, Any]:
             "seconds": round(time.perf_counter() - started, 2),
         }
         if name in BREAKDOWN_CASES:
-            record["category_totals"] = category_totals(spec, result.breakdown.workspaces // 2)
+            record["category_totals"] = component_totals(spec, result.breakdown.workspaces // 2)
         records[name] = record
         print(
             f"{name}: {result.device_memory_needed_bytes / GiB:.3f} GiB ({record['seconds']:.1f}s)",

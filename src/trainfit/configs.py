@@ -170,7 +170,7 @@ def write_configs(plan: Plan, directory: Path) -> list[Path]:
         if device.setting is None:
             continue
         path = directory / f"config_{device.device}.yaml"
-        _write_atomically(path, config_text(plan, device))
+        write_atomically(path, config_text(plan, device))
         written.append(path)
     return written
 
@@ -181,7 +181,10 @@ def _setting(device: DevicePlan) -> Setting:
     return device.setting
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path | str, text: str) -> None:
+    """Write `text` to `path` through a temporary file renamed into place; TrainfitError
+    naming the path when it cannot be written (a crash leaves the old file or none)."""
+    path = Path(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:

@@ -5,6 +5,7 @@ trainfit estimate MODEL ...   estimate one training step
 trainfit plan MODEL --effective-batch N [--device D ...]   settings that fit each device
 trainfit models | devices     list the catalogs
 trainfit detect [--json]      this machine's GPUs, MPS, CPU and RAM, matched to the catalog
+trainfit measure MODEL ...    real steps on this machine beside the estimate; --max-batch, --latency
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from trainfit.cli import detect, devices, run_args
+from trainfit.cli import detect, devices, measure, run_args, spec_args
 from trainfit.cli import plan as plan_command
 from trainfit.errors import TrainfitError
 from trainfit.hardware.catalog import using_catalogs
@@ -37,48 +38,7 @@ def _parser() -> argparse.ArgumentParser:
         default="gpt2",
         help="catalog name, HF model directory or hub id, or pkg.module:factory",
     )
-    est.add_argument("--batch", type=int, default=1, help="micro-batch (samples per step)")
-    est.add_argument("--seq", type=int, default=None, help="sequence length")
-    est.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="NAME=B,...:DTYPE",
-        help="an input of a plain module, e.g. 'x=B,3,224,224:float32'",
-    )
-    est.add_argument(
-        "--multiplier",
-        type=int,
-        default=1,
-        help="per-sample multiplier of the batch dimension (e.g. patches)",
-    )
-    est.add_argument(
-        "--precision", default="fp32", help="fp32 | tf32 | fp16 | bf16 | pure-bf16 (default fp32)"
-    )
-    est.add_argument(
-        "--optimizer",
-        default="adamw",
-        help="adamw | adam | sgd | sgd-momentum | adafactor | adamw-8bit",
-    )
-    est.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
-    est.add_argument(
-        "--checkpoint-modules",
-        default=None,
-        metavar="GLOB",
-        help="modules to checkpoint in a plain module (default: largest ModuleList)",
-    )
-    est.add_argument(
-        "--freeze",
-        action="append",
-        default=[],
-        metavar="PATTERN",
-        help="freeze parameters whose names match this glob (repeatable)",
-    )
-    est.add_argument("--grad-clip", type=float, default=None, help="clip gradient norm")
-    est.add_argument("--grad-accum", type=int, default=1, help="micro-batches per step")
-    est.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
-    est.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
-    est.add_argument("--task", default=None, help="override the model family's default task")
+    spec_args.add_arguments(est)
     est.add_argument("--device", default="h100", help="target device (trainfit devices)")
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
     est.add_argument(
@@ -123,32 +83,15 @@ def _parser() -> argparse.ArgumentParser:
     plan_command.add_parser(sub)
     sub.add_parser("models", help="list the built-in model catalog")
     devices.add_parser(sub)
+    measure.add_parser(sub)
     detect.add_parser(sub)
     return parser
 
 
 def _estimate(args: argparse.Namespace) -> int:
     from trainfit.estimate import estimate
-    from trainfit.spec import TrainSpec
 
-    spec = TrainSpec(
-        model=args.model,
-        batch=args.batch,
-        seq_len=args.seq,
-        inputs=tuple(args.input),
-        multiplier=args.multiplier,
-        precision=args.precision,
-        optimizer=args.optimizer,
-        checkpointing=args.checkpointing,
-        checkpoint_modules=args.checkpoint_modules,
-        freeze=tuple(args.freeze),
-        grad_clip=args.grad_clip,
-        grad_accum=args.grad_accum,
-        loss=args.loss,
-        step_fn=args.step_fn,
-        task=args.task,
-        device=args.device,
-    )
+    spec = spec_args.spec(args)
     if args.max_batch:
         from trainfit.memory.scaling import max_micro_batch
 
@@ -221,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return devices.run(args)
         if args.command == "detect":
             return detect.run(args)
+        if args.command == "measure":
+            return measure.run(args)
         with using_catalogs(args.catalog):
             return _estimate(args)
     except TrainfitError as exc:

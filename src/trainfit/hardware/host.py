@@ -29,3 +29,16 @@ def total_ram_bytes() -> int | None:
         except (OSError, ValueError, subprocess.SubprocessError):
             return None
     return None
+
+
+def available_ram_bytes() -> int | None:
+    """Memory available for a new allocation without swapping (Linux `MemAvailable`), or None
+    where the OS does not say (macOS: `vm_stat` would be needed; not read)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -1,0 +1,79 @@
+"""The training-spec options shared by `trainfit estimate` and `trainfit measure`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainfit.spec import TrainSpec
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options that make a TrainSpec (all but the model and the target device)."""
+    parser.add_argument("--batch", type=int, default=1, help="micro-batch (samples per step)")
+    parser.add_argument("--seq", type=int, default=None, help="sequence length")
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=B,...:DTYPE",
+        help="an input of a plain module, e.g. 'x=B,3,224,224:float32'",
+    )
+    parser.add_argument(
+        "--multiplier",
+        type=int,
+        default=1,
+        help="per-sample multiplier of the batch dimension (e.g. patches)",
+    )
+    parser.add_argument(
+        "--precision", default="fp32", help="fp32 | tf32 | fp16 | bf16 | pure-bf16 (default fp32)"
+    )
+    parser.add_argument(
+        "--optimizer",
+        default="adamw",
+        help="adamw | adam | sgd | sgd-momentum | adafactor | adamw-8bit",
+    )
+    parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
+    parser.add_argument(
+        "--checkpoint-modules",
+        default=None,
+        metavar="GLOB",
+        help="modules to checkpoint in a plain module (default: largest ModuleList)",
+    )
+    parser.add_argument(
+        "--freeze",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="freeze parameters whose names match this glob (repeatable)",
+    )
+    parser.add_argument("--grad-clip", type=float, default=None, help="clip gradient norm")
+    parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per step")
+    parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
+    parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
+    parser.add_argument("--task", default=None, help="override the model family's default task")
+
+
+def spec(args: argparse.Namespace, device: str | None = None) -> TrainSpec:
+    """The TrainSpec the options describe, for `device` (default: --device)."""
+    from trainfit.spec import TrainSpec
+
+    return TrainSpec(
+        model=args.model,
+        batch=args.batch,
+        seq_len=args.seq,
+        inputs=tuple(args.input),
+        multiplier=args.multiplier,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        checkpointing=args.checkpointing,
+        checkpoint_modules=args.checkpoint_modules,
+        freeze=tuple(args.freeze),
+        grad_clip=args.grad_clip,
+        grad_accum=args.grad_accum,
+        loss=args.loss,
+        step_fn=args.step_fn,
+        task=args.task,
+        device=device or args.device,
+    )

@@ -1,0 +1,224 @@
+"""Estimate against measurement, quantity by quantity, with the error of each.
+
+`compare(estimate, measured)` lines up what `trainfit.estimate` predicted for a spec with what
+`trainfit.measure.measure` saw on the device: device memory needed, peak allocated and
+reserved, the model states and activations (traced totals, as the GPU runner tags them), step
+time and throughput. error = estimate / measured - 1.
+
+`local_catalog_device(backend)` names the catalog row of the local device, so that the
+estimate is made for the card the steps ran on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainfit.errors import MeasureError
+from trainfit.estimate import Estimate
+from trainfit.measure.backend import Backend
+from trainfit.measure.steps import Measured
+from trainfit.memory.allocator import round_size
+from trainfit.spec import TrainSpec
+from trainfit.trace.step import Category, trace_step
+from trainfit.training import Phase
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Row:
+    """One quantity, estimated and measured."""
+
+    quantity: str
+    unit: str
+    """"bytes", "seconds" or "samples/s"."""
+    estimated: float | None
+    measured: float | None
+
+    @property
+    def error(self) -> float | None:
+        """estimate / measured - 1, None when either is missing or the measurement is 0."""
+        if self.estimated is None or not self.measured:
+            return None
+        return self.estimated / self.measured - 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Comparison:
+    """An estimate beside a measurement of the same spec."""
+
+    estimated_device: str
+    measured_device: str
+    rows: tuple[Row, ...]
+    notes: tuple[str, ...]
+
+    def row(self, quantity: str) -> Row:
+        for row in self.rows:
+            if row.quantity == quantity:
+                return row
+        raise KeyError(quantity)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "estimated_device": self.estimated_device,
+            "measured_device": self.measured_device,
+            "rows": [
+                {
+                    "quantity": r.quantity,
+                    "unit": r.unit,
+                    "estimated": r.estimated,
+                    "measured": r.measured,
+                    "error": r.error,
+                }
+                for r in self.rows
+            ],
+            "notes": list(self.notes),
+        }
+
+
+def component_totals(spec: TrainSpec, workspace_bytes: int) -> dict[str, int]:
+    """The traced totals a real run tags: parameters, gradients after the first backward,
+    optimizer state, and what the first forward kept (allocated after it - before it), each
+    rounded as the CUDA caching allocator rounds it; `workspace_bytes` per cuBLAS workspace."""
+    trace = trace_step(spec)
+    sizes: dict[int, int] = {}
+    current = 0
+    before_forward = after_forward = None
+    ws_at = {w.index for w in trace.workspaces}
+    totals = {"parameters": 0, "gradients": 0, "optimizer_state": 0}
+    for index, event in enumerate(trace.events):
+        if index in ws_at:
+            current += workspace_bytes
+        if event.iteration == 0 and event.phase is Phase.FORWARD and before_forward is None:
+            before_forward = current
+        if (
+            event.iteration == 0
+            and event.phase is not Phase.FORWARD
+            and before_forward is not None
+            and after_forward is None
+        ):
+            after_forward = current
+        if event.alloc:
+            category = trace.category(event)
+            if category is Category.HOST or event.nbytes == 0:
+                continue
+            size = round_size(event.nbytes)
+            sizes[event.key] = size
+            current += size
+            if category.value in totals and (
+                category is not Category.GRADIENTS or event.iteration == 0
+            ):
+                totals[category.value] += size
+        elif event.key in sizes:
+            current -= sizes.pop(event.key)
+    totals["activations"] = (after_forward or 0) - (before_forward or 0)
+    return totals
+
+
+def compare(
+    estimate: Estimate, measured: Measured, totals: dict[str, int] | None = None
+) -> Comparison:
+    """The estimate of a spec beside its measurement; `totals` from `component_totals` adds
+    the model states and activations (GPU estimates only)."""
+    rows = [
+        Row(
+            quantity="device memory needed",
+            unit="bytes",
+            estimated=estimate.device_memory_needed_bytes,
+            measured=measured.device_needed_bytes,
+        )
+    ]
+    notes: list[str] = []
+    if measured.kind != "cpu":
+        rows += [
+            Row(
+                quantity="peak allocated",
+                unit="bytes",
+                estimated=estimate.peak_allocated_bytes,
+                measured=measured.peak_allocated_bytes,
+            ),
+            Row(
+                quantity="peak reserved",
+                unit="bytes",
+                estimated=estimate.peak_reserved_bytes,
+                measured=measured.peak_reserved_bytes,
+            ),
+        ]
+    if totals is not None:
+        for quantity, value in (
+            ("parameters", measured.parameter_bytes),
+            ("gradients", measured.gradient_bytes),
+            ("optimizer state", measured.optimizer_state_bytes),
+            ("activations kept by the forward", measured.activation_bytes),
+        ):
+            key = "activations" if quantity.startswith("activations") else quantity
+            rows.append(
+                Row(
+                    quantity=quantity,
+                    unit="bytes",
+                    estimated=totals[key.replace(" ", "_")],
+                    measured=value,
+                )
+            )
+    step = estimate.step_time
+    if measured.median_step_seconds is not None:
+        rows.append(
+            Row(
+                quantity="step time (median)",
+                unit="seconds",
+                estimated=None if step is None else step.seconds,
+                measured=measured.median_step_seconds,
+            )
+        )
+        rows.append(
+            Row(
+                quantity="throughput",
+                unit="samples/s",
+                estimated=None if step is None else step.samples_per_second,
+                measured=measured.samples_per_second,
+            )
+        )
+        if step is None:
+            notes.append(
+                f"no step time is modelled for {estimate.device.display} (its compute rates are "
+                "not in the catalog)"
+            )
+    if measured.peak_phase is not None:
+        notes.append(
+            f"measured peak in the {measured.peak_phase.phase.value} phase of step "
+            f"{measured.peak_phase.iteration + 1}; estimated in the {estimate.peak_phase.value} "
+            f"phase of the {'first' if estimate.peak_iteration == 0 else 'steady'} step"
+        )
+    if measured.interrupted:
+        notes.append(f"interrupted: {measured.steps} timed steps completed")
+    return Comparison(
+        estimated_device=estimate.device.display,
+        measured_device=measured.device_name,
+        rows=tuple(rows),
+        notes=tuple(notes),
+    )
+
+
+def local_catalog_device(backend: Backend) -> str:
+    """The catalog name of the device the backend runs on; MeasureError naming `--device`
+    when it has no catalog row."""
+    if backend.kind == "cpu":
+        return "cpu"
+    from trainfit.hardware.detect import detect_local, match_catalog
+
+    if backend.kind == "cuda":
+        name, note = match_catalog(backend.name(), "cuda", backend.total_memory())
+    else:
+        mps = detect_local().mps
+        name, note = (
+            (None, "no Apple GPU found")
+            if mps is None
+            else (
+                mps.catalog_match,
+                mps.match_note,
+            )
+        )
+    if name is None:
+        raise MeasureError(
+            f"{backend.name()} is not in the device catalog ({note}): pass --device with the "
+            "closest row (`trainfit devices`) or a user catalog (--catalog) to compare"
+        )
+    return name

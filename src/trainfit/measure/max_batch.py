@@ -1,0 +1,401 @@
+"""The real largest micro-batch on the local device, found by search with out-of-memory recovery.
+
+`find_max_batch(spec)` runs attempts in this process. An attempt at micro-batch b builds a
+fresh optimizer (and GradScaler) for the model, which is built once, runs `steps` real
+optimizer steps at b (the first creates the optimizer state, the second is the steady state),
+then, unless `evaluate=False`, one evaluation forward (`model.eval()`, `torch.no_grad()`, the
+same autocast) at the evaluation batch, with the optimizer state still held, as a training
+loop's evaluation runs. After every attempt, fitting or not, the gradients, optimizer, scaler,
+batch and the failed step's frames are dropped, garbage is collected and the allocator's cache
+is emptied; the allocated memory left is recorded per attempt, so a leak shows.
+
+An attempt *fits* when its training steps complete. An out-of-memory in the evaluation pass
+does not make the training batch fail: it is reported on its own, with the largest evaluation
+batch that does fit beside the training maximum (found by the same search, each attempt
+training at the maximum first).
+
+The search starts at the estimator's prediction for the local card where it has one (`start`),
+else at 1; it steps away from the start (max(1, 2% of it), doubling) until the answer flips,
+then bisects. Under torchrun (an initialised process group) every rank runs each attempt and
+the ranks agree on it (all-reduce of "fits" with MIN), so all ranks take the same path and
+return the same answer.
+
+With `effective_batch`, the answer keeps it: the micro-batch is the largest divisor of the
+per-rank effective batch that fits, and accumulation makes up the rest.
+
+Known limitations:
+- One process's model, not DDP's: DDP's gradient buckets (about the gradients' size again) are
+  not in the attempt; search under DDP by passing `reserve_bytes` (kept allocated meanwhile).
+- Attempts share the process: cuBLAS/cuDNN workspaces and the CUDA context made by the first
+  attempt stay, as they would in training. A fresh process per attempt (the benchmark
+  `benchmarks/max_batch/bisect_gpu.py`) is stricter and slower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from trainfit.errors import MeasureError
+from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
+from trainfit.measure.steps import ModuleTracker, device_rig
+from trainfit.models.source import build_program
+from trainfit.spec import TrainSpec
+from trainfit.training import Phase, StepRig, needs_scaler, run_iteration, torch_optimizer
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Attempt:
+    """One try of one micro-batch."""
+
+    micro_batch: int
+    eval_batch: int | None
+    """The evaluation batch tried after training (None: no evaluation)."""
+    fits: bool
+    """The training steps completed on every rank."""
+    eval_fits: bool | None
+    """The evaluation pass completed (None: not run)."""
+    failed_phase: str | None
+    """"forward", "backward", "optimizer" or "evaluation" where memory ran out here."""
+    message: str | None
+    peak_reserved_bytes: int | None
+    peak_used_bytes: int | None
+    left_allocated_bytes: int | None
+    """Allocated after the attempt's clean-up (the model, and library workspaces)."""
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RealMaxBatch:
+    """The largest micro-batch whose training steps run on the local device."""
+
+    device_name: str
+    micro_batch: int
+    """0 when not even one sample fits."""
+    first_failing: int | None
+    """The smallest micro-batch that ran out of memory (None: the search stopped at `limit`)."""
+    limit: int
+    predicted: int | None
+    """The estimator's largest micro-batch for the local card, where it had one."""
+    max_eval_batch: int | None
+    """The largest evaluation batch that runs after training at `micro_batch` (None when
+    evaluation was not checked; equal to micro_batch when it fits there)."""
+    effective_batch: int | None
+    chosen_micro_batch: int | None
+    """With `effective_batch`: the largest divisor of its per-rank share that fits."""
+    grad_accum: int | None
+    world_size: int
+    attempts: tuple[Attempt, ...]
+    leaked_bytes: int
+    """Growth of the memory left allocated after clean-up, first attempt to last (0: none)."""
+    notes: tuple[str, ...]
+    interrupted: bool = False
+    """Ctrl-C stopped the search: `micro_batch` and `first_failing` are the bounds reached."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "device": self.device_name,
+            "max_micro_batch": self.micro_batch,
+            "first_failing": self.first_failing,
+            "limit": self.limit,
+            "predicted": self.predicted,
+            "max_eval_batch": self.max_eval_batch,
+            "effective_batch": self.effective_batch,
+            "micro_batch": self.chosen_micro_batch,
+            "grad_accum": self.grad_accum,
+            "world_size": self.world_size,
+            "leaked_bytes": self.leaked_bytes,
+            "attempts": [dataclasses.asdict(a) for a in self.attempts],
+            "notes": list(self.notes),
+            "interrupted": self.interrupted,
+        }
+
+
+Probe = Callable[[int, int | None], Attempt]
+"""(micro-batch, evaluation batch or None) -> the attempt's result on this rank."""
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size) of the initialised process group, else (0, 1)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def agree(flag: bool, device: torch.device) -> bool:
+    """`flag` on every rank (MIN over the process group); `flag` itself without one."""
+    if world()[1] == 1:
+        return flag
+    backend = torch.distributed.get_backend()
+    where = device if backend == "nccl" else torch.device("cpu")
+    value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=where)
+    torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MIN)
+    return bool(value.item())
+
+
+class _Prober:
+    """Attempts on a model built once; everything else rebuilt per attempt."""
+
+    def __init__(self, spec: TrainSpec, backend: Backend, steps: int) -> None:
+        self.spec = spec
+        self.backend = backend
+        self.steps = steps
+        rig, self.trainable = device_rig(spec, backend)
+        self.model = rig.program.model
+        self.autocast = rig.autocast
+        del rig
+        backend.release()
+
+    def __call__(self, micro: int, eval_batch: int | None) -> Attempt:
+        started = time.perf_counter()
+        backend = self.backend
+        state: dict[str, Any] = {"phase": Phase.SETUP, "iteration": 0}
+        fits, eval_fits, failed, message = True, None, None, None
+        backend.take_peaks()
+        try:
+            self._train(micro, state)
+        except Exception as exc:
+            fits, failed, message = False, state["phase"].value, self._oom_or_raise(exc, state)
+        if fits and eval_batch is not None:
+            state["phase"] = Phase.SETUP
+            try:
+                self._evaluate(eval_batch)
+                eval_fits = True
+            except Exception as exc:
+                eval_fits, failed = False, "evaluation"
+                message = self._oom_or_raise(exc, state, evaluation=True)
+        _, reserved, used = backend.take_peaks()
+        self._clean()
+        return Attempt(
+            micro_batch=micro,
+            eval_batch=eval_batch,
+            fits=fits,
+            eval_fits=eval_fits,
+            failed_phase=failed,
+            message=message,
+            peak_reserved_bytes=reserved,
+            peak_used_bytes=used,
+            left_allocated_bytes=backend.allocated(),
+            seconds=round(time.perf_counter() - started, 3),
+        )
+
+    def _program(self, micro: int) -> Any:
+        program = build_program(dataclasses.replace(self.spec, batch=micro), "meta")
+        return dataclasses.replace(program, model=self.model)
+
+    def _train(self, micro: int, state: dict[str, Any]) -> None:
+        spec = dataclasses.replace(self.spec, batch=micro)
+        program = self._program(micro)
+        optimizer = torch_optimizer(spec.optimizer, self.trainable)
+        scaler = torch.amp.GradScaler(self.backend.kind) if needs_scaler(spec.precision) else None
+        rig = StepRig(
+            program=program, optimizer=optimizer, autocast=self.autocast, scaler=scaler, spec=spec
+        )
+        self._optimizer = optimizer  # NB: kept for the evaluation pass; dropped in _clean
+        batch = program.make_batch(self.backend.device, True)
+
+        def mark(phase: Phase) -> None:
+            state["phase"] = phase
+
+        tracker = ModuleTracker(self.model)
+        try:
+            for i in range(self.steps):
+                state["iteration"] = i
+                run_iteration(rig, batch, mark)
+                tracker.remove()
+            self.backend.synchronize()
+        finally:
+            tracker.remove()
+
+    def _evaluate(self, eval_batch: int) -> None:
+        program = self._program(eval_batch)
+        batch = program.make_batch(self.backend.device, True)
+        self.model.eval()
+        try:
+            with torch.no_grad(), self.autocast():
+                program.compute_loss(self.model, batch)
+            self.backend.synchronize()
+        finally:
+            self.model.train()
+
+    def _oom_or_raise(self, exc: Exception, state: dict[str, Any], evaluation: bool = False) -> str:
+        if not is_out_of_memory(exc):
+            where = "evaluation" if evaluation else state["phase"].value
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            self._clean()
+            raise MeasureError(
+                f"the model failed its own {where} pass while searching for the largest "
+                f"micro-batch: {type(exc).__name__}: {text[:300]}"
+            ) from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        exc.__traceback__ = None  # NB: the frames hold the failed step's tensors
+        return first[:300]
+
+    def _clean(self) -> None:
+        for p in self.model.parameters():
+            p.grad = None
+        self._optimizer = None
+        self.model.train()
+        self.backend.release()
+
+
+def find_max_batch(
+    spec: TrainSpec,
+    *,
+    effective_batch: int | None = None,
+    eval_batch: int | None = None,
+    evaluate: bool = True,
+    steps: int = 2,
+    limit: int = 4096,
+    start: int | None = None,
+    device: str | None = None,
+    backend: Backend | None = None,
+    probe: Probe | None = None,
+    reserve_bytes: int = 0,
+) -> RealMaxBatch:
+    """The largest micro-batch of `spec` that trains on the local device (see the module)."""
+    rank, world_size = world()
+    problems = []
+    if steps < 1:
+        problems.append(f"steps must be at least 1, got {steps}")
+    if limit < 1:
+        problems.append(f"limit must be at least 1, got {limit}")
+    if effective_batch is not None and (effective_batch < 1 or effective_batch % world_size != 0):
+        problems.append(
+            f"the effective batch {effective_batch} does not split over {world_size} ranks: "
+            f"use a multiple of {world_size}"
+        )
+    if eval_batch is not None and eval_batch < 1:
+        problems.append(f"the evaluation batch must be at least 1, got {eval_batch}")
+    if problems:
+        raise MeasureError("; ".join(problems))
+    per_rank = None if effective_batch is None else effective_batch // world_size
+    if per_rank is not None:
+        limit = min(limit, per_rank)
+    backend = backend or backend_for(device)
+    held = None
+    if reserve_bytes:
+        held = torch.empty(reserve_bytes, dtype=torch.uint8, device=backend.device)
+    probe = probe or _Prober(spec, backend, steps)
+    attempts: list[Attempt] = []
+    known: dict[int, Attempt] = {}
+
+    def fits(micro: int) -> bool:
+        if micro not in known:
+            mine = probe(micro, (eval_batch or micro) if evaluate else None)
+            agreed = agree(mine.fits, backend.device)
+            eval_agreed = None
+            if mine.eval_fits is not None or evaluate:
+                eval_agreed = agree(bool(mine.eval_fits), backend.device) if agreed else None
+            result = dataclasses.replace(mine, fits=agreed, eval_fits=eval_agreed)
+            known[micro] = result
+            attempts.append(result)
+        return known[micro].fits
+
+    notes: list[str] = []
+    interrupted = False
+    try:
+        low, high = _search(fits, max(1, min(start or 1, limit)), limit)
+    except KeyboardInterrupt:
+        interrupted = True
+        fitting = [a.micro_batch for a in attempts if a.fits]
+        failing = [a.micro_batch for a in attempts if not a.fits]
+        low = max(fitting, default=0)
+        high = min(failing, default=None)
+        notes.append("interrupted: the answer lies between the bounds reached")
+    max_eval = None
+    if evaluate and low > 0 and not interrupted:
+        at = known[low]
+        if at.eval_fits:
+            max_eval = eval_batch or low
+        else:
+            max_eval = _eval_search(probe, low, eval_batch or low, backend, attempts)
+            notes.append(
+                f"evaluation at batch {eval_batch or low} ran out of memory after training at "
+                f"{low}: the largest evaluation batch that runs there is {max_eval}"
+            )
+    del held
+    chosen = accum = None
+    if per_rank is not None and low > 0:
+        chosen = max(d for d in range(1, low + 1) if per_rank % d == 0)
+        accum = per_rank // chosen
+    left = [a.left_allocated_bytes for a in attempts if a.left_allocated_bytes is not None]
+    leaked = max(0, left[-1] - left[0]) if left else 0
+    if leaked:
+        notes.append(
+            f"{leaked} bytes more were left allocated after the last attempt than the first one"
+        )
+    if world_size > 1:
+        notes.append(f"agreed over {world_size} ranks (rank {rank} reporting)")
+    return RealMaxBatch(
+        device_name=backend.name(),
+        micro_batch=low,
+        first_failing=high,
+        limit=limit,
+        predicted=start,
+        max_eval_batch=max_eval,
+        effective_batch=effective_batch,
+        chosen_micro_batch=chosen,
+        grad_accum=accum,
+        world_size=world_size,
+        attempts=tuple(attempts),
+        leaked_bytes=leaked,
+        notes=tuple(notes),
+        interrupted=interrupted,
+    )
+
+
+def _search(fits: Callable[[int], bool], start: int, limit: int) -> tuple[int, int | None]:
+    """(largest fitting, smallest failing or None) in [1, limit], from `start` outwards."""
+    step = max(1, start // 50)
+    if fits(start):
+        low, high = start, None
+        while high is None and low < limit:
+            probe = min(limit, low + step)
+            if fits(probe):
+                low = probe
+                step *= 2
+            else:
+                high = probe
+        if high is None:
+            return low, None
+    else:
+        low, high = 0, start
+        while low == 0 and high > 1:
+            probe = max(1, high - step)
+            if fits(probe):
+                low = probe
+            else:
+                high = probe
+                step *= 2
+        if low == 0:
+            return 0, high
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle
+    return low, high
+
+
+def _eval_search(
+    probe: Probe, micro: int, eval_batch: int, backend: Backend, attempts: list[Attempt]
+) -> int:
+    """The largest evaluation batch below `eval_batch` that runs after training at `micro`."""
+    low, high = 0, eval_batch
+    while high - low > 1:
+        middle = (low + high) // 2
+        result = probe(micro, middle)
+        ok = agree(bool(result.eval_fits), backend.device)
+        attempts.append(dataclasses.replace(result, eval_fits=ok))
+        if ok:
+            low = middle
+        else:
+            high = middle
+    return low

@@ -1,0 +1,160 @@
+"""Render what `trainfit measure` measured: steps beside the estimate, the real largest
+micro-batch, and the latency table."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from trainfit.measure.compare import Comparison, Row
+from trainfit.measure.latency import LatencyTable
+from trainfit.measure.max_batch import RealMaxBatch
+from trainfit.measure.steps import Measured
+
+GiB = 1 << 30
+
+
+def _value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return f"{value / GiB:.3f} GiB"
+    if unit == "seconds":
+        return f"{value * 1e3:.1f} ms"
+    return f"{value:.1f} {unit}"
+
+
+def _error(row: Row) -> str:
+    return "-" if row.error is None else f"{row.error:+.1%}"
+
+
+def measured_renderable(measured: Measured, comparison: Comparison | None) -> Group:
+    """The run's headline, then estimate against measured per quantity (or the measurement)."""
+    head = Text()
+    head.append(f"{measured.device_name}\n", style="bold")
+    spread = measured.step_spread_seconds
+    median = measured.median_step_seconds
+    head.append(
+        f"micro-batch {measured.micro_batch} x {measured.grad_accum} accumulation; "
+        f"{measured.warmup} warm-up + {measured.steps} timed steps"
+        + (" (interrupted)" if measured.interrupted else "")
+        + "\n"
+    )
+    if median is not None and spread is not None:
+        rate = measured.samples_per_second or 0.0
+        tokens = measured.tokens_per_second
+        head.append(
+            f"step {median * 1e3:.1f} ms median ({spread[0] * 1e3:.1f} to "
+            f"{spread[1] * 1e3:.1f}), {rate:.1f} samples/s"
+            + (f", {tokens:,.0f} tokens/s" if tokens else "")
+            + "\n"
+        )
+    head.append(f"device memory needed: {measured.device_needed_bytes / GiB:.3f} GiB")
+    if measured.total_memory_bytes:
+        share = measured.device_needed_bytes / measured.total_memory_bytes
+        head.append(f" ({share:.0%} of {measured.total_memory_bytes / GiB:.2f} GiB)")
+    head.append(f"\nmemory in use measured by: {measured.used_method}")
+    parts: list[object] = [head]
+    if comparison is not None:
+        title = f"estimated for {comparison.estimated_device} against measured"
+        table = Table(title=title, title_justify="left")
+        for column, justify in (
+            ("quantity", "left"),
+            ("estimated", "right"),
+            ("measured", "right"),
+            ("error", "right"),
+        ):
+            table.add_column(column, justify=justify)
+        for row in comparison.rows:
+            table.add_row(
+                row.quantity,
+                _value(row.estimated, row.unit),
+                _value(row.measured, row.unit),
+                _error(row),
+            )
+        parts.append(table)
+        parts += [Text(f"- {note}", style="dim") for note in comparison.notes]
+    else:
+        table = Table(title="measured", title_justify="left")
+        table.add_column("quantity")
+        table.add_column("measured", justify="right")
+        for quantity, value in (
+            ("peak allocated", measured.peak_allocated_bytes),
+            ("peak reserved", measured.peak_reserved_bytes),
+            ("parameters", measured.parameter_bytes),
+            ("gradients", measured.gradient_bytes),
+            ("optimizer state", measured.optimizer_state_bytes),
+            ("activations kept by the forward", measured.activation_bytes),
+        ):
+            table.add_row(quantity, _value(value, "bytes"))
+        parts.append(table)
+    return Group(*parts)
+
+
+def max_batch_renderable(found: RealMaxBatch) -> Group:
+    """The real largest micro-batch, what the estimator said, and each attempt."""
+    head = Text()
+    head.append(f"{found.device_name}: ", style="bold")
+    if found.micro_batch == 0:
+        head.append("not even one sample trains here", style="bold red")
+    else:
+        above = (
+            f" ({found.first_failing} ran out of memory)"
+            if found.first_failing is not None
+            else f" (the search stopped at its limit, {found.limit})"
+        )
+        head.append(f"largest micro-batch {found.micro_batch}{above}", style="bold")
+    if found.predicted is not None:
+        head.append(f"\npredicted by trainfit for this card: {found.predicted}")
+        if found.micro_batch:
+            head.append(f" ({found.predicted / found.micro_batch - 1:+.1%})")
+    if found.max_eval_batch is not None:
+        head.append(f"\nlargest evaluation batch after training: {found.max_eval_batch}")
+    if found.chosen_micro_batch is not None:
+        ranks = f" per rank over {found.world_size} ranks" if found.world_size > 1 else ""
+        head.append(
+            f"\nfor an effective batch of {found.effective_batch}: micro-batch "
+            f"{found.chosen_micro_batch} x {found.grad_accum} accumulation{ranks}"
+        )
+    table = Table(title="attempts", title_justify="left")
+    for column in ("micro-batch", "training", "evaluation", "peak reserved", "seconds"):
+        table.add_column(column, justify="right")
+    for a in found.attempts:
+        training = "ok" if a.fits else f"out of memory ({a.failed_phase})"
+        evaluation = (
+            "-"
+            if a.eval_fits is None
+            else ("ok" if a.eval_fits else "out of memory") + f" at {a.eval_batch}"
+        )
+        table.add_row(
+            str(a.micro_batch),
+            training,
+            evaluation,
+            _value(a.peak_reserved_bytes, "bytes"),
+            f"{a.seconds:.1f}",
+        )
+    notes = [Text(f"- {note}", style="dim") for note in found.notes]
+    return Group(head, table, *notes)
+
+
+def latency_renderable(table: LatencyTable) -> Table:
+    """p50/p95/p99 per batch."""
+    out = Table(
+        title=f"inference latency on {table.device_name} ({table.precision}, "
+        f"{table.warmup} warm-up runs)"
+        + (" - interrupted" if table.interrupted else ""),
+        title_justify="left",
+    )
+    for column in ("batch", "runs", "p50 ms", "p95 ms", "p99 ms", "samples/s"):
+        out.add_column(column, justify="right")
+    for row in table.rows:
+        out.add_row(
+            str(row.batch),
+            str(row.runs),
+            f"{row.p50 * 1e3:.2f}",
+            f"{row.p95 * 1e3:.2f}",
+            f"{row.p99 * 1e3:.2f}",
+            f"{row.samples_per_second:.1f}",
+        )
+    return out
