@@ -389,6 +389,23 @@ def test_oom_in_forward_with_spec(capsys: pytest.CaptureFixture[str], tmp_path) 
     assert "trainfit/out_of_memory/text_summary" in events.Tags()["tensors"]
 
 
+def test_rung_that_does_not_fit_names_the_rungs_until_a_fit() -> None:
+    from trainfit.monitor.oom import _rung_text, next_rung_for_spec
+
+    rung = next_rung_for_spec(TrainSpec(model="gpt2", batch=256, seq_len=1024))
+    assert (rung.change, rung.fits) == ("bf16 mixed precision", False)
+    assert rung.then == (
+        "micro-batch 64 with 4 accumulation steps (effective batch 256)",
+        "gradient checkpointing",
+    )
+    assert rung.then_needed_bytes is not None and rung.then_needed_bytes < 80 * GiB
+    assert _rung_text(rung).endswith(
+        "which does not fit the NVIDIA H100 80GB SXM (HBM3); with micro-batch 64 with 4 "
+        "accumulation steps (effective batch 256) and gradient checkpointing as well: predicted "
+        f"{rung.then_needed_bytes / GiB:.2f} GiB, which fits."
+    )
+
+
 def test_oom_names_the_innermost_module_in_forward() -> None:
     model = Net()
     with pytest.raises(torch.OutOfMemoryError), quiet(model=model) as mon:

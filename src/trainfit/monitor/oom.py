@@ -64,6 +64,11 @@ class NextRung:
     """The target device's display name."""
     note: str = ""
     """Why there are no figures, or what else to know."""
+    then: tuple[str, ...] = ()
+    """When the change does not fit: the further rungs, taken together with it, after which
+    the spec is predicted to fit (empty when none do or no figures)."""
+    then_needed_bytes: int | None = None
+    """Predicted device memory with `change` and every change of `then`."""
 
     @property
     def saved_bytes(self) -> int | None:
@@ -257,6 +262,7 @@ def next_rung_for_spec(spec: TrainSpec) -> NextRung:
         if changed is None:
             continue
         change, rung_spec = changed
+        # NB: each rung is the user's spec with that one change
         try:
             result = estimate(rung_spec)
         except TrainfitError as exc:
@@ -272,12 +278,37 @@ def next_rung_for_spec(spec: TrainSpec) -> NextRung:
             note=f"passed over: {', '.join(skipped)}" if skipped else "",
         )
         if rung.saved_bytes is not None and rung.saved_bytes > 0:
-            return rung
+            return rung if rung.fits is not False else _until_fit(rung, name)
         first = first or rung
         skipped.append(f"{change} (predicted to save nothing)")
     if first is not None:
         return dataclasses.replace(first, note=f"no rung saves memory; {_LAST_RESORT}")
     return NextRung(change=_LAST_RESORT, device=current.device.display)
+
+
+def _until_fit(rung: NextRung, name: str) -> NextRung:
+    """`rung` with the further rungs, taken together, after which the spec fits."""
+    from trainfit.estimate import estimate
+
+    assert rung.spec is not None
+    spec, then = rung.spec, []
+    later = _RUNGS[[n for n, _, _ in _RUNGS].index(name) + 1 :]
+    for _, apply, _ in later:
+        changed = apply(spec)
+        if changed is None:
+            continue
+        change, candidate = changed
+        try:
+            result = estimate(candidate)
+        except TrainfitError:
+            continue  # NB: a rung the model cannot take (no blocks to checkpoint)
+        spec = candidate
+        then.append(change)
+        if result.fits:
+            return dataclasses.replace(
+                rung, then=tuple(then), then_needed_bytes=result.device_memory_needed_bytes
+            )
+    return dataclasses.replace(rung, note=f"no rung of the ladder fits: {_LAST_RESORT}")
 
 
 def next_rung_from_spec_words(spec: TrainSpec) -> str:
@@ -341,6 +372,10 @@ def _where(phase: StepPhase, module: str | None, module_type: str | None) -> str
     return f"{what}, {prep} module {module}{kind}"
 
 
+def _and(items: tuple[str, ...]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _rung_text(rung: NextRung) -> str:
     if rung.needed_bytes is None or rung.current_needed_bytes is None:
         text = f"Next rung of the low-memory ladder: {rung.change}"
@@ -353,6 +388,10 @@ def _rung_text(rung: NextRung) -> str:
         f"instead of {gib(rung.current_needed_bytes)} ({delta}), which {verdict} the "
         f"{rung.device}"
     )
+    if rung.then and rung.then_needed_bytes is not None:
+        text += (
+            f"; with {_and(rung.then)} as well: predicted {gib(rung.then_needed_bytes)}, which fits"
+        )
     return text + (f"; {rung.note}." if rung.note else ".")
 
 
