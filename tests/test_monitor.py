@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError, TrainfitError
+from trainfit.measure.backend import is_out_of_memory as is_oom
 from trainfit.monitor import (
     FakeGpu,
     FakeMemory,
@@ -24,7 +25,6 @@ from trainfit.monitor import (
     NvmlSource,
     Sample,
     StepPhase,
-    is_oom,
 )
 from trainfit.monitor.oom import Observed, next_rung_observed
 from trainfit.monitor.sinks import CSV_COLUMNS, console_line

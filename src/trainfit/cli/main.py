@@ -6,6 +6,7 @@ trainfit plan MODEL --effective-batch N [--device D ...]   settings that fit eac
 trainfit models | devices     list the catalogs
 trainfit detect [--json]      this machine's GPUs, MPS, CPU and RAM, matched to the catalog
 trainfit measure MODEL ...    real steps on this machine beside the estimate; --max-batch, --latency
+trainfit doctor [--json]      versions, drivers, GPUs, bf16/tf32/NCCL, a tiny real step; each fix
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from trainfit.cli import detect, devices, measure, run_args, spec_args
+from trainfit.cli import detect, devices, doctor, measure, run_args, spec_args
 from trainfit.cli import plan as plan_command
 from trainfit.errors import TrainfitError
 from trainfit.hardware.catalog import using_catalogs
@@ -84,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the built-in model catalog")
     devices.add_parser(sub)
     measure.add_parser(sub)
+    doctor.add_parser(sub)
     detect.add_parser(sub)
     return parser
 
@@ -166,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return detect.run(args)
         if args.command == "measure":
             return measure.run(args)
+        if args.command == "doctor":
+            return doctor.run(args)
         with using_catalogs(args.catalog):
             return _estimate(args)
     except TrainfitError as exc:

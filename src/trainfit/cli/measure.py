@@ -66,6 +66,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--limit", type=int, default=4096, help="with --max-batch: largest micro-batch tried"
     )
+    parser.add_argument(
+        "--attempt-steps",
+        type=int,
+        default=3,
+        help="with --max-batch: optimizer steps per attempt (default 3)",
+    )
     parser.add_argument("--latency", action="store_true", help="measure inference latency instead")
     parser.add_argument(
         "--latency-batch",
@@ -140,6 +146,7 @@ def _check(args: argparse.Namespace) -> None:
             ("--effective-batch", args.effective_batch is not None),
             ("--eval-batch", args.eval_batch is not None),
             ("--no-eval", args.no_eval),
+            ("--attempt-steps", args.attempt_steps != 3),
         )
         if given and not args.max_batch
     ]
@@ -262,6 +269,7 @@ def _max_batch(
         eval_batch=args.eval_batch,
         evaluate=not args.no_eval,
         limit=args.limit,
+        steps=args.attempt_steps,
         start=predicted,
         backend=backend,
     )

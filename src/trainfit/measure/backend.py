@@ -32,14 +32,20 @@ import torch
 
 from trainfit.errors import MeasureError
 
-OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
-"""Substrings of a RuntimeError that mean a library could not allocate device memory (cuBLAS
-and cuDNN raise their own allocation failures, not torch.OutOfMemoryError)."""
+OOM_MARKERS = (
+    "out of memory",
+    "can't allocate memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_ALLOC_FAILED",
+)
+"""Substrings of a RuntimeError that mean an allocation failed: cuBLAS and cuDNN raise their
+own failures, not torch.OutOfMemoryError; the CPU allocator says "can't allocate memory"."""
+_OOM_ERROR = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)  # NB: torch < 2.5
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
     """Whether `exc` is a device (or host) allocation failure."""
-    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+    if isinstance(exc, _OOM_ERROR | MemoryError):
         return True
     return isinstance(exc, RuntimeError) and any(m in str(exc) for m in OOM_MARKERS)
 

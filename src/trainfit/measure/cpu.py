@@ -31,24 +31,21 @@ import platform
 import resource
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from trainfit.errors import MeasureError
-from trainfit.measure.runner import _transformers_version
+from trainfit.measure.backend import transformers_version
+from trainfit.measure.steps import device_rig, unique_bytes
 from trainfit.models.source import build_program
-from trainfit.spec import Precision, TrainSpec
+from trainfit.spec import TrainSpec
 from trainfit.training import (
     Phase,
     StepRig,
     apply_settings,
-    needs_scaler,
-    no_context,
     run_iteration,
-    torch_optimizer,
 )
 
 CLEAR_REFS = "/proc/self/clear_refs"
@@ -183,7 +180,7 @@ def measure_cpu(spec: TrainSpec, steps: int = 3, allocations: bool = False) -> C
         step_seconds=tuple(times),
         versions={
             "torch": torch.__version__,
-            "transformers": _transformers_version(),
+            "transformers": transformers_version(),
             "python": platform.python_version(),
             "libc": " ".join(platform.libc_ver()),
         },
@@ -191,25 +188,9 @@ def measure_cpu(spec: TrainSpec, steps: int = 3, allocations: bool = False) -> C
 
 
 def _build(spec: TrainSpec) -> tuple[StepRig, dict[str, torch.Tensor], int]:
-    program = build_program(spec, "cpu")
-    trainable = apply_settings(program, spec)
-    if spec.precision is Precision.PURE_BF16:
-        program.model.to(torch.bfloat16)
-    optimizer = torch_optimizer(spec.optimizer, trainable)
-    autocast_dtype = spec.precision.autocast_dtype
-    autocast: Callable[[], Any] = no_context
-    if autocast_dtype is not None:
-
-        def autocast() -> torch.autocast:
-            return torch.autocast("cpu", dtype=autocast_dtype)
-
-    scaler = torch.amp.GradScaler("cpu") if needs_scaler(spec.precision) else None
-    rig = StepRig(program=program, optimizer=optimizer, autocast=autocast, scaler=scaler, spec=spec)
-    seen = {
-        p.untyped_storage().data_ptr(): p.untyped_storage().nbytes()
-        for p in program.model.parameters()
-    }
-    return rig, program.make_batch(torch.device("cpu"), True), sum(seen.values())
+    rig, _ = device_rig(spec, torch.device("cpu"))
+    params = unique_bytes(list(rig.program.model.parameters()))
+    return rig, rig.program.make_batch(torch.device("cpu"), True), params
 
 
 def _start_profiler() -> Any:

@@ -2,7 +2,8 @@
 
 `find_max_batch(spec)` runs attempts in this process. An attempt at micro-batch b builds a
 fresh optimizer (and GradScaler) for the model, which is built once, runs `steps` real
-optimizer steps at b (the first creates the optimizer state, the second is the steady state),
+optimizer steps at b (default 3: the first creates the optimizer state, the others are the
+steady state, where the allocator's cache is already split by the first),
 then, unless `evaluate=False`, one evaluation forward (`model.eval()`, `torch.no_grad()`, the
 same autocast) at the evaluation batch, with the optimizer state still held, as a training
 loop's evaluation runs. After every attempt, fitting or not, the gradients, optimizer, scaler,
@@ -26,6 +27,11 @@ per-rank effective batch that fits, and accumulation makes up the rest.
 Known limitations:
 - One process's model, not DDP's: DDP's gradient buckets (about the gradients' size again) are
   not in the attempt; search under DDP by passing `reserve_bytes` (kept allocated meanwhile).
+- Near the largest micro-batch, fitting is not monotone in the batch (the allocator's
+  out-of-memory retry frees cached segments and may then find room that a smaller batch's
+  layout did not leave), so the search reports *a* batch that fits with the next one out of
+  memory; a smaller batch may still fail. `benchmarks/measure/` compares the answers with
+  one-process-per-batch searches.
 - Attempts share the process: cuBLAS/cuDNN workspaces and the CUDA context made by the first
   attempt stay, as they would in training. A fresh process per attempt (the benchmark
   `benchmarks/max_batch/bisect_gpu.py`) is stricter and slower.
@@ -145,7 +151,7 @@ class _Prober:
         self.spec = spec
         self.backend = backend
         self.steps = steps
-        rig, self.trainable = device_rig(spec, backend)
+        rig, self.trainable = device_rig(spec, backend.device)
         self.model = rig.program.model
         self.autocast = rig.autocast
         del rig
@@ -250,7 +256,7 @@ def find_max_batch(
     effective_batch: int | None = None,
     eval_batch: int | None = None,
     evaluate: bool = True,
-    steps: int = 2,
+    steps: int = 3,
     limit: int = 4096,
     start: int | None = None,
     device: str | None = None,

@@ -16,16 +16,13 @@ from dataclasses import dataclass, field
 import torch
 
 from trainfit.errors import MeasureError
-from trainfit.models.source import build_program
-from trainfit.spec import Precision, TrainSpec
+from trainfit.measure.backend import transformers_version
+from trainfit.measure.steps import device_rig, unique_bytes
+from trainfit.spec import TrainSpec
 from trainfit.training import (
     Phase,
     StepRig,
-    apply_settings,
-    needs_scaler,
-    no_context,
     run_iteration,
-    torch_optimizer,
 )
 
 
@@ -69,14 +66,6 @@ class Measurement:
         return max(self.phase_peaks, key=lambda p: p.peak_allocated_bytes)
 
 
-def _unique_bytes(tensors: list[torch.Tensor]) -> int:
-    seen: dict[int, int] = {}
-    for t in tensors:
-        storage = t.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
-    return sum(seen.values())
-
-
 def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measurement:
     """Run warm-up-free real steps of `spec` on a CUDA device; raise MeasureError without one."""
     dev = _cuda_device(device)
@@ -84,7 +73,7 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
     baseline = total - free0
     rig, trainable = cuda_rig(spec, dev, build_on="cpu")
     program, optimizer = rig.program, rig.optimizer
-    param_bytes = _unique_bytes(list(program.model.parameters()))
+    param_bytes = unique_bytes(list(program.model.parameters()))
     batch = program.make_batch(dev, True)
 
     phase_peaks: list[PhasePeak] = []
@@ -100,7 +89,7 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
             captured["activation"] = torch.cuda.memory_allocated(dev) - state["before_forward"]
         if state["iteration"] == 0 and phase is Phase.OPTIMIZER:
             grads = [p.grad for p in trainable if p.grad is not None]
-            captured["grad"] = _unique_bytes(grads)
+            captured["grad"] = unique_bytes(grads)
         if phase is Phase.FORWARD and state["phase"] is not Phase.FORWARD:
             state["before_forward"] = torch.cuda.memory_allocated(dev)
         state["phase"] = phase
@@ -126,7 +115,7 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
         ) from exc
     reserved_peaks.append(torch.cuda.max_memory_reserved(dev))
     free1, _ = torch.cuda.mem_get_info(dev)
-    opt_bytes = _unique_bytes(
+    opt_bytes = unique_bytes(
         [
             v
             for s in optimizer.state.values()
@@ -150,7 +139,7 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
         versions={
             "torch": torch.__version__,
             "cuda": str(torch.version.cuda),
-            "transformers": _transformers_version(),
+            "transformers": transformers_version(),
         },
     )
 
@@ -169,31 +158,8 @@ def _cuda_device(device: str) -> torch.device:
 def cuda_rig(
     spec: TrainSpec, dev: torch.device, build_on: str = "cpu"
 ) -> tuple[StepRig, list[torch.nn.Parameter]]:
-    """The model, optimizer, autocast and scaler of `spec` on CUDA device `dev`, as a user's
-    loop would set them up (PyTorch's tf32 defaults for the precision). `build_on="cpu"`
-    builds and initialises the model on the CPU and moves it (the memory benchmark's way);
-    "device" builds it on the card (fast for big models; the weights are still initialised)."""
-    program = build_program(spec, "cpu" if build_on == "cpu" else dev)
-    trainable = apply_settings(program, spec)
-    dtype = torch.bfloat16 if spec.precision is Precision.PURE_BF16 else None
-    program.model.to(device=dev, dtype=dtype)
-    if spec.precision is Precision.FP32:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
-    elif spec.precision is Precision.TF32:
-        torch.backends.cuda.matmul.allow_tf32 = True
-    optimizer = torch_optimizer(spec.optimizer, trainable)
-    autocast_dtype = spec.precision.autocast_dtype
-    if autocast_dtype is not None:
-
-        def autocast() -> torch.autocast:
-            return torch.autocast("cuda", dtype=autocast_dtype)
-
-    else:
-        autocast = no_context  # type: ignore[assignment]
-    scaler = torch.amp.GradScaler("cuda") if needs_scaler(spec.precision) else None
-    rig = StepRig(program=program, optimizer=optimizer, autocast=autocast, scaler=scaler, spec=spec)
-    return rig, trainable
+    """`spec`'s rig on CUDA device `dev` (`trainfit.measure.steps.device_rig`)."""
+    return device_rig(spec, dev, build_on)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -279,14 +245,6 @@ def time_cuda(
         versions={
             "torch": torch.__version__,
             "cuda": str(torch.version.cuda),
-            "transformers": _transformers_version(),
+            "transformers": transformers_version(),
         },
     )
-
-
-def _transformers_version() -> str:
-    try:
-        import transformers
-    except ImportError:
-        return "not installed"
-    return str(transformers.__version__)

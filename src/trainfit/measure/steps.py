@@ -160,14 +160,20 @@ class Measured:
         }
 
 
-def device_rig(spec: TrainSpec, backend: Backend) -> tuple[StepRig, list[nn.Parameter]]:
-    """The model, optimizer, autocast and scaler of `spec` on the backend's device, as a user's
-    loop would set them up (built on the CPU in fp32 and moved; PyTorch's tf32 defaults)."""
-    program = build_program(spec, "cpu")
+def device_rig(
+    spec: TrainSpec, device: torch.device, build_on: str = "cpu"
+) -> tuple[StepRig, list[nn.Parameter]]:
+    """The model, optimizer, autocast and scaler of `spec` on `device` (CUDA, MPS or the
+    CPU), as a user's loop would set them up: PyTorch's tf32 defaults for the precision,
+    `torch.autocast(device type, dtype)` for fp16/bf16 with a GradScaler for fp16.
+    `build_on="cpu"` builds and initialises the model on the CPU in fp32 and moves it (the
+    memory benchmark's way); "device" builds it on the device (fast for big models; the
+    weights are still initialised). Pure-bf16 casts the model to bf16."""
+    program = build_program(spec, "cpu" if build_on == "cpu" else device)
     trainable = apply_settings(program, spec)
     dtype = torch.bfloat16 if spec.precision is Precision.PURE_BF16 else None
-    program.model.to(device=backend.device, dtype=dtype)
-    if backend.kind == "cuda":
+    program.model.to(device=device, dtype=dtype)
+    if device.type == "cuda":
         if spec.precision is Precision.FP32:
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
@@ -179,9 +185,9 @@ def device_rig(spec: TrainSpec, backend: Backend) -> tuple[StepRig, list[nn.Para
     if autocast_dtype is not None:
 
         def autocast() -> torch.autocast:
-            return torch.autocast(backend.kind, dtype=autocast_dtype)
+            return torch.autocast(device.type, dtype=autocast_dtype)
 
-    scaler = torch.amp.GradScaler(backend.kind) if needs_scaler(spec.precision) else None
+    scaler = torch.amp.GradScaler(device.type) if needs_scaler(spec.precision) else None
     rig = StepRig(program=program, optimizer=optimizer, autocast=autocast, scaler=scaler, spec=spec)
     return rig, trainable
 
@@ -245,7 +251,7 @@ def measure(
     build_program(spec, "meta")  # NB: imports the model's modules before the baseline
     free_at_start = backend.free_memory()
     backend.start()
-    rig, trainable = device_rig(spec, backend)
+    rig, trainable = device_rig(spec, backend.device)
     model = rig.program.model
     parameter_bytes = unique_bytes(list(model.parameters()))
     batch = rig.program.make_batch(backend.device, True)

@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from trainfit.monitor.core import Monitor
-from trainfit.monitor.oom import NextRung, OomReport, is_oom
+from trainfit.monitor.oom import NextRung, OomReport
 from trainfit.monitor.phase import StepPhase
 from trainfit.monitor.sample import Sample
 from trainfit.monitor.sources import (
@@ -58,7 +58,6 @@ __all__ = [
     "StepPhase",
     "TrainfitCallback",
     "TrainfitTrainerCallback",
-    "is_oom",
 ]
 
 

@@ -35,10 +35,10 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError
+from trainfit.measure.backend import is_out_of_memory
 from trainfit.monitor.oom import (
     OomReport,
     build_report,
-    is_oom,
     next_rung_for_spec,
     next_rung_observed,
     observe,
@@ -358,7 +358,7 @@ class Monitor:
 
         Never raises (a failing report is a note); the caller re-raises `exc`.
         """
-        if not is_oom(exc) or id(exc) in self._reported:
+        if not is_out_of_memory(exc) or id(exc) in self._reported:
             return None
         self._reported.add(id(exc))
         try:

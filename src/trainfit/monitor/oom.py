@@ -28,17 +28,8 @@ from trainfit.monitor.phase import StepPhase
 from trainfit.monitor.sample import gib
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
-_OOM_TEXTS = ("out of memory", "can't allocate memory")
-_OOM_ERROR = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)  # NB: torch < 2.5
 _REQUESTED = re.compile(r"[Tt]ried to allocate ([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)")
 _UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
-def is_oom(exc: BaseException) -> bool:
-    """Whether `exc` is an out-of-memory error of CUDA, MPS or the CPU allocator."""
-    if isinstance(exc, _OOM_ERROR):
-        return True
-    return isinstance(exc, RuntimeError) and any(t in str(exc) for t in _OOM_TEXTS)
 
 
 def requested_bytes(exc: BaseException) -> int | None:

@@ -142,8 +142,7 @@ def latency_renderable(table: LatencyTable) -> Table:
     """p50/p95/p99 per batch."""
     out = Table(
         title=f"inference latency on {table.device_name} ({table.precision}, "
-        f"{table.warmup} warm-up runs)"
-        + (" - interrupted" if table.interrupted else ""),
+        f"{table.warmup} warm-up runs)" + (" - interrupted" if table.interrupted else ""),
         title_justify="left",
     )
     for column in ("batch", "runs", "p50 ms", "p95 ms", "p99 ms", "samples/s"):
