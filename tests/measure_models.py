@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-LIMITS = {"train": 1 << 30, "eval": 1 << 30, "interrupt_after": 1 << 30}
+LIMITS = {"train": 1 << 30, "eval": 1 << 30, "interrupt_after": 1 << 30, "fail_rank": -1}
 """Batch sizes above which the capped model's forward raises out of memory (training and
 evaluation mode), and the forward call that raises KeyboardInterrupt; set by the tests."""
 CALLS = {"forward": 0}
@@ -21,6 +21,9 @@ class _Capped(nn.Module):
         CALLS["forward"] += 1
         if CALLS["forward"] > LIMITS["interrupt_after"]:
             raise KeyboardInterrupt
+        distributed = LIMITS["fail_rank"] >= 0 and torch.distributed.is_initialized()
+        if distributed and torch.distributed.get_rank() == LIMITS["fail_rank"]:
+            raise ValueError("a bug on one rank only")
         cap = LIMITS["train"] if self.training else LIMITS["eval"]
         if x.shape[0] > cap:
             raise torch.OutOfMemoryError(
@@ -45,3 +48,21 @@ class _Broken(nn.Module):
 
 def broken_mlp() -> nn.Module:
     return _Broken()
+
+
+class _TooBig(nn.Module):
+    """A model whose weights do not fit the device: moving it runs out of memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(16, 4)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 300.00 GiB")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+def too_big() -> nn.Module:
+    return _TooBig()

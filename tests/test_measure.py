@@ -115,7 +115,8 @@ def test_a_model_failing_its_own_forward_is_one_line_naming_the_module():
     assert text.startswith("the model failed its own forward pass at step 1 (in module second)")
     assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x32 and 33x4)" in text
     assert "\n" not in text
-    assert info.value.__cause__ is None and info.value.__suppress_context__
+    # raised outside the handler: no context keeps the failed step's frames alive
+    assert info.value.__cause__ is None and info.value.__context__ is None
 
 
 def test_out_of_memory_names_the_phase_the_batch_and_what_was_free():
@@ -286,10 +287,67 @@ def test_real_attempts_recover_from_out_of_memory_and_leave_nothing_behind():
     assert not [o for o in gc.get_objects() if torch.optim.Optimizer in type(o).__mro__]
 
 
+def test_an_attempt_past_the_free_ram_fails_before_the_kernel_kills_the_run():
+    class Swelling(CpuBackend):
+        def free_memory(self) -> int | None:
+            return 10 * GiB
+
+        def take_peaks(self) -> tuple[int | None, int | None, int | None]:
+            return None, None, self.batch * GiB  # NB: grows with the batch tried
+
+    backend = Swelling()
+    backend.batch = 0
+    real_probe = find_max_batch.__globals__["_Prober"]
+
+    class Watching(real_probe):
+        def __call__(self, micro: int, eval_batch: int | None) -> Attempt:
+            backend.batch = micro
+            return super().__call__(micro, eval_batch)
+
+    prober = Watching(TrainSpec(**CAPPED), backend, 1, ram_budget=10 * GiB)
+    found = find_max_batch(TrainSpec(**CAPPED), start=4, backend=backend, probe=prober)
+    assert (found.micro_batch, found.first_failing) == (10, 11)
+    failed = next(a for a in found.attempts if a.micro_batch == 11)
+    assert failed.failed_phase == "host memory"
+    assert "past the 10.00 GiB of RAM available at the start" in failed.message
+
+
+def test_weights_that_do_not_fit_are_one_line_in_every_mode():
+    spec = TrainSpec(model="tests.measure_models:too_big", inputs=("x=B,16:float32",), device="cpu")
+    expected = "while moving the model to the device"
+    with pytest.raises(MeasureError, match=expected) as info:
+        measure(spec, steps=1, warmup=1, backend=FakeCuda())
+    assert "300" not in str(info.value) and info.value.__context__ is None
+    with pytest.raises(MeasureError, match=expected):
+        measure_latency(spec, runs=2, warmup=1, device="cpu")
+    with pytest.raises(MeasureError, match=expected):
+        find_max_batch(spec, device="cpu")
+
+
+def test_an_interrupted_search_reports_its_bounds(capsys):
+    from rich.console import Console
+
+    from trainfit.report.measure import max_batch_renderable
+
+    calls: list[tuple[int, int | None]] = []
+    scripted = _scripted(40, 40, calls)
+
+    def probe(micro: int, eval_batch: int | None) -> Attempt:
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return scripted(micro, eval_batch)
+
+    found = find_max_batch(TrainSpec(**CAPPED), probe=probe, start=20, device="cpu")
+    assert found.interrupted and (found.micro_batch, found.first_failing) == (23, None)
+    console = Console(width=100, record=True)
+    console.print(max_batch_renderable(found))
+    assert "interrupted: at least 23 fits" in console.export_text()
+
+
 def test_real_attempts_stop_on_an_error_that_is_not_out_of_memory():
     with pytest.raises(
         MeasureError,
-        match=r"^the model failed its own forward pass while "
+        match=r"^the model failed its own forward pass \(in module second\) while "
         r"searching for the largest micro-batch: RuntimeError: mat1 and mat2",
     ):
         find_max_batch(TrainSpec(**BROKEN), device="cpu")
@@ -317,13 +375,42 @@ def _rank(rank: int, port: int, caps: list[int], results) -> None:
         torch.distributed.destroy_process_group()
 
 
-def test_ranks_agree_on_the_largest_micro_batch():
+def _failing_rank(rank: int, port: int, results) -> None:
+    import datetime
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    measure_models.LIMITS["fail_rank"] = 1
+    torch.distributed.init_process_group(
+        "gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60)
+    )
+    try:
+        find_max_batch(TrainSpec(**CAPPED), start=2, limit=8, device="cpu")
+        results[rank] = "no error"
+    except MeasureError as exc:
+        results[rank] = str(exc)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    manager = mp.Manager()
-    results = manager.dict()
-    mp.spawn(_rank, args=(port, [23, 17], results), nprocs=2, join=True)
+        return s.getsockname()[1]
+
+
+def test_an_error_on_one_rank_stops_every_rank_with_one_line():
+    results = mp.Manager().dict()
+    mp.spawn(_failing_rank, args=(_free_port(), results), nprocs=2, join=True)
+    assert results[1] == (
+        "the model failed its own forward pass (in module <model>) while searching for the "
+        "largest micro-batch: ValueError: a bug on one rank only"
+    )
+    assert results[0] == "another rank failed: see its error"
+
+
+def test_ranks_agree_on_the_largest_micro_batch():
+    results = mp.Manager().dict()
+    mp.spawn(_rank, args=(_free_port(), [23, 17], results), nprocs=2, join=True)
     # rank 1 runs out above 17: both answer 17, and 16 for 32 samples per rank
     assert results[0] == results[1]
     assert results[0][:4] == (17, 16, 2, 2)
@@ -445,9 +532,104 @@ def test_busy_gpu_says_what_is_free_and_what_fits(monkeypatch):
         _room(spec, busy, result)
     text = str(info.value)
     assert text.startswith(
-        "Fake H100 has 6.00 GiB free of 80.00 GiB (other processes hold "
-        "74.00 GiB) and this step needs about"
+        "Fake H100 has 6.00 GiB free of 80.00 GiB (other processes and this one's CUDA "
+        "context hold 74.00 GiB) and this step needs about"
     )
     assert "fits in what is free (estimated): use --batch" in text
     assert text.endswith("free the GPU, or pass --force to try anyway")
     _room(spec, FakeCuda(free=79 * GiB), result)  # room enough: no error
+
+
+@pytest.fixture
+def fake_torch_cuda(monkeypatch):
+    """torch.cuda as a card with 10 GiB held by other processes; set_device adds this
+    process's 0.5 GiB context."""
+    state = {"used": 10 * GiB}
+    patches = {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "set_device": lambda d: state.update(used=state["used"] + GiB // 2),
+        "mem_get_info": lambda d=None: (80 * GiB - state["used"], 80 * GiB),
+        "reset_peak_memory_stats": lambda d=None: None,
+        "max_memory_allocated": lambda d=None: GiB,
+        "max_memory_reserved": lambda d=None: 2 * GiB,
+        "synchronize": lambda d=None: None,
+        "empty_cache": lambda: None,
+    }
+    for name, fn in patches.items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("process_listed", "device_figure", "expected", "method"),
+    [
+        (True, True, 2 * GiB + GiB // 2, "NVML: this process's memory"),
+        (False, True, 2 * GiB + GiB // 2, "NVML does not list this process"),
+        (False, False, 2 * GiB, "CUDA context (about 0.5 GiB) is NOT counted"),
+    ],
+)
+def test_cuda_backend_counts_the_context_where_it_can(
+    fake_torch_cuda, monkeypatch, process_listed, device_figure, expected, method
+):
+    import trainfit.measure.backend as backend_module
+
+    state = fake_torch_cuda
+    monkeypatch.setattr(
+        backend_module.nvml,
+        "process_bytes",
+        lambda d: state["used"] - 10 * GiB if process_listed else None,
+    )
+    monkeypatch.setattr(
+        backend_module.nvml,
+        "device_used_bytes",
+        lambda d: state["used"] if device_figure else None,
+    )
+    backend = backend_module.CudaBackend(torch.device("cuda"))
+    backend.start()
+    state["used"] += 2 * GiB  # the steps reserve 2 GiB
+    allocated, reserved, used = backend.take_peaks()
+    assert (allocated, reserved, used) == (GiB, 2 * GiB, expected)
+    assert method in backend.used_method
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--max-batch", "--steps", "5"], "with --max-batch use --attempt-steps"),
+        (["--latency", "--batch", "8"], "give the batch as --latency-batch"),
+        (["--max-batch", "--effective-batch", "0"], "--effective-batch must be at least 1, got 0"),
+        (["--device", "h100"], "--device h100 is a cuda device but the steps run on"),
+    ],
+)
+def test_measure_command_refuses_flags_it_would_ignore(extra, message, capsys):
+    args = ["measure", CAPPED["model"], "--input", "x=B,16:float32", "--on", "cpu", *extra]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_max_batch_keeps_the_batch_given_and_needs_no_gpu_prediction(capsys):
+    measure_models.LIMITS.update(train=5, eval=5)
+    args = [
+        "measure",
+        CAPPED["model"],
+        "--input",
+        "x=B,16:float32",
+        "--on",
+        "cpu",
+        "--batch",
+        "4",
+        "--grad-accum",
+        "3",
+        "--max-batch",
+        "--json",
+    ]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["max_micro_batch"], out["micro_batch"], out["grad_accum"]) == (5, 4, 3)
+    assert out["predicted"] is None
+    assert (
+        "keeping the effective batch of --batch 4 x --grad-accum 3 = 12" in out["command_notes"][0]
+    )

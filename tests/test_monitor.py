@@ -261,6 +261,7 @@ def fake_pynvml(power_fails: bool = False, init_fails: bool = False) -> types.Si
         nvmlInit=init,
         nvmlShutdown=lambda: None,
         nvmlDeviceGetHandleByIndex=lambda i: _Handle(),
+        nvmlDeviceGetCount=lambda: 1,
         nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=93),
         nvmlDeviceGetPowerUsage=power,
         nvmlDeviceGetTemperature=lambda h, kind: 71,
@@ -272,6 +273,16 @@ def fake_pynvml(power_fails: bool = False, init_fails: bool = False) -> types.Si
 @pytest.fixture
 def no_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace())
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_nvml_never_reads_another_gpu(no_uuid: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # without a UUID, index 0 of the visible GPUs need not be NVML's index 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    source = NvmlSource(torch.device("cuda", 0), nvml=fake_pynvml())
+    assert source.read() == GpuReading()
+    assert "CUDA_VISIBLE_DEVICES set the index would name another GPU" in source.notes[0]
 
 
 def test_nvml_reads_counters(no_uuid: None) -> None:

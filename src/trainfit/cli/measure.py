@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="catalog row to estimate for (default: the row matching the local device)",
     )
-    parser.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (default 10)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     parser.add_argument(
         "--no-estimate", action="store_true", help="measure only; skip the estimate beside it"
@@ -127,6 +127,8 @@ def _run(args: argparse.Namespace) -> int:
             except MeasureError as exc:
                 note = f"no estimate beside the measurement: {exc}"
         spec = spec_args.spec(args, device=target or "h100")
+        if target is not None and not args.no_estimate:
+            _same_kind(target, backend)
         if args.max_batch:
             return _max_batch(args, spec, backend, target, note)
         return _measure(args, spec, backend, target, note)
@@ -135,6 +137,20 @@ def _run(args: argparse.Namespace) -> int:
             import torch.distributed
 
             torch.distributed.destroy_process_group()
+
+
+def _same_kind(target: str, backend: Any) -> None:
+    """MeasureError when --device names another kind of device than the one the steps run on."""
+    from trainfit.errors import MeasureError
+    from trainfit.hardware.catalog import get_device
+
+    device = get_device(target)
+    if device.kind != backend.kind:
+        raise MeasureError(
+            f"--device {target} is a {device.kind} device but the steps run on {backend.name()} "
+            f"({backend.kind}): the two would not be comparable; pass a {backend.kind} row "
+            "(`trainfit devices`), drop --device to match this one, or --no-estimate"
+        )
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -156,6 +172,19 @@ def _check(args: argparse.Namespace) -> None:
         raise MeasureError(f"{', '.join(wrong)} only apply with --max-batch or --latency")
     if args.max_batch and args.latency:
         raise MeasureError("choose one of --max-batch and --latency")
+    if args.steps is not None and (args.max_batch or args.latency):
+        raise MeasureError(
+            "--steps counts timed training steps: with --max-batch use --attempt-steps, with "
+            "--latency --runs"
+        )
+    if args.latency and (args.batch != 1 or args.grad_accum != 1):
+        raise MeasureError(
+            "--latency times batch 1 and each --latency-batch: give the batch as "
+            "--latency-batch instead of --batch/--grad-accum"
+        )
+    if args.effective_batch is not None and args.effective_batch < 1:
+        raise MeasureError(f"--effective-batch must be at least 1, got {args.effective_batch}")
+    args.steps = 10 if args.steps is None else args.steps
 
 
 def _init_distributed(args: argparse.Namespace) -> bool:
@@ -189,20 +218,27 @@ def _room(spec: Any, backend: Any, estimate: Any) -> None:
     free = backend.free_memory()
     if backend.kind == "cpu" or free is None or estimate.device_memory_needed_bytes <= free:
         return
+    from trainfit.hardware import nvml
     from trainfit.memory.scaling import max_micro_batch
 
     total = backend.total_memory() or free
     GiB = 1 << 30
     fits = max_micro_batch(spec, margin=max(0.0, 1.0 - free / estimate.device.memory_bytes))
-    others = max(0, total - free)
+    own = nvml.process_bytes(backend.device) if backend.kind == "cuda" else None
+    others = max(0, total - free - (own or 0))
+    held_by = (
+        "other processes hold"
+        if own is not None
+        else "other processes and this one's CUDA context hold"
+    )
     advice = (
         f"micro-batch {fits.batch} fits in what is free (estimated): use --batch {fits.batch}"
         if fits.batch
         else "not even micro-batch 1 fits in what is free"
     )
     raise MeasureError(
-        f"{backend.name()} has {free / GiB:.2f} GiB free of {total / GiB:.2f} GiB (other "
-        f"processes hold {others / GiB:.2f} GiB) and this step needs about "
+        f"{backend.name()} has {free / GiB:.2f} GiB free of {total / GiB:.2f} GiB ({held_by} "
+        f"{others / GiB:.2f} GiB) and this step needs about "
         f"{estimate.device_memory_needed_bytes / GiB:.2f} GiB (estimated); {advice}, free the "
         "GPU, or pass --force to try anyway"
     )
@@ -256,16 +292,30 @@ def _measure(
 def _max_batch(
     args: argparse.Namespace, spec: Any, backend: Any, target: str | None, note: str | None
 ) -> int:
+    from trainfit.errors import TrainfitError
     from trainfit.measure.max_batch import find_max_batch, world
 
     predicted = None
-    if target is not None:
+    notes = [note] if note else []
+    if target is not None and backend.kind != "cpu":
         from trainfit.memory.scaling import max_micro_batch
 
-        predicted = max_micro_batch(spec).batch or None
+        try:
+            predicted = max_micro_batch(spec).batch or None
+        except TrainfitError as exc:
+            notes.append(f"no prediction to start from ({exc}); the search starts at 1")
+    effective = args.effective_batch
+    if effective is None and (args.batch != 1 or args.grad_accum != 1):
+        effective = args.batch * args.grad_accum * world()[1]
+        notes.append(
+            f"keeping the effective batch of --batch {args.batch} x --grad-accum "
+            f"{args.grad_accum}"
+            + (f" x {world()[1]} ranks" if world()[1] > 1 else "")
+            + f" = {effective} (--effective-batch sets another)"
+        )
     found = find_max_batch(
         spec,
-        effective_batch=args.effective_batch,
+        effective_batch=effective,
         eval_batch=args.eval_batch,
         evaluate=not args.no_eval,
         limit=args.limit,
@@ -276,18 +326,15 @@ def _max_batch(
     if world()[0] != 0:
         return 130 if found.interrupted else 0
     out: dict[str, Any] = found.to_dict()
-    if note:
-        out["note"] = note
+    if notes:
+        out["command_notes"] = notes
 
     def show() -> list[Any]:
         from rich.text import Text
 
         from trainfit.report.measure import max_batch_renderable
 
-        shown: list[Any] = [max_batch_renderable(found)]
-        if note:
-            shown.append(Text(note, style="yellow"))
-        return shown
+        return [max_batch_renderable(found), *(Text(n, style="yellow") for n in notes)]
 
     _emit(args, out, show)
     return 130 if found.interrupted else 0

@@ -204,19 +204,10 @@ def _tool(argv: list[str]) -> str | None:
 
 
 def _nvml_read(name: str) -> Any:
-    """`pynvml.<name>()` between nvmlInit and nvmlShutdown; None without pynvml or NVML."""
-    try:
-        import pynvml  # nvidia-ml-py
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-        try:
-            return getattr(pynvml, name)()
-        finally:
-            pynvml.nvmlShutdown()
-    except pynvml.NVMLError:
-        return None
+    """`pynvml.<name>()`, None without pynvml or NVML (`trainfit.hardware.nvml`)."""
+    from trainfit.hardware import nvml
+
+    return nvml.read(name)
 
 
 def _synchronize(device: torch.device) -> None:

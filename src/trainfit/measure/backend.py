@@ -15,10 +15,12 @@ Known limitations:
   `driver_allocated_memory`): MPS has no peak counter, so a peak inside a phase is missed.
   Never run on a Mac (none was available).
 - CUDA's "device used" is this process's memory on the card from NVML's process list (the
-  CUDA context included). Without nvidia-ml-py, or where NVML does not list this process (a
-  container with its own process ids), it is total - free from `cudaMemGetInfo` less what
-  was in use at the start, which misses the process's own context (about 0.5 GiB) and moves
-  when another process starts or stops; `used_method` says which one ran.
+  CUDA context included). Where NVML does not list this process (a container with its own
+  process ids), it is total - free from `cudaMemGetInfo` less the card's use that NVML saw
+  before the backend created the context; it moves when another process starts or stops,
+  and counts a context this process made before the backend. Without nvidia-ml-py it is
+  total - free less what was in use at the start, which misses the context (about 0.5 GiB).
+  `used_method` says which one ran.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Protocol
 import torch
 
 from trainfit.errors import MeasureError
+from trainfit.hardware import nvml
 
 OOM_MARKERS = (
     "out of memory",
@@ -125,8 +128,11 @@ class CudaBackend:
                 f"CUDA GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}"
             )
         self.device = torch.device("cuda", index)
+        # NB: read before set_device, which creates this process's CUDA context (CUDA 12+)
+        self._before_context = nvml.device_used_bytes(self.device)
         torch.cuda.set_device(self.device)
         self._baseline = 0
+        self._own = False
         self.used_method = ""
 
     def name(self) -> str:
@@ -142,14 +148,10 @@ class CudaBackend:
         return torch.cuda.memory_reserved(self.device)
 
     def _used(self) -> int:
-        own = _nvml_process_bytes(self.device)
-        if own is not None:
-            self.used_method = "NVML: this process's memory on the card (CUDA context included)"
-            return own + self._baseline
-        self.used_method = (
-            "cudaMemGetInfo: total - free, less what was in use at the start (this process's "
-            "CUDA context, made before the start, is not counted)"
-        )
+        if self._own:
+            own = nvml.process_bytes(self.device)
+            if own is not None:
+                return own + self._baseline
         free, total = torch.cuda.mem_get_info(self.device)
         return total - free
 
@@ -163,11 +165,26 @@ class CudaBackend:
         return peaks
 
     def start(self) -> None:
+        self.release()  # NB: an earlier run in this process leaves cached blocks
         free, total = torch.cuda.mem_get_info(self.device)
-        own = _nvml_process_bytes(self.device)
-        # NB: with NVML the baseline is the other processes' memory; without it, everything in
-        # use now, this process's context included
-        self._baseline = (total - free) - (own or 0)
+        own = nvml.process_bytes(self.device)
+        self._own = own is not None
+        if own is not None:
+            self._baseline = (total - free) - own
+            self.used_method = "NVML: this process's memory on the card (CUDA context included)"
+        elif self._before_context is not None:
+            self._baseline = self._before_context
+            self.used_method = (
+                "cudaMemGetInfo, less the card's use before this process's CUDA context "
+                "(NVML device figure; NVML does not list this process, as in a container): "
+                "other processes are assumed to hold what they held then"
+            )
+        else:
+            self._baseline = total - free
+            self.used_method = (
+                "cudaMemGetInfo, less what was in use at the start: without NVML this "
+                "process's CUDA context (about 0.5 GiB) is NOT counted"
+            )
         torch.cuda.reset_peak_memory_stats(self.device)
 
     def baseline_used(self) -> int:
@@ -191,33 +208,6 @@ class CudaBackend:
             "cudnn": str(torch.backends.cudnn.version()),
             "transformers": transformers_version(),
         }
-
-
-def _nvml_process_bytes(device: torch.device) -> int | None:
-    """This process's memory on `device` as NVML's running-process list gives it (the CUDA
-    context included), or None: no nvidia-ml-py, NVML failing, or this process not listed
-    (a container whose process ids NVML does not see)."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
-    if uuid is None:
-        return None
-    try:
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
-            processes = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        finally:
-            pynvml.nvmlShutdown()
-    except pynvml.NVMLError:
-        return None
-    pid = os.getpid()
-    for process in processes:
-        if process.pid == pid and process.usedGpuMemory is not None:
-            return int(process.usedGpuMemory)
-    return None
 
 
 class MpsBackend:

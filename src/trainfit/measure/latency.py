@@ -23,6 +23,7 @@ import torch
 
 from trainfit.errors import MeasureError
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
+from trainfit.measure.steps import first_line, setup_failure
 from trainfit.models.source import build_program
 from trainfit.spec import Precision, TrainSpec
 
@@ -111,18 +112,25 @@ def measure_latency(
     if problems:
         raise MeasureError("; ".join(problems))
     backend = backend or backend_for(device)
-    program = build_program(spec, "cpu")
-    dtype = torch.bfloat16 if spec.precision is Precision.PURE_BF16 else None
-    model = program.model.to(device=backend.device, dtype=dtype).eval()
+    free_at_start = backend.free_memory()
+    failure = None
+    try:
+        program = build_program(spec, "cpu")
+        dtype = torch.bfloat16 if spec.precision is Precision.PURE_BF16 else None
+        model = program.model.to(device=backend.device, dtype=dtype).eval()
+    except Exception as exc:
+        failure = setup_failure(exc, backend, free_at_start)
+    if failure is not None:
+        raise failure
     autocast_dtype = spec.precision.autocast_dtype
     rows: list[Latency] = []
     interrupted = False
     for b in sorted(set(batches)):
-        batch = build_program(dataclasses.replace(spec, batch=b), "meta").make_batch(
-            backend.device, True
-        )
         times: list[float] = []
         try:
+            batch = build_program(dataclasses.replace(spec, batch=b), "meta").make_batch(
+                backend.device, True
+            )
             enabled = autocast_dtype is not None
             cast = torch.autocast(backend.kind, dtype=autocast_dtype, enabled=enabled)
             with torch.inference_mode(), cast:
@@ -136,21 +144,18 @@ def measure_latency(
         except KeyboardInterrupt:
             interrupted = True
         except Exception as exc:
-            if is_out_of_memory(exc):
-                raise MeasureError(
-                    f"out of memory on {backend.name()} running inference at batch {b}: "
-                    "try a smaller --latency-batch"
-                ) from None
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise MeasureError(
-                f"the model failed its own forward pass at batch {b}: "
-                f"{type(exc).__name__}: {text[:300]}"
-            ) from None
+            failure = MeasureError(
+                f"out of memory on {backend.name()} running inference at batch {b}: try a "
+                "smaller --latency-batch"
+                if is_out_of_memory(exc)
+                else f"the model failed its own forward pass at batch {b}: {first_line(exc)}"
+            )
+        if failure is not None:
+            raise failure
         if len(times) >= 2:
             rows.append(Latency(batch=b, runs=len(times), seconds=tuple(times)))
         if interrupted:
             break
-    del batch
     backend.release()
     return LatencyTable(
         device_name=backend.name(),

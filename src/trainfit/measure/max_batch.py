@@ -49,10 +49,12 @@ import torch
 
 from trainfit.errors import MeasureError
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
-from trainfit.measure.steps import ModuleTracker, device_rig
+from trainfit.measure.steps import ModuleTracker, device_rig, first_line, setup_failure
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
 from trainfit.training import Phase, StepRig, needs_scaler, run_iteration, torch_optimizer
+
+GiB = 1 << 30
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,6 +71,8 @@ class Attempt:
     failed_phase: str | None
     """"forward", "backward", "optimizer" or "evaluation" where memory ran out here."""
     message: str | None
+    error: str | None = None
+    """A failure that is not out of memory, on this rank (the search stops on every rank)."""
     peak_reserved_bytes: int | None
     peak_used_bytes: int | None
     left_allocated_bytes: int | None
@@ -133,24 +137,42 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
-def agree(flag: bool, device: torch.device) -> bool:
-    """`flag` on every rank (MIN over the process group); `flag` itself without one."""
+def agree(values: list[int], device: torch.device) -> list[int]:
+    """Each value's minimum over the process group's ranks (itself without one): one
+    collective per call, so every rank must call it the same number of times."""
     if world()[1] == 1:
-        return flag
+        return values
     backend = torch.distributed.get_backend()
     where = device if backend == "nccl" else torch.device("cpu")
-    value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=where)
-    torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MIN)
-    return bool(value.item())
+    tensor = torch.tensor(values, dtype=torch.int64, device=where)
+    torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MIN)
+    return [int(v) for v in tensor.tolist()]
+
+
+FITS, OUT_OF_MEMORY, FAILED = 2, 1, 0
+"""An attempt's status as the ranks agree on it (MIN: one failing rank fails them all)."""
+
+
+def _status(fits: bool | None, error: str | None) -> int:
+    if error is not None:
+        return FAILED
+    return FITS if fits or fits is None else OUT_OF_MEMORY
 
 
 class _Prober:
     """Attempts on a model built once; everything else rebuilt per attempt."""
 
-    def __init__(self, spec: TrainSpec, backend: Backend, steps: int) -> None:
+    def __init__(
+        self, spec: TrainSpec, backend: Backend, steps: int, ram_budget: int | None = None
+    ) -> None:
         self.spec = spec
         self.backend = backend
         self.steps = steps
+        self.ram_budget = ram_budget
+        """On the CPU: the resident memory an attempt may add (RAM free at the start); an
+        attempt past it fails, before the kernel's out-of-memory killer would end the run."""
+        self.module: str | None = None
+        self._optimizer: torch.optim.Optimizer | None = None
         rig, self.trainable = device_rig(spec, backend.device)
         self.model = rig.program.model
         self.autocast = rig.autocast
@@ -161,21 +183,27 @@ class _Prober:
         started = time.perf_counter()
         backend = self.backend
         state: dict[str, Any] = {"phase": Phase.SETUP, "iteration": 0}
-        fits, eval_fits, failed, message = True, None, None, None
+        fits, eval_fits, failed, message, error = True, None, None, None, None
         backend.take_peaks()
         try:
             self._train(micro, state)
         except Exception as exc:
-            fits, failed, message = False, state["phase"].value, self._oom_or_raise(exc, state)
+            fits, failed = False, state["phase"].value
+            message, error = self._describe(exc, failed)
         if fits and eval_batch is not None:
-            state["phase"] = Phase.SETUP
             try:
                 self._evaluate(eval_batch)
                 eval_fits = True
             except Exception as exc:
                 eval_fits, failed = False, "evaluation"
-                message = self._oom_or_raise(exc, state, evaluation=True)
+                message, error = self._describe(exc, failed)
         _, reserved, used = backend.take_peaks()
+        if fits and self.ram_budget is not None and used is not None and used > self.ram_budget:
+            fits, eval_fits, failed = False, None, "host memory"
+            message = (
+                f"the process grew by {used / GiB:.2f} GiB, past the {self.ram_budget / GiB:.2f}"
+                " GiB of RAM available at the start"
+            )
         self._clean()
         return Attempt(
             micro_batch=micro,
@@ -184,6 +212,7 @@ class _Prober:
             eval_fits=eval_fits,
             failed_phase=failed,
             message=message,
+            error=error,
             peak_reserved_bytes=reserved,
             peak_used_bytes=used,
             left_allocated_bytes=backend.allocated(),
@@ -209,12 +238,16 @@ class _Prober:
             state["phase"] = phase
 
         tracker = ModuleTracker(self.model)
+        self.module = None
         try:
             for i in range(self.steps):
                 state["iteration"] = i
                 run_iteration(rig, batch, mark)
                 tracker.remove()
             self.backend.synchronize()
+        except Exception:
+            self.module = tracker.current if state["phase"] is Phase.FORWARD else None
+            raise
         finally:
             tracker.remove()
 
@@ -229,18 +262,17 @@ class _Prober:
         finally:
             self.model.train()
 
-    def _oom_or_raise(self, exc: Exception, state: dict[str, Any], evaluation: bool = False) -> str:
-        if not is_out_of_memory(exc):
-            where = "evaluation" if evaluation else state["phase"].value
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            self._clean()
-            raise MeasureError(
-                f"the model failed its own {where} pass while searching for the largest "
-                f"micro-batch: {type(exc).__name__}: {text[:300]}"
-            ) from None
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    def _describe(self, exc: Exception, phase: str) -> tuple[str, str | None]:
+        """(the error's first line, the one-line failure when it is not out of memory)."""
         exc.__traceback__ = None  # NB: the frames hold the failed step's tensors
-        return first[:300]
+        line = first_line(exc)
+        if is_out_of_memory(exc):
+            return line, None
+        where = f" (in module {self.module})" if self.module else ""
+        return line, (
+            f"the model failed its own {phase} pass{where} while searching for the largest "
+            f"micro-batch: {line}"
+        )
 
     def _clean(self) -> None:
         for p in self.model.parameters():
@@ -266,6 +298,7 @@ def find_max_batch(
 ) -> RealMaxBatch:
     """The largest micro-batch of `spec` that trains on the local device (see the module)."""
     rank, world_size = world()
+    predicted = start
     problems = []
     if steps < 1:
         problems.append(f"steps must be at least 1, got {steps}")
@@ -284,52 +317,79 @@ def find_max_batch(
     if per_rank is not None:
         limit = min(limit, per_rank)
     backend = backend or backend_for(device)
+    # NB: every rank searches from the same start to the same limit, or their paths part
+    start, limit = agree([max(1, min(start or 1, limit)), limit], backend.device)
+    ram_budget = backend.free_memory() if backend.kind == "cpu" else None
+    backend.start()
     held = None
-    if reserve_bytes:
-        held = torch.empty(reserve_bytes, dtype=torch.uint8, device=backend.device)
-    probe = probe or _Prober(spec, backend, steps)
+    failure = None
+    if probe is None:
+        try:
+            if reserve_bytes:
+                held = torch.empty(reserve_bytes, dtype=torch.uint8, device=backend.device)
+            probe = _Prober(spec, backend, steps, ram_budget)
+        except Exception as exc:
+            failure = setup_failure(exc, backend, ram_budget)
+        if agree([failure is None], backend.device) != [1]:
+            raise failure or MeasureError("another rank could not set the model up: see its error")
     attempts: list[Attempt] = []
     known: dict[int, Attempt] = {}
 
+    def attempt(micro: int, evaluation: int | None) -> Attempt:
+        mine = probe(micro, evaluation)
+        train, evaluated = agree(
+            [
+                _status(mine.fits, mine.error if mine.failed_phase != "evaluation" else None),
+                _status(mine.eval_fits, mine.error if mine.failed_phase == "evaluation" else None),
+            ],
+            backend.device,
+        )
+        if FAILED in (train, evaluated):
+            raise MeasureError(mine.error or "another rank failed: see its error")
+        fitted = train == FITS
+        result = dataclasses.replace(
+            mine,
+            fits=fitted,
+            eval_fits=None if evaluation is None or not fitted else evaluated == FITS,
+        )
+        attempts.append(result)
+        return result
+
     def fits(micro: int) -> bool:
         if micro not in known:
-            mine = probe(micro, (eval_batch or micro) if evaluate else None)
-            agreed = agree(mine.fits, backend.device)
-            eval_agreed = None
-            if mine.eval_fits is not None or evaluate:
-                eval_agreed = agree(bool(mine.eval_fits), backend.device) if agreed else None
-            result = dataclasses.replace(mine, fits=agreed, eval_fits=eval_agreed)
-            known[micro] = result
-            attempts.append(result)
+            known[micro] = attempt(micro, (eval_batch or micro) if evaluate else None)
         return known[micro].fits
 
     notes: list[str] = []
     interrupted = False
+    low, high, max_eval = 0, None, None
     try:
-        low, high = _search(fits, max(1, min(start or 1, limit)), limit)
+        low, high = _search(fits, start, limit)
+        if evaluate and low > 0:
+            if known[low].eval_fits:
+                max_eval = eval_batch or low
+            else:
+                max_eval = _eval_search(attempt, low, eval_batch or low)
+                notes.append(
+                    f"evaluation at batch {eval_batch or low} ran out of memory after training "
+                    f"at {low}: the largest evaluation batch that runs there is {max_eval}"
+                )
     except KeyboardInterrupt:
         interrupted = True
-        fitting = [a.micro_batch for a in attempts if a.fits]
-        failing = [a.micro_batch for a in attempts if not a.fits]
-        low = max(fitting, default=0)
-        high = min(failing, default=None)
+        low = max((a.micro_batch for a in attempts if a.fits), default=0)
+        high = min((a.micro_batch for a in attempts if not a.fits), default=None)
         notes.append("interrupted: the answer lies between the bounds reached")
-    max_eval = None
-    if evaluate and low > 0 and not interrupted:
-        at = known[low]
-        if at.eval_fits:
-            max_eval = eval_batch or low
-        else:
-            max_eval = _eval_search(probe, low, eval_batch or low, backend, attempts)
-            notes.append(
-                f"evaluation at batch {eval_batch or low} ran out of memory after training at "
-                f"{low}: the largest evaluation batch that runs there is {max_eval}"
-            )
     del held
     chosen = accum = None
     if per_rank is not None and low > 0:
         chosen = max(d for d in range(1, low + 1) if per_rank % d == 0)
         accum = per_rank // chosen
+        if chosen < low // 2:
+            better = effective_batch_near(per_rank, low) * world_size
+            notes.append(
+                f"{per_rank} samples per rank have no divisor between {chosen} and {low}: an "
+                f"effective batch of {better} would run micro-batches of {low}"
+            )
     left = [a.left_allocated_bytes for a in attempts if a.left_allocated_bytes is not None]
     leaked = max(0, left[-1] - left[0]) if left else 0
     if leaked:
@@ -343,7 +403,7 @@ def find_max_batch(
         micro_batch=low,
         first_failing=high,
         limit=limit,
-        predicted=start,
+        predicted=predicted,
         max_eval_batch=max_eval,
         effective_batch=effective_batch,
         chosen_micro_batch=chosen,
@@ -354,6 +414,11 @@ def find_max_batch(
         notes=tuple(notes),
         interrupted=interrupted,
     )
+
+
+def effective_batch_near(per_rank: int, micro: int) -> int:
+    """The multiple of `micro` nearest `per_rank` (at least `micro`)."""
+    return max(1, round(per_rank / micro)) * micro
 
 
 def _search(fits: Callable[[int], bool], start: int, limit: int) -> tuple[int, int | None]:
@@ -390,17 +455,12 @@ def _search(fits: Callable[[int], bool], start: int, limit: int) -> tuple[int, i
     return low, high
 
 
-def _eval_search(
-    probe: Probe, micro: int, eval_batch: int, backend: Backend, attempts: list[Attempt]
-) -> int:
+def _eval_search(attempt: Callable[[int, int | None], Attempt], micro: int, eval_batch: int) -> int:
     """The largest evaluation batch below `eval_batch` that runs after training at `micro`."""
     low, high = 0, eval_batch
     while high - low > 1:
         middle = (low + high) // 2
-        result = probe(micro, middle)
-        ok = agree(bool(result.eval_fits), backend.device)
-        attempts.append(dataclasses.replace(result, eval_fits=ok))
-        if ok:
+        if attempt(micro, middle).eval_fits:
             low = middle
         else:
             high = middle

@@ -251,10 +251,16 @@ def measure(
     build_program(spec, "meta")  # NB: imports the model's modules before the baseline
     free_at_start = backend.free_memory()
     backend.start()
-    rig, trainable = device_rig(spec, backend.device)
+    failure = None
+    try:
+        rig, trainable = device_rig(spec, backend.device)
+        batch = rig.program.make_batch(backend.device, True)
+    except Exception as exc:
+        failure = setup_failure(exc, backend, free_at_start)
+    if failure is not None:
+        raise failure
     model = rig.program.model
     parameter_bytes = unique_bytes(list(model.parameters()))
-    batch = rig.program.make_batch(backend.device, True)
 
     phases: list[PhaseMemory] = []
     reserved_peaks: list[int] = []
@@ -305,9 +311,13 @@ def measure(
             raise
         interrupted = True
     except Exception as exc:
-        raise _failure(exc, spec, backend, state, tracker.current, free_at_start) from None
+        # NB: raised after the handler, so that the error does not keep the failed step's
+        # frames (and their tensors) alive as its __context__
+        failure = _failure(exc, spec, backend, state, tracker.current, free_at_start)
     finally:
         tracker.remove()
+    if failure is not None:
+        raise failure
     reserved_now = backend.reserved()
     _, _, used_now = backend.take_peaks()
     optimizer_bytes = unique_bytes(
@@ -361,6 +371,25 @@ _USED_METHOD = {
 }
 
 
+def first_line(exc: BaseException) -> str:
+    """The exception's type and the first line of its message (300 characters at most)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
+
+
+def setup_failure(exc: Exception, backend: Backend, free_at_start: int | None) -> MeasureError:
+    """One line for an error while building the model on the device and making its batch."""
+    if isinstance(exc, MeasureError):
+        return exc
+    if is_out_of_memory(exc):
+        free = "" if free_at_start is None else f" ({free_at_start / GiB:.2f} GiB was free)"
+        return MeasureError(
+            f"out of memory on {backend.name()} while moving the model to the device{free}: "
+            "its weights alone do not fit; see `trainfit plan` for what does"
+        )
+    return MeasureError(f"the model could not be set up on {backend.name()}: {first_line(exc)}")
+
+
 def _failure(
     exc: BaseException,
     spec: TrainSpec,
@@ -384,8 +413,6 @@ def _failure(
             f"{free}{of} at the start; find what fits with `trainfit measure --max-batch` "
             "or `trainfit plan`"
         )
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return MeasureError(
-        f"the model failed its own {phase.value} pass at {where}: "
-        f"{type(exc).__name__}: {message[:300]}"
+        f"the model failed its own {phase.value} pass at {where}: {first_line(exc)}"
     )

@@ -309,15 +309,15 @@ class NvmlSource:
             self.notes.append(f"NVML failed ({exc}): no utilisation, power or temperature")
 
     def _find_handle(self, device: torch.device) -> Any:
-        # NB: NVML counts physical GPUs, torch the visible ones (CUDA_VISIBLE_DEVICES): match by
-        # UUID where torch gives it, else assume the same index.
-        uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
-        if uuid is not None:
-            try:
-                return self._nvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
-            except Exception:
-                pass
-        return self._nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        from trainfit.hardware.nvml import handle
+
+        found = handle(device, self._nvml)
+        if found is None:
+            raise RuntimeError(
+                f"no NVML device matches {device} (its UUID is unknown to NVML, and with "
+                "CUDA_VISIBLE_DEVICES set the index would name another GPU)"
+            )
+        return found
 
     def _counter(self, name: str, read: Any) -> Any:
         if name in self._dead:

@@ -96,7 +96,12 @@ def max_batch_renderable(found: RealMaxBatch) -> Group:
     """The real largest micro-batch, what the estimator said, and each attempt."""
     head = Text()
     head.append(f"{found.device_name}: ", style="bold")
-    if found.micro_batch == 0:
+    if found.interrupted:
+        failing = (
+            f", {found.first_failing} ran out of memory" if found.first_failing is not None else ""
+        )
+        head.append(f"interrupted: at least {found.micro_batch} fits{failing}", style="bold yellow")
+    elif found.micro_batch == 0:
         head.append("not even one sample trains here", style="bold red")
     else:
         above = (
