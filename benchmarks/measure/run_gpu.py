@@ -154,17 +154,24 @@ def environment(out: Path) -> None:
 
 
 def steps_part(out: Path) -> None:
-    save(out, "doctor", trainfit(["doctor", "--json"], 300))
+    if STEP_CASES:
+        save(out, "doctor", trainfit(["doctor", "--json"], 300))
     for name in STEP_CASES:
         save(out, f"steps/{name}", trainfit(["measure", *cli_args(CASES[name]), "--json"], 240))
     for name, batch in LATENCY_CASES.items():
-        kwargs = dict(CASES[name])
+        kwargs = {k: v for k, v in CASES[name].items() if k != "batch"}
         argv = ["measure", *cli_args(kwargs), "--latency", "--latency-batch", str(batch), "--json"]
         save(out, f"latency/{name}", trainfit(argv, 240))
 
 
+FAULTS = ("no-gpu", "broken-forward", "busy-gpu", "ctrl-c")
+
+
 def faults(out: Path) -> None:
     gpt2 = cli_args(CASES["gpt2-bf16"])
+    if "no-gpu" not in FAULTS and "broken-forward" not in FAULTS and "busy-gpu" not in FAULTS:
+        ctrl_c(out, gpt2)
+        return
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     save(out, "faults/no-gpu", trainfit(["measure", *gpt2, "--on", "cuda"], 120, env))
     broken = ["tests.measure_models:broken_mlp", "--input", "x=B,16:float32", "--no-estimate"]
@@ -188,6 +195,11 @@ def faults(out: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+    if "ctrl-c" in FAULTS:
+        ctrl_c(out, gpt2)
+
+
+def ctrl_c(out: Path, gpt2: list[str]) -> None:
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainfit", "measure", *gpt2, "--steps", "100000", "--json"],
@@ -221,7 +233,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--part", choices=("steps", "faults", "max-batch"), default="steps")
+    parser.add_argument("--only", default=None, help="comma-separated case or fault names")
     args = parser.parse_args()
+    if args.only:
+        only = set(args.only.split(","))
+        global STEP_CASES, LATENCY_CASES, MAX_BATCH_CASES, FAULTS
+        STEP_CASES = tuple(c for c in STEP_CASES if c in only)
+        LATENCY_CASES = {c: b for c, b in LATENCY_CASES.items() if c in only}
+        MAX_BATCH_CASES = tuple(c for c in MAX_BATCH_CASES if c in only)
+        FAULTS = tuple(f for f in FAULTS if f in only)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     environment(out)
