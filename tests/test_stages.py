@@ -1,0 +1,61 @@
+"""`plan_stages()`: a staged schedule (seed 002's frozen backbone, then everything) planned
+stage by stage."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from trainfit import TrainSpec
+from trainfit.errors import SpecError
+from trainfit.plan import plan
+from trainfit.stages import plan_stages
+from trainfit.timing.run import RunSpec
+
+MELODY = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
+FROZEN = ("tok.*", "pos.*", "blocks.0.*", "blocks.1.*")
+
+
+@pytest.fixture(scope="module")
+def staged():
+    stages = [
+        ("stage 1 (frozen)", 5.0, dataclasses.replace(MELODY, freeze=FROZEN)),
+        ("stage 2", 20.0, MELODY),
+    ]
+    run = RunSpec(samples=100_000)
+    return plan_stages(MELODY, stages, 256, ("h100", "rtx-4060"), run=run)
+
+
+def test_each_stage_is_the_plan_of_its_own_spec(staged):
+    frozen, full = staged.stages
+    assert (frozen.epochs, full.epochs) == (5.0, 20.0)
+    alone = plan(dataclasses.replace(MELODY, freeze=FROZEN), 256, ("h100", "rtx-4060"))
+    assert frozen.plan.devices[0].setting == alone.devices[0].setting
+    assert frozen.plan.trainable_parameters < full.plan.trainable_parameters
+    # the frozen stage trains less: its step needs no more memory at the same setting
+    f, a = frozen.plan.devices[1].setting, full.plan.devices[1].setting
+    if (f.micro_batch, f.precision, f.checkpointing) == (
+        a.micro_batch,
+        a.precision,
+        a.checkpointing,
+    ):
+        assert f.needed_bytes < a.needed_bytes
+    assert not frozen.plan.ladder and full.plan.ladder  # the ladder of the last stage only
+
+
+def test_the_schedule_sums_hours_and_costs_and_takes_the_largest_stage(staged):
+    for i, schedule in enumerate(staged.devices):
+        per_stage = [s.plan.devices[i] for s in staged.stages]
+        assert schedule.fits
+        assert schedule.peak_needed_bytes == max(d.setting.needed_bytes for d in per_stage)
+        assert schedule.hours == pytest.approx(sum(d.run.hours for d in per_stage))
+        for option, total in schedule.costs:
+            lines = [next(c for c in d.costs if c.option == option) for d in per_stage]
+            assert total == pytest.approx(sum(line.total for line in lines))
+    assert staged.to_dict()["schedule"][0]["device"] == "h100"
+
+
+def test_no_stage_is_an_error():
+    with pytest.raises(SpecError, match="needs at least one stage"):
+        plan_stages(MELODY, [], 256, ("h100",))
