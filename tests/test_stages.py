@@ -59,3 +59,23 @@ def test_the_schedule_sums_hours_and_costs_and_takes_the_largest_stage(staged):
 def test_no_stage_is_an_error():
     with pytest.raises(SpecError, match="needs at least one stage"):
         plan_stages(MELODY, [], 256, ("h100",))
+
+
+def test_the_schedule_is_rendered_after_each_stage(staged):
+    from rich.console import Console
+
+    from trainfit.report.stages import staged_renderable
+
+    console = Console(width=140, record=True)
+    console.print(staged_renderable(staged))
+    text = console.export_text()
+    assert "stage 1 (frozen): 5 epochs, frozen: tok.*, pos.*, blocks.0.*, blocks.1.*" in text
+    assert (
+        text.index("stage 1 (frozen)")
+        < text.index("stage 2: 20 epochs")
+        < text.index("the whole schedule")
+    )
+    h100 = staged.devices[0]
+    cheapest = min(h100.costs, key=lambda c: c[1])
+    assert f"{cheapest[1]:.2f} USD ({cheapest[0]})" in text
+    assert f"{h100.peak_needed_bytes / 2**30:.2f} GiB" in text

@@ -1,0 +1,45 @@
+"""Render a staged plan: each stage's plan, then the schedule per device."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.rule import Rule
+from rich.table import Table
+
+from trainfit.report.plan import plan_renderable
+from trainfit.stages import StagedPlan
+
+GiB = 1 << 30
+
+
+def staged_renderable(staged: StagedPlan) -> Group:
+    """Each stage's plan under a rule naming it, then the whole schedule per device."""
+    parts: list[object] = []
+    for stage in staged.stages:
+        frozen = f", frozen: {', '.join(stage.freeze)}" if stage.freeze else ""
+        parts.append(Rule(f"{stage.name}: {stage.epochs:g} epochs{frozen}"))
+        parts.append(plan_renderable(stage.plan))
+    table = Table(title="the whole schedule", title_justify="left")
+    for column, justify in (
+        ("device", "left"),
+        ("every stage fits", "left"),
+        ("peak needed", "right"),
+        ("hours", "right"),
+        ("cheapest", "right"),
+    ):
+        table.add_column(column, justify=justify)
+    run = staged.stages[0].plan.run
+    currency = run.currency if run is not None else "USD"
+    for device in staged.devices:
+        cheapest = min(device.costs, key=lambda c: c[1], default=None)
+        table.add_row(
+            device.device,
+            "yes" if device.fits else "no",
+            "-"
+            if device.peak_needed_bytes is None
+            else f"{device.peak_needed_bytes / GiB:.2f} GiB",
+            "-" if device.hours is None else f"{device.hours:.1f}",
+            "-" if cheapest is None else f"{cheapest[1]:.2f} {currency} ({cheapest[0]})",
+        )
+    parts += [Rule("schedule"), table]
+    return Group(*parts)
