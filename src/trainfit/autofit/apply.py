@@ -1,0 +1,172 @@
+"""What autofit does to the user's own model and optimizer: freeze, checkpoint, cast, move.
+
+Checkpointing on a transformers model is its own `gradient_checkpointing_enable` (non-reentrant);
+on a plain module each block's `forward` is wrapped in `torch.utils.checkpoint.checkpoint`
+(non-reentrant), the blocks chosen as the estimate chose them (`training.enable_checkpointing`:
+the largest `nn.ModuleList`, or the modules a glob names). Applying again first undoes what an
+earlier fit applied, so a re-plan can turn checkpointing off.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainfit.errors import SpecError
+from trainfit.models.live import CHECKPOINT_MARK, is_hf_model
+from trainfit.models.source import build_program
+from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
+from trainfit.training import enable_checkpointing
+
+HF_CHECKPOINTING = "transformers' gradient checkpointing (each decoder/encoder layer)"
+
+
+def has_bitsandbytes() -> bool:
+    """Whether bitsandbytes (8-bit optimizers) can be imported here."""
+    return importlib.util.find_spec("bitsandbytes") is not None
+
+
+def optimizer_kind(optimizer: torch.optim.Optimizer | str | OptimizerKind) -> OptimizerKind:
+    """The modelled kind of an optimizer instance or of its name."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        return parse_enum(OptimizerKind, "optimizer", optimizer)  # type: ignore[return-value]
+    name = type(optimizer).__name__
+    if "8bit" in name and "AdamW" in name:
+        return OptimizerKind.ADAMW_8BIT
+    if isinstance(optimizer, torch.optim.AdamW):
+        return OptimizerKind.ADAMW
+    if isinstance(optimizer, torch.optim.Adam):
+        return OptimizerKind.ADAM
+    if isinstance(optimizer, torch.optim.SGD):
+        momentum = optimizer.defaults.get("momentum", 0)
+        return OptimizerKind.SGD_MOMENTUM if momentum else OptimizerKind.SGD
+    if isinstance(optimizer, torch.optim.Adafactor):
+        return OptimizerKind.ADAFACTOR
+    raise SpecError(
+        [
+            f"optimizer {type(optimizer).__module__}.{name} is not modelled: give the closest of "
+            "torch.optim.AdamW, Adam, SGD, Adafactor or bitsandbytes' AdamW8bit, or its name "
+            f"({', '.join(k.value for k in OptimizerKind)})"
+        ]
+    )
+
+
+def make_optimizer(
+    kind: OptimizerKind,
+    params: Sequence[nn.Parameter],
+    like: torch.optim.Optimizer | None = None,
+    **kwargs: Any,
+) -> torch.optim.Optimizer:
+    """An optimizer of `kind` over `params`; of `like`'s class and defaults when given."""
+    if like is not None and optimizer_kind(like) is kind:
+        accepted = inspect.signature(type(like).__init__).parameters
+        # NB: `defaults` may hold derived keys the constructor does not take (AdamW's
+        # decoupled_weight_decay)
+        defaults = {k: v for k, v in like.defaults.items() if k in accepted}
+        return type(like)(params, **{**defaults, **kwargs})
+    if kind is OptimizerKind.ADAMW:
+        return torch.optim.AdamW(params, **kwargs)
+    if kind is OptimizerKind.ADAM:
+        return torch.optim.Adam(params, **kwargs)
+    if kind is OptimizerKind.SGD:
+        return torch.optim.SGD(params, **{"lr": 1e-3, **kwargs})
+    if kind is OptimizerKind.SGD_MOMENTUM:
+        return torch.optim.SGD(params, **{"lr": 1e-3, "momentum": 0.9, **kwargs})
+    if kind is OptimizerKind.ADAFACTOR:
+        return torch.optim.Adafactor(params, **kwargs)
+    if not has_bitsandbytes():
+        raise SpecError(
+            ["8-bit AdamW needs bitsandbytes, which is not installed: pip install bitsandbytes"]
+        )
+    import bitsandbytes  # type: ignore[import-not-found]
+
+    return bitsandbytes.optim.AdamW8bit(params, **kwargs)
+
+
+def check_freeze(model: nn.Module, freeze: Sequence[str]) -> None:
+    """SpecError naming each freeze pattern that matches no parameter of `model`."""
+    names = [n for n, _ in model.named_parameters()]
+    bad = [p for p in freeze if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+    if bad:
+        sample = ", ".join(names[:4])
+        raise SpecError(
+            [
+                f"freeze pattern {p!r} matches no parameter; names look like {sample}, ..."
+                for p in bad
+            ]
+        )
+
+
+def apply_freeze(model: nn.Module, freeze: Sequence[str]) -> None:
+    """Parameters whose name matches a pattern are frozen, every other one trains."""
+    for name, param in model.named_parameters():
+        param.requires_grad_(not any(fnmatch.fnmatchcase(name, p) for p in freeze))
+
+
+def checkpoint_names(spec: TrainSpec) -> list[str]:
+    """The modules the estimate of `spec` checkpoints (its meta copy, as the trace does)."""
+    return enable_checkpointing(build_program(spec, "meta"), spec.checkpoint_modules)
+
+
+def apply_checkpointing(model: nn.Module, spec: TrainSpec) -> tuple[str, ...]:
+    """Undo earlier checkpointing, then checkpoint as `spec` says; the checkpointed modules."""
+    remove_checkpointing(model)
+    if not spec.checkpointing:
+        return ()
+    if (
+        is_hf_model(model)
+        and spec.checkpoint_modules is None
+        and getattr(model, "supports_gradient_checkpointing", False)
+    ):
+        # NB: the estimate checkpoints the blocks of the largest ModuleList (the layers),
+        # which are the modules transformers checkpoints in its models
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return (HF_CHECKPOINTING,)
+    names = checkpoint_names(spec)
+    modules = dict(model.named_modules())
+    for name in names:
+        _wrap(modules[name])
+    return tuple(names)
+
+
+def remove_checkpointing(model: nn.Module) -> None:
+    """Turn off the checkpointing an earlier fit applied."""
+    for module in model.modules():
+        forward = vars(module).get("forward")
+        if forward is not None and getattr(forward, CHECKPOINT_MARK, False):
+            del module.forward
+    if is_hf_model(model) and getattr(model, "is_gradient_checkpointing", False):
+        model.gradient_checkpointing_disable()
+
+
+def _wrap(module: nn.Module) -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    inner = module.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return inner(*args, **kwargs)
+        return checkpoint(inner, *args, use_reentrant=False, **kwargs)
+
+    setattr(forward, CHECKPOINT_MARK, True)
+    module.forward = forward  # type: ignore[method-assign]
+
+
+def apply_numerics(model: nn.Module, precision: Precision, device: torch.device | None) -> None:
+    """Cast (pure-bf16) and move the model; turn on TF32 matmuls for tf32 on CUDA.
+
+    NB: TF32 is a process-wide switch (`torch.backends.cuda.matmul.allow_tf32`)."""
+    if hasattr(getattr(model, "config", None), "use_cache"):
+        model.config.use_cache = False  # NB: training never reads a KV cache
+    dtype = torch.bfloat16 if precision is Precision.PURE_BF16 else None
+    if device is not None or dtype is not None:
+        model.to(device=device, dtype=dtype)
+    if precision is Precision.TF32 and device is not None and device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True

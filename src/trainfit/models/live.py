@@ -1,0 +1,269 @@
+"""Live models: a module already in the user's process, seen by the estimator as an import path.
+
+`register_model(model, sample)` keeps a *meta copy* of the model (the same modules, shapes,
+dtypes and `requires_grad`, no weights) and returns the import paths that resolve to it:
+`trainfit.models.live:model_3` is a factory returning a fresh meta copy, and
+`trainfit.models.live:step_3` a step function `(model, batch dict) -> loss` that rebuilds the
+user's batch (a tensor, a tuple or a dict of tensors) and runs the user's forward and loss.
+A `TrainSpec(model=..., step_fn=..., inputs=...)` built from them then goes through
+`estimate`, `max_micro_batch` and `plan` unchanged.
+
+The copy is `copy.deepcopy(model, memo)` with every parameter, buffer and tensor attribute
+mapped to a meta tensor of its shape and dtype in `memo`: nothing of the weights is copied.
+
+Known limitations: the copy is taken once, when registered; the batch must be one tensor, a
+tuple/list of tensors or a dict whose tensor values all have the batch first (other values of
+a dict are passed as they are); nested structures are not split. A model that cannot be
+deep-copied (open handles, C++ modules) raises ModelLoadError.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainfit.errors import ModelLoadError, SpecError, TraceError, TrainfitError
+from trainfit.models.source import default_loss
+from trainfit.spec import InputSpec
+
+CHECKPOINT_MARK = "_trainfit_checkpoint"
+"""Attribute set on a forward that autofit wrapped in checkpointing: meta copies drop it."""
+
+_FACTORIES: dict[str, Callable[[], nn.Module]] = {}
+_STEPS: dict[str, Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor]] = {}
+_KEYS = itertools.count(1)
+
+UserBatch = torch.Tensor | tuple[Any, ...] | list[Any] | Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LiveModel:
+    """A registered live model: the import paths and inputs a TrainSpec takes."""
+
+    model_path: str
+    """`trainfit.models.live:model_N`: a factory returning a meta copy."""
+    step_path: str
+    """`trainfit.models.live:step_N`: `(model, batch dict) -> loss`."""
+    inputs: tuple[InputSpec, ...]
+    """The sample batch's tensors, batch dimension "B"."""
+    sample_rows: int
+    """Rows of the sample batch."""
+    is_hf: bool
+    """A transformers PreTrainedModel."""
+
+
+def __getattr__(name: str) -> Any:
+    # NB: `models.imports.resolve` finds `trainfit.models.live:model_N` through this hook
+    if name in _FACTORIES:
+        return _FACTORIES[name]
+    if name in _STEPS:
+        return _STEPS[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def is_hf_model(model: nn.Module) -> bool:
+    """Whether `model` is a transformers PreTrainedModel (without importing transformers)."""
+    return any(
+        cls.__name__ == "PreTrainedModel" and cls.__module__.startswith("transformers")
+        for cls in type(model).__mro__
+    )
+
+
+def meta_copy(model: nn.Module) -> nn.Module:
+    """A copy of `model` on the meta device: same structure, shapes, dtypes and requires_grad,
+    no weights. Forwards wrapped by autofit's checkpointing and transformers' own gradient
+    checkpointing are turned off in the copy (the spec says whether to checkpoint)."""
+    memo: dict[int, Any] = {}
+    for module in model.modules():
+        for tensor in itertools.chain(
+            module._parameters.values(),
+            module._buffers.values(),
+            (v for v in vars(module).values() if isinstance(v, torch.Tensor)),
+        ):
+            if tensor is None or id(tensor) in memo:
+                continue
+            meta = torch.empty_like(tensor, device="meta")
+            if isinstance(tensor, nn.Parameter):
+                meta = nn.Parameter(meta, requires_grad=tensor.requires_grad)
+            memo[id(tensor)] = meta
+    try:
+        copied = copy.deepcopy(model, memo)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"cannot copy {type(model).__name__} to the meta device for the estimate: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    for module in copied.modules():
+        forward = vars(module).get("forward")
+        if forward is not None and getattr(forward, CHECKPOINT_MARK, False):
+            del module.forward
+    if is_hf_model(copied) and getattr(copied, "is_gradient_checkpointing", False):
+        copied.gradient_checkpointing_disable()
+    return copied
+
+
+def register_model(
+    model: nn.Module,
+    sample: UserBatch,
+    loss_fn: Callable[..., torch.Tensor] | None = None,
+    step_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None,
+    trainable_all: bool = False,
+) -> LiveModel:
+    """Register a meta copy of `model` and its step; return the paths a TrainSpec takes.
+
+    `step_fn(model, batch)` gets the batch in the user's own structure. Without it, the
+    forward is `model(x)` for a tensor, `model(*batch[:-1])` for a tuple (the last item is the
+    target) and `model(**batch)` for a dict; the loss is `loss_fn(output, target)` for a tuple
+    and `loss_fn(output, batch)` otherwise, or the output's `.loss` / trainfit's default loss
+    without `loss_fn`. `trainable_all` makes every parameter of the copy trainable (a stage
+    that names its frozen parameters with `TrainSpec.freeze`).
+    """
+    if loss_fn is not None and step_fn is not None:
+        raise SpecError(["give loss_fn or step_fn, not both: a step function computes its loss"])
+    inputs, rows, rebuild = describe_batch(sample, model)
+    snapshot = meta_copy(model)
+    if trainable_all:
+        for p in snapshot.parameters():
+            p.requires_grad_(True)
+    key = next(_KEYS)
+
+    def factory() -> nn.Module:
+        return copy.deepcopy(snapshot)
+
+    def step(m: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        try:
+            return run_step(m, rebuild(batch), loss_fn, step_fn)
+        except (TrainfitError, NotImplementedError):
+            raise  # NB: the tracer words these (an op that failed, one it cannot run)
+        except Exception as exc:
+            raise TraceError(forward_failure(exc, m, "the sample batch")) from None
+
+    _FACTORIES[f"model_{key}"] = factory
+    _STEPS[f"step_{key}"] = step
+    return LiveModel(
+        model_path=f"{__name__}:model_{key}",
+        step_path=f"{__name__}:step_{key}",
+        inputs=inputs,
+        sample_rows=rows,
+        is_hf=is_hf_model(model),
+    )
+
+
+def run_step(
+    model: nn.Module,
+    batch: UserBatch,
+    loss_fn: Callable[..., torch.Tensor] | None,
+    step_fn: Callable[[nn.Module, Any], torch.Tensor] | None,
+) -> torch.Tensor:
+    """Forward and loss of one batch in the user's structure (see `register_model`)."""
+    if step_fn is not None:
+        return step_fn(model, batch)
+    if isinstance(batch, Mapping):
+        output = model(**batch)
+        target: Any = batch
+    elif isinstance(batch, (tuple, list)):
+        output = model(*batch[:-1]) if len(batch) > 1 else model(batch[0])
+        target = batch[-1] if len(batch) > 1 else None
+    else:
+        output = model(batch)
+        target = batch
+    if loss_fn is None:
+        return default_loss(output)
+    return loss_fn(output, target) if target is not None else loss_fn(output)
+
+
+def forward_failure(exc: BaseException, model: nn.Module, what: str) -> str:
+    """One line: where in `model` the forward of `what` raised `exc` (the innermost module
+    of the traceback), and the error's first line."""
+    names = {id(m): n for n, m in model.named_modules()}
+    where = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, nn.Module) and id(owner) in names:
+            name = names[id(owner)] or "(the model itself)"
+            where = f" in module {name!r} ({type(owner).__name__})"
+        tb = tb.tb_next
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return (
+        f"the training step of {type(model).__name__} fails on {what}{where}: "
+        f"{type(exc).__name__}: {first}"
+    )
+
+
+def describe_batch(
+    sample: UserBatch, model: nn.Module
+) -> tuple[tuple[InputSpec, ...], int, Callable[[dict[str, torch.Tensor]], UserBatch]]:
+    """The InputSpecs of a sample batch, its rows, and how to rebuild the user's structure
+    from the dict of tensors the step program makes."""
+    if isinstance(sample, torch.Tensor):
+        name = _first_argument(model)
+        items: list[tuple[str, Any]] = [(name, sample)]
+    elif isinstance(sample, (tuple, list)):
+        items = [(f"input_{i}", v) for i, v in enumerate(sample)]
+    elif isinstance(sample, Mapping):
+        items = [(str(k), v) for k, v in sample.items()]
+    else:
+        raise SpecError(
+            [
+                f"sample batch is a {type(sample).__name__}: give a tensor, a tuple of tensors "
+                "or a dict of tensors (batch dimension first)"
+            ]
+        )
+    tensors = [(k, v) for k, v in items if isinstance(v, torch.Tensor)]
+    problems = []
+    if not tensors:
+        problems.append("sample batch holds no tensor")
+    elif not isinstance(sample, Mapping) and len(tensors) != len(items):
+        odd = [k for k, v in items if not isinstance(v, torch.Tensor)]
+        problems.append(f"sample batch items {odd} are not tensors")
+    rows = tensors[0][1].shape[0] if tensors and tensors[0][1].dim() else 0
+    for key, tensor in tensors:
+        if not key.isidentifier():
+            problems.append(f"sample batch key {key!r} is not a Python identifier")
+        if tensor.dim() == 0 or tensor.shape[0] != rows:
+            shape = tuple(tensor.shape)
+            problems.append(
+                f"sample batch tensor {key!r} of shape {shape} does not have the batch "
+                f"({rows} rows, from {tensors[0][0]!r}) as its first dimension"
+            )
+    if problems:
+        raise SpecError(problems)
+    inputs = tuple(_input_spec(k, t) for k, t in tensors)
+    constants = {k: v for k, v in items if not isinstance(v, torch.Tensor)}
+
+    def rebuild(batch: dict[str, torch.Tensor]) -> UserBatch:
+        if isinstance(sample, torch.Tensor):
+            return batch[items[0][0]]
+        if isinstance(sample, (tuple, list)):
+            return type(sample)(batch[k] for k, _ in items)
+        return {k: batch[k] if k in batch else constants[k] for k, _ in items}
+
+    return inputs, rows, rebuild
+
+
+def _input_spec(name: str, tensor: torch.Tensor) -> InputSpec:
+    high = None
+    if not tensor.dtype.is_floating_point and tensor.dtype != torch.bool and tensor.numel():
+        # NB: integer inputs (ids, labels) are drawn in [0, max + 1) for a real run; negative
+        # values (an ignore index such as -100) are not reproduced
+        high = max(1, int(tensor.max().item()) + 1)
+    return InputSpec(name=name, dims=("B", *tensor.shape[1:]), dtype=tensor.dtype, high=high)
+
+
+def _first_argument(model: nn.Module) -> str:
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    for p in parameters:
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            return p.name
+    return "input"

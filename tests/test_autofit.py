@@ -1,0 +1,412 @@
+"""autofit on live models: settings from the estimate, applied to the model, errors in one line.
+
+CPU only: "cpu" runs for real (confirm included); GPU catalog devices are estimated only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainfit.autofit import Fit, autofit
+from trainfit.errors import SpecError, TraceError
+from trainfit.estimate import estimate
+from trainfit.models.imports import resolve
+from trainfit.models.live import CHECKPOINT_MARK
+from trainfit.plan import plan
+from trainfit.spec import OptimizerKind, Precision, TrainSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class MLP(nn.Module):
+    """Three blocks in a ModuleList and a head: the blocks are what checkpointing wraps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(32, 64)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, 64), nn.GELU()) for _ in range(3))
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def make_mlp() -> MLP:
+    """The factory of the spec equivalent to an autofit of MLP."""
+    return MLP()
+
+
+def mlp_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The step autofit runs for `(x, y)` batches and loss_fn=F.cross_entropy."""
+    return F.cross_entropy(model(batch["input_0"]), batch["input_1"])
+
+
+MLP_INPUTS = ("input_0=B,32:float32", "input_1=B:int64<10")
+
+
+def mlp_sample(rows: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    y = torch.arange(rows) % 10
+    y[0] = 9
+    return torch.randn(rows, 32), y
+
+
+def tiny_gpt2() -> nn.Module:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(
+        n_layer=2,
+        n_embd=64,
+        n_head=2,
+        vocab_size=128,
+        n_positions=64,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    return transformers.GPT2LMHeadModel(config)
+
+
+def gpt2_sample(rows: int = 2) -> dict[str, torch.Tensor]:
+    ids = torch.randint(128, (rows, 32))
+    return {"input_ids": ids, "labels": ids}
+
+
+# --- the chosen settings against the estimate ----------------------------------------------
+
+
+def test_cpu_fit_is_the_estimate_of_the_equivalent_spec() -> None:
+    model = MLP()
+    fit = autofit(model, mlp_sample(), 64, loss_fn=F.cross_entropy, device="cpu")
+    assert fit.local and fit.device.type == "cpu"
+    assert (fit.precision, fit.checkpointing, fit.optimizer_kind) == (
+        Precision.FP32,
+        False,
+        OptimizerKind.ADAMW,
+    )
+    assert fit.micro_batch * fit.grad_accum == fit.effective_batch == 64
+    assert fit.scaler is None
+    same = TrainSpec(
+        model="tests.test_autofit:make_mlp",
+        inputs=MLP_INPUTS,
+        step_fn="tests.test_autofit:mlp_step",
+        batch=fit.micro_batch,
+        grad_accum=fit.grad_accum,
+        device="cpu",
+    )
+    expected = estimate(same)
+    assert fit.predicted_bytes == expected.device_memory_needed_bytes
+    assert fit.parameters == fit.trainable_parameters == expected.parameter_count
+
+
+def test_gpu_catalog_fit_takes_the_plans_setting_and_leaves_the_model_here() -> None:
+    model = MLP()
+    fit = autofit(model, mlp_sample(), 96, loss_fn=F.cross_entropy, device="rtx-4060")
+    same = TrainSpec(
+        model="tests.test_autofit:make_mlp",
+        inputs=MLP_INPUTS,
+        step_fn="tests.test_autofit:mlp_step",
+        device="rtx-4060",
+    )
+    setting = plan(same, effective_batch=96, devices=("rtx-4060",), ladder=False).devices[0]
+    assert setting.setting is not None
+    chosen = (fit.precision, fit.checkpointing, fit.optimizer_kind, fit.micro_batch, fit.grad_accum)
+    s = setting.setting
+    assert chosen == (s.precision, s.checkpointing, s.optimizer, s.micro_batch, s.grad_accum)
+    assert fit.precision is Precision.BF16
+    expected = estimate(
+        TrainSpec(
+            model=same.model,
+            inputs=MLP_INPUTS,
+            step_fn=same.step_fn,
+            batch=fit.micro_batch,
+            grad_accum=fit.grad_accum,
+            precision=fit.precision,
+            device="rtx-4060",
+        )
+    )
+    assert fit.predicted_bytes == expected.device_memory_needed_bytes
+    assert not fit.local and fit.device.type == "cuda" and fit.confirmed is None
+    assert all(p.device.type == "cpu" for p in model.parameters())
+    first, second, third = fit.summary.splitlines()
+    assert first == (
+        "autofit MLP (15.2 k parameters) for NVIDIA GeForce RTX 4060 8GB: bf16 autocast, "
+        "no checkpointing, adamw"
+    )
+    assert second.startswith("  micro-batch 96 x 1 accumulation = effective batch 96; predicted ")
+    assert third == (
+        "  estimate only: planned for rtx-4060, not this machine's device (the model was not moved)"
+    )
+
+
+def test_fp16_device_gets_a_scaler() -> None:
+    fit = autofit(MLP(), mlp_sample(), 32, loss_fn=F.cross_entropy, device="t4")
+    assert fit.precision is Precision.FP16
+    assert isinstance(fit.scaler, torch.amp.GradScaler)
+
+
+class Stack(nn.Module):
+    def __init__(self, *blocks: nn.Module) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_eight_bit_state_is_never_chosen_without_bitsandbytes() -> None:
+    # 537 M parameters on an 8 GB card: fp32 AdamW state does not fit, 8-bit state would
+    model = Stack(nn.Linear(16384, 16384), nn.Linear(16384, 16384)).to("meta")
+    sample = torch.empty(2, 16384, device="meta")
+    with pytest.raises(SpecError, match=r"only with 8-bit AdamW state: install bitsandbytes"):
+        autofit(model, sample, 8, device="rtx-4060")
+    with pytest.raises(SpecError, match=r"pass the optimizer's name \(optimizer='adamw'\)"):
+        autofit(
+            model, sample, 8, device="rtx-4060", optimizer=torch.optim.AdamW(model.parameters())
+        )
+    with pytest.raises(SpecError, match=r"adamw-8bit needs bitsandbytes: pip install bitsandbytes"):
+        autofit(model, sample, 8, device="rtx-4060", optimizer="adamw-8bit")
+
+
+# --- the user's model ------------------------------------------------------------------------
+
+
+def test_weights_are_not_copied_and_confirm_restores_them() -> None:
+    model = MLP()
+    params = list(model.parameters())
+    values = [p.detach().clone() for p in params]
+    pointers = [p.data_ptr() for p in params]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    fit = autofit(
+        model, mlp_sample(), 8, optimizer=optimizer, loss_fn=F.cross_entropy, confirm=True
+    )
+    # the estimate traced a meta copy: the registered factory holds no weights
+    copy = resolve(fit.spec.model, "model factory")()
+    assert all(p.is_meta for p in copy.parameters())
+    assert not any(p is q for p in copy.parameters() for q in params)
+    # the real step ran on the model itself and was undone
+    assert fit.confirmed is not None and fit.confirmed.loss > 0
+    assert list(model.parameters()) == params
+    assert [p.data_ptr() for p in params] == pointers
+    assert all(torch.equal(p, v) for p, v in zip(params, values, strict=True))
+    assert all(p.grad is None for p in params)
+    assert optimizer.state == {}
+    assert "confirmed by one real step on" in fit.summary
+
+
+def test_checkpointing_named_blocks_of_a_plain_module() -> None:
+    model = MLP()
+    x = torch.randn(4, 32)
+    plain = model(x)
+    fit = autofit(model, x, 8, device="h100", checkpointing=True, checkpoint_modules="blocks.[0-9]")
+    assert fit.checkpointed == ("blocks.0", "blocks.1", "blocks.2")
+    assert fit.spec.checkpoint_modules == "blocks.[0-9]"
+    wrapped = [
+        n for n, m in model.named_modules() if CHECKPOINT_MARK in dir(vars(m).get("forward"))
+    ]
+    assert wrapped == ["blocks.0", "blocks.1", "blocks.2"]
+    out = model(x)
+    assert torch.allclose(out, plain)
+    out.sum().backward()
+    assert model.stem.weight.grad is not None
+    unwrapped = fit.replan(checkpointing=False, checkpoint_modules=None)
+    assert unwrapped.checkpointed == () and not unwrapped.checkpointing
+    assert all("forward" not in vars(m) for m in model.modules())
+
+
+def test_checkpointing_defaults_to_the_largest_module_list() -> None:
+    model = MLP()
+    fit = autofit(model, mlp_sample(), 8, loss_fn=F.cross_entropy, checkpointing=True)
+    assert fit.checkpointed == ("blocks.0", "blocks.1", "blocks.2")
+    assert fit.spec.checkpointing and fit.spec.checkpoint_modules is None
+    with pytest.raises(SpecError, match=r"has no nn.ModuleList .*checkpoint_modules="):
+        autofit(nn.Sequential(nn.Linear(32, 4)), torch.randn(2, 32), 8, checkpointing=True)
+
+
+def test_transformers_checkpointing_on_a_gpt2() -> None:
+    model = tiny_gpt2()
+    fit = autofit(model, gpt2_sample(), 16, device="h100", checkpointing=True)
+    assert model.is_gradient_checkpointing
+    assert fit.checkpointed == (
+        "transformers' gradient checkpointing (each decoder/encoder layer)",
+    )
+    assert model.config.use_cache is False
+    again = fit.replan(checkpointing=False)
+    assert not model.is_gradient_checkpointing and not again.checkpointing
+
+
+# --- stages ----------------------------------------------------------------------------------
+
+
+def test_stage_switch_replans_with_everything_trainable() -> None:
+    model = tiny_gpt2()
+    frozen = autofit(
+        model, gpt2_sample(), 32, device="rtx-4060", freeze=["transformer.h.*"], checkpointing=False
+    )
+    assert all(not p.requires_grad for p in model.transformer.h.parameters())
+    assert model.transformer.wte.weight.requires_grad
+    everything = frozen.replan(freeze=())
+    assert all(p.requires_grad for p in model.parameters())
+    assert frozen.trainable_parameters < everything.trainable_parameters == everything.parameters
+    assert everything.predicted_bytes > frozen.predicted_bytes
+    assert (everything.micro_batch, everything.grad_accum) == (32, 1)
+    assert "of 112.4 k parameters trained" in frozen.summary
+    back = everything.replan(freeze=["transformer.h.*"])
+    assert back.trainable_parameters == frozen.trainable_parameters
+
+
+# --- the loop's helpers ----------------------------------------------------------------------
+
+
+def test_split_gives_the_micro_batches_of_a_step() -> None:
+    fit = autofit(MLP(), mlp_sample(), 12, loss_fn=F.cross_entropy, micro_batch=4)
+    assert isinstance(fit, Fit) and (fit.micro_batch, fit.grad_accum) == (4, 3)
+    x, y = mlp_sample(12)
+    parts = list(fit.split((x, y)))
+    assert [tuple(p[0].shape) for p in parts] == [(4, 32)] * 3
+    assert torch.equal(torch.cat([p[1] for p in parts]), y)
+    parts = list(fit.split({"x": x, "flag": True}))
+    assert [p["x"].shape[0] for p in parts] == [4, 4, 4] and parts[0]["flag"] is True
+    optimizer = fit.make_optimizer(lr=0.01)
+    assert isinstance(optimizer, torch.optim.AdamW) and optimizer.defaults["lr"] == 0.01
+    with fit.autocast():
+        pass
+
+
+# --- bad input: one line each ----------------------------------------------------------------
+
+
+def test_effective_batch_the_micro_batch_does_not_divide_names_the_nearest() -> None:
+    with pytest.raises(
+        SpecError, match=r"^effective batch 100 is not a multiple of micro-batch"
+    ) as e:
+        autofit(MLP(), mlp_sample(), 100, micro_batch=32)
+    assert "the nearest that work are 96 (32 x 3) or 128 (32 x 4)" in str(e.value)
+
+
+class Wide(nn.Module):
+    """About 86 samples fit an 8 GB card in fp32 without checkpointing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(1024, 1024), nn.GELU()) for _ in range(8)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x.mean()
+
+
+def test_prime_effective_batch_over_what_fits_names_the_nearest_that_split() -> None:
+    kwargs = {"device": "rtx-4060", "precision": "fp32", "checkpointing": False}
+    with pytest.raises(SpecError, match=r"^effective batch 97 does not split") as e:
+        autofit(Wide(), torch.randn(2, 1024, 1024), 97, **kwargs)
+    assert "the nearest effective batches that split are 96 (48 x 2) or 98 (49 x 2)" in str(e.value)
+    fit = autofit(Wide(), torch.randn(2, 1024, 1024), 96, **kwargs)
+    assert (fit.micro_batch, fit.grad_accum) == (48, 2)
+
+
+class Mismatch(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(64, 32), nn.Linear(64, 10)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+class Inner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.proj(batch["pixels"])
+
+
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Inner()
+
+    def forward(self, **batch: torch.Tensor) -> torch.Tensor:
+        return self.inner(batch)
+
+
+@pytest.mark.parametrize("device", ["cpu", "h100"])
+def test_failing_forward_names_the_module_and_the_error(device: str) -> None:
+    with pytest.raises(TraceError) as e:
+        autofit(Mismatch(), torch.randn(4, 64), 8, device=device)
+    text = str(e.value)
+    assert "\n" not in text
+    assert text.startswith("the training step of Mismatch fails on the sample batch: ")
+    assert "in module 'blocks.1'" in text and "RuntimeError" in text
+    with pytest.raises(TraceError) as e:
+        autofit(Outer(), {"image": torch.randn(4, 4)}, 8, device=device)
+    assert str(e.value) == (
+        "the training step of Outer fails on the sample batch in module 'inner' (Inner): "
+        "KeyError: 'pixels'"
+    )
+
+
+def test_other_bad_input_is_collected_in_one_error() -> None:
+    with pytest.raises(SpecError) as e:
+        autofit(
+            MLP(),
+            mlp_sample(),
+            0,
+            optimizer=torch.optim.RMSprop(MLP().parameters()),
+            precision="fp8",
+        )
+    text = str(e.value)
+    assert "effective_batch must be a positive integer, got 0" in text
+    assert "RMSprop is not modelled" in text
+    assert "unknown precision 'fp8'" in text
+    with pytest.raises(SpecError, match=r"freeze pattern 'backbone\.\*' matches no parameter"):
+        autofit(MLP(), mlp_sample(), 8, freeze=["backbone.*"])
+    with pytest.raises(SpecError, match=r"^confirm runs one step on this machine's device"):
+        autofit(MLP(), mlp_sample(), 8, device="h100", confirm=True)
+    with pytest.raises(SpecError, match=r"does not have the batch \(4 rows"):
+        autofit(MLP(), (torch.randn(4, 32), torch.zeros(3)), 8)
+
+
+# --- the example -----------------------------------------------------------------------------
+
+
+def test_example_script_trains_on_the_cpu() -> None:
+    pytest.importorskip("transformers")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    script = str(ROOT / "examples" / "train_autofit.py")
+    done = subprocess.run(
+        [sys.executable, script, "--device", "cpu", "--steps", "3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "stage 1 (blocks frozen)"
+    assert lines[1].startswith("autofit GPT2LMHeadModel (37.0 k of 137.0 k parameters trained)")
+    assert "confirmed by one real step" in lines[3]
+    assert "stage 2 (everything trains)" in lines
+    assert [line.split(":")[0] for line in lines if line.startswith("step ")] == [
+        "step 1",
+        "step 2",
+        "step 3",
+    ]
