@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     for step in range(1, args.steps + 1):
         if step == switch + 1:
+            del optimizer  # NB: its state would sit beside the confirming step of stage 2
             try:
                 fit = fit.replan(freeze=())
             except TrainfitError as exc:

@@ -384,7 +384,13 @@ def test_other_bad_input_is_collected_in_one_error() -> None:
         autofit(MLP(), (torch.randn(4, 32), torch.zeros(3)), 8)
 
 
-# --- the example -----------------------------------------------------------------------------
+# --- the docs and the example ------------------------------------------------------------
+
+
+def test_docs_first_example_runs() -> None:
+    text = (ROOT / "docs" / "autofit.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/autofit.md", "exec"), {"print": lambda *args: None})
 
 
 def test_example_script_trains_on_the_cpu() -> None:

@@ -33,7 +33,7 @@ from trainfit.autofit.apply import (
     optimizer_kind,
 )
 from trainfit.autofit.fit import Fit, Request
-from trainfit.errors import SpecError, TraceError, UnknownNameError
+from trainfit.errors import MeasureError, SpecError, TraceError, UnknownNameError
 from trainfit.estimate import estimate
 from trainfit.hardware.catalog import get_device
 from trainfit.measure.backend import Backend, backend_for
@@ -246,13 +246,16 @@ def _not_divisible(effective: int, micro: int) -> str:
 def _target(device: str | None) -> tuple[str, torch.device, Backend | None]:
     """The catalog device to plan for, the torch device the loop runs on, and the local
     backend when the two are this machine's (None: estimate only)."""
-    if device is not None and device.split(":")[0] in ("cuda", "mps"):
+    if device is None or device.split(":")[0] in ("cuda", "mps"):
         backend = backend_for(device)
-        return local_catalog_device(backend), backend.device, backend
-    backend = backend_for(None)
-    if device is None:
-        return local_catalog_device(backend), backend.device, backend
+        try:
+            name = local_catalog_device(backend)
+        except MeasureError as exc:
+            # NB: worded for the command line
+            raise MeasureError(str(exc).replace("pass --device", "pass device=")) from None
+        return name, backend.device, backend
     row = get_device(device)
+    backend = backend_for("cpu" if row.kind == "cpu" else None)
     if row.kind == backend.kind:
         return row.name, backend.device, backend
     return row.name, torch.device(row.kind if row.kind in ("cuda", "mps") else "cpu"), None
