@@ -17,18 +17,11 @@ import tempfile
 from pathlib import Path
 
 from trainfit.errors import TrainfitError
+from trainfit.exports import SGD_MOMENTUM, hf_optim
 from trainfit.hardware.catalog import get_device
 from trainfit.plan import DevicePlan, Plan, Setting
 from trainfit.spec import OptimizerKind, Precision
 
-_HF_OPTIM = {
-    OptimizerKind.ADAMW: "adamw_torch",
-    OptimizerKind.ADAM: "adamw_torch",
-    OptimizerKind.SGD: "sgd",
-    OptimizerKind.SGD_MOMENTUM: "sgd",
-    OptimizerKind.ADAFACTOR: "adafactor",
-    OptimizerKind.ADAMW_8BIT: "adamw_bnb_8bit",
-}
 _OPTIMIZER_NAME = {
     OptimizerKind.ADAMW: "AdamW",
     OptimizerKind.ADAM: "Adam",
@@ -111,7 +104,9 @@ def hf_trainer_flags(device: DevicePlan) -> str:
         parts.append("--fp16")
     if s.checkpointing:
         parts.append("--gradient_checkpointing")
-    parts.append(f"--optim {_HF_OPTIM[s.optimizer]}")
+    parts.append(f"--optim {hf_optim(s.optimizer, _kind(device.device))}")
+    if s.optimizer is OptimizerKind.SGD_MOMENTUM:
+        parts.append(f"--optim_args momentum={SGD_MOMENTUM}")
     return " ".join(parts)
 
 

@@ -47,6 +47,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--config-dir", default=None, help="write config_<device>.yaml for each device that fits"
     )
+    parser.add_argument(
+        "--export",
+        action="append",
+        default=[],
+        choices=("hf", "lightning", "accelerate", "yaml"),
+        help="write each device's settings for a trainer: hf (TrainingArguments JSON), lightning "
+        "(Trainer JSON), accelerate (config YAML), yaml (seed-style config); repeatable",
+    )
+    parser.add_argument(
+        "--export-dir",
+        default=None,
+        help="where --export writes hf_<device>.json ... (default: the current directory)",
+    )
     from trainfit.cli import run_args
 
     run_args.add_arguments(parser)
@@ -63,10 +76,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
+    from trainfit.errors import SpecError
     from trainfit.plan import plan
     from trainfit.spec import Precision, TrainSpec, parse_enum
 
     devices = tuple(args.device) or DEFAULT_DEVICES
+    if args.export_dir is not None and not args.export:
+        raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
+    if args.export:
+        from trainfit.exports import require_packages
+
+        require_packages(args.export)  # NB: before planning, which takes seconds
     spec = TrainSpec(
         model=args.model,
         seq_len=args.seq,
@@ -108,4 +128,16 @@ def run(args: argparse.Namespace) -> int:
 
         for path in write_configs(result, Path(args.config_dir)):
             print(f"wrote {path}", file=sys.stderr)
+    if args.export:
+        from pathlib import Path
+
+        from trainfit.exports import write_exports
+
+        exported = write_exports(result, args.export, Path(args.export_dir or "."))
+        for line in exported.skipped:
+            print(f"skipped {line}", file=sys.stderr)
+        for path in exported.written:
+            print(f"wrote {path}", file=sys.stderr)
+        for note in exported.notes:
+            print(f"note: {note}", file=sys.stderr)
     return 0
