@@ -289,3 +289,12 @@ def test_a_batchnorm_model_skips_the_one_sample_rung_of_the_ladder() -> None:
     found = plan(spec, effective_batch=64, devices=("rtx-4060",))
     assert found.ladder and all(r.micro_batch > 1 for r in found.ladder)
     assert not any(r.change.startswith("1 sample per step") for r in found.ladder)
+
+
+def test_a_model_that_cannot_checkpoint_and_does_not_fit_gets_a_verdict() -> None:
+    spec = TrainSpec(model="tests.timing_models:wide_sequential", inputs=("input=B,16384:float32",))
+    result = plan(spec, effective_batch=8, devices=("rtx-4060",), ladder=False)
+    (device,) = result.devices
+    assert device.verdict is Verdict.NO
+    assert "no gradient checkpointing" in device.note
+    assert device.sharded is not None and not device.sharded.checkpointing

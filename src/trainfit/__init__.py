@@ -54,12 +54,17 @@ _HOMES = {
     "diagnose": "trainfit.doctor",
     "Monitor": "trainfit.monitor.core",
     "OomReport": "trainfit.monitor.oom",
+    "autofit": "trainfit.autofit.core",
+    "Fit": "trainfit.autofit.fit",
+    "StagedPlan": "trainfit.stages",
+    "plan_stages": "trainfit.stages",
 }
 
 __all__ = [
     "Breakdown",
     "Diagnosis",
     "Estimate",
+    "Fit",
     "InputSpec",
     "LatencyTable",
     "MaxBatch",
@@ -75,17 +80,20 @@ __all__ = [
     "RunSpec",
     "SpecError",
     "Stage",
+    "StagedPlan",
     "StepTime",
     "TraceError",
     "TrainSpec",
     "TrainfitError",
     "UnknownNameError",
+    "autofit",
     "diagnose",
     "estimate",
     "estimate_run",
     "find_max_batch",
     "max_micro_batch",
     "measure_latency",
+    "plan_stages",
 ]
 
 
@@ -111,8 +119,8 @@ class _Package(types.ModuleType):
     """
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "estimate" and isinstance(value, types.ModuleType):
-            value = value.estimate
+        if name in ("estimate", "autofit") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
         super().__setattr__(name, value)
 
 

@@ -522,6 +522,7 @@ def _plan_device(
     if why_not:
         return _no_setting(device, Verdict.NOT_ESTIMATED, why_not)
     skipped: list[str] = []
+    cannot_checkpoint = False
     budget = (1.0 - margin) * device.memory_bytes
     floor = 0
     latest_one: int | None = None
@@ -539,6 +540,7 @@ def _plan_device(
             if not rung_spec.checkpointing or spec.checkpointing:
                 raise
             skipped.append(f"no gradient checkpointing ({exc})")
+            cannot_checkpoint = True
             continue
         found = max_micro_batch(rung_spec, margin=margin, limit=effective, scaling=scaling)
         if found.batch < 1:
@@ -577,8 +579,21 @@ def _plan_device(
     if device.kind == "cuda":
         # NB: sharded with the requested optimizer (8-bit state under FSDP is not the usual
         # engine setup), on the ladder's last precision and checkpointing
-        shard_spec = dataclasses.replace(rung_spec, optimizer=spec.optimizer)
-        worked_out, sharded, offloaded = _beyond(shard_spec, device, cache, int(budget), worker)
+        shard_spec = dataclasses.replace(
+            rung_spec,
+            optimizer=spec.optimizer,
+            checkpointing=rung_spec.checkpointing and not cannot_checkpoint,
+        )
+        try:
+            worked_out, sharded, offloaded = _beyond(shard_spec, device, cache, int(budget), worker)
+        except SpecError as exc:
+            if not shard_spec.checkpointing or spec.checkpointing:
+                raise
+            # NB: a model with no blocks to checkpoint is sharded without checkpointing
+            if not cannot_checkpoint:
+                skipped.append(f"no gradient checkpointing ({exc})")
+            shard_spec = dataclasses.replace(shard_spec, checkpointing=False)
+            worked_out, sharded, offloaded = _beyond(shard_spec, device, cache, int(budget))
     note = (
         f"{what}, over the {budget / GIB:.2f} GiB usable"
         + _beyond_words(device, worked_out, sharded, offloaded)
