@@ -29,6 +29,7 @@ import importlib
 import importlib.metadata
 import json
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -244,7 +245,9 @@ def _accelerate(path: Path, out: Path) -> dict[str, Any]:
         launched = {k: v for k, v in env.items() if k.startswith(("ACCELERATE_", "FSDP_"))}
         with _environment(launched):
             AcceleratorState._reset_state(reset_partial_state=True)
-            accelerator = Accelerator(gradient_accumulation_steps=2)
+            # NB: accelerate's config has no accumulation field: the export's header names it
+            header = re.search(r"gradient_accumulation_steps=(\d+)", path.read_text())
+            accelerator = Accelerator(gradient_accumulation_steps=int(header[1]) if header else 1)
             found["accelerator"] = {
                 "mixed_precision": accelerator.mixed_precision,
                 "device": str(accelerator.device),
