@@ -79,3 +79,62 @@ def test_the_schedule_is_rendered_after_each_stage(staged):
     cheapest = min(h100.costs, key=lambda c: c[1])
     assert f"{cheapest[1]:.2f} USD ({cheapest[0]})" in text
     assert f"{h100.peak_needed_bytes / 2**30:.2f} GiB" in text
+
+
+def test_plan_command_with_stages_writes_each_stages_exports(tmp_path, capsys):
+    import json
+
+    from trainfit.cli.main import main
+
+    args = [
+        "plan",
+        MELODY.model,
+        "--seq",
+        "256",
+        "--effective-batch",
+        "256",
+        "--device",
+        "h100",
+        "--stage",
+        "5:tok.*,blocks.0.*",
+        "--stage",
+        "20",
+        "--samples",
+        "100000",
+        "--json",
+        "--export",
+        "hf",
+        "--export-dir",
+        str(tmp_path),
+    ]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["epochs"] for s in out["stages"]] == [5.0, 20.0]
+    assert out["stages"][0]["freeze"] == ["tok.*", "blocks.0.*"]
+    assert out["schedule"][0]["device"] == "h100" and out["schedule"][0]["fits"]
+    for number in (1, 2):
+        exported = json.loads((tmp_path / f"stage{number}" / "hf_h100.json").read_text())
+        assert exported["per_device_train_batch_size"] >= 1
+
+
+def test_plan_command_refuses_epochs_with_stages(capsys):
+    from trainfit.cli.main import main
+
+    args = [
+        "plan",
+        MELODY.model,
+        "--seq",
+        "256",
+        "--effective-batch",
+        "256",
+        "--device",
+        "h100",
+        "--stage",
+        "5",
+        "--samples",
+        "1000",
+        "--epochs",
+        "3",
+    ]
+    assert main(args) == 1
+    assert "give --epochs or --stage, not both" in capsys.readouterr().err

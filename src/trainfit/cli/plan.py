@@ -6,9 +6,15 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
 """Devices planned when none is named (the rows every catalog version has)."""
+
+
+if TYPE_CHECKING:
+    from trainfit.spec import Precision, TrainSpec
+    from trainfit.timing.run import RunSpec
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +60,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=("hf", "lightning", "accelerate", "yaml"),
         help="write each device's settings for a trainer: hf (TrainingArguments JSON), lightning "
         "(Trainer JSON), accelerate (config YAML), yaml (seed-style config); repeatable",
+    )
+    parser.add_argument(
+        "--stage",
+        action="append",
+        default=[],
+        metavar="EPOCHS[:PATTERN,...]",
+        help="a stage of a staged schedule: its epochs and the parameters frozen in it "
+        "(repeatable; e.g. --stage '5:backbone.*' --stage 50): each stage is planned",
     )
     parser.add_argument(
         "--export-dir",
@@ -103,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     run = run_args.run_spec(args)
     run_args.check_sized(run, args)
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
+    if args.stage:
+        return _staged(args, spec, devices, precision, run)
     result = plan(
         spec,
         args.effective_batch,
@@ -140,4 +156,57 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {path}", file=sys.stderr)
         for note in exported.notes:
             print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def _staged(
+    args: argparse.Namespace,
+    spec: TrainSpec,
+    devices: tuple[str, ...],
+    precision: Precision | None,
+    run: RunSpec | None,
+) -> int:
+    """`--stage ...`: every stage planned; configs and exports per stage (DIR/stageN)."""
+    from pathlib import Path
+
+    from trainfit.cli import run_args
+    from trainfit.stages import plan_stages
+
+    stages = run_args.stages(args.stage, spec)
+    staged = plan_stages(
+        spec,
+        stages,
+        args.effective_batch,
+        devices,
+        margin=args.margin,
+        precision=precision,
+        jobs=args.jobs,
+        run=run,
+        measured_step=run_args.measured(args, devices[0]),
+    )
+    if args.json:
+        print(json.dumps(staged.to_dict(), indent=2))
+    else:
+        from rich.console import Console
+
+        from trainfit.report.stages import staged_renderable
+
+        Console().print(staged_renderable(staged))
+    for number, stage in enumerate(staged.stages, 1):
+        if args.config_dir:
+            from trainfit.configs import write_configs
+
+            for path in write_configs(stage.plan, Path(args.config_dir) / f"stage{number}"):
+                print(f"wrote {path}", file=sys.stderr)
+        if args.export:
+            from trainfit.exports import write_exports
+
+            where = Path(args.export_dir or ".") / f"stage{number}"
+            exported = write_exports(stage.plan, args.export, where)
+            for line in exported.skipped:
+                print(f"skipped {line}", file=sys.stderr)
+            for path in exported.written:
+                print(f"wrote {path}", file=sys.stderr)
+            for note in exported.notes:
+                print(f"note: {note}", file=sys.stderr)
     return 0
