@@ -6,7 +6,16 @@ same devices with `trainfit.plan.plan`, so each stage gets its own setting, memo
 time; a stage that freezes the backbone trains fewer parameters and may fit a larger
 micro-batch. The schedule fits a device when every stage does; its peak memory is the
 largest stage's; with the run's data size, its hours are the sum of the stages' (each stage
-at its own epochs) and so are its costs, option by option.
+at its own epochs) and so are its costs, option by option. A device where some stage has no
+setting names those stages and why (`ScheduleOnDevice.failing_stages`: the stage's verdict
+and note; a stage that would fit several of the GPUs sharded is still exported, as sharded).
+
+A measured step time (`measured_step`, `--measured-step`) is taken to be one of the *last*
+stage (usually the full model) on the device it names, with the setting planned there: every
+stage is planned unmeasured, then every stage's step times are scaled by the same ratio,
+measured over the last stage's modelled step on that device, so a frozen stage keeps its
+modelled speed-up. Only the last stage's step on that device is labelled measured; the
+others are calibrated.
 
 Known limitations: the ladder (seed 004's low-memory options) is planned for the last stage
 only (usually the one with everything trainable, the largest); a stage switch in one process
@@ -20,9 +29,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from trainfit.errors import SpecError
-from trainfit.plan import DEFAULT_MARGIN, Plan, plan
+from trainfit.hardware.catalog import get_device
+from trainfit.plan import DEFAULT_MARGIN, DevicePlan, Plan, plan, with_run
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
+from trainfit.timing.step import CALIBRATED, StepTime, scaled
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,6 +59,9 @@ class ScheduleOnDevice:
     """The stages' run hours summed (None without a data size, or when a stage has none)."""
     costs: tuple[tuple[str, float], ...]
     """(option, total over the stages), for options priced in every stage."""
+    failing_stages: tuple[tuple[str, str], ...] = ()
+    """(stage name, why) for each stage without a setting on this device: its verdict, and
+    its note (e.g. how many of these GPUs would hold it sharded)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,7 +82,15 @@ class StagedPlan:
                 }
                 for s in self.stages
             ],
-            "schedule": [dataclasses.asdict(d) for d in self.devices],
+            "schedule": [
+                {
+                    **dataclasses.asdict(d),
+                    "failing_stages": [
+                        {"stage": name, "why": why} for name, why in d.failing_stages
+                    ],
+                }
+                for d in self.devices
+            ],
         }
 
 
@@ -90,6 +112,7 @@ def plan_stages(
     for index, (name, epochs, stage_spec) in enumerate(stages):
         last = index == len(stages) - 1
         stage_run = None if run is None else dataclasses.replace(run, epochs=epochs)
+        # NB: planned unmeasured: a measured step is the last stage's (see the module)
         result = plan(
             stage_spec,
             effective_batch,
@@ -99,10 +122,75 @@ def plan_stages(
             ladder=last,
             jobs=jobs,
             run=stage_run,
-            measured_step=measured_step,
         )
         planned.append(StagePlan(name=name, epochs=epochs, freeze=stage_spec.freeze, plan=result))
+    if measured_step is not None:
+        planned = _measured(planned, *measured_step)
     return StagedPlan(stages=tuple(planned), devices=_schedule(planned))
+
+
+def _measured(planned: list[StagePlan], seconds: float, on: str) -> list[StagePlan]:
+    """Every stage's step times scaled by `seconds` over the last stage's modelled step on
+    `on`; run hours and costs worked out again with the scaled steps."""
+    device = get_device(on)
+    last = planned[-1]
+    reference = next((d for d in last.plan.devices if d.device == device.name), None)
+    if reference is None or reference.step_time is None:
+        raise SpecError(
+            [
+                f"--measured-on {on}: the last stage ({last.name}, whose step --measured-step "
+                f"is taken to be) has no modelled step time on {device.name}; plan that device "
+                "too (--device), with a setting that fits"
+            ]
+        )
+    ref = reference.step_time
+    out = []
+    for stage in planned:
+        is_last = stage is last
+
+        def scale(step: StepTime, is_last: bool = is_last) -> StepTime:
+            result = scaled(step, ref, seconds, on)
+            if is_last or result.label == CALIBRATED:
+                return result
+            # NB: another stage on the measured device: calibrated by the last stage's step
+            return dataclasses.replace(
+                result,
+                label=CALIBRATED,
+                basis=f"{seconds:.4g} s measured on {on} for the last stage ({last.name}), "
+                f"scaled by the modelled ratio {step.seconds / ref.seconds:.3g}",
+            )
+
+        def rescaled(d: DevicePlan, scale=scale) -> DevicePlan:
+            if d.step_time is None:
+                return d
+            return dataclasses.replace(
+                d,
+                step_time=scale(d.step_time),
+                step_times=tuple(
+                    (n, dataclasses.replace(scale(t), label=CALIBRATED)) for n, t in d.step_times
+                ),
+            )
+
+        result = dataclasses.replace(
+            stage.plan, devices=tuple(rescaled(d) for d in stage.plan.devices)
+        )
+        if result.run is not None and result.run.sized:
+            result = with_run(result, result.run)
+        out.append(dataclasses.replace(stage, plan=result))
+    return out
+
+
+def _failing(name: str, d: DevicePlan) -> tuple[str, str]:
+    why = d.verdict.value
+    if d.sharded is not None:
+        sh = d.sharded
+        why += (
+            f": {sh.gpus} of these GPUs would hold it sharded ({sh.per_gpu_bytes / 2**30:.2f} GiB "
+            "each, modelled); --export writes that sharded setting for this stage"
+        )
+    elif d.note:
+        why += f": {d.note}"
+    return name, why
 
 
 def _schedule(planned: list[StagePlan]) -> tuple[ScheduleOnDevice, ...]:
@@ -125,7 +213,16 @@ def _schedule(planned: list[StagePlan]) -> tuple[ScheduleOnDevice, ...]:
         )
         out.append(
             ScheduleOnDevice(
-                device=first.device, fits=fits, peak_needed_bytes=peak, hours=hours, costs=costs
+                device=first.device,
+                fits=fits,
+                peak_needed_bytes=peak,
+                hours=hours,
+                costs=costs,
+                failing_stages=tuple(
+                    _failing(s.name, d)
+                    for s, d in zip(planned, per_stage, strict=True)
+                    if d.setting is None
+                ),
             )
         )
     return tuple(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.rule import Rule
 from rich.table import Table
+from rich.text import Text
 
 from trainfit.report.plan import plan_renderable
 from trainfit.stages import StagedPlan
@@ -13,7 +14,8 @@ GiB = 1 << 30
 
 
 def staged_renderable(staged: StagedPlan) -> Group:
-    """Each stage's plan under a rule naming it, then the whole schedule per device."""
+    """Each stage's plan under a rule naming it, then the whole schedule per device, with a
+    line per stage that does not fit a device (its verdict and why)."""
     parts: list[object] = []
     for stage in staged.stages:
         frozen = f", frozen: {', '.join(stage.freeze)}" if stage.freeze else ""
@@ -23,6 +25,7 @@ def staged_renderable(staged: StagedPlan) -> Group:
     for column, justify in (
         ("device", "left"),
         ("every stage fits", "left"),
+        ("stages that do not fit", "left"),
         ("peak needed", "right"),
         ("hours", "right"),
         ("cheapest", "right"),
@@ -35,6 +38,7 @@ def staged_renderable(staged: StagedPlan) -> Group:
         table.add_row(
             device.device,
             "yes" if device.fits else "no",
+            ", ".join(name for name, _ in device.failing_stages) or "-",
             "-"
             if device.peak_needed_bytes is None
             else f"{device.peak_needed_bytes / GiB:.2f} GiB",
@@ -42,4 +46,9 @@ def staged_renderable(staged: StagedPlan) -> Group:
             "-" if cheapest is None else f"{cheapest[1]:.2f} {currency} ({cheapest[0]})",
         )
     parts += [Rule("schedule"), table]
+    parts += [
+        Text(f"{device.device}, {name}: {why}")
+        for device in staged.devices
+        for name, why in device.failing_stages
+    ]
     return Group(*parts)
