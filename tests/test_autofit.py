@@ -416,3 +416,210 @@ def test_example_script_trains_on_the_cpu() -> None:
         "step 2",
         "step 3",
     ]
+
+
+# --- review fixes -------------------------------------------------------------------------
+
+
+class FakeCard:
+    """What backend_for(None) returns on a machine with an RTX 4060 (runs on the CPU here)."""
+
+    kind = "cuda"
+    device = torch.device("cpu")
+
+    def name(self) -> str:
+        return "NVIDIA GeForce RTX 4060"
+
+
+def test_a_catalog_device_of_the_local_kind_is_not_the_local_card(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainfit.autofit import core
+
+    monkeypatch.setattr(core, "backend_for", lambda device: FakeCard())
+    monkeypatch.setattr(core, "local_catalog_device", lambda backend: "rtx-4060")
+    model = MLP()
+    fit = autofit(model, mlp_sample(), 8, loss_fn=F.cross_entropy, device="h200")
+    assert not fit.local and fit.catalog_device == "h200"
+    assert "estimate only" in fit.summary
+    with pytest.raises(SpecError, match=r"^confirm runs one step .* for h200 \(not this"):
+        autofit(model, mlp_sample(), 8, loss_fn=F.cross_entropy, device="h200", confirm=True)
+    local = autofit(model, mlp_sample(), 8, loss_fn=F.cross_entropy, device="rtx-4060")
+    assert local.local and local.catalog_device == "rtx-4060"
+
+
+class Keeper(nn.Module):
+    """Keeps tensors in a list attribute and in a hook object; its loss is a bound method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(32, 10)
+        self.cache = [torch.randn(300, 300)]
+        self.body.register_forward_hook(HookWithTensor())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+    def loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(output, target)
+
+
+class HookWithTensor:
+    def __init__(self) -> None:
+        self.big = torch.randn(300, 300)
+
+    def __call__(self, module: nn.Module, args: object, output: torch.Tensor) -> None:
+        return None
+
+
+def test_the_live_registry_keeps_nothing_alive_and_copies_no_nested_data() -> None:
+    import gc
+    import weakref
+
+    from trainfit.models.live import registered_names
+
+    model, sample = Keeper(), mlp_sample()
+    fit = autofit(model, sample, 8, loss_fn=model.loss, device="cpu")
+    copy_ = resolve(fit.spec.model, "model factory")()  # NB: resolves while the fit lives
+    hook = next(iter(copy_.body._forward_hooks.values()))
+    assert copy_.cache[0].is_meta and hook.big.is_meta
+    names = [fit.spec.model.split(":")[1], fit.spec.step_fn.split(":")[1]]
+    assert set(names) <= set(registered_names())
+    refs = [weakref.ref(model), weakref.ref(sample[0])]
+    del model, sample, fit, copy_, hook
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    assert not set(names) & set(registered_names())
+    before = registered_names()
+    with pytest.raises(SpecError):
+        autofit(MLP(), mlp_sample(), 100, loss_fn=F.cross_entropy, device="cpu", micro_batch=64)
+    with pytest.raises(TraceError):
+        autofit(Mismatch(), torch.randn(4, 8), 8, device="cpu")
+    assert registered_names() == before
+
+
+class Named(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm1d(32)
+        self.body = nn.Sequential(nn.Linear(32, 32), nn.Dropout(0.5))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        return self.body(self.norm(x)).pow(2).mean()
+
+
+def test_confirm_restores_each_modules_mode_and_takes_mappings_and_namedtuples() -> None:
+    import collections
+
+    model = Named()
+    model.train()
+    model.norm.eval()
+    x = torch.randn(4, 32)
+    autofit(model, x, 8, device="cpu", confirm=True)
+    assert model.training and not model.norm.training and model.body.training
+
+    class Encoding(collections.UserDict):  # NB: transformers' BatchEncoding is a UserDict
+        pass
+
+    assert autofit(Named(), Encoding(x=x), 8, device="cpu", confirm=True).confirmed
+    Pair = collections.namedtuple("Pair", "x y")
+    fit = autofit(Named(), Pair(x, x), 8, device="cpu", micro_batch=4, confirm=True)
+    assert fit.confirmed is not None
+    parts = list(fit.split(Pair(torch.randn(8, 32), torch.randn(8, 32))))
+    assert [type(p).__name__ for p in parts] == ["Pair", "Pair"] and parts[1].x.shape[0] == 4
+
+
+def real_only_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Traces (meta/fake tensors), but fails in a real step."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    if not (batch[0].is_meta or is_fake(batch[0])):
+        raise RuntimeError("boom")
+    return F.cross_entropy(model(batch[0]), batch[1])
+
+
+def test_argument_errors_and_a_failed_confirm_leave_the_model_as_given() -> None:
+    from trainfit.errors import MeasureError
+
+    model = MLP()
+    state = lambda: (  # noqa: E731
+        [p.requires_grad for p in model.parameters()],
+        {p.dtype for p in model.parameters()},
+        [n for n, m in model.named_modules() if "forward" in vars(m)],
+    )
+    before = state()
+    with pytest.raises(SpecError, match=r"^confirm runs one step"):
+        autofit(
+            model,
+            mlp_sample(),
+            8,
+            device="h100",
+            confirm=True,
+            freeze=["blocks.*"],
+            checkpointing=True,
+            precision="pure-bf16",
+        )
+    assert state() == before
+    with pytest.raises(MeasureError, match="boom"):
+        autofit(
+            model,
+            mlp_sample(),
+            8,
+            step_fn=real_only_step,
+            device="cpu",
+            confirm=True,
+            freeze=["blocks.*"],
+            checkpointing=True,
+        )
+    assert state() == before
+
+
+def test_split_refuses_a_batch_of_other_rows() -> None:
+    fit = autofit(MLP(), mlp_sample(), 8, loss_fn=F.cross_entropy, micro_batch=4, device="cpu")
+    assert len(list(fit.split(mlp_sample(8)))) == fit.grad_accum == 2
+    with pytest.raises(SpecError, match=r"effective_batch=8 rows \(4 x 2\), got 20 rows"):
+        list(fit.split(mlp_sample(20)))
+
+
+def test_a_forced_precision_the_device_cannot_run_is_an_error() -> None:
+    with pytest.raises(SpecError, match=r"precision='bf16' cannot run on cpu .* supports 'fp32'"):
+        autofit(MLP(), mlp_sample(), 8, loss_fn=F.cross_entropy, device="cpu", precision="bf16")
+    with pytest.raises(SpecError, match=r"'tf32' cannot run on v100-32gb .* 'fp32', 'fp16'"):
+        autofit(MLP(), mlp_sample(), 8, device="v100-32gb", precision="tf32")
+    fit = autofit(MLP(), mlp_sample(), 8, loss_fn=F.cross_entropy, device="cpu", precision="fp32")
+    assert fit.precision is Precision.FP32
+
+
+def test_bad_arguments_are_worded_for_python() -> None:
+    with pytest.raises(SpecError, match=r"margin must be a number in \[0, 1\), got '0.1'"):
+        autofit(MLP(), mlp_sample(), 8, margin="0.1")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="freeze must be a glob pattern"):
+        autofit(MLP(), mlp_sample(), 8, freeze=[3])  # type: ignore[list-item]
+    fit = autofit(MLP(), mlp_sample(), 8, loss_fn=F.cross_entropy, device="cpu", freeze="stem.*")
+    assert fit.request.freeze == ("stem.*",)
+    assert fit.trainable_parameters == fit.parameters - (32 * 64 + 64)
+    with pytest.raises(SpecError, match=r"^checkpoint_modules='nothing\.\*' matches no module"):
+        autofit(MLP(), mlp_sample(), 8, checkpointing=True, checkpoint_modules="nothing.*")
+    if not torch.cuda.is_available():
+        from trainfit.errors import MeasureError
+
+        with pytest.raises(MeasureError, match=r'pass device="cpu"'):
+            autofit(MLP(), mlp_sample(), 8, device="cuda")
+
+
+def test_a_tied_weight_is_frozen_by_either_name() -> None:
+    model = tiny_gpt2()
+    fit = autofit(model, gpt2_sample(), 4, device="cpu", freeze=["lm_head.*"])
+    assert not model.transformer.wte.weight.requires_grad
+    assert fit.trainable_parameters == fit.parameters - 128 * 64
+
+
+def test_example_refuses_a_zero_effective_batch() -> None:
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import train_autofit
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    with pytest.raises(SystemExit):
+        train_autofit.main(["--device", "cpu", "--effective-batch", "0"])

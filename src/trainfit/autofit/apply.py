@@ -90,8 +90,9 @@ def make_optimizer(
 
 
 def check_freeze(model: nn.Module, freeze: Sequence[str]) -> None:
-    """SpecError naming each freeze pattern that matches no parameter of `model`."""
-    names = [n for n, _ in model.named_parameters()]
+    """SpecError naming each freeze pattern that matches no parameter of `model` (by any of
+    its names: a tied weight is matched under each module that holds it)."""
+    names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
     bad = [p for p in freeze if not any(fnmatch.fnmatchcase(n, p) for n in names)]
     if bad:
         sample = ", ".join(names[:4])
@@ -103,10 +104,38 @@ def check_freeze(model: nn.Module, freeze: Sequence[str]) -> None:
         )
 
 
+def _frozen(model: nn.Module, freeze: Sequence[str]) -> set[int]:
+    """The ids of the parameters one of whose names matches a pattern."""
+    return {
+        id(param)
+        for name, param in model.named_parameters(remove_duplicate=False)
+        if any(fnmatch.fnmatchcase(name, p) for p in freeze)
+    }
+
+
+def spec_freeze(model: nn.Module, freeze: Sequence[str]) -> tuple[str, ...]:
+    """`freeze` for the estimator, which names each parameter once (`named_parameters()`):
+    a pattern that matches a tied weight only under another name (GPT-2's `lm_head.weight`,
+    which is `transformer.wte.weight`) is replaced by the names the estimator sees."""
+    names = [n for n, _ in model.named_parameters()]
+    first = {id(p): n for n, p in model.named_parameters()}
+    out: list[str] = []
+    for pattern in freeze:
+        if any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            out.append(pattern)
+            continue
+        for pid in _frozen(model, [pattern]):
+            escaped = "".join(f"[{c}]" if c in "*?[" else c for c in first[pid])
+            if escaped not in out:
+                out.append(escaped)
+    return tuple(out)
+
+
 def apply_freeze(model: nn.Module, freeze: Sequence[str]) -> None:
-    """Parameters whose name matches a pattern are frozen, every other one trains."""
-    for name, param in model.named_parameters():
-        param.requires_grad_(not any(fnmatch.fnmatchcase(name, p) for p in freeze))
+    """Parameters one of whose names matches a pattern are frozen, every other one trains."""
+    frozen = _frozen(model, freeze)
+    for param in model.parameters():
+        param.requires_grad_(id(param) not in frozen)
 
 
 def checkpoint_names(spec: TrainSpec) -> list[str]:

@@ -5,7 +5,7 @@ another job): `min(grad_accum, 2)` micro-batches of the sample (its rows repeate
 the micro-batch) under the fit's autocast and a fresh GradScaler, then a step of a *fresh*
 optimizer of the chosen kind (the loop's own optimizer is never touched). Afterwards the
 trainable parameters and the buffers are copied back from a host copy taken before, the
-gradients, the RNG states and the train/eval mode restored, and the optimizer dropped.
+gradients, the RNG states and each module's train/eval mode restored, and the optimizer dropped.
 
 Known limitations: the host copy of the trainable weights and buffers costs host RAM the size
 of them during the step; a model that keeps other state (a step counter in a Python attribute)
@@ -15,6 +15,7 @@ is not restored; the CPU has no allocator counter, so there is no predicted/meas
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -22,7 +23,7 @@ import torch
 from trainfit.autofit.fit import Confirmed, Fit
 from trainfit.errors import MeasureError
 from trainfit.measure.backend import Backend, is_out_of_memory
-from trainfit.models.live import UserBatch, forward_failure, run_step
+from trainfit.models.live import UserBatch, forward_failure, rebuild_sequence, run_step
 
 
 def confirm_step(fit: Fit, backend: Backend) -> Confirmed:
@@ -35,7 +36,7 @@ def confirm_step(fit: Fit, backend: Backend) -> Confirmed:
     grads = [(p, p.grad) for p in model.parameters()]
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if backend.kind == "cuda" else None
-    training = model.training
+    training = {m: m.training for m in model.modules()}
     for p, _ in grads:
         p.grad = None
     batch = _rows_of(request.sample, fit.micro_batch)
@@ -51,7 +52,7 @@ def confirm_step(fit: Fit, backend: Backend) -> Confirmed:
         model.train()
         started = time.perf_counter()
         for index in range(min(fit.grad_accum, 2)):
-            for micro in fit.split(batch):
+            for micro in (fit._move(batch),):
                 with fit.autocast():
                     loss = run_step(model, micro, request.loss_fn, request.step_fn)
                 if index == 0:
@@ -106,7 +107,7 @@ def _restore(
     saved: list[torch.Tensor],
     buffers: list[tuple[torch.Tensor, torch.Tensor]],
     grads: list[tuple[torch.nn.Parameter, torch.Tensor | None]],
-    training: bool,
+    training: dict[torch.nn.Module, bool],
 ) -> None:
     with torch.no_grad():
         for p, value in zip(trainable, saved, strict=True):
@@ -115,7 +116,8 @@ def _restore(
             b.copy_(value)
     for p, grad in grads:
         p.grad = grad
-    model.train(training)
+    for module, mode in training.items():
+        module.training = mode  # NB: each module's own mode, not the root's for all
 
 
 def _rows_of(sample: UserBatch, rows: int) -> UserBatch:
@@ -130,7 +132,8 @@ def _rows_of(sample: UserBatch, rows: int) -> UserBatch:
 
     if isinstance(sample, torch.Tensor):
         return resize(sample)
-    if isinstance(sample, dict):
+    if isinstance(sample, Mapping):
+        # NB: any mapping (transformers' BatchEncoding is a UserDict): the model takes **batch
         return {k: resize(v) if isinstance(v, torch.Tensor) else v for k, v in sample.items()}
     items: Any = [resize(v) if isinstance(v, torch.Tensor) else v for v in sample]
-    return type(sample)(items)
+    return rebuild_sequence(type(sample), items)

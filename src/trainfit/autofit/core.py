@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
+import numbers
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -31,6 +33,8 @@ from trainfit.autofit.apply import (
     check_freeze,
     has_bitsandbytes,
     optimizer_kind,
+    remove_checkpointing,
+    spec_freeze,
 )
 from trainfit.autofit.fit import Fit, Request
 from trainfit.errors import MeasureError, SpecError, TraceError, UnknownNameError
@@ -38,7 +42,7 @@ from trainfit.estimate import estimate
 from trainfit.hardware.catalog import get_device
 from trainfit.measure.backend import Backend, backend_for
 from trainfit.measure.compare import local_catalog_device
-from trainfit.models.live import UserBatch, register_model
+from trainfit.models.live import UserBatch, registered
 from trainfit.plan import DEFAULT_MARGIN, DevicePlan, plan
 from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
 
@@ -57,7 +61,7 @@ def autofit(
     precision: Precision | str | None = None,
     checkpointing: bool | None = None,
     checkpoint_modules: str | None = None,
-    freeze: Sequence[str] | None = None,
+    freeze: str | Sequence[str] | None = None,
     micro_batch: int | None = None,
     margin: float = DEFAULT_MARGIN,
     confirm: bool = False,
@@ -84,6 +88,8 @@ def autofit(
     - `confirm`: run one real optimizer step on the model itself, then restore its weights.
     - `apply`: freeze, checkpoint, cast and move the model (False: leave it untouched).
     """
+    if isinstance(freeze, str):
+        freeze = (freeze,)  # NB: one pattern, not its characters
     request = Request(
         model=model,
         sample=sample,
@@ -95,30 +101,46 @@ def autofit(
         precision=precision,
         checkpointing=checkpointing,
         checkpoint_modules=checkpoint_modules,
-        freeze=None if freeze is None else tuple(freeze),
+        freeze=None if freeze is None or not _is_sequence(freeze) else tuple(freeze),
         micro_batch=micro_batch,
         margin=margin,
         confirm=confirm,
         apply=apply,
     )
-    kind, chosen_precision = _validate(request)
+    # NB: everything is checked before anything is done to the model
+    kind, chosen_precision = _validate(request, freeze)
+    freeze = request.freeze
+    catalog, run_on, backend = _target(device)
+    _check_precision(chosen_precision, catalog)
+    if confirm and (backend is None or not apply):
+        raise SpecError(
+            [
+                "confirm runs one step on this machine's device, but "
+                + (
+                    f"the fit is for {catalog} (not this machine's device)"
+                    if backend is None
+                    else "apply=False leaves the model untouched"
+                )
+                + ": drop confirm, or fit for this machine (device=None) with apply=True"
+            ]
+        )
     if freeze is not None:
         check_freeze(model, freeze)
-    catalog, run_on, backend = _target(device)
-    live = register_model(model, sample, loss_fn, step_fn, trainable_all=freeze is not None)
-    spec = TrainSpec(
-        model=live.model_path,
-        step_fn=live.step_path,
-        inputs=live.inputs,
-        device=catalog,
-        optimizer=kind,
-        checkpointing=bool(checkpointing),
-        checkpoint_modules=checkpoint_modules if checkpointing else None,
-        freeze=tuple(freeze or ()),
-    )
-    failure: TraceError | SpecError | None = None
     try:
-        with _quiet_tracer():
+        with (
+            registered(model, sample, loss_fn, step_fn, trainable_all=freeze is not None) as live,
+            _quiet_tracer(),
+        ):
+            spec = TrainSpec(
+                model=live.model_path,
+                step_fn=live.step_path,
+                inputs=live.inputs,
+                device=catalog,
+                optimizer=kind,
+                checkpointing=bool(checkpointing),
+                checkpoint_modules=checkpoint_modules if checkpointing else None,
+                freeze=spec_freeze(model, freeze or ()),
+            )
             found = _plan(request, spec, catalog, chosen_precision)
             setting = _check_setting(request, found, kind)
             micro = micro_batch or setting.micro_batch
@@ -133,74 +155,166 @@ def autofit(
             )
             predicted = estimate(chosen)
     except TraceError as exc:
-        failure = exc
-    except SpecError as exc:
-        if "--checkpoint-modules" not in str(exc):
-            raise
-        # NB: the trace words it for the command line
-        failure = SpecError([str(exc).replace("--checkpoint-modules GLOB", "checkpoint_modules=")])
-    if isinstance(failure, SpecError):
-        raise failure
-    if failure is not None:
-        text = str(failure)
+        text = _python_words(str(exc))
         name = type(model).__name__
         if text.startswith("op ") or text.startswith("the training step failed"):
             text = f"the training step of {name} fails on the sample batch: {text}"
         elif not text.startswith("the training step of"):
             text = f"autofit could not estimate {name} on the sample batch: {text}"
-        raise TraceError(text)
+        raise TraceError(text) from None
+    except SpecError as exc:
+        raise SpecError([_python_words(p) for p in exc.problems]) from None
+    except MeasureError as exc:
+        raise MeasureError(_python_words(str(exc))) from None
     checkpointed: tuple[str, ...] = ()
-    if apply:
-        if freeze is not None:
-            apply_freeze(model, freeze)
-        checkpointed = apply_checkpointing(model, chosen)
-        apply_numerics(model, chosen.precision, run_on if backend is not None else None)
-    fit = Fit(
-        micro_batch=micro,
-        grad_accum=chosen.grad_accum,
-        effective_batch=effective_batch,
-        precision=chosen.precision,
-        checkpointing=chosen.checkpointing,
-        checkpointed=checkpointed,
-        optimizer_kind=chosen.optimizer,
-        device=run_on,
-        catalog_device=catalog,
-        local=backend is not None,
-        predicted_bytes=predicted.device_memory_needed_bytes,
-        device_memory_bytes=predicted.device.memory_bytes,
-        margin=margin,
-        max_micro_batch=found.max_micro_batch,
-        trainable_parameters=predicted.trainable_parameter_count,
-        parameters=predicted.parameter_count,
-        scaler=(
-            # NB: disabled (a pass-through) where the fit is for another machine's device
-            torch.amp.GradScaler(run_on.type, enabled=backend is not None)
-            if chosen.precision is Precision.FP16
-            else None
-        ),
-        spec=chosen,
-        estimate=predicted,
-        changes=found.changes,
-        request=request,
-    )
-    if confirm:
-        from trainfit.autofit.confirm import confirm_step
+    undo = _Undo(model) if apply else None
+    try:
+        if apply:
+            if freeze is not None:
+                apply_freeze(model, freeze)
+            checkpointed = apply_checkpointing(model, chosen)
+            apply_numerics(model, chosen.precision, run_on if backend is not None else None)
+        fit = Fit(
+            micro_batch=micro,
+            grad_accum=chosen.grad_accum,
+            effective_batch=effective_batch,
+            precision=chosen.precision,
+            checkpointing=chosen.checkpointing,
+            checkpointed=checkpointed,
+            optimizer_kind=chosen.optimizer,
+            device=run_on,
+            catalog_device=catalog,
+            local=backend is not None,
+            predicted_bytes=predicted.device_memory_needed_bytes,
+            device_memory_bytes=predicted.device.memory_bytes,
+            margin=margin,
+            max_micro_batch=found.max_micro_batch,
+            trainable_parameters=predicted.trainable_parameter_count,
+            parameters=predicted.parameter_count,
+            scaler=(
+                # NB: disabled (a pass-through) where the fit is for another machine's device
+                torch.amp.GradScaler(run_on.type, enabled=backend is not None)
+                if chosen.precision is Precision.FP16
+                else None
+            ),
+            spec=chosen,
+            estimate=predicted,
+            changes=found.changes,
+            request=request,
+            live=live.registration,
+        )
+        if confirm:
+            from trainfit.autofit.confirm import confirm_step
 
-        if backend is None or not apply:
-            raise SpecError(
-                [
-                    f"confirm runs one step on this machine's device, but the fit is for "
-                    f"{catalog}{'' if apply else ' and apply=False left the model untouched'}: "
-                    "drop confirm, or fit for this machine (device=None) with apply=True"
-                ]
-            )
-        fit = dataclasses.replace(fit, confirmed=confirm_step(fit, backend))
+            assert backend is not None
+            fit = dataclasses.replace(fit, confirmed=confirm_step(fit, backend))
+    except BaseException:
+        # NB: a failed fit leaves the model as it was given (requires_grad, checkpointing,
+        # dtype and device of each tensor, config.use_cache, the TF32 switch)
+        live.registration.forget()
+        if undo is not None:
+            undo.restore()
+        raise
     return fit
 
 
-def _validate(request: Request) -> tuple[OptimizerKind, Precision | None]:
+class _Undo:
+    """What applying a fit changes on the model, taken before, to put back on a failure."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.requires_grad = [(p, p.requires_grad) for p in model.parameters()]
+        self.forwards = [(m, vars(m).get("forward")) for m in model.modules()]
+        self.hf_checkpointing = bool(getattr(model, "is_gradient_checkpointing", False))
+        self.placement = [
+            (t, t.device, t.dtype) for t in itertools.chain(model.parameters(), model.buffers())
+        ]
+        config = getattr(model, "config", None)
+        self.use_cache = getattr(config, "use_cache", None)
+        self.tf32 = torch.backends.cuda.matmul.allow_tf32
+
+    def restore(self) -> None:
+        model = self.model
+        for p, flag in self.requires_grad:
+            p.requires_grad_(flag)
+        remove_checkpointing(model)
+        for m, forward in self.forwards:
+            if forward is not None:
+                m.forward = forward
+        if self.hf_checkpointing:
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+        with torch.no_grad():
+            for t, device, dtype in self.placement:
+                if t.device != device or t.dtype != dtype:
+                    t.data = t.data.to(device=device, dtype=dtype)
+                grad = t.grad
+                if grad is not None and (grad.device != device or grad.dtype != dtype):
+                    t.grad = grad.to(device=device, dtype=dtype)
+        if self.use_cache is not None:
+            model.config.use_cache = self.use_cache
+        torch.backends.cuda.matmul.allow_tf32 = self.tf32
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, (list, tuple, set, frozenset)) or (
+        isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+    )
+
+
+_CLI_WORDS = (
+    ("--checkpoint-modules GLOB", "checkpoint_modules="),
+    ("--checkpoint-modules ", "checkpoint_modules="),
+    ("pass --on cpu", 'pass device="cpu"'),
+    ("--on cpu", 'device="cpu"'),
+    ("pass --device with", "pass device= with"),
+    ("with --device", "with device="),
+    ("(--device)", "(device=)"),
+    ("--device", "device="),
+    ("a user catalog (--catalog)", "a user catalog (trainfit.hardware.catalog.using_catalogs)"),
+    ("--precision ", "precision="),
+    ("--margin", "margin="),
+)
+
+
+def _python_words(text: str) -> str:
+    """An error worded for the command line, reworded for autofit's keyword arguments."""
+    for cli, python in _CLI_WORDS:
+        text = text.replace(cli, python)
+    return text
+
+
+def _validate(request: Request, freeze: Any) -> tuple[OptimizerKind, Precision | None]:
     """The optimizer kind and precision asked for; SpecError listing every problem."""
     problems: list[str] = []
+    margin = request.margin
+    if not isinstance(margin, numbers.Real) or isinstance(margin, bool):
+        problems.append(f"margin must be a number in [0, 1), got {margin!r}")
+    elif not 0.0 <= margin < 1.0:
+        problems.append(f"margin must be a fraction in [0, 1), got {margin}")
+    if freeze is not None and (
+        not _is_sequence(freeze) or not all(isinstance(p, str) for p in freeze)
+    ):
+        problems.append(
+            f"freeze must be a glob pattern or a list of them (strings), got {freeze!r}"
+        )
+    for name, value in (("checkpointing", request.checkpointing),):
+        if value is not None and not isinstance(value, bool):
+            problems.append(f"{name} must be None, True or False, got {value!r}")
+    for name, value in (("confirm", request.confirm), ("apply", request.apply)):
+        if not isinstance(value, bool):
+            problems.append(f"{name} must be True or False, got {value!r}")
+    for name, value in (
+        ("checkpoint_modules", request.checkpoint_modules),
+        ("device", request.device),
+    ):
+        if value is not None and not isinstance(value, str):
+            problems.append(f"{name} must be a string, got {value!r}")
+    if request.loss_fn is not None and not callable(request.loss_fn):
+        problems.append(f"loss_fn must be callable, got {request.loss_fn!r}")
+    if request.step_fn is not None and not callable(request.step_fn):
+        problems.append(f"step_fn must be callable, got {request.step_fn!r}")
     if not isinstance(request.model, nn.Module):
         problems.append(f"model is a {type(request.model).__name__}, not a torch.nn.Module")
     effective, micro = request.effective_batch, request.micro_batch
@@ -213,8 +327,6 @@ def _validate(request: Request) -> tuple[OptimizerKind, Precision | None]:
         problems.append(_not_divisible(effective, micro))
     if request.checkpointing is False and request.checkpoint_modules:
         problems.append("checkpoint_modules is set but checkpointing=False: drop one")
-    if not 0.0 <= request.margin < 1.0:
-        problems.append(f"margin must be a fraction in [0, 1), got {request.margin}")
     kind = OptimizerKind.ADAMW
     try:
         kind = optimizer_kind(request.optimizer)
@@ -245,20 +357,52 @@ def _not_divisible(effective: int, micro: int) -> str:
 
 def _target(device: str | None) -> tuple[str, torch.device, Backend | None]:
     """The catalog device to plan for, the torch device the loop runs on, and the local
-    backend when the two are this machine's (None: estimate only)."""
+    backend when the two are this machine's (None: estimate only).
+
+    A catalog name is this machine's device only when it is the catalog row of the local
+    card (`local_catalog_device`): another card of the same kind is planned for, not used."""
     if device is None or device.split(":")[0] in ("cuda", "mps"):
-        backend = backend_for(device)
         try:
+            backend = backend_for(device)
             name = local_catalog_device(backend)
         except MeasureError as exc:
-            # NB: worded for the command line
-            raise MeasureError(str(exc).replace("pass --device", "pass device=")) from None
+            raise MeasureError(_python_words(str(exc))) from None
         return name, backend.device, backend
     row = get_device(device)
-    backend = backend_for("cpu" if row.kind == "cpu" else None)
-    if row.kind == backend.kind:
+    try:
+        backend = backend_for("cpu" if row.kind == "cpu" else None)
+        local = local_catalog_device(backend)
+    except MeasureError:
+        local = None  # NB: no local card of the catalog: the fit is an estimate only
+    if local == row.name:
         return row.name, backend.device, backend
     return row.name, torch.device(row.kind if row.kind in ("cuda", "mps") else "cpu"), None
+
+
+def _check_precision(precision: Precision | None, catalog: str) -> None:
+    """SpecError when a forced precision cannot run on the catalog device (naming those that
+    can), instead of the plan silently choosing another."""
+    if precision is None:
+        return
+    row = get_device(catalog)
+    if row.kind == "cpu":
+        runs = [Precision.FP32]
+        why = "the CPU is planned in fp32 only"
+    elif row.kind == "mps":
+        runs = [p for p in Precision if p is not Precision.TF32]
+        why = "tf32 is a CUDA setting"
+    elif row.compute_capability < (8, 0):
+        runs = [Precision.FP32, Precision.FP16]
+        why = "no bf16 or tf32 before compute capability 8.0"
+    else:
+        return
+    if precision not in runs:
+        raise SpecError(
+            [
+                f"precision={precision.value!r} cannot run on {catalog} ({why}): it supports "
+                f"{', '.join(repr(p.value) for p in runs)}, or leave precision=None"
+            ]
+        )
 
 
 def _plan(

@@ -13,7 +13,7 @@ from torch import nn
 from trainfit.autofit.apply import make_optimizer
 from trainfit.errors import SpecError
 from trainfit.estimate import Estimate
-from trainfit.models.live import UserBatch
+from trainfit.models.live import UserBatch, rebuild_sequence
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 GIB = 2**30
@@ -124,6 +124,8 @@ class Fit:
     changes: tuple[str, ...] = ()
     """What the plan changed from the request, in words."""
     request: Request = field(repr=False, compare=False)
+    live: Any = field(default=None, repr=False, compare=False)
+    """The live model's registration: `spec`'s import paths resolve while the fit lives."""
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The forward's context: `torch.autocast` for fp16/bf16, else a no-op."""
@@ -133,16 +135,32 @@ class Fit:
         return torch.autocast(self.device.type, dtype=dtype)
 
     def split(self, batch: UserBatch) -> Iterator[UserBatch]:
-        """Micro-batches of `micro_batch` rows of `batch` (a tensor, tuple or dict of tensors,
-        batch dimension first), moved to `device` when the fit is local; floating tensors cast
-        to bf16 under pure-bf16. The last one is shorter when the rows do not divide."""
+        """The `grad_accum` micro-batches of `micro_batch` rows of `batch` (a tensor, tuple or
+        dict of tensors, batch dimension first, `effective_batch` rows), moved to `device` when
+        the fit is local; floating tensors cast to bf16 under pure-bf16.
+
+        A batch of another number of rows is a SpecError: it would give another number of
+        micro-batches than `grad_accum`, and the loss divided by `grad_accum` would be wrong.
+        (For a short last batch of an epoch, drop it or autofit again for its size.)"""
         rows = _rows(batch)
+        if rows != self.effective_batch:
+            raise SpecError(
+                [
+                    f"fit.split takes a batch of effective_batch={self.effective_batch} rows "
+                    f"({self.micro_batch} x {self.grad_accum}), got {rows} rows: another "
+                    "number of micro-batches would make the loss / grad_accum wrong; drop a "
+                    "short last batch (drop_last=True) or batch by fit.effective_batch"
+                ]
+            )
+        for start in range(0, rows, self.micro_batch):
+            part = slice(start, start + self.micro_batch)
+            yield self._move(_map(batch, lambda t, part=part: t[part]))
+
+    def _move(self, batch: UserBatch) -> UserBatch:
+        """`batch` moved to `device` when the fit is local, floats cast under pure-bf16."""
         move = self.device if self.local else None
         cast = torch.bfloat16 if self.precision is Precision.PURE_BF16 else None
-        for start in range(0, rows, self.micro_batch):
-            end = min(rows, start + self.micro_batch)
-            part = slice(start, end)
-            yield _map(batch, lambda t, part=part: _prepare(t[part], move, cast))
+        return _map(batch, lambda t: _prepare(t, move, cast))
 
     def make_optimizer(
         self, params: Sequence[nn.Parameter] | None = None, **kwargs: Any
@@ -258,7 +276,8 @@ def _map(batch: UserBatch, fn: Callable[[torch.Tensor], torch.Tensor]) -> UserBa
         return fn(batch)
     if isinstance(batch, Mapping):
         return {k: fn(v) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-    return type(batch)(fn(v) if isinstance(v, torch.Tensor) else v for v in batch)
+    items = [fn(v) if isinstance(v, torch.Tensor) else v for v in batch]
+    return rebuild_sequence(type(batch), items)
 
 
 def _prepare(

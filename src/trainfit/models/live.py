@@ -9,9 +9,18 @@ A `TrainSpec(model=..., step_fn=..., inputs=...)` built from them then goes thro
 `estimate`, `max_micro_batch` and `plan` unchanged.
 
 The copy is `copy.deepcopy(model, memo)` with every parameter, buffer and tensor attribute
-mapped to a meta tensor of its shape and dtype in `memo`: nothing of the weights is copied.
+mapped to a meta tensor of its shape and dtype in `memo`, and so are the tensors inside the
+lists, tuples, dicts and sets a module keeps in its attributes and inside the objects of its
+hooks (a few levels deep): nothing of the weights is copied.
 
-Known limitations: the copy is taken once, when registered; the batch must be one tensor, a
+The registry holds an entry only while its `Registration` lives (the registry keeps weak
+references): `registered(...)` yields one and drops it on an error; autofit keeps it in the
+`Fit`, so that `fit.spec` resolves while the fit lives. The step keeps the sample's structure
+(its keys and non-tensor values), never its tensors.
+
+Known limitations: the copy is taken once, when registered; tensors nested deeper than the
+walk looks (or held by objects other than a module's attributes and hooks) are deep-copied
+with their data; the batch must be one tensor, a
 tuple/list of tensors or a dict whose tensor values all have the batch first (other values of
 a dict are passed as they are); nested structures are not split. A model that cannot be
 deep-copied (open handles, C++ modules) raises ModelLoadError.
@@ -19,11 +28,13 @@ deep-copied (open handles, C++ modules) raises ModelLoadError.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import itertools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -36,8 +47,8 @@ from trainfit.spec import InputSpec
 CHECKPOINT_MARK = "_trainfit_checkpoint"
 """Attribute set on a forward that autofit wrapped in checkpointing: meta copies drop it."""
 
-_FACTORIES: dict[str, Callable[[], nn.Module]] = {}
-_STEPS: dict[str, Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor]] = {}
+_LIVE: weakref.WeakValueDictionary[str, Registration] = weakref.WeakValueDictionary()
+"""`model_N` / `step_N` -> the registration holding them (gone with it)."""
 _KEYS = itertools.count(1)
 
 UserBatch = torch.Tensor | tuple[Any, ...] | list[Any] | Mapping[str, Any]
@@ -57,14 +68,48 @@ class LiveModel:
     """Rows of the sample batch."""
     is_hf: bool
     """A transformers PreTrainedModel."""
+    registration: Registration = field(repr=False, compare=False)
+    """Keeps the import paths resolvable while it lives."""
+
+
+class Registration:
+    """The factory and step behind a live model's import paths; the registry forgets them
+    when this object is dropped (or `forget()` is called)."""
+
+    __slots__ = ("__weakref__", "factory", "keys", "step")
+
+    def __init__(
+        self,
+        key: int,
+        factory: Callable[[], nn.Module],
+        step: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor],
+    ) -> None:
+        self.factory: Callable[[], nn.Module] | None = factory
+        self.step: Callable[..., torch.Tensor] | None = step
+        self.keys = (f"model_{key}", f"step_{key}")
+        for name in self.keys:
+            _LIVE[name] = self
+
+    def forget(self) -> None:
+        """Remove the entries and drop the copy and the step (with the loss function)."""
+        for name in self.keys:
+            if _LIVE.get(name) is self:
+                del _LIVE[name]
+        self.factory = self.step = None
+
+
+def registered_names() -> list[str]:
+    """The `model_N` / `step_N` names that resolve now."""
+    return sorted(_LIVE.keys())
 
 
 def __getattr__(name: str) -> Any:
     # NB: `models.imports.resolve` finds `trainfit.models.live:model_N` through this hook
-    if name in _FACTORIES:
-        return _FACTORIES[name]
-    if name in _STEPS:
-        return _STEPS[name]
+    holder = _LIVE.get(name)
+    if holder is not None:
+        value = holder.factory if name.startswith("model_") else holder.step
+        if value is not None:
+            return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -82,17 +127,11 @@ def meta_copy(model: nn.Module) -> nn.Module:
     checkpointing are turned off in the copy (the spec says whether to checkpoint)."""
     memo: dict[int, Any] = {}
     for module in model.modules():
-        for tensor in itertools.chain(
-            module._parameters.values(),
-            module._buffers.values(),
-            (v for v in vars(module).values() if isinstance(v, torch.Tensor)),
-        ):
-            if tensor is None or id(tensor) in memo:
-                continue
-            meta = torch.empty_like(tensor, device="meta")
-            if isinstance(tensor, nn.Parameter):
-                meta = nn.Parameter(meta, requires_grad=tensor.requires_grad)
-            memo[id(tensor)] = meta
+        for tensor in itertools.chain(module._parameters.values(), module._buffers.values()):
+            _to_meta(tensor, memo)
+        for name, value in vars(module).items():
+            if name not in ("_parameters", "_buffers", "_modules"):
+                _nested_to_meta(value, memo, 4)
     try:
         copied = copy.deepcopy(model, memo)
     except Exception as exc:
@@ -107,6 +146,55 @@ def meta_copy(model: nn.Module) -> nn.Module:
     if is_hf_model(copied) and getattr(copied, "is_gradient_checkpointing", False):
         copied.gradient_checkpointing_disable()
     return copied
+
+
+def _to_meta(tensor: Any, memo: dict[int, Any]) -> None:
+    if not isinstance(tensor, torch.Tensor) or id(tensor) in memo:
+        return
+    meta = torch.empty_like(tensor, device="meta")
+    if isinstance(tensor, nn.Parameter):
+        meta = nn.Parameter(meta, requires_grad=tensor.requires_grad)
+    memo[id(tensor)] = meta
+
+
+def _nested_to_meta(value: Any, memo: dict[int, Any], depth: int) -> None:
+    """Map the tensors in `value` (a tensor, a container of them, or an object such as a hook
+    keeping them in its attributes) to meta tensors in `memo`, `depth` levels deep."""
+    if isinstance(value, torch.Tensor):
+        _to_meta(value, memo)
+        return
+    if depth <= 0 or isinstance(value, (nn.Module, str, bytes, int, float, bool, type)):
+        return
+    if isinstance(value, Mapping):
+        children: Any = value.values()
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        children = value
+    elif inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
+        return
+    elif hasattr(value, "__dict__") and not isinstance(value, type):
+        children = vars(value).values()
+    else:
+        return
+    for child in children:
+        _nested_to_meta(child, memo, depth - 1)
+
+
+@contextlib.contextmanager
+def registered(
+    model: nn.Module,
+    sample: UserBatch,
+    loss_fn: Callable[..., torch.Tensor] | None = None,
+    step_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None,
+    trainable_all: bool = False,
+) -> Iterator[LiveModel]:
+    """`register_model(...)` for a block: its entries are forgotten when the block raises;
+    on success they live as long as the yielded LiveModel's `registration`."""
+    live = register_model(model, sample, loss_fn, step_fn, trainable_all)
+    try:
+        yield live
+    except BaseException:
+        live.registration.forget()
+        raise
 
 
 def register_model(
@@ -145,14 +233,14 @@ def register_model(
         except Exception as exc:
             raise TraceError(forward_failure(exc, m, "the sample batch")) from None
 
-    _FACTORIES[f"model_{key}"] = factory
-    _STEPS[f"step_{key}"] = step
+    registration = Registration(key, factory, step)
     return LiveModel(
         model_path=f"{__name__}:model_{key}",
         step_path=f"{__name__}:step_{key}",
         inputs=inputs,
         sample_rows=rows,
         is_hf=is_hf_model(model),
+        registration=registration,
     )
 
 
@@ -238,15 +326,27 @@ def describe_batch(
         raise SpecError(problems)
     inputs = tuple(_input_spec(k, t) for k, t in tensors)
     constants = {k: v for k, v in items if not isinstance(v, torch.Tensor)}
+    keys = [k for k, _ in items]
+    structure = type(sample)
+    # NB: only the keys, the structure and the non-tensor values are kept, not the sample's
+    # tensors (which may be large, or on the GPU)
+    del items, tensors
 
     def rebuild(batch: dict[str, torch.Tensor]) -> UserBatch:
-        if isinstance(sample, torch.Tensor):
-            return batch[items[0][0]]
-        if isinstance(sample, (tuple, list)):
-            return type(sample)(batch[k] for k, _ in items)
-        return {k: batch[k] if k in batch else constants[k] for k, _ in items}
+        if issubclass(structure, torch.Tensor):
+            return batch[keys[0]]
+        if issubclass(structure, (tuple, list)):
+            return rebuild_sequence(structure, [batch[k] for k in keys])
+        return {k: batch[k] if k in batch else constants[k] for k in keys}
 
     return inputs, rows, rebuild
+
+
+def rebuild_sequence(kind: type, items: list[Any]) -> Any:
+    """A tuple/list of `kind` holding `items` (a namedtuple takes them as arguments)."""
+    if issubclass(kind, tuple) and hasattr(kind, "_fields"):
+        return kind(*items)
+    return kind(items)
 
 
 def _input_spec(name: str, tensor: torch.Tensor) -> InputSpec:
