@@ -585,3 +585,50 @@ def test_yaml_needs_nothing_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     for module in ("lightning", "pytorch_lightning", "transformers", "accelerate"):
         monkeypatch.setitem(sys.modules, module, None)
     require_packages(["yaml"])
+
+
+def test_an_unwritable_export_dir_stops_the_command_before_planning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["plan", MLP, "--effective-batch", "64", "--device", "cpu", "--export", "yaml"]
+    assert main([*args, "--export-dir", "/proc/x"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith("trainfit: error: cannot write to the export directory /proc/x")
+    assert captured.err.count("\n") == 1
+    assert captured.out == ""  # NB: refused before planning
+
+
+def test_the_yaml_of_a_data_parallel_run_agrees_with_the_other_files(
+    small: Plan, tmp_path: Path
+) -> None:
+    exported = write_exports(small, ["hf", "lightning", "yaml"], tmp_path, gpus=4)
+    assert tmp_path / "config_h100.yaml" in exported.written
+    hf = json.loads((tmp_path / "hf_h100.json").read_text())
+    lightning = json.loads((tmp_path / "lightning_h100.json").read_text())
+    text = (tmp_path / "config_h100.yaml").read_text()
+    micro, accum = hf["per_device_train_batch_size"], hf["gradient_accumulation_steps"]
+    assert micro * accum * 4 == 64 and lightning["dataloader"]["batch_size"] == micro
+    assert f"  batch_size: {micro}\n" in text
+    assert f"  accumulation_steps: {accum}\n" in text
+    assert "  gpus: 4\n" in text
+    assert "  effective_batch_size: 64\n" in text
+    assert f"--per_device_train_batch_size {micro} --gradient_accumulation_steps {accum}" in text
+    assert "# data parallel over 4 GPUs: batch_size and accumulation_steps are each GPU's" in text
+    # one GPU: the plan's setting, no GPU count
+    one = export_text(small, _of(small, "h100"), ExportFormat.YAML)
+    assert "  batch_size: 64\n" in one and "gpus:" not in one
+
+
+def test_lightning_fsdp_says_the_plan_assumes_each_layer_wrapped(tmp_path: Path) -> None:
+    exported = lightning_arguments(layout(_hand_plan(SHARDED), SHARDED))
+    assert exported["trainer"]["strategy"] == "fsdp"  # type: ignore[index]
+    (note,) = exported["notes"]  # type: ignore[misc]
+    assert "wraps the root module only" in note
+    assert "FSDPStrategy(auto_wrap_policy={Block}" in note
+    assert "ModelParallelStrategy" in note
+    assert "notes" not in lightning_arguments(layout(_hand_plan(EIGHT_BIT), EIGHT_BIT))
+    written = write_exports(_hand_plan(SHARDED), ["lightning", "hf"], tmp_path)
+    assert f"h100: {note}" in written.notes
+    assert not any(
+        "FSDPStrategy" in n for n in write_exports(_hand_plan(SHARDED), ["hf"], tmp_path).notes
+    )

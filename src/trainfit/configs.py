@@ -7,6 +7,11 @@ computed (micro-batch, accumulation, precision, checkpointing, optimizer); the d
 checkpoint and logging entries are conventional defaults and say so in a comment. Files are
 written atomically (a temporary file renamed into place), so an interrupted run leaves no
 half-written config.
+
+Given the export's `Layout` (`trainfit.exports.layout`, as `plan --export yaml` does), the
+batch fields are the layout's: each GPU's micro-batch and accumulation, the GPU count and the
+effective batch over all GPUs, as in the hf, lightning and accelerate files beside it; without
+one, the plan's one-device setting.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from trainfit.errors import TrainfitError
-from trainfit.exports import SGD_MOMENTUM, hf_optim
+from trainfit.exports import SGD_MOMENTUM, Layout, hf_optim
 from trainfit.hardware.catalog import get_device
 from trainfit.plan import DevicePlan, Plan, Setting
 from trainfit.spec import OptimizerKind, Precision
@@ -39,9 +44,18 @@ def _kind(name: str) -> str:
         return "cuda"  # a plan's device was resolved when planned; a GPU unless named cpu
 
 
-def device_config(plan: Plan, device: DevicePlan) -> dict[str, object]:
-    """The config of one device's chosen setting as nested dicts (YAML-ready)."""
+def _batch(s: Setting, lay: Layout | None) -> tuple[int, int, int]:
+    """(micro-batch per GPU, accumulation, GPUs): the layout's when given, else the setting's."""
+    if lay is None:
+        return s.micro_batch, s.grad_accum, 1
+    return lay.micro_batch, lay.grad_accum, lay.gpus
+
+
+def device_config(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> dict[str, object]:
+    """The config of one device's chosen setting as nested dicts (YAML-ready); with `lay`,
+    its batch split (per GPU, over `lay.gpus` GPUs)."""
     s = _setting(device)
+    micro, accum, gpus = _batch(s, lay)
     mixed = s.precision.value if s.precision in (Precision.BF16, Precision.FP16) else False
     dtype = "bfloat16" if s.precision is Precision.PURE_BF16 else "float32"
     # NB: a CPU plan runs on the CPU: no fallback, and no pinned memory (only useful for
@@ -56,9 +70,10 @@ def device_config(plan: Plan, device: DevicePlan) -> dict[str, object]:
         },
         "model": {"name": plan.spec.model, "use_compile": False, "dtype": dtype},
         "training": {
-            "batch_size": s.micro_batch,
-            "accumulation_steps": s.grad_accum,
-            "effective_batch_size": s.micro_batch * s.grad_accum,
+            "batch_size": micro,
+            "accumulation_steps": accum,
+            **({"gpus": gpus} if gpus > 1 else {}),
+            "effective_batch_size": micro * accum * gpus,
             "mixed_precision": mixed,
             "gradient_checkpointing": s.checkpointing,
             "gradient_clipping": plan.spec.grad_clip,
@@ -71,19 +86,20 @@ def device_config(plan: Plan, device: DevicePlan) -> dict[str, object]:
     }
 
 
-def trainfit_flags(plan: Plan, device: DevicePlan) -> str:
-    """The `trainfit estimate` command that re-checks this setting."""
+def trainfit_flags(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> str:
+    """The `trainfit estimate` command that re-checks this setting (one GPU's step)."""
     s = _setting(device)
+    micro, accum, _ = _batch(s, lay)
     spec = plan.spec
-    parts = ["trainfit estimate", spec.model, f"--batch {s.micro_batch}"]
+    parts = ["trainfit estimate", spec.model, f"--batch {micro}"]
     if spec.seq_len:
         parts.append(f"--seq {spec.seq_len}")
     for i in spec.inputs:
         high = f"<{i.high}" if i.high is not None else ""
         dtype = str(i.dtype).removeprefix("torch.")
         parts.append(f"--input '{i.name}={','.join(map(str, i.dims))}:{dtype}{high}'")
-    if s.grad_accum > 1:
-        parts.append(f"--grad-accum {s.grad_accum}")
+    if accum > 1:
+        parts.append(f"--grad-accum {accum}")
     parts += [f"--precision {s.precision.value}", f"--optimizer {s.optimizer.value}"]
     if s.checkpointing:
         parts.append("--checkpointing")
@@ -91,12 +107,13 @@ def trainfit_flags(plan: Plan, device: DevicePlan) -> str:
     return " ".join(parts)
 
 
-def hf_trainer_flags(device: DevicePlan) -> str:
+def hf_trainer_flags(device: DevicePlan, lay: Layout | None = None) -> str:
     """The same setting as Hugging Face `TrainingArguments` command-line flags."""
     s = _setting(device)
+    micro, accum, _ = _batch(s, lay)
     parts = [
-        f"--per_device_train_batch_size {s.micro_batch}",
-        f"--gradient_accumulation_steps {s.grad_accum}",
+        f"--per_device_train_batch_size {micro}",
+        f"--gradient_accumulation_steps {accum}",
     ]
     if s.precision is Precision.BF16:
         parts.append("--bf16")
@@ -135,9 +152,11 @@ def to_yaml(data: dict[str, object], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def config_text(plan: Plan, device: DevicePlan) -> str:
-    """The YAML file of one device, with what trainfit predicted in its header."""
+def config_text(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> str:
+    """The YAML file of one device, with what trainfit predicted in its header; with `lay`,
+    its batch split and notes (see the module)."""
     s = _setting(device)
+    gpus = 1 if lay is None else lay.gpus
     header = [
         f"trainfit plan for {plan.spec.model} on {device.display}, "
         f"{datetime.date.today().isoformat()}",
@@ -148,10 +167,17 @@ def config_text(plan: Plan, device: DevicePlan) -> str:
         + ("; modelled for an Apple GPU, not measured)" if _kind(device.device) == "mps" else ")"),
         "computed: batch_size, accumulation_steps, mixed_precision, gradient_checkpointing,",
         "optimizer; conventional defaults: checkpoint, data, logging, use_compile",
-        f"re-check: {trainfit_flags(plan, device)}",
-        f"Hugging Face Trainer: {hf_trainer_flags(device)}",
+        f"re-check: {trainfit_flags(plan, device, lay)}",
+        f"Hugging Face Trainer: {hf_trainer_flags(device, lay)}",
     ]
-    return to_yaml(device_config(plan, device), header)
+    if gpus > 1:
+        header.append(
+            f"data parallel over {gpus} GPUs: batch_size and accumulation_steps are each GPU's; "
+            "effective_batch_size is over all of them"
+        )
+    if lay is not None:
+        header += lay.notes
+    return to_yaml(device_config(plan, device, lay), header)
 
 
 def write_configs(plan: Plan, directory: Path) -> list[Path]:

@@ -39,7 +39,12 @@ sharded runs are modelled with one GPU's figures (DDP's gradient buckets and the
 gathered layers are not counted, see `trainfit.plan.Sharded`); multi-machine files leave the
 main process address and each machine's rank to the user; the Lightning file's `module` and
 `dataloader` sections are for the user's own LightningModule and DataLoader (the Trainer has no
-such arguments); the seed-style YAML describes one device, whatever the GPU count.
+such arguments); the Lightning file's `strategy: "fsdp"` is Lightning 2.x's FSDPStrategy
+(FSDP1), which without an auto-wrap policy wraps the root module only, not each layer as the
+plan's memory assumes: the file's `notes` (and `write_exports`' notes) say to pass
+`FSDPStrategy(auto_wrap_policy={Block})` or use `ModelParallelStrategy` (FSDP2). The
+seed-style YAML carries the layout's batch split (each GPU's micro-batch and accumulation, the
+GPU count); a sharded verdict has none.
 """
 
 from __future__ import annotations
@@ -312,10 +317,26 @@ def hf_training_arguments(lay: Layout) -> dict[str, object]:
     return kwargs
 
 
-def lightning_arguments(lay: Layout) -> dict[str, dict[str, object]]:
+def lightning_fsdp_note(lay: Layout) -> str:
+    """What `strategy: "fsdp"` leaves to the user: Lightning 2.x's `FSDPStrategy` (FSDP1)
+    without an auto-wrap policy wraps the root module only; the plan's memory is per-layer
+    full sharding."""
+    checkpointing = ", activation_checkpointing_policy={Block}" if lay.checkpointing else ""
+    return (
+        'lightning strategy "fsdp" is FSDPStrategy with no auto-wrap policy, which wraps the root '
+        "module only (each GPU gathers every parameter at once); the plan's memory assumes "
+        "each layer wrapped (FSDP2-style full sharding): pass "
+        f"Trainer(strategy=FSDPStrategy(auto_wrap_policy={{Block}}{checkpointing}), ...) "
+        "with your model's repeated block class as Block, or ModelParallelStrategy() with "
+        "fully_shard on each block and then the model in configure_model (FSDP2)"
+    )
+
+
+def lightning_arguments(lay: Layout) -> dict[str, object]:
     """`trainer`: keyword arguments of `lightning.pytorch.Trainer`; `dataloader`: of the
     training DataLoader; `module`: what the LightningModule sets itself (checkpointing, the
-    optimizer and its keyword arguments, the float32 matmul precision)."""
+    optimizer and its keyword arguments, the float32 matmul precision); for a sharded run,
+    `notes`: the wrapping the Trainer's `"fsdp"` strategy needs (`lightning_fsdp_note`)."""
     trainer: dict[str, object] = {
         "accelerator": _LIGHTNING_ACCELERATOR[lay.kind],
         "devices": lay.gpus // lay.machines,
@@ -345,7 +366,10 @@ def lightning_arguments(lay: Layout) -> dict[str, dict[str, object]]:
         "pin_memory": lay.kind == "cuda",
         "persistent_workers": DATALOADER_WORKERS > 0,
     }
-    return {"trainer": trainer, "dataloader": dataloader, "module": module}
+    out: dict[str, object] = {"trainer": trainer, "dataloader": dataloader, "module": module}
+    if lay.sharded:
+        out["notes"] = [lightning_fsdp_note(lay)]
+    return out
 
 
 def accelerate_config(lay: Layout) -> dict[str, object]:
@@ -405,16 +429,17 @@ def export_text(
 ) -> str:
     """The file of `device` in `fmt` (see `ExportFormat`)."""
     fmt = _format(fmt)
+    if fmt is ExportFormat.YAML and device.setting is None:
+        raise TrainfitError(
+            f"{device.device}: {device.verdict.value}; the seed-style YAML describes one "
+            "device's setting, and this one has none"
+        )
+    lay = layout(plan, device, gpus)
     if fmt is ExportFormat.YAML:
         from trainfit.configs import config_text
 
-        if device.setting is None:
-            raise TrainfitError(
-                f"{device.device}: {device.verdict.value}; the seed-style YAML describes one "
-                "device's setting, and this one has none"
-            )
-        return config_text(plan, device)
-    lay = layout(plan, device, gpus)
+        # NB: the layout's batch split, as the other files of the same directory
+        return config_text(plan, device, lay)
     if fmt is ExportFormat.HF:
         return json.dumps(hf_training_arguments(lay), indent=2) + "\n"
     if fmt is ExportFormat.LIGHTNING:
@@ -438,6 +463,20 @@ def require_packages(formats: Iterable[ExportFormat | str]) -> None:
                 f"the {fmt.value} export needs {' and '.join(missing)}, which "
                 f"{'is' if len(missing) == 1 else 'are'} not installed: {command}"
             )
+
+
+def check_directory(directory: Path | str, what: str = "export directory") -> None:
+    """Create `directory` if needed and check that a file can be written in it: TrainfitError
+    naming it otherwise (the CLI checks before planning, which takes seconds)."""
+    import tempfile
+
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise TrainfitError(f"cannot write to the {what} {directory}: {exc}") from exc
 
 
 def _installed(name: str) -> bool:
@@ -488,6 +527,8 @@ def write_exports(
             )
             continue
         notes += [f"{device.device}: {note}" for note in lay.notes]
+        if lay.sharded and ExportFormat.LIGHTNING in chosen:
+            notes.append(f"{device.device}: {lightning_fsdp_note(lay)}")
         for fmt in chosen:
             if fmt is ExportFormat.YAML and device.setting is None:
                 skipped.append(
@@ -530,12 +571,14 @@ __all__ = [
     "Layout",
     "accelerate_config",
     "accelerate_text",
+    "check_directory",
     "export_name",
     "export_text",
     "hf_optim",
     "hf_training_arguments",
     "layout",
     "lightning_arguments",
+    "lightning_fsdp_note",
     "require_packages",
     "write_exports",
 ]

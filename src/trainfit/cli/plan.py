@@ -98,9 +98,14 @@ def run(args: argparse.Namespace) -> int:
     if args.export_dir is not None and not args.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
     if args.export:
-        from trainfit.exports import require_packages
+        from trainfit.exports import check_directory, require_packages
 
         require_packages(args.export)  # NB: before planning, which takes seconds
+        check_directory(args.export_dir or ".")  # NB: so is an unwritable directory
+    if args.config_dir:
+        from trainfit.exports import check_directory
+
+        check_directory(args.config_dir, "config directory")
     spec = TrainSpec(
         model=args.model,
         seq_len=args.seq,
