@@ -150,9 +150,9 @@ def _measured(planned: list[StagePlan], seconds: float, on: str) -> list[StagePl
 
         def scale(step: StepTime, is_last: bool = is_last) -> StepTime:
             result = scaled(step, ref, seconds, on)
-            if is_last or result.label == CALIBRATED:
+            if is_last:
                 return result
-            # NB: another stage on the measured device: calibrated by the last stage's step
+            # NB: another stage (on the measured device too): calibrated by the last stage's step
             return dataclasses.replace(
                 result,
                 label=CALIBRATED,

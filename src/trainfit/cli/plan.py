@@ -81,7 +81,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--measured-step",
         type=float,
         default=None,
-        help="seconds per optimizer step you measured with the plan's setting on --measured-on",
+        help="seconds per optimizer step you measured with the plan's setting on --measured-on "
+        "(with --stage: the last stage's step; every stage is scaled by the same ratio)",
     )
     parser.add_argument(
         "--measured-on", default=None, help="the device --measured-step was measured on"
