@@ -13,6 +13,7 @@ DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
 
 
 if TYPE_CHECKING:
+    from trainfit.plan import Plan
     from trainfit.spec import Precision, TrainSpec
     from trainfit.timing.run import RunSpec
 
@@ -143,25 +144,7 @@ def run(args: argparse.Namespace) -> int:
         from trainfit.report.plan import plan_renderable
 
         Console().print(plan_renderable(result))
-    if args.config_dir:
-        from pathlib import Path
-
-        from trainfit.configs import write_configs
-
-        for path in write_configs(result, Path(args.config_dir)):
-            print(f"wrote {path}", file=sys.stderr)
-    if args.export:
-        from pathlib import Path
-
-        from trainfit.exports import write_exports
-
-        exported = write_exports(result, args.export, Path(args.export_dir or "."))
-        for line in exported.skipped:
-            print(f"skipped {line}", file=sys.stderr)
-        for path in exported.written:
-            print(f"wrote {path}", file=sys.stderr)
-        for note in exported.notes:
-            print(f"note: {note}", file=sys.stderr)
+    _write_files(args, result, "")
     return 0
 
 
@@ -173,7 +156,6 @@ def _staged(
     run: RunSpec | None,
 ) -> int:
     """`--stage ...`: every stage planned; configs and exports per stage (DIR/stageN)."""
-    from pathlib import Path
 
     from trainfit.cli import run_args
     from trainfit.stages import plan_stages
@@ -199,20 +181,27 @@ def _staged(
 
         Console().print(staged_renderable(staged))
     for number, stage in enumerate(staged.stages, 1):
-        if args.config_dir:
-            from trainfit.configs import write_configs
-
-            for path in write_configs(stage.plan, Path(args.config_dir) / f"stage{number}"):
-                print(f"wrote {path}", file=sys.stderr)
-        if args.export:
-            from trainfit.exports import write_exports
-
-            where = Path(args.export_dir or ".") / f"stage{number}"
-            exported = write_exports(stage.plan, args.export, where)
-            for line in exported.skipped:
-                print(f"skipped {line}", file=sys.stderr)
-            for path in exported.written:
-                print(f"wrote {path}", file=sys.stderr)
-            for note in exported.notes:
-                print(f"note: {note}", file=sys.stderr)
+        _write_files(args, stage.plan, f"stage{number}")
     return 0
+
+
+def _write_files(args: argparse.Namespace, result: Plan, subdirectory: str) -> None:
+    """`--config-dir` and `--export` files of one plan, under `subdirectory` of each."""
+    from pathlib import Path
+
+    if args.config_dir:
+        from trainfit.configs import write_configs
+
+        for path in write_configs(result, Path(args.config_dir) / subdirectory):
+            print(f"wrote {path}", file=sys.stderr)
+    if args.export:
+        from trainfit.exports import write_exports
+
+        where = Path(args.export_dir or ".") / subdirectory
+        exported = write_exports(result, args.export, where)
+        for line in exported.skipped:
+            print(f"skipped {line}", file=sys.stderr)
+        for path in exported.written:
+            print(f"wrote {path}", file=sys.stderr)
+        for note in exported.notes:
+            print(f"note: {note}", file=sys.stderr)
