@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,21 @@ def _load(directory: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         if p.name != "environment.json"
     }
     return env, records
+
+
+def _succeeded(
+    records: dict[str, dict[str, Any]], prefix: str, lines: list[str]
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(case, record, result) of each command under `prefix` that succeeded; a row saying
+    how it failed is added to `lines` for each other one."""
+    for name, record in records.items():
+        if not name.startswith(prefix):
+            continue
+        case, result = name[len(prefix) :], record.get("result")
+        if record.get("returncode") != 0 or not result:
+            lines.append(f"| {case} | failed: {record.get('stderr', '')[-200:]!r} |")
+            continue
+        yield case, record, result
 
 
 def _pct(value: float | None) -> str:
@@ -49,13 +65,7 @@ def steps_table(records: dict[str, dict[str, Any]]) -> list[str]:
     ]
     needed: list[float] = []
     steps: list[float] = []
-    for name, record in records.items():
-        if not name.startswith("steps/"):
-            continue
-        result = record.get("result")
-        if record.get("returncode") != 0 or not result:
-            lines.append(f"| {name[6:]} | failed: {record.get('stderr', '')[-200:]!r} |")
-            continue
+    for case, record, result in _succeeded(records, "steps/", lines):
         rows = result["comparison"]["rows"]
         m = result["measured"]
 
@@ -69,7 +79,7 @@ def steps_table(records: dict[str, dict[str, Any]]) -> list[str]:
         if t is not None:
             steps.append(abs(t))
         lines.append(
-            f"| {name[6:]} | {m['device_needed_bytes'] / GiB:.2f} | {_pct(d)} | "
+            f"| {case} | {m['device_needed_bytes'] / GiB:.2f} | {_pct(d)} | "
             f"{_pct(error('peak allocated'))} | {_pct(error('peak reserved'))} | "
             f"{_pct(error('activations kept by the forward'))} | "
             f"{m['median_step_seconds'] * 1e3:.1f} | {_pct(t)} | {record['seconds']:.0f} |"
@@ -98,16 +108,10 @@ def max_batch_table(records: dict[str, dict[str, Any]]) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     fresh = _fresh_process_answers()
-    for name, record in records.items():
-        if not name.startswith("max_batch/"):
-            continue
-        r = record.get("result")
-        if record.get("returncode") != 0 or not r:
-            lines.append(f"| {name[10:]} | failed: {record.get('stderr', '')[-200:]!r} |")
-            continue
+    for case, record, r in _succeeded(records, "max_batch/", lines):
         lines.append(
-            f"| {name[10:]} | {r['predicted']} | {r['max_micro_batch']} | "
-            f"{fresh.get(name[10:], '-')} | {r['first_failing']} "
+            f"| {case} | {r['predicted']} | {r['max_micro_batch']} | "
+            f"{fresh.get(case, '-')} | {r['first_failing']} "
             f"| {r['max_eval_batch']} | {len(r['attempts'])} | {r['leaked_bytes']} | "
             f"{record['seconds']:.0f} |"
         )
@@ -132,16 +136,10 @@ def latency_table(records: dict[str, dict[str, Any]]) -> list[str]:
         "| case | batch | p50 ms | p95 ms | p99 ms | samples/s |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, record in records.items():
-        if not name.startswith("latency/"):
-            continue
-        r = record.get("result")
-        if record.get("returncode") != 0 or not r:
-            lines.append(f"| {name[8:]} | failed: {record.get('stderr', '')[-200:]!r} |")
-            continue
+    for case, _, r in _succeeded(records, "latency/", lines):
         for row in r["rows"]:
             lines.append(
-                f"| {name[8:]} | {row['batch']} | {row['p50_ms']:.2f} | {row['p95_ms']:.2f} | "
+                f"| {case} | {row['batch']} | {row['p50_ms']:.2f} | {row['p95_ms']:.2f} | "
                 f"{row['p99_ms']:.2f} | {row['samples_per_second']:.0f} |"
             )
     return lines
