@@ -17,7 +17,7 @@ import torch
 
 from trainfit.errors import MeasureError
 from trainfit.measure.backend import transformers_version
-from trainfit.measure.steps import device_rig, unique_bytes
+from trainfit.measure.steps import device_rig, optimizer_state_bytes, unique_bytes
 from trainfit.spec import TrainSpec
 from trainfit.training import (
     Phase,
@@ -115,14 +115,7 @@ def measure_cuda(spec: TrainSpec, steps: int = 3, device: str = "cuda") -> Measu
         ) from exc
     reserved_peaks.append(torch.cuda.max_memory_reserved(dev))
     free1, _ = torch.cuda.mem_get_info(dev)
-    opt_bytes = unique_bytes(
-        [
-            v
-            for s in optimizer.state.values()
-            for v in s.values()
-            if isinstance(v, torch.Tensor) and v.device.type == dev.type
-        ]
-    )
+    opt_bytes = optimizer_state_bytes(optimizer, dev)
     return Measurement(
         device_name=torch.cuda.get_device_name(dev),
         steps=steps,

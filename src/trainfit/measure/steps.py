@@ -201,6 +201,18 @@ def unique_bytes(tensors: list[torch.Tensor]) -> int:
     return sum(seen.values())
 
 
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer, device: torch.device) -> int:
+    """Bytes of the optimizer's state tensors on `device`'s type (not its CPU step counts)."""
+    return unique_bytes(
+        [
+            v
+            for state in optimizer.state.values()
+            for v in state.values()
+            if isinstance(v, torch.Tensor) and v.device.type == device.type
+        ]
+    )
+
+
 class ModuleTracker:
     """The qualified name of the innermost module running, through forward hooks; on an error
     the module that raised is the last one entered and not left."""
@@ -320,14 +332,7 @@ def measure(
         raise failure
     reserved_now = backend.reserved()
     _, _, used_now = backend.take_peaks()
-    optimizer_bytes = unique_bytes(
-        [
-            v
-            for s in rig.optimizer.state.values()
-            for v in s.values()
-            if isinstance(v, torch.Tensor) and v.device.type == backend.device.type
-        ]
-    )
+    optimizer_bytes = optimizer_state_bytes(rig.optimizer, backend.device)
     peak_used = max([p.peak_used_bytes or 0 for p in phases] + [used_now or 0])
     peak_reserved = max(reserved_peaks) if reserved_peaks else None
     if backend.kind == "cuda" and peak_reserved is not None and reserved_now is not None:
