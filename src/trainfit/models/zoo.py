@@ -9,6 +9,9 @@ The seed documents live in ``shared/seeds/``:
 - seed 000 (``000_6e27c148ab9a2eab.txt``): "iDAW Hardware Training Specifications", 2025-12-29.
   Names EmotionRecognizer, MelodyTransformer and GroovePredictor, the 128-feature input of the
   emotion model, ``hidden_dim: 256`` / ``num_layers: 4`` / ``dropout: 0.2``, batch 16 and 64.
+- seed 001 (``001_faf39e4a6bcd91fc.txt``): "Compute Requirements and M1 Pro Capabilities". A MIDI
+  transformer of "100M parameters" on 1024-2048 tokens; "Medium Models" of 100M-350M and
+  "Large Models" of more than 350M parameters.
 - seed 002 (``002_0991938c9c14215a.txt``): "GPU Requirements for MRL Training" (ReDimNet-b2 with
   a Matryoshka projection). Gives 4.7M parameters, ``F: 72``, ``C: 12``, ``out_channels: 512``,
   audio ``[B, 1, 48000]`` -> mel ``[B, 72, 300]``, 6 backbone stages, pooled ``[B, 1024]``,
@@ -42,8 +45,12 @@ __all__ = [
     "FACTORIES",
     "SEQUENCE_DIMS",
     "emotion_mlp",
+    "groove_predictor",
     "melody_lstm",
     "melody_transformer",
+    "midi_transformer_100m",
+    "midi_transformer_350m",
+    "midi_transformer_760m",
     "redimnet_like",
     "resnet50",
     "vq_patch_autoencoder",
@@ -201,6 +208,101 @@ def melody_lstm() -> nn.Module:
     forward(tokens: (B, T) int64 < 388) -> logits (B*T, 388). 2,304,388 parameters.
     """
     return _MelodyLSTM(MIDI_EVENT_VOCAB, dim=256, layers=4, dropout=0.2)
+
+
+GROOVE_STEPS = 32
+"""Guess: two bars of sixteenth notes per sample, as in Magenta's GrooVAE (Gillick et al., 2019),
+whose Groove MIDI Dataset is the usual data for groove models; seed 000 names no data for
+GroovePredictor."""
+
+GROOVE_VOICES = 9
+"""Guess: GrooVAE's nine drum voices (kick, snare, closed and open hi-hat, three toms, crash,
+ride)."""
+
+
+class _GroovePredictor(nn.Module):
+    """Drum hits (B, T, voices) -> each hit's velocity and timing offset; returns the loss."""
+
+    def __init__(self, voices: int, steps: int, dim: int, layers: int, heads: int) -> None:
+        super().__init__()
+        self.inp = nn.Linear(voices, dim)
+        self.pos = nn.Embedding(steps, dim)
+        self.blocks = nn.ModuleList(_TransformerBlock(dim, heads, 0.2) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, 2 * voices)
+
+    def forward(self, hits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """hits (B, T, voices), target (B, T, 2*voices) float -> scalar MSE loss."""
+        positions = torch.arange(hits.shape[1], device=hits.device)
+        x = self.inp(hits) + self.pos(positions)
+        for block in self.blocks:
+            x = block(x)
+        return F.mse_loss(self.head(self.ln_f(x)), target)
+
+
+def groove_predictor() -> nn.Module:
+    """Seed 000's GroovePredictor as a small transformer that humanises a drum pattern.
+
+    From seed 000: the name, ``hidden_dim: 256``, ``num_layers: 4`` and ``dropout: 0.2`` (its
+    memory tips, which apply to all three models), and the fact that it trains 3-5 times faster
+    than the melody model (a 1-2 min against an 8-10 min epoch). Guess: GrooVAE's task (Gillick
+    et al., 2019): from which of 9 drum voices hit on each of 32 sixteenth-note steps, predict
+    each hit's velocity and timing offset (MSE). A pre-LN causal transformer as in
+    ``melody_transformer``; the seed describes no layers.
+
+    forward(hits: (B, 32, 9) float, target: (B, 32, 18) float) -> scalar loss.
+    3,174,930 parameters.
+    """
+    return _GroovePredictor(GROOVE_VOICES, GROOVE_STEPS, dim=256, layers=4, heads=8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Seed 001: MIDI transformers of 100M, 350M and 760M parameters
+# ---------------------------------------------------------------------------------------------
+
+MIDI_SEQ_LEN = 1024
+"""Seed 001: "Sequence Length: 1024-2048 tokens" for small models, 512-1024 for medium ones."""
+
+
+def midi_transformer_100m() -> nn.Module:
+    """Seed 001's "100M parameter" MIDI model: a GPT-style decoder, 768 wide and 14 deep.
+
+    From seed 001: about 100M parameters ("Example: 100M model", "Model Weights: ~400 MB
+    (fp32)") and sequences of 1024-2048 tokens. Guess: the pre-LN decoder of
+    ``melody_transformer`` (12 heads, 4x MLP, learned positions up to 2048) over the
+    388-event vocabulary of ``MIDI_EVENT_VOCAB``; 14 blocks of width 768 bring it to 100M. The
+    seed's example, SkyTNT's midi-model, is Llama-based with its own tokenizer; its layers are
+    not in the seed.
+
+    forward(tokens: (B, T) int64 < 388) -> logits (B*T, 388). 101,400,964 parameters.
+    """
+    return _MelodyTransformer(
+        MIDI_EVENT_VOCAB, dim=768, layers=14, heads=12, max_len=2048, dropout=0.1
+    )
+
+
+def midi_transformer_350m() -> nn.Module:
+    """Seed 001's upper "Medium Models" size (100M-350M parameters): 1024 wide, 28 deep.
+
+    Same family as ``midi_transformer_100m`` (guess), 16 heads, positions up to 2048.
+
+    forward(tokens: (B, T) int64 < 388) -> logits (B*T, 388). 355,588,484 parameters.
+    """
+    return _MelodyTransformer(
+        MIDI_EVENT_VOCAB, dim=1024, layers=28, heads=16, max_len=2048, dropout=0.1
+    )
+
+
+def midi_transformer_760m() -> nn.Module:
+    """A "Large Models" size of seed 001 (more than 350M parameters): 1536 wide, 27 deep.
+
+    Same family as ``midi_transformer_100m`` (guess), 16 heads; the size of GPT-2 large.
+
+    forward(tokens: (B, T) int64 < 388) -> logits (B*T, 388). 769,292,164 parameters.
+    """
+    return _MelodyTransformer(
+        MIDI_EVENT_VOCAB, dim=1536, layers=27, heads=16, max_len=2048, dropout=0.1
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,8 +614,12 @@ def resnet50(num_classes: int = 1000) -> nn.Module:
 
 FACTORIES: dict[str, Callable[[], nn.Module]] = {
     "emotion_mlp": emotion_mlp,
+    "groove_predictor": groove_predictor,
     "melody_lstm": melody_lstm,
     "melody_transformer": melody_transformer,
+    "midi_transformer_100m": midi_transformer_100m,
+    "midi_transformer_350m": midi_transformer_350m,
+    "midi_transformer_760m": midi_transformer_760m,
     "redimnet_like": redimnet_like,
     "resnet50": resnet50,
     "vq_patch_autoencoder": vq_patch_autoencoder,
@@ -522,8 +628,15 @@ FACTORIES: dict[str, Callable[[], nn.Module]] = {
 
 DEFAULT_INPUTS: dict[str, tuple[str, ...]] = {
     "emotion_mlp": ("x=B,128:float32",),
+    "groove_predictor": (
+        f"hits=B,{GROOVE_STEPS},{GROOVE_VOICES}:float32",
+        f"target=B,{GROOVE_STEPS},{2 * GROOVE_VOICES}:float32",
+    ),
     "melody_lstm": (f"tokens=B,{MELODY_SEQ_LEN}:int64<{MIDI_EVENT_VOCAB}",),
     "melody_transformer": (f"tokens=B,{MELODY_SEQ_LEN}:int64<{MIDI_EVENT_VOCAB}",),
+    "midi_transformer_100m": (f"tokens=B,{MIDI_SEQ_LEN}:int64<{MIDI_EVENT_VOCAB}",),
+    "midi_transformer_350m": (f"tokens=B,{MIDI_SEQ_LEN}:int64<{MIDI_EVENT_VOCAB}",),
+    "midi_transformer_760m": (f"tokens=B,{MIDI_SEQ_LEN}:int64<{MIDI_EVENT_VOCAB}",),
     "redimnet_like": ("x=B,1,72,300:float32",),
     "resnet50": ("x=B,3,224,224:float32",),
     # NB: trainfit multiplies B by n_patches itself (seed 004: batch_size x n_patches patches).
@@ -535,6 +648,9 @@ micro-batch and ``<bound`` an exclusive upper bound on integer values. Names mat
 SEQUENCE_DIMS: dict[str, tuple[str, int, int]] = {
     "melody_lstm": ("tokens", 1, 1 << 20),
     "melody_transformer": ("tokens", 1, 1024),
+    "midi_transformer_100m": ("tokens", 1, 2048),
+    "midi_transformer_350m": ("tokens", 1, 2048),
+    "midi_transformer_760m": ("tokens", 1, 2048),
 }
 """Where `--seq` goes for the sequence models: (input name, dimension, most positions; the
 transformer's learned position table has 1024 rows)."""
