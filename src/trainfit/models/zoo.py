@@ -26,9 +26,10 @@ forward and backward on meta tensors: no ``.item()``, no data-dependent shapes.
 Known limitations:
     ``melody_transformer``, ``melody_lstm``, ``emotion_mlp`` and ``groove_predictor`` are
     reconstructions: seed 000 names the models but not their layers; ``midi_transformer_*``
-    have seed 001's sizes in ``melody_transformer``'s family, not SkyTNT's Llama layers. ``redimnet_like`` keeps ReDimNet's defining property
-    (the 2D map ``C x F`` keeps the same volume, ``12 x 72 = 864``, so it can be reshaped to a
-    1D signal between stages) but not its exact blocks. ``vq_patch_autoencoder`` has the seed's
+    have seed 001's sizes in ``melody_transformer``'s family, not SkyTNT's Llama layers.
+    ``redimnet_like`` keeps ReDimNet's defining property (the 2D map ``C x F`` keeps the same
+    volume, ``12 x 72 = 864``, so it can be reshaped to a 1D signal between stages) but not its
+    exact blocks. ``vq_patch_autoencoder`` has the seed's
     exact shapes but fewer parameters than the seed's "few million", which includes unnamed heads.
 """
 
