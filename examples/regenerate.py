@@ -111,7 +111,7 @@ def differences(fresh: Path, committed: Path) -> list[str]:
     for name in sorted(new.keys() | old.keys()):
         where = f"{committed / name}"
         if name not in old:
-            out.append(f"{where}: missing (the report now has it)")
+            out.append(f"{where}: not committed (the report now has it)")
         elif name not in new:
             out.append(f"{where}: no longer generated")
         elif new[name].read_bytes() != old[name].read_bytes():

@@ -90,7 +90,7 @@ def test_differences_names_each_changed_missing_and_extra_file(tmp_path: Path) -
     (committed / "gone.html").write_text("<p>")
     assert regenerate.differences(fresh, committed) == [
         f"{committed / 'gone.html'}: no longer generated",
-        f"{committed / 'new.json'}: missing (the report now has it)",
+        f"{committed / 'new.json'}: not committed (the report now has it)",
         f"{committed / 'plots/a.png'}: stale",
     ]
 
@@ -98,3 +98,49 @@ def test_differences_names_each_changed_missing_and_extra_file(tmp_path: Path) -
 def test_features_check_reports_the_missing_cli_support() -> None:
     reason = regenerate.features_available()
     assert reason == "" or "not merged" in reason
+
+
+def test_regenerate_then_check_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = tmp_path / "999-fake" / "spec.yaml"
+    spec.parent.mkdir()
+    spec.write_text("outputs:\n  report: out/\n", encoding="utf-8")
+    body = {"text": "v1"}
+
+    def fake_render(spec_path: Path, out: Path) -> tuple[float, str]:
+        (out / "plots").mkdir(parents=True)
+        (out / "report.md").write_text(body["text"])
+        (out / "plots" / "memory.png").write_bytes(b"\x89PNG")
+        return 0.1, ""
+
+    monkeypatch.setattr(regenerate, "render", fake_render)
+    (spec.parent / "out").mkdir()
+    (spec.parent / "out" / "old.html").write_text("gone")
+    assert regenerate.run_one(spec, check=False).stale == []
+    assert sorted(p.name for p in (spec.parent / "out").rglob("*")) == [
+        "memory.png",
+        "plots",
+        "report.md",
+    ]
+    assert sorted(p.name for p in spec.parent.iterdir()) == ["out", "spec.yaml"]
+    assert regenerate.run_one(spec, check=True).stale == []
+    body["text"] = "v2"
+    assert regenerate.run_one(spec, check=True).stale == [
+        f"{spec.parent / 'out' / 'report.md'}: stale"
+    ]
+    assert (spec.parent / "out" / "report.md").read_text() == "v1"  # a check writes nothing
+
+
+def test_a_failed_plan_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("outputs:\n  report: report/\n", encoding="utf-8")
+    monkeypatch.setattr(regenerate, "render", lambda s, o: (0.2, "trainfit: error: bad spec"))
+    result = regenerate.run_one(spec, check=True)
+    assert result.error == "trainfit: error: bad spec"
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_spec_without_a_report_folder_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("title: x\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"outputs\.report is not set"):
+        regenerate.report_dir(spec)
