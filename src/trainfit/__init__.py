@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         MeasureError,
         ModelLoadError,
         SpecError,
+        SpecFileError,
         TraceError,
         TrainfitError,
         UnknownNameError,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from trainfit.estimate import Breakdown, Estimate, estimate
     from trainfit.memory.scaling import MaxBatch, max_micro_batch
     from trainfit.spec import InputSpec, OptimizerKind, Precision, TrainSpec
+    from trainfit.specfile import PlanFile, load_plan_spec
 
 _HOMES = {
     "MeasureError": "trainfit.errors",
@@ -57,6 +59,9 @@ _HOMES = {
     "autofit": "trainfit.autofit.core",
     "Fit": "trainfit.autofit.fit",
     "StagedPlan": "trainfit.stages",
+    "PlanFile": "trainfit.specfile",
+    "SpecFileError": "trainfit.errors",
+    "load_plan_spec": "trainfit.specfile",
     "plan_stages": "trainfit.stages",
 }
 
@@ -74,11 +79,13 @@ __all__ = [
     "Monitor",
     "OomReport",
     "OptimizerKind",
+    "PlanFile",
     "Precision",
     "RealMaxBatch",
     "RunEstimate",
     "RunSpec",
     "SpecError",
+    "SpecFileError",
     "Stage",
     "StagedPlan",
     "StepTime",
@@ -91,6 +98,7 @@ __all__ = [
     "estimate",
     "estimate_run",
     "find_max_batch",
+    "load_plan_spec",
     "max_micro_batch",
     "measure_latency",
     "plan_stages",

@@ -21,9 +21,13 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the `plan` subcommand."""
     parser = sub.add_parser("plan", help="settings that fit each device, with a verdict")
-    parser.add_argument("model", help="catalog name, HF model directory or hub id, or pkg:fn")
     parser.add_argument(
-        "--effective-batch", type=int, required=True, help="samples per optimizer step"
+        "model",
+        help="catalog name, HF model directory or hub id, or pkg:fn; or a plan spec file "
+        "(SPEC.yaml: docs/spec-file.md), whose values the options given here override",
+    )
+    parser.add_argument(
+        "--effective-batch", type=int, default=None, help="samples per optimizer step (required)"
     )
     parser.add_argument("--seq", type=int, default=None, help="sequence length")
     parser.add_argument(
@@ -35,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--freeze", action="append", default=[], metavar="PATTERN")
     parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
     parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
+    parser.add_argument("--task", default=None, help="override the model family's default task")
     parser.add_argument(
         "--device",
         action="append",
@@ -96,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     from trainfit.plan import plan
     from trainfit.spec import Precision, TrainSpec, parse_enum
 
+    if args.effective_batch is None:  # NB: not argparse-required: a spec file may give it
+        raise SpecError(["--effective-batch is required: samples per optimizer step"])
     devices = tuple(args.device) or DEFAULT_DEVICES
     if args.export_dir is not None and not args.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
@@ -117,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         freeze=tuple(args.freeze),
         loss=args.loss,
         step_fn=args.step_fn,
+        task=args.task,
         device=devices[0],
     )
     from trainfit.cli import run_args
