@@ -214,7 +214,8 @@ def _typed(action: argparse.Action, value: Any) -> Any:
         try:
             value = action.type(text)
         except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
-            raise ValueError(f"invalid value {text!r} for {action.option_strings[0]}: {exc}")
+            option = action.option_strings[0]
+            raise ValueError(f"invalid value {text!r} for {option}: {exc}") from None
     else:
         value = text
     if action.choices is not None and value not in action.choices:

@@ -97,7 +97,7 @@ class Training:
     preference: Preference | None = None
     """Preference training (--preference, --reference)."""
     strategy: str | None = None
-    """Multi-GPU strategy: auto | ddp | fsdp2 | fsdp2-hybrid | zero1 | zero2 | zero3 (--strategy)."""
+    """auto | ddp | fsdp2 | fsdp2-hybrid | zero1 | zero2 | zero3 (--strategy)."""
     offload: str | None = None
     """none | optimizer | params (--offload)."""
     nodes: int | None = None
