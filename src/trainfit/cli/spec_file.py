@@ -93,6 +93,7 @@ def plan_namespaces(
     for index, entry in enumerate(entries):
         values = dict(defaults)
         origins: dict[str, str] = {}
+        found: list[str] = []
         for field in FIELDS:
             value, path = _field_value(planfile, entry, index, field)
             if value is None:
@@ -100,13 +101,13 @@ def plan_namespaces(
             where = _where(planfile, path)
             action = actions.get(field.dest)
             if action is None:
-                problems.append(f"{where}: this trainfit's `plan` has no {field.option} option")
+                found.append(f"{where}: this trainfit's `plan` has no {field.option} option")
                 continue
             try:
                 values[field.dest] = _option_value(planfile, field, action, value)
                 origins[field.dest] = path
             except ValueError as exc:
-                problems.append(f"{where}: {exc}")
+                found.append(f"{where}: {exc}")
         values.update(copy.deepcopy(given or {}))
         ns = argparse.Namespace(command="plan", **values)
         ns.spec_file = planfile
@@ -114,11 +115,18 @@ def plan_namespaces(
         ns.spec_index = index
         if len(entries) > 1:
             _per_model_directories(ns)
-        problems += _value_problems(planfile, ns, index, origins)
+        found += _value_problems(planfile, ns, index, origins)
+        problems += sorted(found, key=lambda p: _line_of(planfile, p))
         out.append(ns)
     if problems:
         raise SpecFileError(planfile.source, problems)
     return out
+
+
+def _line_of(planfile: PlanFile, problem: str) -> int:
+    """A problem's line (0 where it has none), to list them in the file's order."""
+    line = problem.removeprefix(f"{planfile.source}:").split(":", 1)[0]
+    return int(line) if line.isdigit() else 0
 
 
 def _run_one(

@@ -64,15 +64,25 @@ def parse_plan_spec(
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}" if mark is not None else source
-        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        problem = "; ".join(p for p in (exc.context, exc.problem) if p)
         raise SpecFileError(source, [f"{where}: YAML syntax error: {problem}"]) from None
     except yaml.YAMLError as exc:
         raise SpecFileError(source, [f"{source}: YAML error: {exc}"]) from None
     if root is None:
         raise SpecFileError(source, [f"{source}: the file is empty: add 'model:' and 'training:'"])
+    if not isinstance(root, yaml.MappingNode):
+        raise SpecFileError(
+            source,
+            [
+                f"{source}:{root.start_mark.line + 1}: the file must be a mapping of fields "
+                "(model:, training:, devices: ...), not a single value or a list"
+            ],
+        )
     reader = _Reader(source)
+    if not {k.value for k, _ in root.value} & {"model", "models"}:
+        reader.problem(None, "no model: add 'model:' or 'models:'")
     planfile = reader.read(root, PlanFile, "")
-    if planfile is _BAD:
+    if planfile is _BAD or reader.problems:
         raise SpecFileError(source, reader.sorted_problems())
     planfile.source = source
     planfile.directory = directory or Path(".").resolve()
@@ -90,9 +100,9 @@ def _normalise_models(planfile: PlanFile, reader: _Reader) -> None:
         reader.problem(reader.lines.get("models"), "give 'model' or 'models', not both")
     given = planfile.models if planfile.models is not None else [planfile.model]
     given = [m for m in given if m is not None]
-    if not given:
-        reader.problem(None, "no model: add 'model:' or 'models:'")
     prefix = "models" if planfile.models is not None else "model"
+    if not given:
+        reader.problem(reader.lines.get(prefix), f"{prefix}: empty: name at least one model")
     entries: list[ModelEntry] = []
     seen: dict[str, int] = {}
     for index, item in enumerate(given):
@@ -165,7 +175,7 @@ class _Reader:
         if node.tag not in _PLAIN_TAGS:
             self.problem(
                 line,
-                f"{_named(path)}tag {node.tag!r} is not allowed: a spec file holds plain "
+                f"{_named(path)}tag {_tag(node.tag)!r} is not allowed: a spec file holds plain "
                 "values (strings, numbers, lists, mappings)",
             )
             return _BAD
@@ -341,8 +351,13 @@ def _unknown(key: str, path: str, candidates: list[str]) -> str:
     return f"unknown field {key!r} in {_where(path)} ({hint})"
 
 
+def _tag(tag: str) -> str:
+    """A tag as written: `!!python/object`, not `tag:yaml.org,2002:python/object`."""
+    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org") else tag
+
+
 def _where(path: str) -> str:
-    return path or "the top level"
+    return path or "the file's top level"
 
 
 def _named(path: str) -> str:
