@@ -436,3 +436,51 @@ def test_plan_without_effective_batch_is_one_line(capsys: pytest.CaptureFixture[
     assert capsys.readouterr().err == (
         "trainfit: error: --effective-batch is required: samples per optimizer step\n"
     )
+
+
+def test_nearer_alternative_replaces_the_other(tmp_path: Path) -> None:
+    """--stage typed replaces the file's epochs; a model's tokens replace the file's samples."""
+    path = _write(
+        tmp_path,
+        f"""
+        models:
+          - {{name: a, model: "{MLP}"}}
+          - {{name: b, model: "{MLP}", tokens: 5000, stages: [{{epochs: 2}}]}}
+        data: {{samples: 100}}
+        training: {{effective_batch: 8, epochs: 3}}
+        """,
+    )
+    a, b = _namespaces(path)
+    assert (a.samples, a.tokens, a.epochs, a.stage) == (100, None, 3.0, [])
+    assert (b.samples, b.tokens, b.epochs, b.stage) == (None, 5000, 1.0, ["2.0"])
+    a, b = _namespaces(path, "--stage", "4")
+    assert (a.epochs, a.stage) == (1.0, ["4"])
+    assert (b.epochs, b.stage) == (1.0, ["4"])
+
+
+def test_yaml_merge_keys_share_settings() -> None:
+    text = """
+        models:
+          - &base {name: a, model: gpt2, seq: 128}
+          - <<: *base
+            name: b
+            seq: 256
+          - <<: *base
+            name: NAME
+        training: {effective_batch: 8}
+        """
+    planfile = parse_plan_spec(textwrap.dedent(text.replace("NAME", "c")))
+    assert [(m.label, m.model, m.seq) for m in planfile.entries()] == [
+        ("a", "gpt2", 128),
+        ("b", "gpt2", 256),
+        ("c", "gpt2", 128),
+    ]
+    assert _problems(text.replace("NAME", "a")) == [
+        "spec.yaml:7: models[2]: name 'a' is also models[0]'s; give each model its own 'name'"
+    ]
+
+
+def test_dot_relative_model_is_a_path(tmp_path: Path) -> None:
+    path = _write(tmp_path, "model: ./missing-dir\ntraining: {effective_batch: 8}\n")
+    (ns,) = _namespaces(path)
+    assert ns.model == str(tmp_path / "missing-dir")

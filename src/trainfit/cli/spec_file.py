@@ -41,6 +41,10 @@ _PROBLEM_DESTS = {
 """TrainSpec/RunSpec names in their problems that are not the option's destination."""
 
 
+_ALTERNATIVES = (("epochs", "stage"), ("samples", "tokens"))
+"""Options that exclude each other: giving one nearer drops the other (see _drop_alternatives)."""
+
+
 def is_spec_file(model: str) -> bool:
     """Whether the `plan` positional names a spec file (a path ending in .yaml or .yml)."""
     return model.lower().endswith((".yaml", ".yml"))
@@ -108,6 +112,7 @@ def plan_namespaces(
                 origins[field.dest] = path
             except ValueError as exc:
                 found.append(f"{where}: {exc}")
+        _drop_alternatives(values, defaults, origins, given or {})
         values.update(copy.deepcopy(given or {}))
         ns = argparse.Namespace(command="plan", **values)
         ns.spec_file = planfile
@@ -121,6 +126,29 @@ def plan_namespaces(
     if problems:
         raise SpecFileError(planfile.source, problems)
     return out
+
+
+def _drop_alternatives(
+    values: dict[str, Any],
+    defaults: dict[str, Any],
+    origins: dict[str, str],
+    given: dict[str, Any],
+) -> None:
+    """Of two options that exclude each other (--epochs/--stage, --samples/--tokens), the one
+    given nearer (typed, then the model's entry) replaces the other given further out."""
+
+    def rank(dest: str) -> int:
+        if dest in given:
+            return 2
+        if dest not in origins:
+            return -1
+        return 1 if origins[dest].startswith("models[") else 0
+
+    for first, second in _ALTERNATIVES:
+        for near, far in ((first, second), (second, first)):
+            if far in origins and rank(near) > rank(far):
+                values[far] = copy.copy(defaults.get(far))
+                del origins[far]
 
 
 def _line_of(planfile: PlanFile, problem: str) -> int:
@@ -244,7 +272,7 @@ def _relative(directory: Path, value: str, *, must_exist: bool) -> str:
     if path.is_absolute():
         return str(path)
     candidate = directory / path
-    if must_exist and not candidate.exists():
+    if must_exist and not candidate.exists() and not value.startswith(("./", "../")):
         return value
     return str(candidate)
 

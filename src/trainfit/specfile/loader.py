@@ -34,6 +34,7 @@ _PLAIN_TAGS = frozenset(
     for name in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")
 )
 _NULL = "tag:yaml.org,2002:null"
+_MERGE = "tag:yaml.org,2002:merge"
 _DECIMAL = re.compile(r"^[-+]?(\d[\d_]*\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 """A number YAML 1.1 reads as a string (`1e6`, `2.5E-4`)."""
 _BAD = object()
@@ -115,7 +116,7 @@ def _normalise_models(planfile: PlanFile, reader: _Reader) -> None:
         label = entry.label
         if label in seen:
             reader.problem(
-                reader.lines.get(f"models[{index}]"),
+                reader.lines.get(f"models[{index}].name", reader.lines.get(f"models[{index}]")),
                 f"models[{index}]: name {label!r} is also models[{seen[label]}]'s; "
                 "give each model its own 'name'",
             )
@@ -242,23 +243,39 @@ class _Reader:
         raise TypeError(f"spec schema type {kind!r} has no reader")  # a bug, not the user's
 
     def _pairs(self, node: yaml.MappingNode, path: str) -> list[tuple[yaml.Node, yaml.Node]]:
-        """The mapping's (key, value) pairs, without duplicate or non-string keys (recorded)."""
+        """The mapping's (key, value) pairs, without duplicate or non-string keys (recorded).
+
+        YAML merge keys (`<<: *defaults`) are applied as `yaml.safe_load` applies them: a field
+        given in the mapping wins over a merged one.
+        """
+        own = {id(key) for key, _ in node.value if key.tag != _MERGE}
+        try:
+            yaml.SafeLoader("").flatten_mapping(node)
+        except yaml.constructor.ConstructorError as exc:
+            mark = exc.problem_mark or node.start_mark
+            self.problem(mark.line + 1, f"{_named(path)}{exc.problem}")
+            node.value = [(k, v) for k, v in node.value if k.tag != _MERGE]
+        given = {key.value for key, _ in node.value if id(key) in own}
         seen: dict[str, int] = {}
-        out = []
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _NULL:
                 self.problem(line, f"{_named(path)}a field name must be a plain word")
                 continue
             key = key_node.value
+            if id(key_node) not in own:
+                if key not in given:  # NB: the last merged pair wins, as in yaml.safe_load
+                    out[key] = (key_node, value_node)
+                continue
             if key in seen:
                 self.problem(
                     line, f"duplicate field {key!r} in {_where(path)} (first at line {seen[key]})"
                 )
                 continue
             seen[key] = line
-            out.append((key_node, value_node))
-        return out
+            out[key] = (key_node, value_node)
+        return list(out.values())
 
     def _dataclass(self, node: yaml.MappingNode, kind: type, path: str) -> Any:
         fields = {
