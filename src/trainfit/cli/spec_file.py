@@ -65,21 +65,22 @@ def run(
     namespaces = plan_namespaces(planfile, parser, given)
     if len(namespaces) == 1:
         return _run_one(planfile, namespaces[0], run_plan)
-    if namespaces[0].json:
+    code = 0
+    if namespaces[0].json:  # NB: one JSON object keyed by the models' names
         out = {}
         for ns in namespaces:
             buffer = io.StringIO()
             with contextlib.redirect_stdout(buffer):
-                _run_one(planfile, ns, run_plan)
+                code = max(code, _run_one(planfile, ns, run_plan))
             out[ns.spec_model] = json.loads(buffer.getvalue())
         print(json.dumps(out, indent=2))
-        return 0
+        return code
     from rich.console import Console
 
     for ns in namespaces:
         Console().rule(f"model {ns.spec_model} ({ns.model})")
-        _run_one(planfile, ns, run_plan)
-    return 0
+        code = max(code, _run_one(planfile, ns, run_plan))
+    return code
 
 
 def plan_namespaces(
