@@ -80,7 +80,8 @@ class LoraSpec:
         if unknown:
             raise SpecError(
                 [
-                    f"unknown LoRA field(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}"
+                    f"unknown LoRA field(s) {', '.join(unknown)}; "
+                    f"choose from {', '.join(sorted(known))}"
                 ]
             )
         return cls(**value)
