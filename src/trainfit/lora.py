@@ -130,9 +130,15 @@ def _linear_classes() -> tuple[type[nn.Module], ...]:
 
 
 def candidate_names(model: nn.Module) -> list[str]:
-    """Distinct leaf names of the model's Linear (and transformers Conv1D) modules."""
+    """Distinct leaf names of the model's Linear (and transformers Conv1D) modules, the output
+    head left out."""
     classes = _linear_classes()
-    names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if n and isinstance(m, classes)}
+    head = output_head(model)
+    names = {
+        n.rsplit(".", 1)[-1]
+        for n, m in model.named_modules()
+        if n and m is not head and isinstance(m, classes)
+    }
     return sorted(names)
 
 
@@ -208,7 +214,16 @@ def wrap_with_lora(
     with torch.device(device), warnings.catch_warnings():
         # NB: peft warns that it sets fan_in_fan_out for transformers' Conv1D (GPT-2), as it must
         warnings.filterwarnings("ignore", message="fan_in_fan_out", category=UserWarning)
-        wrapped = peft.get_peft_model(model, config)
+        try:
+            wrapped = peft.get_peft_model(model, config)
+        except ValueError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise SpecError(
+                [
+                    f"peft cannot put LoRA on {targets}: {first}; choose among the Linear "
+                    f"modules {', '.join(candidate_names(model))}"
+                ]
+            ) from exc
     if lora.qlora:
         from trainfit.trace.quantized import quantize_linears
 
