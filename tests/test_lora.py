@@ -260,3 +260,23 @@ def dataclass_replace(spec: TrainSpec, **changes: object) -> TrainSpec:
     import dataclasses
 
     return dataclasses.replace(spec, **changes)
+
+
+def test_plan_keeps_lora(capsys: pytest.CaptureFixture[str], llama_dir: str) -> None:
+    argv = ["plan", llama_dir, "--effective-batch", "8", "--seq", "64", "--device", "h100"]
+    assert main([*argv, "--lora", "4", "--lora-targets", "q_proj", "--jobs", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["lora"] == {
+        "rank": 4,
+        "alpha": 8.0,
+        "dropout": 0.0,
+        "targets": ["q_proj"],
+        "qlora": False,
+    }
+    # the ladder's rungs are LoRA steps: its first rung (fp32, 8 x 1) is the LoRA estimate
+    first = data["ladder"][0]
+    assert (first["micro_batch"], first["grad_accum"]) == (8, 1)
+    common = dict(model=llama_dir, batch=8, seq_len=64, precision="fp32")
+    lora = estimate(**common, lora={"rank": 4, "targets": "q_proj"})
+    assert first["needed_bytes"] == lora.device_memory_needed_bytes
+    assert first["needed_bytes"] != estimate(**common).device_memory_needed_bytes
