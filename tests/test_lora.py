@@ -280,3 +280,16 @@ def test_plan_keeps_lora(capsys: pytest.CaptureFixture[str], llama_dir: str) -> 
     lora = estimate(**common, lora={"rank": 4, "targets": "q_proj"})
     assert first["needed_bytes"] == lora.device_memory_needed_bytes
     assert first["needed_bytes"] != estimate(**common).device_memory_needed_bytes
+
+
+def test_peft_missing_is_named(monkeypatch: pytest.MonkeyPatch, llama_dir: str) -> None:
+    import sys
+
+    from trainfit.errors import ModelLoadError
+
+    monkeypatch.setitem(sys.modules, "peft", None)  # import peft raises ImportError
+    with pytest.raises(ModelLoadError, match=r"^LoRA needs peft: pip install peft$"):
+        estimate(model=llama_dir, seq_len=32, lora={"rank": 4})
+    spec = TrainSpec(model=llama_dir, seq_len=32, device="cpu", lora={"rank": 4})
+    with pytest.raises(MeasureError, match=r"^--lora needs peft for a real run: pip install peft$"):
+        measure(spec, steps=1, warmup=1, device="cpu")
