@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         UnknownNameError,
     )
     from trainfit.estimate import Breakdown, Estimate, estimate
+    from trainfit.lora import LoraSpec
     from trainfit.memory.scaling import MaxBatch, max_micro_batch
     from trainfit.spec import InputSpec, OptimizerKind, Precision, TrainSpec
     from trainfit.specfile import PlanFile, load_plan_spec
@@ -36,6 +37,7 @@ _HOMES = {
     "Breakdown": "trainfit.estimate",
     "Estimate": "trainfit.estimate",
     "estimate": "trainfit.estimate",
+    "LoraSpec": "trainfit.lora",
     "MaxBatch": "trainfit.memory.scaling",
     "max_micro_batch": "trainfit.memory.scaling",
     "InputSpec": "trainfit.spec",
@@ -72,6 +74,7 @@ __all__ = [
     "Fit",
     "InputSpec",
     "LatencyTable",
+    "LoraSpec",
     "MaxBatch",
     "MeasureError",
     "Measured",

@@ -211,6 +211,7 @@ class Plan:
 
         return {
             "model": self.spec.model,
+            "lora": None if self.spec.lora is None else self.spec.lora.to_dict(),
             "effective_batch": self.effective_batch,
             "margin": self.margin,
             "devices": [_device_dict(d, plain) for d in self.devices],

@@ -5,10 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import torch
 
 from trainfit.errors import SpecError, UnknownNameError
+
+if TYPE_CHECKING:
+    from trainfit.lora import LoraSpec
 
 
 class Precision(str, Enum):
@@ -171,6 +175,9 @@ class TrainSpec:
     """Target device name (see `trainfit devices`)."""
     task: str | None = None
     """Override the model family's default task."""
+    lora: LoraSpec | None = None
+    """LoRA (or QLoRA) adapters on a frozen base, through peft; a dict of LoraSpec's fields
+    is accepted."""
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -189,6 +196,13 @@ class TrainSpec:
             tuple(InputSpec.parse(i) if isinstance(i, str) else i for i in self.inputs),
         )
         coerce(self, "freeze", tuple(self.freeze))
+        if self.lora is not None:
+            from trainfit.lora import LoraSpec
+
+            try:
+                coerce(self, "lora", LoraSpec.of(self.lora))
+            except SpecError as exc:
+                problems.extend(exc.problems)
         for name in ("batch", "multiplier", "grad_accum"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

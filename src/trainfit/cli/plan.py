@@ -80,8 +80,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="where --export writes hf_<device>.json ... (default: the current directory)",
     )
-    from trainfit.cli import run_args
+    from trainfit.cli import run_args, spec_args
 
+    spec_args.add_lora_arguments(parser)
     run_args.add_arguments(parser)
     parser.add_argument(
         "--measured-step",
@@ -97,6 +98,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
+    from trainfit.cli import spec_args
     from trainfit.errors import SpecError
     from trainfit.plan import plan
     from trainfit.spec import Precision, TrainSpec, parse_enum
@@ -126,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         step_fn=args.step_fn,
         task=args.task,
         device=devices[0],
+        lora=spec_args.lora(args),
     )
     from trainfit.cli import run_args
 

@@ -102,6 +102,13 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     else:
         _catalog.lookup(spec.model)  # raises UnknownNameError with close matches
         raise AssertionError("unreachable")
+    if spec.lora is not None:
+        from trainfit.lora import wrap_with_lora
+
+        model, adapted = wrap_with_lora(program.model, spec.lora, spec.precision, device)
+        program = dataclasses.replace(
+            program, model=model, description=f"{program.description}; {adapted}"
+        )
     if spec.step_fn:
         step = resolve(spec.step_fn, "step function")
         return StepProgram(

@@ -25,7 +25,8 @@ def plan_renderable(plan: Plan) -> Group:
     """The plan as rich tables."""
     head = Text(
         f"{plan.spec.model}: effective batch {plan.effective_batch}, "
-        f"{plan.margin:.0%} of each device's memory kept free\n",
+        f"{plan.margin:.0%} of each device's memory kept free\n"
+        + ("" if plan.spec.lora is None else f"{plan.spec.lora.describe()} in every setting\n"),
         style="bold",
     )
     devices = Table(title="per device")

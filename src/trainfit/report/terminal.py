@@ -81,6 +81,13 @@ def estimate_renderable(result: Estimate) -> Group:
         f"({result.trainable_parameter_count / 1e6:,.1f}M trainable)\n"
     )
     notes.append(f"loss: {result.loss_note}\n")
+    if result.spec.lora is not None:
+        share = result.trainable_parameter_count / max(1, result.parameter_count)
+        notes.append(
+            f"trainable with {'QLoRA' if result.spec.lora.qlora else 'LoRA'}: "
+            f"{result.trainable_parameter_count:,} of {result.parameter_count:,} parameters "
+            f"({share:.2%})\n"
+        )
     if result.attention_kernels:
         kernels = ", ".join(f"{k} x{v}" for k, v in sorted(result.attention_kernels.items()))
         notes.append(f"attention kernels: {kernels}\n")
