@@ -23,7 +23,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("plan", help="settings that fit each device, with a verdict")
     parser.add_argument("model", help="catalog name, HF model directory or hub id, or pkg:fn")
     parser.add_argument(
-        "--effective-batch", type=int, required=True, help="samples per optimizer step"
+        "--effective-batch",
+        type=int,
+        default=None,
+        help="samples (pairs with --preference) per optimizer step (required unless --inference)",
     )
     parser.add_argument("--seq", type=int, default=None, help="sequence length")
     parser.add_argument(
@@ -75,8 +78,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="where --export writes hf_<device>.json ... (default: the current directory)",
     )
-    from trainfit.cli import run_args
+    from trainfit.cli import inference, run_args, spec_args
 
+    spec_args.add_preference_arguments(parser)
+    inference.add_arguments(parser)
     run_args.add_arguments(parser)
     parser.add_argument(
         "--measured-step",
@@ -97,6 +102,12 @@ def run(args: argparse.Namespace) -> int:
     from trainfit.spec import Precision, TrainSpec, parse_enum
 
     devices = tuple(args.device) or DEFAULT_DEVICES
+    if args.inference:
+        from trainfit.cli.inference import run_inference
+
+        return run_inference(args, devices)
+    if args.effective_batch is None:
+        raise SpecError(["trainfit plan needs --effective-batch N (or --inference)"])
     if args.export_dir is not None and not args.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
     if args.export:
@@ -117,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
         freeze=tuple(args.freeze),
         loss=args.loss,
         step_fn=args.step_fn,
+        preference=args.preference,
+        reference=args.reference,
         device=devices[0],
     )
     from trainfit.cli import run_args

@@ -53,6 +53,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
     parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
     parser.add_argument("--task", default=None, help="override the model family's default task")
+    add_preference_arguments(parser)
+
+
+def add_preference_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--preference` and `--reference` (also on `trainfit plan`)."""
+    parser.add_argument(
+        "--preference",
+        default=None,
+        metavar="dpo",
+        help="preference training (dpo): --batch counts chosen/rejected pairs (causal LMs)",
+    )
+    parser.add_argument(
+        "--reference",
+        default="model",
+        metavar="model|precomputed",
+        help="DPO reference: a frozen copy on the device (model, default) or log-probs given "
+        "in the batch (precomputed)",
+    )
 
 
 def spec(args: argparse.Namespace, device: str | None = None) -> TrainSpec:
@@ -75,5 +93,7 @@ def spec(args: argparse.Namespace, device: str | None = None) -> TrainSpec:
         loss=args.loss,
         step_fn=args.step_fn,
         task=args.task,
+        preference=args.preference,
+        reference=args.reference,
         device=device or args.device,
     )

@@ -392,8 +392,13 @@ def trace_step(
 
 
 def _count(program: StepProgram, trainable_only: bool) -> int:
+    from trainfit.preference import reference_parameter_ids
+
+    reference = reference_parameter_ids(program.model)  # NB: a DPO reference is not the model's
     seen: dict[int, int] = {}
     for p in program.model.parameters():
+        if id(p) in reference:
+            continue
         if p.requires_grad or not trainable_only:
             seen[id(p)] = p.numel()
     return sum(seen.values())
