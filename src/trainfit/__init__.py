@@ -21,8 +21,16 @@ if TYPE_CHECKING:
         UnknownNameError,
     )
     from trainfit.estimate import Breakdown, Estimate, estimate
+    from trainfit.inference import InferenceEstimate, InferencePrecision, estimate_inference
     from trainfit.memory.scaling import MaxBatch, max_micro_batch
-    from trainfit.spec import InputSpec, OptimizerKind, Precision, TrainSpec
+    from trainfit.spec import (
+        InputSpec,
+        OptimizerKind,
+        Precision,
+        PreferenceKind,
+        ReferenceKind,
+        TrainSpec,
+    )
 
 _HOMES = {
     "MeasureError": "trainfit.errors",
@@ -58,6 +66,11 @@ _HOMES = {
     "Fit": "trainfit.autofit.fit",
     "StagedPlan": "trainfit.stages",
     "plan_stages": "trainfit.stages",
+    "InferenceEstimate": "trainfit.inference",
+    "InferencePrecision": "trainfit.inference",
+    "estimate_inference": "trainfit.inference",
+    "PreferenceKind": "trainfit.spec",
+    "ReferenceKind": "trainfit.spec",
 }
 
 __all__ = [
@@ -65,6 +78,8 @@ __all__ = [
     "Diagnosis",
     "Estimate",
     "Fit",
+    "InferenceEstimate",
+    "InferencePrecision",
     "InputSpec",
     "LatencyTable",
     "MaxBatch",
@@ -75,7 +90,9 @@ __all__ = [
     "OomReport",
     "OptimizerKind",
     "Precision",
+    "PreferenceKind",
     "RealMaxBatch",
+    "ReferenceKind",
     "RunEstimate",
     "RunSpec",
     "SpecError",
@@ -89,6 +106,7 @@ __all__ = [
     "autofit",
     "diagnose",
     "estimate",
+    "estimate_inference",
     "estimate_run",
     "find_max_batch",
     "max_micro_batch",

@@ -205,7 +205,9 @@ class TrainSpec:
             problems.append(str(exc))
         if self.preference is not None:
             try:
-                coerce(self, "preference", parse_enum(PreferenceKind, "preference", self.preference))
+                coerce(
+                    self, "preference", parse_enum(PreferenceKind, "preference", self.preference)
+                )
             except UnknownNameError as exc:
                 problems.append(str(exc))
         try:
@@ -213,7 +215,9 @@ class TrainSpec:
         except UnknownNameError as exc:
             problems.append(str(exc))
         if self.preference is None and self.reference is ReferenceKind.PRECOMPUTED:
-            problems.append("reference 'precomputed' needs preference training: add --preference dpo")
+            problems.append(
+                "reference 'precomputed' needs preference training: add --preference dpo"
+            )
         if self.preference is not None and (self.step_fn or self.loss):
             problems.append(
                 "--preference computes its own loss: drop --step-fn/--loss, or drop --preference"
