@@ -73,11 +73,13 @@ def reference_parameter_ids(model: nn.Module) -> set[int]:
     return set() if ref is None else {id(p) for p in ref.parameters()}
 
 
-def sequence_logps(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Sum over positions of log p(next token): logits (N, T, V), ids (N, T) -> (N,)."""
-    # NB: `.float()` copies the (N, T-1, V) slice to fp32 and log_softmax makes another fp32
-    # tensor of that size (kept for backward): at a 150k vocabulary these are the step's peak.
-    logps = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+def sequence_logps(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Sum over positions of log p(next token) under `model`: ids (N, T) -> (N,)."""
+    # NB: the model's output (its 16-bit logits) dies at the end of this expression; `.float()`
+    # copies the (N, T-1, V) slice to fp32 and log_softmax makes another fp32 tensor of that
+    # size (kept for backward): at a 150k vocabulary these are the step's peak. TRL keeps the
+    # output alive while it computes the log-probs (one more logits tensor at the peak).
+    logps = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float(), dim=-1)
     return logps.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1).sum(-1)
 
 
@@ -131,7 +133,7 @@ def preference_program(program: StepProgram, spec: TrainSpec) -> StepProgram:
         chosen = batch["chosen_input_ids"]
         pairs = chosen.shape[0]
         ids = torch.cat([chosen, batch["rejected_input_ids"]], dim=0)
-        policy = sequence_logps(m(input_ids=ids).logits, ids)
+        policy = sequence_logps(m, ids)
         if precomputed:
             ref_chosen = batch["reference_chosen_logps"]
             ref_rejected = batch["reference_rejected_logps"]
@@ -140,7 +142,7 @@ def preference_program(program: StepProgram, spec: TrainSpec) -> StepProgram:
             if reference is None:
                 raise SpecError(["the DPO step's model lost its frozen reference copy"])
             with torch.no_grad():
-                ref = sequence_logps(reference(ids), ids)
+                ref = sequence_logps(reference.model, ids)
             ref_chosen, ref_rejected = ref[:pairs], ref[pairs:]
         return dpo_loss(policy[:pairs], policy[pairs:], ref_chosen, ref_rejected)
 
