@@ -51,6 +51,7 @@ from trainfit.timing.step import _host_costs, _Rates, calibration, step_time
 from trainfit.trace.generation import CacheLayer, GenerationTrace, trace_generation
 from trainfit.trace.recorder import Event
 from trainfit.trace.step import Category, StepTrace
+from trainfit.trace.target import Target
 from trainfit.training import Phase
 
 INT4_GROUP = 128
@@ -240,11 +241,12 @@ class InferenceEstimate:
 
 @lru_cache(maxsize=16)
 def _traced(
-    model: str, context: int, batch: int, device: str, dtype: torch.dtype
+    model: str, context: int, new_tokens: int, batch: int, target: Target, dtype: torch.dtype
 ) -> GenerationTrace:
-    # NB: one trace per device row; precisions of one compute dtype share it
-    found = get_device(device)
-    return trace_generation(model, context=context, batch=batch, device=found, dtype=dtype)
+    # NB: devices of one compute capability, and precisions of one compute dtype, share a trace
+    return trace_generation(
+        model, context=context, new_tokens=new_tokens, batch=batch, target=target, dtype=dtype
+    )
 
 
 def _check(model: str, context: int, new_tokens: int, batch: int, device: Device) -> None:
@@ -288,13 +290,14 @@ def estimate_inference(
     new_tokens: int,
     batch: int = 1,
     precision: InferencePrecision | str = InferencePrecision.BF16,
-    device: str = "h100",
+    device: str | Device = "h100",
 ) -> InferenceEstimate:
-    """Predict memory and latency of `model.generate()` (greedy, KV cache) on `device`."""
-    found = get_device(device)
+    """Predict memory and latency of `model.generate()` (greedy, KV cache) on `device` (a
+    catalog name, or a `Device` row)."""
+    found = device if isinstance(device, Device) else get_device(device)
     _check(model, context, new_tokens, batch, found)
     precision = parse_enum(InferencePrecision, "inference precision", precision)
-    trace = _traced(model, context, batch, found.name, precision.compute_dtype)
+    trace = _traced(model, context, new_tokens, batch, Target.of(found), precision.compute_dtype)
     sizes_of = {
         key: tensor_bytes(owner, name, tensor, precision, key in trace.head_keys)
         for key, (owner, name, tensor) in trace.weights.items()
@@ -343,11 +346,11 @@ def estimate_inference(
     peak_at = "prefill" if peak_index < trace.prefill_end else "decode"
     # time
     cal = calibration()
+    # NB: the step-time model reads the spec's precision (16-bit ops) and batch only
     spec = TrainSpec(
         model=model,
         batch=batch,
         precision=Precision.FP16 if precision is InferencePrecision.FP16 else Precision.BF16,
-        device=found.name,
     )
     prefill = step_time(trace.prefill, spec, found, cal=cal).forward_seconds
     rates = _Rates(found, spec, cal)

@@ -30,7 +30,6 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trainfit.errors import SpecError, TraceError, TrainfitError
-from trainfit.hardware.catalog import Device
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
 from trainfit.trace.compat import internal_moved
@@ -102,10 +101,11 @@ def _cost_runs(recorder: Recorder) -> tuple[StepCosts, StepCosts]:
 
 
 def trace_generation(
-    model: str, *, context: int, batch: int, device: Device, dtype: torch.dtype
+    model: str, *, context: int, new_tokens: int, batch: int, target: Target, dtype: torch.dtype
 ) -> GenerationTrace:
-    """Trace the prefill of `batch` prompts of `context` tokens and one decode step."""
-    spec = TrainSpec(model=model, batch=batch, seq_len=context, device=device.name)
+    """Trace the prefill of `batch` prompts of `context` tokens and one decode step (of the
+    `new_tokens` the generation makes: they must fit the model's positions)."""
+    spec = TrainSpec(model=model, batch=batch, seq_len=context)
     program = build_program(spec, "meta")
     if program.task != "causal-lm":
         raise SpecError(
@@ -117,6 +117,17 @@ def trace_generation(
     from transformers import DynamicCache
 
     net = program.model
+    limit = getattr(net.config, "max_position_embeddings", None) or getattr(
+        net.config, "n_positions", None
+    )
+    if limit is not None and context + new_tokens - 1 > limit:
+        raise SpecError(
+            [
+                f"context {context} + new tokens {new_tokens} - 1 = {context + new_tokens - 1} "
+                f"exceeds {model}'s maximum of {limit} positions: shorten the prompt or the "
+                "generation"
+            ]
+        )
     net.eval()
     net.to(dtype)
     keeps = "logits_to_keep" in inspect.signature(net.forward).parameters
@@ -127,7 +138,7 @@ def trace_generation(
     except (AttributeError, ImportError) as exc:
         raise internal_moved(exc) from exc
     recorder = Recorder()
-    rules = Target.of(device).rules(None)
+    rules = target.rules(None)
     weights: dict[int, tuple[nn.Module, str, torch.Tensor]] = {}
     head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") else None
     head_ids = {id(p) for p in head.parameters()} if isinstance(head, nn.Module) else set()
