@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -253,3 +254,9 @@ def test_cli_errors_are_one_line(
     assert main(argv) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and message in err
+
+
+def test_docs_example_runs() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "inference.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/inference.md", "exec"), {})

@@ -4,6 +4,7 @@ beside its estimate, and one-line errors."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -238,3 +239,9 @@ def test_plan_plans_pairs(
     assert code == 0
     out = capsys.readouterr().out
     assert "effective batch 8 pairs" in out and "pairs/s" in out
+
+
+def test_docs_example_runs() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "preference.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/preference.md", "exec"), {})
