@@ -260,3 +260,10 @@ def test_docs_example_runs() -> None:
     text = (Path(__file__).parent.parent / "docs" / "inference.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "docs/inference.md", "exec"), {})
+
+
+def test_one_new_token_is_the_prefill_only(tiny_lm: str) -> None:
+    one = estimate_inference(tiny_lm, context=100, new_tokens=1, batch=2)
+    config = transformers.AutoConfig.from_pretrained(tiny_lm)
+    assert one.memory.kv_cache == kv_cache_bytes(config, tokens=100, batch=2)
+    assert one.total_seconds == one.prefill_seconds

@@ -306,7 +306,8 @@ def estimate_inference(
     sixteen = sum(_sixteen(tensor) for _, _, tensor in trace.weights.values())
     next_key = max((e.key for e in trace.events), default=0) + 1
     growth = _growth(trace, max(0, new_tokens - 2), next_key)
-    events = trace.events + growth
+    # NB: one new token is the prefill's: generate() runs no decode step
+    events = trace.events[: trace.prefill_end] if new_tokens == 1 else trace.events + growth
     sizes = [sizes_of.get(e.key, e.nbytes) if e.alloc else 0 for e in events]
     step = StepTrace(
         events=events,
@@ -360,7 +361,9 @@ def estimate_inference(
     hosts = _host_costs(cal, [op.kind for op in table], Phase.FORWARD, cal.host_op_seconds)
     host_s = sum(hosts[i] for i in ops)
     bandwidth = rates.bandwidth  # datasheet bandwidth x calibrated memory efficiency
-    kv_first = sum(layer.bytes_per_token * layer.tokens for layer in trace.cache)
+    kv_first = sum(
+        _final_tokens(layer, min(2, new_tokens)) * layer.bytes_per_token for layer in trace.cache
+    )
     # NB: the growing cache's average over the decode steps, first and last included
     kv_average = (kv_first + kv_final) // 2
     # NB: the traced decode step read the weights in 16 bit and a cache of context + 1
@@ -421,8 +424,10 @@ def _sixteen(tensor: torch.Tensor) -> int:
 
 
 def _final_tokens(layer: CacheLayer, new_tokens: int) -> int:
-    """Positions a layer holds after the last decode step (context + new_tokens - 1)."""
-    tokens = layer.tokens + max(0, new_tokens - 2)
+    """Positions a layer holds after the last decode step (context + new_tokens - 1; the
+    traced layer holds context + 1). NB: a sliding layer's storage is the full `torch.cat`
+    result (its window) of which the cache keeps a view of window - 1 positions."""
+    tokens = layer.tokens + new_tokens - 2
     return min(tokens, layer.window) if layer.window else tokens
 
 
