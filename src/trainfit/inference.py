@@ -135,6 +135,7 @@ class InferenceMemory:
     """Device memory at the generation's peak, by what it holds."""
 
     weights: int
+    """Parameters and buffers at the precision (see the module docstring)."""
     kv_cache: int
     """The cache after the last decode step: context + new_tokens - 1 positions (generate()
     never feeds its last token back)."""
@@ -145,6 +146,7 @@ class InferenceMemory:
     allocator_overhead: int
     """Peak reserved minus peak allocated (the growing cache's freed blocks included)."""
     runtime_context: int
+    """CUDA context, kernels and library handles outside the allocator (memory/runtime.py)."""
 
     def total(self) -> int:
         return (
@@ -162,18 +164,27 @@ class InferenceEstimate:
     """Memory and latency of greedy generation on one device at one batch and precision."""
 
     model: str
+    """What the model was named by (catalog name, directory or hub id)."""
     device: Device
+    """The catalog row estimated for."""
     precision: InferencePrecision
+    """How the weights are stored."""
     batch: int
+    """Sequences generated together."""
     context: int
     """Prompt tokens per sequence."""
     new_tokens: int
     """Tokens generated per sequence."""
     memory: InferenceMemory
+    """Device memory at the allocated peak, by what it holds."""
     device_memory_needed_bytes: int
+    """What must be free on the device: peak reserved + runtime context."""
     peak_allocated_bytes: int
+    """Largest total of live tensors (allocator-rounded) over prefill and decode."""
     peak_reserved_bytes: int
+    """Largest total the caching allocator holds from the device (simulated)."""
     fits: bool
+    """Whether device_memory_needed fits the device's memory."""
     peak_at: str
     """"prefill" or "decode": where the allocated peak is."""
     prefill_seconds: float
@@ -185,11 +196,15 @@ class InferenceEstimate:
     bandwidth_bound_seconds_per_token: float
     """Bytes read per decode step (weights + average KV cache) at the calibrated bandwidth."""
     prefill_flops: int
+    """FLOPs of the traced prefill forward."""
     decode_bytes_per_token: int
     """Weights plus the average KV cache, read once per decode step."""
     model_description: str
+    """Where the model came from and its family."""
     labels: dict[str, str]
+    """How each figure was obtained ("traced", "simulated", "modelled", ...)."""
     notes: tuple[str, ...] = field(default=())
+    """Caveats of this estimate."""
 
     @property
     def tokens_per_second(self) -> float:
