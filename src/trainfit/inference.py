@@ -24,8 +24,8 @@ Known limitations:
   (bitsandbytes' int8 outlier matmul, for one) are not modelled, and their decode time is the
   16-bit one less the bytes saved (a weight-only kernel reading its bytes at the calibrated
   bandwidth; bitsandbytes' kernels are slower than that);
-- generate()'s own host work per token (logits processors, stopping criteria) is not
-  modelled, nor torch.compile or CUDA graphs (transformers' eager loop only);
+- generate()'s Python overhead per token is not modelled (its tensor ops are), nor
+  torch.compile or CUDA graphs (transformers' eager loop only);
 - CUDA GPUs only.
 """
 
@@ -48,6 +48,7 @@ from trainfit.memory.replay import replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.timing.step import _host_costs, _Rates, calibration, step_time
+from trainfit.trace.costs import OpKind
 from trainfit.trace.generation import CacheLayer, GenerationTrace, trace_generation
 from trainfit.trace.recorder import Event
 from trainfit.trace.step import Category, StepTrace
@@ -384,7 +385,10 @@ def estimate_inference(
     # NB: the traced decode step read the weights in 16 bit and a cache of context + 1
     # positions; the average step reads the cache at its mean length and the stored weights
     adjust = (kv_average - kv_first + weights - sixteen) / bandwidth
-    per_token = max(host_s, device_s + adjust)
+    syncs = sum(1 for i in ops if table[i].kind is OpKind.SYNC)
+    # NB: each sync (the stop check, the mask check) waits for the device: the host cannot
+    # run ahead into the next token, so per token the longer of the two plus the syncs
+    per_token = max(host_s, device_s + adjust) + syncs * cal.sync_seconds
     read = weights + kv_average
     same = found.name == cal.catalog_row
     labels = {
@@ -424,7 +428,7 @@ def estimate_inference(
         peak_at=peak_at,
         prefill_seconds=prefill,
         decode_seconds_per_token=per_token,
-        decode_host_seconds=host_s,
+        decode_host_seconds=host_s + syncs * cal.sync_seconds,
         bandwidth_bound_seconds_per_token=read / bandwidth,
         prefill_flops=trace.prefill.flops(Phase.FORWARD),
         decode_bytes_per_token=read,

@@ -12,10 +12,10 @@ and the prefill (iteration 0) and the first decode step (iteration 1) run under 
 the `Recorder` underneath, as a CUDA target would run them (its attention routing).
 
 Known limitations:
-- no attention mask is passed: with an all-ones mask (no padding) transformers skips the mask,
-  so this is the path `generate()` takes for an unpadded batch; padded batches are not traced;
-- generate()'s own per-token work outside the forward (logits processors, stopping criteria,
-  the input and mask updates) is not traced;
+- the attention mask is all ones (the data-dependent "is it all ones" check is answered yes):
+  padded batches are not traced;
+- of generate()'s own per-token work outside the forward, the greedy loop's tensor ops are
+  emulated (no EOS token, no logits processors); its Python overhead is not;
 - one prompt length for the whole batch; no beam search, sampling or speculative decoding.
 """
 
@@ -76,6 +76,33 @@ class GenerationTrace:
     ops: int
     logits_to_keep: bool
     """Whether the model's forward takes `logits_to_keep` (generate() then passes 1)."""
+
+
+def _greedy_step(
+    net: nn.Module,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    unfinished: torch.Tensor,
+    cache: object,
+    extra: dict[str, int],
+    first: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One token of transformers 5's greedy `_sample` loop without an EOS token: the forward,
+    the fp32 copy of the last logits, argmax, the ids' and mask's growth, the max-length
+    criterion and the stop check (`unfinished.max() == 0` read on the host: a sync)."""
+    # NB: position ids and cache positions, which prepare_inputs_for_generation makes from
+    # small host-side tensors, are not emulated (a few tiny ops per token)
+    inputs = ids if first else ids[:, -1:]
+    out = net(input_ids=inputs, attention_mask=mask, past_key_values=cache, use_cache=True, **extra)
+    scores = out.logits[:, -1].to(copy=True, dtype=torch.float32)
+    del out
+    tokens = torch.argmax(scores, dim=-1)
+    ids = torch.cat([ids, tokens[:, None]], dim=-1)
+    done = torch.full((ids.shape[0],), False, dtype=torch.bool)
+    unfinished = unfinished & ~done
+    bool(unfinished.max() == 0)  # the host waits for the device (answered: not finished)
+    mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
+    return ids, mask, unfinished
 
 
 def _keys_of(recorder: Recorder, cache: object) -> set[int]:
@@ -166,16 +193,14 @@ def trace_generation(
         try:
             recorder.phase = Phase.FORWARD
             ids = torch.empty((batch, context), dtype=torch.int64)
+            mask = torch.ones((batch, context), dtype=torch.int64)
+            unfinished = torch.ones(batch, dtype=torch.int64)
             cache = DynamicCache(config=net.config)
-            out = net(input_ids=ids, past_key_values=cache, use_cache=True, **extra)
-            token = out.logits[:, -1].to(copy=True, dtype=torch.float32).argmax(-1, keepdim=True)
-            del out, ids
+            ids, mask, unfinished = _greedy_step(net, ids, mask, unfinished, cache, extra, True)
             cache_keys |= _keys_of(recorder, cache)
             prefill_end = len(recorder.events)
             recorder.iteration = 1
-            out = net(input_ids=token, past_key_values=cache, use_cache=True, **extra)
-            token = out.logits[:, -1].to(copy=True, dtype=torch.float32).argmax(-1, keepdim=True)
-            del out, token
+            ids, mask, unfinished = _greedy_step(net, ids, mask, unfinished, cache, extra, False)
             cache_keys |= _keys_of(recorder, cache)
             recorder.phase = Phase.SETUP
         except TrainfitError:
