@@ -22,9 +22,17 @@ if TYPE_CHECKING:
         UnknownNameError,
     )
     from trainfit.estimate import Breakdown, Estimate, estimate
+    from trainfit.inference import InferenceEstimate, InferencePrecision, estimate_inference
     from trainfit.lora import LoraSpec
     from trainfit.memory.scaling import MaxBatch, max_micro_batch
-    from trainfit.spec import InputSpec, OptimizerKind, Precision, TrainSpec
+    from trainfit.spec import (
+        InputSpec,
+        OptimizerKind,
+        Precision,
+        PreferenceKind,
+        ReferenceKind,
+        TrainSpec,
+    )
     from trainfit.specfile import PlanFile, load_plan_spec
 
 _HOMES = {
@@ -65,6 +73,11 @@ _HOMES = {
     "SpecFileError": "trainfit.errors",
     "load_plan_spec": "trainfit.specfile",
     "plan_stages": "trainfit.stages",
+    "InferenceEstimate": "trainfit.inference",
+    "InferencePrecision": "trainfit.inference",
+    "estimate_inference": "trainfit.inference",
+    "PreferenceKind": "trainfit.spec",
+    "ReferenceKind": "trainfit.spec",
 }
 
 __all__ = [
@@ -72,6 +85,8 @@ __all__ = [
     "Diagnosis",
     "Estimate",
     "Fit",
+    "InferenceEstimate",
+    "InferencePrecision",
     "InputSpec",
     "LatencyTable",
     "LoraSpec",
@@ -84,7 +99,9 @@ __all__ = [
     "OptimizerKind",
     "PlanFile",
     "Precision",
+    "PreferenceKind",
     "RealMaxBatch",
+    "ReferenceKind",
     "RunEstimate",
     "RunSpec",
     "SpecError",
@@ -99,6 +116,7 @@ __all__ = [
     "autofit",
     "diagnose",
     "estimate",
+    "estimate_inference",
     "estimate_run",
     "find_max_batch",
     "load_plan_spec",

@@ -233,9 +233,10 @@ def wrap_with_lora(
     return wrapped, described
 
 
-def parameter_counts(model: nn.Module) -> tuple[int, int]:
+def parameter_counts(model: nn.Module, exclude: set[int] = frozenset()) -> tuple[int, int]:
     """(all, trainable) parameter elements, ties counted once; a 4-bit base layer counts the
-    weights it stands for, not its packed bytes."""
+    weights it stands for, not its packed bytes. Parameters whose id is in `exclude` (a DPO
+    reference copy's) are left out."""
     from trainfit.trace.quantized import Linear4bitStandIn
 
     quantized = {
@@ -245,7 +246,8 @@ def parameter_counts(model: nn.Module) -> tuple[int, int]:
     }
     seen: dict[int, tuple[int, bool]] = {}
     for p in model.parameters():
-        seen[id(p)] = (quantized.get(id(p), p.numel()), p.requires_grad)
+        if id(p) not in exclude:
+            seen[id(p)] = (quantized.get(id(p), p.numel()), p.requires_grad)
     return sum(n for n, _ in seen.values()), sum(n for n, grad in seen.values() if grad)
 
 

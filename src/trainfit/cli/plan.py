@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(SPEC.yaml: docs/spec-file.md), whose values the options given here override",
     )
     parser.add_argument(
-        "--effective-batch", type=int, default=None, help="samples per optimizer step (required)"
+        "--effective-batch", type=int, default=None, help="samples (pairs with --preference) per optimizer step (required unless --inference)"
     )
     parser.add_argument("--seq", type=int, default=None, help="sequence length")
     parser.add_argument(
@@ -80,9 +80,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="where --export writes hf_<device>.json ... (default: the current directory)",
     )
-    from trainfit.cli import run_args, spec_args
+    from trainfit.cli import inference, run_args, spec_args
 
     spec_args.add_lora_arguments(parser)
+    spec_args.add_preference_arguments(parser)
+    inference.add_arguments(parser)
     run_args.add_arguments(parser)
     parser.add_argument(
         "--measured-step",
@@ -106,6 +108,12 @@ def run(args: argparse.Namespace) -> int:
     if args.effective_batch is None:  # NB: not argparse-required: a spec file may give it
         raise SpecError(["--effective-batch is required: samples per optimizer step"])
     devices = tuple(args.device) or DEFAULT_DEVICES
+    if args.inference:
+        from trainfit.cli.inference import run_inference
+
+        return run_inference(args, devices)
+    if args.effective_batch is None:
+        raise SpecError(["trainfit plan needs --effective-batch N (or --inference)"])
     if args.export_dir is not None and not args.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
     if args.export:
@@ -127,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         loss=args.loss,
         step_fn=args.step_fn,
         task=args.task,
+        preference=args.preference,
+        reference=args.reference,
         device=devices[0],
         lora=spec_args.lora(args),
     )

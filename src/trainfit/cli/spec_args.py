@@ -54,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
     parser.add_argument("--task", default=None, help="override the model family's default task")
     add_lora_arguments(parser)
+    add_preference_arguments(parser)
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +111,23 @@ def lora(args: argparse.Namespace) -> dict[str, object] | None:
     return fields
 
 
+def add_preference_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--preference` and `--reference` (also on `trainfit plan`)."""
+    parser.add_argument(
+        "--preference",
+        default=None,
+        metavar="dpo",
+        help="preference training (dpo): --batch counts chosen/rejected pairs (causal LMs)",
+    )
+    parser.add_argument(
+        "--reference",
+        default="model",
+        metavar="model|precomputed",
+        help="DPO reference: a frozen copy on the device (model, default) or log-probs given "
+        "in the batch (precomputed)",
+    )
+
+
 def spec(args: argparse.Namespace, device: str | None = None) -> TrainSpec:
     """The TrainSpec the options describe, for `device` (default: --device)."""
     from trainfit.spec import TrainSpec
@@ -130,6 +148,8 @@ def spec(args: argparse.Namespace, device: str | None = None) -> TrainSpec:
         loss=args.loss,
         step_fn=args.step_fn,
         task=args.task,
+        preference=args.preference,
+        reference=args.reference,
         device=device or args.device,
         lora=lora(args),
     )

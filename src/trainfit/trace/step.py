@@ -394,5 +394,10 @@ def trace_step(
 
 
 def _count(program: StepProgram, trainable_only: bool) -> int:
-    total, trainable = parameter_counts(program.model)
+    from trainfit.preference import reference_parameter_ids
+
+    # NB: a DPO reference is not the model's
+    total, trainable = parameter_counts(
+        program.model, exclude=reference_parameter_ids(program.model)
+    )
     return trainable if trainable_only else total
