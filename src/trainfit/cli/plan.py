@@ -88,6 +88,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--measured-on", default=None, help="the device --measured-step was measured on"
     )
+    from trainfit.cli import report_args  # report (helper `report`)
+
+    report_args.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,6 +126,9 @@ def run(args: argparse.Namespace) -> int:
 
     run = run_args.run_spec(args)
     run_args.check_sized(run, args)
+    from trainfit.cli import report_args  # report (helper `report`)
+
+    report_args.check(args)
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
     if args.stage:
         return _staged(args, spec, devices, precision, run)
@@ -135,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         run=run,
         measured_step=run_args.measured(args, devices[0]),
+        progress=report_args.start(args),
     )
+    report_args.stop()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -145,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
 
         Console().print(plan_renderable(result))
     _write_files(args, result, "")
+    report_args.write(args, [result])
     return 0
 
 
@@ -161,6 +170,9 @@ def _staged(
     from trainfit.stages import plan_stages
 
     stages = run_args.stages(args.stage, spec)
+    from trainfit.cli import report_args  # report (helper `report`)
+
+    report_args.start(args, f"planning {len(stages)} stages")
     staged = plan_stages(
         spec,
         stages,
@@ -172,6 +184,7 @@ def _staged(
         run=run,
         measured_step=run_args.measured(args, devices[0]),
     )
+    report_args.stop()
     if args.json:
         print(json.dumps(staged.to_dict(), indent=2))
     else:
@@ -182,6 +195,7 @@ def _staged(
         Console().print(staged_renderable(staged))
     for number, stage in enumerate(staged.stages, 1):
         _write_files(args, stage.plan, f"stage{number}")
+    report_args.write(args, [staged])
     return 0
 
 
