@@ -123,7 +123,14 @@ def _curve(plt: object, stage: StageSection, key: str) -> object:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))  # type: ignore[attr-defined]
     for i, m in enumerate(m for m in stage.memory if m.curve):
         colour = _COLOURS[i % len(_COLOURS)]
-        ax.plot([p.micro_batch for p in m.curve], [p.needed_bytes / GIB for p in m.curve], marker="o", markersize=3, color=colour, label=m.device)  # fmt: skip
+        ax.plot(
+            [p.micro_batch for p in m.curve],
+            [p.needed_bytes / GIB for p in m.curve],
+            marker="o",
+            markersize=3,
+            color=colour,
+            label=m.device,
+        )
         if m.usable_bytes:
             ax.axhline(m.usable_bytes / GIB, color=colour, linestyle="dashed", linewidth=1)
         ax.axvline(m.micro_batch, color=colour, linestyle="dotted", linewidth=1)
@@ -132,7 +139,10 @@ def _curve(plt: object, stage: StageSection, key: str) -> object:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("micro-batch")
     ax.set_ylabel("device memory needed (GiB)")
-    ax.set_title(f"{key}: memory against micro-batch\n(dashed: usable memory, dotted: chosen micro-batch)", fontsize=9)  # fmt: skip
+    ax.set_title(
+        f"{key}: memory against micro-batch\n(dashed: usable memory, dotted: chosen micro-batch)",
+        fontsize=9,
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -141,7 +151,8 @@ def _curve(plt: object, stage: StageSection, key: str) -> object:
 def _time(plt: object, stage: StageSection, key: str) -> object:
     rows = _times(stage)
     costed = [r for r in rows if r[2] is not None]
-    fig, axes = plt.subplots(1, 2 if costed else 1, figsize=(8.0 if costed else 4.8, 1.4 + 0.5 * len(rows)), squeeze=False)  # type: ignore[attr-defined]  # fmt: skip
+    size = (8.0 if costed else 4.8, 1.4 + 0.5 * len(rows))
+    fig, axes = plt.subplots(1, 2 if costed else 1, figsize=size, squeeze=False)  # type: ignore[attr-defined]
     ax = axes[0][0]
     ax.barh([r[0] for r in rows], [r[1] for r in rows], color=_COLOURS[0])
     ax.set_xlabel(" / ".join(sorted({r[3] for r in rows})))

@@ -10,8 +10,9 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from trainfit.report.document.blocks import Block, blocks
+from trainfit.report.document.blocks import blocks
 from trainfit.report.document.model import Report
+from trainfit.report.document.text import Block
 
 
 def to_json(report: Report) -> str:

@@ -37,7 +37,7 @@ def verify_commands(plan: Plan, d: DevicePlan) -> Verify | None:
     if s is None:
         return None
     model = shlex.quote(plan.spec.model)
-    common = spec_flags(plan.spec) + [f"--precision {s.precision.value}"]
+    common = [*spec_flags(plan.spec), f"--precision {s.precision.value}"]
     common.append(f"--optimizer {s.optimizer.value}")
     if s.checkpointing:
         common.append("--checkpointing")
