@@ -209,6 +209,13 @@ def test_claims_are_compared_and_disagreements_flagged(report, planned) -> None:
     assert "| model size | wide | - | params_millions | 30-40 |" in md
 
 
+def test_a_claim_on_a_device_without_a_setting_has_no_trainfit_figure(planned) -> None:
+    claim = {"what": "tiny", "device": "tiny-gpu", "quantity": "memory_gib", "value": 0.8}
+    (check,) = build_report([planned], claims=[claim], names=["wide"]).claims
+    assert (check.trainfit, check.ratio, check.agrees) == (None, None, None)
+    assert check.note == "no setting fits on this device"
+
+
 def test_a_claim_that_cannot_be_found_is_an_error_naming_it(planned) -> None:
     bad = [
         {"what": "on a TPU", "device": "tpu-v5", "quantity": "hours", "value": 1},
@@ -382,3 +389,12 @@ def test_an_unwritable_report_directory_fails_before_planning(tmp_path, capsys) 
     argv = ["plan", MODEL, "--input", INPUT, "--effective-batch", "32", "--device", "h100"]
     assert main([*argv, "--report", str(blocker / "rep")]) == 1
     assert "report directory" in capsys.readouterr().err
+
+
+def test_the_docs_example_runs(tmp_path, monkeypatch) -> None:
+    text = (Path(__file__).parent.parent / "docs" / "report.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/report.md", "exec"), {})
+    assert (tmp_path / "report" / "report.html").is_file()
+    assert (tmp_path / "report" / "plots" / "emotion_mlp_memory.png").is_file()

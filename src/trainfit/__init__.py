@@ -58,6 +58,9 @@ _HOMES = {
     "Fit": "trainfit.autofit.fit",
     "StagedPlan": "trainfit.stages",
     "plan_stages": "trainfit.stages",
+    "Report": "trainfit.report.document",
+    "build_report": "trainfit.report.document",
+    "write_report": "trainfit.report.document",
 }
 
 __all__ = [
@@ -76,6 +79,7 @@ __all__ = [
     "OptimizerKind",
     "Precision",
     "RealMaxBatch",
+    "Report",
     "RunEstimate",
     "RunSpec",
     "SpecError",
@@ -87,6 +91,7 @@ __all__ = [
     "TrainfitError",
     "UnknownNameError",
     "autofit",
+    "build_report",
     "diagnose",
     "estimate",
     "estimate_run",
@@ -94,6 +99,7 @@ __all__ = [
     "max_micro_batch",
     "measure_latency",
     "plan_stages",
+    "write_report",
 ]
 
 

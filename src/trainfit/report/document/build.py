@@ -4,7 +4,7 @@ every renderer."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.plan import Plan
@@ -39,6 +39,7 @@ def build_report(
     names: Sequence[str] | None = None,
     inference: Sequence[Sequence[InferenceRow]] | None = None,
     exports: Sequence[str] = (),
+    extra: Mapping[str, object] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Report:
     """The report of `plans` (one per model), named `names` (default: `short_name`).
@@ -46,7 +47,8 @@ def build_report(
     `claims` (a spec file's, or `Claim`s) are compared with trainfit's figures (SpecError
     naming each that cannot be found); `exports` (hf, lightning, accelerate, yaml) adds each
     device's export files beside the seed-style configs; `inference` gives each model's
-    inference rows; `progress` is told what is being done.
+    inference rows; `extra` adds sections other pieces make ({title: JSON value}, shown as
+    JSON); `progress` is told what is being done.
     """
     if not plans:
         raise SpecError(["a report needs at least one plan"])
@@ -72,6 +74,7 @@ def build_report(
         models=tuple(sections),
         claims=check_claims(claims, sections),
         run=None if run is None else _plain(dataclasses.asdict(run)),
+        extra=dict(_plain(dict(extra or {}))),  # type: ignore[call-overload]
     )
 
 
