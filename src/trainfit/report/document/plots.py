@@ -89,30 +89,33 @@ def write_plots(report: Report, directory: Path | str) -> list[Path]:
 
 
 def _memory(plt: object, stage: StageSection, key: str) -> object:
+    # NB: one panel per device, each on its own scale (an 8 GB and an 80 GB GPU side by side)
     shown = list(stage.memory)
-    fig, ax = plt.subplots(figsize=(3.6 + 1.2 * len(shown), 4.4))  # type: ignore[attr-defined]
-    x = list(range(len(shown)))
-    components = next(m.breakdown for m in shown if m.breakdown)
-    bottom = [0.0] * len(shown)
-    for i, (component, _) in enumerate(components):
-        values = [dict(m.breakdown).get(component, 0) / GIB for m in shown]
-        ax.bar(x, values, 0.6, bottom=bottom, label=component, color=_COLOURS[i % len(_COLOURS)])
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    for i, m in enumerate(shown):
-        if m.limit_bytes:
-            top = m.limit_bytes / GIB
-            ax.hlines(top, i - 0.4, i + 0.4, colors="black", linewidth=2)
-            ax.annotate(f"{top:.1f} GiB", (i, top), ha="center", va="bottom", fontsize=7)
-        if m.usable_bytes:
-            ax.hlines(m.usable_bytes / GIB, i - 0.4, i + 0.4, colors="black", linestyles="dashed")
-        if not m.breakdown:
-            ax.annotate("no setting fits", (i, 0), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(
-        x, [f"{m.device}\nmicro {m.micro_batch}" if m.micro_batch else m.device for m in shown]
+    fig, axes = plt.subplots(  # type: ignore[attr-defined]
+        1, len(shown), figsize=(2.4 + 1.9 * len(shown), 4.4), squeeze=False
     )
-    ax.set_ylabel("GiB")
-    ax.set_title(f"{key}: memory at the peak\n(solid: device memory, dashed: usable)", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    components = next(m.breakdown for m in shown if m.breakdown)
+    for ax, m in zip(axes[0], shown, strict=True):
+        bottom = 0.0
+        for i, (component, _) in enumerate(components):
+            value = dict(m.breakdown).get(component, 0) / GIB
+            colour = _COLOURS[i % len(_COLOURS)]
+            ax.bar([0], [value], 0.6, bottom=bottom, label=component, color=colour)
+            bottom += value
+        top = (m.limit_bytes or 0) / GIB
+        if top:
+            ax.axhline(top, color="black", linewidth=2)
+        if m.usable_bytes:
+            ax.axhline(m.usable_bytes / GIB, color="black", linestyle="dashed")
+        if not m.breakdown:
+            ax.text(0, top / 2, "no setting\nfits", ha="center", va="center", fontsize=8)
+        ax.set_ylim(0, max(top, bottom) * 1.08 or 1.0)
+        ax.set_xlim(-0.6, 0.6)
+        ax.set_xticks([0], [f"{m.device}\nmicro {m.micro_batch}" if m.micro_batch else m.device])
+        ax.set_ylabel("GiB")
+        ax.set_title(f"{top:.1f} GiB", fontsize=8)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.suptitle(f"{key}: memory at the peak (solid: device memory, dashed: usable)", fontsize=9)
     fig.tight_layout()
     return fig
 
