@@ -77,7 +77,7 @@ def _model(model: ModelSection, several: bool) -> list[Block]:
                     "yes" if d["fits"] else "no",
                     gib(d.get("peak_needed_bytes")),
                     amount(d.get("hours")),
-                    "; ".join(f"{o}: {amount(v)}" for o, v in d.get("costs", [])),  # type: ignore[union-attr]
+                    "; ".join(f"{o}: {num(v)}" for o, v in d.get("costs", [])),  # type: ignore[union-attr]
                     failing,
                 )
             )

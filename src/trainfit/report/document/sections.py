@@ -63,7 +63,7 @@ def stage_blocks(model: ModelSection, stage: StageSection, h: int, key: str) -> 
                 _setting_words(s) if isinstance(s, dict) else "-",
                 "-" if step is None else f"{float(step) * 1000:,.1f} ms",
                 amount((run or {}).get("hours")),  # type: ignore[union-attr]
-                "-" if cost is None else f"{amount(cost)} {local['currency']}",  # type: ignore[index]
+                "-" if cost is None else f"{num(cost)} {local['currency']}",  # type: ignore[index]
             )
         )
     out.append(
@@ -260,9 +260,9 @@ def _costs(stage: StageSection, h: int) -> list[Block]:
             rows.append(
                 (
                     str(d["device"]), str(c["option"]), str(c["kind"]), amount(c.get("hours")),
-                    amount(c.get("on_demand")), amount(c.get("spot")), amount(c.get("electricity")),
-                    amount(c.get("amortisation")),
-                    "-" if c.get("total") is None else f"{amount(c['total'])} {cur}",
+                    num(c.get("on_demand")), num(c.get("spot")), num(c.get("electricity")),
+                    num(c.get("amortisation")),
+                    "-" if c.get("total") is None else f"{num(c['total'])} {cur}",
                     str(c.get("note", "")),
                 )
             )  # fmt: skip

@@ -45,7 +45,7 @@ def num(x: object, fmt: str = ",.2f") -> str:
 
 
 def amount(x: object) -> str:
-    """Hours or money: two decimals from 1 on, three significant digits below (a short run's
+    """Hours: two decimals from 1 on, three significant digits below (a short run's
     0.0042 h is not 0.00)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
