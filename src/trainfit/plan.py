@@ -368,9 +368,7 @@ def plan(
     return with_run(result, run) if run is not None and run.sized else result
 
 
-def _announced(
-    devices: list[Device], progress: Callable[[str], None] | None
-) -> Iterator[Device]:
+def _announced(devices: list[Device], progress: Callable[[str], None] | None) -> Iterator[Device]:
     """`devices`, telling `progress` of each as it is reached."""
     for d in devices:
         if progress is not None:
