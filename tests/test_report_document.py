@@ -398,3 +398,18 @@ def test_the_docs_example_runs(tmp_path, monkeypatch) -> None:
     exec(compile(code, "docs/report.md", "exec"), {})
     assert (tmp_path / "report" / "report.html").is_file()
     assert (tmp_path / "report" / "plots" / "emotion_mlp_memory.png").is_file()
+
+
+def test_several_models_get_a_section_each_and_claims_name_theirs(planned) -> None:
+    claim = {"what": "size of b", "model": "b", "quantity": "params_millions", "value": 33.5}
+    report = build_report([planned, planned], names=["a", "b"], claims=[claim])
+    md = to_markdown(report)
+    assert "## a\n" in md and "## b\n" in md and md.count("### Quick comparison") == 2
+    assert report.claims[0].model == "b" and report.claims[0].agrees
+    assert "plots/a_memory.png" in md and "plots/b_memory.png" in md
+    with pytest.raises(SpecError, match="claim 'size': name its model: one of a, b"):
+        build_report(
+            [planned, planned], names=["a", "b"], claims=[dict(claim, what="size", model=None)]
+        )
+    with pytest.raises(SpecError, match="two models share a name"):
+        build_report([planned, planned], names=["a", "a"])
