@@ -78,6 +78,9 @@ _HOMES = {
     "estimate_inference": "trainfit.inference",
     "PreferenceKind": "trainfit.spec",
     "ReferenceKind": "trainfit.spec",
+    "Report": "trainfit.report.document",
+    "build_report": "trainfit.report.document",
+    "write_report": "trainfit.report.document",
 }
 
 __all__ = [
@@ -102,6 +105,7 @@ __all__ = [
     "PreferenceKind",
     "RealMaxBatch",
     "ReferenceKind",
+    "Report",
     "RunEstimate",
     "RunSpec",
     "SpecError",
@@ -114,6 +118,7 @@ __all__ = [
     "TrainfitError",
     "UnknownNameError",
     "autofit",
+    "build_report",
     "diagnose",
     "estimate",
     "estimate_inference",
@@ -123,6 +128,7 @@ __all__ = [
     "max_micro_batch",
     "measure_latency",
     "plan_stages",
+    "write_report",
 ]
 
 

@@ -27,7 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(SPEC.yaml: docs/spec-file.md), whose values the options given here override",
     )
     parser.add_argument(
-        "--effective-batch", type=int, default=None, help="samples (pairs with --preference) per optimizer step (required unless --inference)"
+        "--effective-batch",
+        type=int,
+        default=None,
+        help="samples (pairs with --preference) per optimizer step (required unless --inference)",
     )
     parser.add_argument("--seq", type=int, default=None, help="sequence length")
     parser.add_argument(
@@ -96,6 +99,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--measured-on", default=None, help="the device --measured-step was measured on"
     )
+    from trainfit.cli import report_args  # report (helper `report`)
+
+    report_args.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
 
     run = run_args.run_spec(args)
     run_args.check_sized(run, args)
+    from trainfit.cli import report_args  # report (helper `report`)
+
+    report_args.check(args)
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
     if args.stage:
         return _staged(args, spec, devices, precision, run)
@@ -156,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         run=run,
         measured_step=run_args.measured(args, devices[0]),
+        progress=report_args.start(args),
     )
+    report_args.stop()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -166,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
         Console().print(plan_renderable(result))
     _write_files(args, result, "")
+    report_args.write(args, [result])
     return 0
 
 
@@ -182,6 +194,9 @@ def _staged(
     from trainfit.stages import plan_stages
 
     stages = run_args.stages(args.stage, spec)
+    from trainfit.cli import report_args  # report (helper `report`)
+
+    report_args.start(args, f"planning {len(stages)} stages")
     staged = plan_stages(
         spec,
         stages,
@@ -193,6 +208,7 @@ def _staged(
         run=run,
         measured_step=run_args.measured(args, devices[0]),
     )
+    report_args.stop()
     if args.json:
         print(json.dumps(staged.to_dict(), indent=2))
     else:
@@ -203,6 +219,7 @@ def _staged(
         Console().print(staged_renderable(staged))
     for number, stage in enumerate(staged.stages, 1):
         _write_files(args, stage.plan, f"stage{number}")
+    report_args.write(args, [staged])
     return 0
 
 
