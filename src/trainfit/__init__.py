@@ -16,13 +16,24 @@ if TYPE_CHECKING:
         MeasureError,
         ModelLoadError,
         SpecError,
+        SpecFileError,
         TraceError,
         TrainfitError,
         UnknownNameError,
     )
     from trainfit.estimate import Breakdown, Estimate, estimate
+    from trainfit.inference import InferenceEstimate, InferencePrecision, estimate_inference
+    from trainfit.lora import LoraSpec
     from trainfit.memory.scaling import MaxBatch, max_micro_batch
-    from trainfit.spec import InputSpec, OptimizerKind, Precision, TrainSpec
+    from trainfit.spec import (
+        InputSpec,
+        OptimizerKind,
+        Precision,
+        PreferenceKind,
+        ReferenceKind,
+        TrainSpec,
+    )
+    from trainfit.specfile import PlanFile, load_plan_spec
 
 _HOMES = {
     "MeasureError": "trainfit.errors",
@@ -34,6 +45,7 @@ _HOMES = {
     "Breakdown": "trainfit.estimate",
     "Estimate": "trainfit.estimate",
     "estimate": "trainfit.estimate",
+    "LoraSpec": "trainfit.lora",
     "MaxBatch": "trainfit.memory.scaling",
     "max_micro_batch": "trainfit.memory.scaling",
     "InputSpec": "trainfit.spec",
@@ -57,7 +69,18 @@ _HOMES = {
     "autofit": "trainfit.autofit.core",
     "Fit": "trainfit.autofit.fit",
     "StagedPlan": "trainfit.stages",
+    "PlanFile": "trainfit.specfile",
+    "SpecFileError": "trainfit.errors",
+    "load_plan_spec": "trainfit.specfile",
     "plan_stages": "trainfit.stages",
+    "InferenceEstimate": "trainfit.inference",
+    "InferencePrecision": "trainfit.inference",
+    "estimate_inference": "trainfit.inference",
+    "PreferenceKind": "trainfit.spec",
+    "ReferenceKind": "trainfit.spec",
+    "Report": "trainfit.report.document",
+    "build_report": "trainfit.report.document",
+    "write_report": "trainfit.report.document",
 }
 
 __all__ = [
@@ -65,8 +88,11 @@ __all__ = [
     "Diagnosis",
     "Estimate",
     "Fit",
+    "InferenceEstimate",
+    "InferencePrecision",
     "InputSpec",
     "LatencyTable",
+    "LoraSpec",
     "MaxBatch",
     "MeasureError",
     "Measured",
@@ -74,11 +100,16 @@ __all__ = [
     "Monitor",
     "OomReport",
     "OptimizerKind",
+    "PlanFile",
     "Precision",
+    "PreferenceKind",
     "RealMaxBatch",
+    "ReferenceKind",
+    "Report",
     "RunEstimate",
     "RunSpec",
     "SpecError",
+    "SpecFileError",
     "Stage",
     "StagedPlan",
     "StepTime",
@@ -87,13 +118,17 @@ __all__ = [
     "TrainfitError",
     "UnknownNameError",
     "autofit",
+    "build_report",
     "diagnose",
     "estimate",
+    "estimate_inference",
     "estimate_run",
     "find_max_batch",
+    "load_plan_spec",
     "max_micro_batch",
     "measure_latency",
     "plan_stages",
+    "write_report",
 ]
 
 

@@ -152,14 +152,17 @@ def to_yaml(data: dict[str, object], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def config_text(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> str:
+def config_text(
+    plan: Plan, device: DevicePlan, lay: Layout | None = None, *, dated: bool = True
+) -> str:
     """The YAML file of one device, with what trainfit predicted in its header; with `lay`,
-    its batch split and notes (see the module)."""
+    its batch split and notes (see the module). `dated=False` leaves today's date out (a
+    report's files are the same whenever they are made)."""
     s = _setting(device)
     gpus = 1 if lay is None else lay.gpus
     header = [
-        f"trainfit plan for {plan.spec.model} on {device.display}, "
-        f"{datetime.date.today().isoformat()}",
+        f"trainfit plan for {plan.spec.model} on {device.display}"
+        + (f", {datetime.date.today().isoformat()}" if dated else ""),
         f"verdict: {device.verdict.value}"
         + (f" ({'; '.join(device.changes)})" if device.changes else ""),
         f"predicted device memory needed: {s.needed_bytes / 2**30:.2f} GiB "
@@ -200,6 +203,22 @@ def _setting(device: DevicePlan) -> Setting:
     if device.setting is None:
         raise TrainfitError(f"{device.device}: {device.verdict.value}; no config to write")
     return device.setting
+
+
+def write_bytes_atomically(path: Path | str, data: bytes) -> None:
+    """`write_atomically` for binary files (a report's PNG plots)."""
+    path = Path(path)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise TrainfitError(f"cannot write {path}: {exc}") from exc
 
 
 def write_atomically(path: Path | str, text: str) -> None:

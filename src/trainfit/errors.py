@@ -2,6 +2,7 @@
 
     TrainfitError                 every error trainfit raises on purpose
     ├── SpecError                 the request is malformed or contradicts itself
+    │   └── SpecFileError         a plan spec file's problems, each with its file and line
     ├── UnknownNameError          a model, device, optimizer, precision ... name not known
     ├── CatalogError              a catalog file (device/instance data) is malformed
     ├── ModelLoadError            the model could not be built (import path, config, factory)
@@ -31,6 +32,25 @@ class SpecError(TrainfitError):
     def __init__(self, problems: Iterable[str]) -> None:
         self.problems = tuple(problems)
         super().__init__("; ".join(self.problems))
+
+
+class SpecFileError(SpecError):
+    """A plan spec file (`trainfit plan spec.yaml`) is malformed.
+
+    Each problem starts with the file and, where known, its line (`spec.yaml:12: ...`); the CLI
+    prints them one a line under one header line (`text()`).
+    """
+
+    def __init__(self, path: str, problems: Iterable[str]) -> None:
+        self.path = path
+        super().__init__(problems)
+
+    def text(self) -> str:
+        """The problems for a terminal: one line, or a header and one line each."""
+        if len(self.problems) == 1:
+            return self.problems[0]
+        count = len(self.problems)
+        return "\n".join([f"{self.path}: {count} problems", *(f"  {p}" for p in self.problems)])
 
 
 class UnknownNameError(TrainfitError):

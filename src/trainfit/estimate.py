@@ -24,6 +24,7 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, get_device
+from trainfit.lora import labels as peft_labels
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
@@ -121,6 +122,7 @@ class Estimate:
             "loss": self.loss_note,
             "parameters": self.parameter_count,
             "trainable_parameters": self.trainable_parameter_count,
+            "lora": None if self.spec.lora is None else self.spec.lora.to_dict(),
             "attention_kernels": self.attention_kernels,
             "assumptions": list(self.assumptions),
             "labels": self.labels,
@@ -277,6 +279,9 @@ def assemble(
     notes: list[str],
 ) -> Estimate:
     """The Estimate of a traced and replayed step (shared by the CUDA and CPU targets)."""
+    lora_labels, lora_notes = peft_labels(spec.lora)
+    labels = {**labels, **lora_labels}
+    notes = [*notes, *lora_notes]
     step = None
     if device.kind in ("cuda", "mps") and trace.costs is not None:
         step, why = modelled_step_time(trace, spec, device)

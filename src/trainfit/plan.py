@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import multiprocessing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
@@ -196,6 +196,13 @@ class Plan:
     run: RunSpec | None = None
     """The run's data and prices, when given (`with_run`)."""
     recommendation: Recommendation | None = None
+    parameters: int = 0
+    """All parameters of the model, trainable or not."""
+    scalings: dict[str, BatchScaling] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Each GPU's memory-against-micro-batch scaling of its chosen setting, by device name
+    (kept for the report's curves and breakdowns; not in `to_dict`)."""
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (bytes as integers, enums as their values)."""
@@ -211,6 +218,7 @@ class Plan:
 
         return {
             "model": self.spec.model,
+            "lora": None if self.spec.lora is None else self.spec.lora.to_dict(),
             "effective_batch": self.effective_batch,
             "margin": self.margin,
             "devices": [_device_dict(d, plain) for d in self.devices],
@@ -259,6 +267,7 @@ def plan(
     jobs: int = 1,
     run: RunSpec | None = None,
     measured_step: tuple[float, str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Plan:
     """Plan `spec` (its batch and precision are ignored) for an effective batch on `devices`.
 
@@ -269,6 +278,7 @@ def plan(
     `run` (data size, epochs, prices) adds each device's run hours and costs and the
     recommendations (`with_run`); `measured_step` (seconds, device) scales every step time by
     a step measured with the plan's setting on that device (`with_measured_step`).
+    `progress` is told each device as its planning starts ("planning h100").
     """
     problems = []
     if effective_batch < 1:
@@ -335,7 +345,7 @@ def plan(
                 if run is not None
                 else GPU_COUNTS,
             )
-            for d in resolved
+            for d in _announced(resolved, progress)
         )
         rungs = _ladder(spec, effective_batch, cuda[0], cache, worker) if ladder and cuda else ()
     finally:
@@ -351,10 +361,37 @@ def plan(
         ladder_device=cuda[0].name if ladder and cuda else "",
         trainable_parameters=_counts(spec, cache)[1],
         tokens_per_sample=tokens,
+        parameters=_counts(spec, cache)[0],
+        scalings=_chosen_scalings(spec, resolved, plans, cache),
     )
     if measured_step is not None:
         result = with_measured_step(result, *measured_step)
     return with_run(result, run) if run is not None and run.sized else result
+
+
+def _announced(devices: list[Device], progress: Callable[[str], None] | None) -> Iterator[Device]:
+    """`devices`, telling `progress` of each as it is reached."""
+    for d in devices:
+        if progress is not None:
+            progress(f"planning {d.name}")
+        yield d
+
+
+def _chosen_scalings(
+    spec: TrainSpec, devices: list[Device], plans: tuple[DevicePlan, ...], cache: _Cache
+) -> dict[str, BatchScaling]:
+    """The cached scaling of each GPU's chosen setting (no new trace: the plan made them)."""
+    found = {}
+    for device, d in zip(devices, plans, strict=True):
+        s = d.setting
+        if s is None or device.kind not in ("cuda", "mps"):
+            continue
+        chosen = dataclasses.replace(
+            spec, precision=s.precision, checkpointing=s.checkpointing, optimizer=s.optimizer
+        )
+        if _traced(chosen, device, cache):
+            found[device.name] = _scaling(chosen, device, cache)
+    return found
 
 
 def supported_precision(device: Device) -> Precision:

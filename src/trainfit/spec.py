@@ -5,10 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import torch
 
 from trainfit.errors import SpecError, UnknownNameError
+
+if TYPE_CHECKING:
+    from trainfit.lora import LoraSpec
 
 
 class Precision(str, Enum):
@@ -33,6 +37,21 @@ class Precision(str, Enum):
     def param_dtype(self) -> torch.dtype:
         """The dtype the parameters (and so gradients and optimizer state) are stored in."""
         return torch.bfloat16 if self is Precision.PURE_BF16 else torch.float32
+
+
+class PreferenceKind(str, Enum):
+    """Preference-training losses trainfit runs (see `trainfit.preference`)."""
+
+    DPO = "dpo"
+
+
+class ReferenceKind(str, Enum):
+    """Where a preference step's reference log-probabilities come from."""
+
+    MODEL = "model"
+    """A frozen copy of the policy, in the policy's dtype, run under no_grad each step."""
+    PRECOMPUTED = "precomputed"
+    """Given in the batch (computed once before training); no reference weights on device."""
 
 
 class OptimizerKind(str, Enum):
@@ -171,6 +190,14 @@ class TrainSpec:
     """Target device name (see `trainfit devices`)."""
     task: str | None = None
     """Override the model family's default task."""
+    lora: LoraSpec | None = None
+    """LoRA (or QLoRA) adapters on a frozen base, through peft; a dict of LoraSpec's fields
+    is accepted."""
+    preference: PreferenceKind | None = None
+    """Preference training ("dpo"): `batch` counts pairs, each a chosen and a rejected
+    sequence of `seq_len` tokens (causal LMs only)."""
+    reference: ReferenceKind = ReferenceKind.MODEL
+    """With `preference`: a frozen reference model on the device, or precomputed log-probs."""
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -183,12 +210,38 @@ class TrainSpec:
             coerce(self, "optimizer", parse_enum(OptimizerKind, "optimizer", self.optimizer))
         except UnknownNameError as exc:
             problems.append(str(exc))
+        if self.preference is not None:
+            try:
+                coerce(
+                    self, "preference", parse_enum(PreferenceKind, "preference", self.preference)
+                )
+            except UnknownNameError as exc:
+                problems.append(str(exc))
+        try:
+            coerce(self, "reference", parse_enum(ReferenceKind, "reference", self.reference))
+        except UnknownNameError as exc:
+            problems.append(str(exc))
+        if self.preference is None and self.reference is ReferenceKind.PRECOMPUTED:
+            problems.append(
+                "reference 'precomputed' needs preference training: add --preference dpo"
+            )
+        if self.preference is not None and (self.step_fn or self.loss):
+            problems.append(
+                "--preference computes its own loss: drop --step-fn/--loss, or drop --preference"
+            )
         coerce(
             self,
             "inputs",
             tuple(InputSpec.parse(i) if isinstance(i, str) else i for i in self.inputs),
         )
         coerce(self, "freeze", tuple(self.freeze))
+        if self.lora is not None:
+            from trainfit.lora import LoraSpec
+
+            try:
+                coerce(self, "lora", LoraSpec.of(self.lora))
+            except SpecError as exc:
+                problems.extend(exc.problems)
         for name in ("batch", "multiplier", "grad_accum"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -222,3 +275,8 @@ class TrainSpec:
     def rows(self) -> int:
         """Leading dimension of each input: micro-batch times the per-sample multiplier."""
         return self.batch * self.multiplier
+
+    @property
+    def sample_unit(self) -> str:
+        """What one sample of the batch is, for labels: "pairs" in preference training."""
+        return "pairs" if self.preference is not None else "samples"

@@ -3,6 +3,7 @@
 trainfit                      estimate the default example (gpt2, batch 8, seq 512, bf16, h100)
 trainfit estimate MODEL ...   estimate one training step
 trainfit plan MODEL --effective-batch N [--device D ...]   settings that fit each device
+trainfit plan SPEC.yaml [--option ...]   the same from a plan spec file (docs/spec-file.md)
 trainfit models | devices     list the catalogs
 trainfit detect [--json]      this machine's GPUs, MPS, CPU and RAM, matched to the catalog
 trainfit measure MODEL ...    real steps on this machine beside the estimate; --max-batch, --latency
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 
 from trainfit.cli import detect, devices, doctor, measure, run_args, spec_args
 from trainfit.cli import plan as plan_command
-from trainfit.errors import TrainfitError
+from trainfit.errors import SpecFileError, TrainfitError
 from trainfit.hardware.catalog import using_catalogs
 
 DEFAULT_EXAMPLE = ["estimate", "gpt2", "--batch", "8", "--seq", "512", "--precision", "bf16"]
@@ -159,6 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv or DEFAULT_EXAMPLE)
     try:
         if args.command == "plan":
+            # spec files (helper specfile): `trainfit plan spec.yaml` plans each of its models
+            from trainfit.cli import spec_file
+
+            if spec_file.is_spec_file(args.model):
+                return spec_file.run(args, argv, _parser, plan_command.run)
             return plan_command.run(args)
         if args.command == "models":
             return _models()
@@ -172,6 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return doctor.run(args)
         with using_catalogs(args.catalog):
             return _estimate(args)
+    except SpecFileError as exc:  # a spec file's problems: one a line (helper specfile)
+        from trainfit.cli import spec_file
+
+        spec_file.print_error(exc)
+        return 1
     except TrainfitError as exc:
         print(f"trainfit: error: {exc}", file=sys.stderr)
         return 1

@@ -21,9 +21,16 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the `plan` subcommand."""
     parser = sub.add_parser("plan", help="settings that fit each device, with a verdict")
-    parser.add_argument("model", help="catalog name, HF model directory or hub id, or pkg:fn")
     parser.add_argument(
-        "--effective-batch", type=int, required=True, help="samples per optimizer step"
+        "model",
+        help="catalog name, HF model directory or hub id, or pkg:fn; or a plan spec file "
+        "(SPEC.yaml: docs/spec-file.md), whose values the options given here override",
+    )
+    parser.add_argument(
+        "--effective-batch",
+        type=int,
+        default=None,
+        help="samples (pairs with --preference) per optimizer step (required unless --inference)",
     )
     parser.add_argument("--seq", type=int, default=None, help="sequence length")
     parser.add_argument(
@@ -35,6 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--freeze", action="append", default=[], metavar="PATTERN")
     parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
     parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
+    parser.add_argument("--task", default=None, help="override the model family's default task")
     parser.add_argument(
         "--device",
         action="append",
@@ -75,8 +83,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="where --export writes hf_<device>.json ... (default: the current directory)",
     )
-    from trainfit.cli import run_args
+    from trainfit.cli import inference, run_args, spec_args
 
+    spec_args.add_lora_arguments(parser)
+    spec_args.add_preference_arguments(parser)
+    inference.add_arguments(parser)
     run_args.add_arguments(parser)
     parser.add_argument(
         "--measured-step",
@@ -88,15 +99,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--measured-on", default=None, help="the device --measured-step was measured on"
     )
+    from trainfit.cli import report_args  # report (helper `report`)
+
+    report_args.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
+    from trainfit.cli import spec_args
     from trainfit.errors import SpecError
     from trainfit.plan import plan
     from trainfit.spec import Precision, TrainSpec, parse_enum
 
+    if args.effective_batch is None:  # NB: not argparse-required: a spec file may give it
+        raise SpecError(["--effective-batch is required: samples per optimizer step"])
     devices = tuple(args.device) or DEFAULT_DEVICES
+    if args.inference:
+        from trainfit.cli.inference import run_inference
+
+        return run_inference(args, devices)
+    if args.effective_batch is None:
+        raise SpecError(["trainfit plan needs --effective-batch N (or --inference)"])
     if args.export_dir is not None and not args.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
     if args.export:
@@ -117,12 +140,19 @@ def run(args: argparse.Namespace) -> int:
         freeze=tuple(args.freeze),
         loss=args.loss,
         step_fn=args.step_fn,
+        task=args.task,
+        preference=args.preference,
+        reference=args.reference,
         device=devices[0],
+        lora=spec_args.lora(args),
     )
     from trainfit.cli import run_args
 
     run = run_args.run_spec(args)
     run_args.check_sized(run, args)
+    from trainfit.cli import report_args  # report (helper `report`)
+
+    report_args.check(args)
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
     if args.stage:
         return _staged(args, spec, devices, precision, run)
@@ -135,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         run=run,
         measured_step=run_args.measured(args, devices[0]),
+        progress=report_args.start(args),
     )
+    report_args.stop()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -145,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
         Console().print(plan_renderable(result))
     _write_files(args, result, "")
+    report_args.write(args, [result])
     return 0
 
 
@@ -161,6 +194,9 @@ def _staged(
     from trainfit.stages import plan_stages
 
     stages = run_args.stages(args.stage, spec)
+    from trainfit.cli import report_args  # report (helper `report`)
+
+    report_args.start(args, f"planning {len(stages)} stages")
     staged = plan_stages(
         spec,
         stages,
@@ -172,6 +208,7 @@ def _staged(
         run=run,
         measured_step=run_args.measured(args, devices[0]),
     )
+    report_args.stop()
     if args.json:
         print(json.dumps(staged.to_dict(), indent=2))
     else:
@@ -182,6 +219,7 @@ def _staged(
         Console().print(staged_renderable(staged))
     for number, stage in enumerate(staged.stages, 1):
         _write_files(args, stage.plan, f"stage{number}")
+    report_args.write(args, [staged])
     return 0
 
 

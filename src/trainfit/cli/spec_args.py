@@ -53,6 +53,79 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
     parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
     parser.add_argument("--task", default=None, help="override the model family's default task")
+    add_lora_arguments(parser)
+    add_preference_arguments(parser)
+
+
+def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
+    """--lora RANK, --lora-alpha, --lora-dropout, --lora-targets, --qlora."""
+    parser.add_argument(
+        "--lora", type=int, default=None, metavar="RANK", help="LoRA adapters of this rank (peft)"
+    )
+    parser.add_argument(
+        "--lora-alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)"
+    )
+    parser.add_argument(
+        "--lora-dropout", type=float, default=None, help="dropout on the LoRA input (default 0)"
+    )
+    parser.add_argument(
+        "--lora-targets",
+        default=None,
+        metavar="A,B,...",
+        help="modules to adapt (default: peft's for the architecture, else every Linear but "
+        "the head)",
+    )
+    parser.add_argument(
+        "--qlora",
+        action="store_true",
+        help="4-bit NF4 base with paged 8-bit AdamW (modelled; implies --lora 8 unless given)",
+    )
+
+
+def lora(args: argparse.Namespace) -> dict[str, object] | None:
+    """The LoRA settings the options describe (a dict of LoraSpec's fields), or None."""
+    from trainfit.errors import SpecError
+
+    rank = getattr(args, "lora", None)
+    qlora = getattr(args, "qlora", False)
+    if rank is None and not qlora:
+        given = [
+            flag
+            for flag, value in (
+                ("--lora-alpha", args.lora_alpha),
+                ("--lora-dropout", args.lora_dropout),
+                ("--lora-targets", args.lora_targets),
+            )
+            if value is not None
+        ]
+        if given:
+            raise SpecError([f"{', '.join(given)} given without --lora RANK: add --lora RANK"])
+        return None
+    fields: dict[str, object] = {"rank": 8 if rank is None else rank, "qlora": qlora}
+    if args.lora_alpha is not None:
+        fields["alpha"] = args.lora_alpha
+    if args.lora_dropout is not None:
+        fields["dropout"] = args.lora_dropout
+    if args.lora_targets is not None:
+        fields["targets"] = tuple(args.lora_targets.split(","))
+    return fields
+
+
+def add_preference_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--preference` and `--reference` (also on `trainfit plan`)."""
+    parser.add_argument(
+        "--preference",
+        default=None,
+        metavar="dpo",
+        help="preference training (dpo): --batch counts chosen/rejected pairs (causal LMs)",
+    )
+    parser.add_argument(
+        "--reference",
+        default="model",
+        metavar="model|precomputed",
+        help="DPO reference: a frozen copy on the device (model, default) or log-probs given "
+        "in the batch (precomputed)",
+    )
 
 
 def spec(args: argparse.Namespace, device: str | None = None) -> TrainSpec:
@@ -75,5 +148,8 @@ def spec(args: argparse.Namespace, device: str | None = None) -> TrainSpec:
         loss=args.loss,
         step_fn=args.step_fn,
         task=args.task,
+        preference=args.preference,
+        reference=args.reference,
         device=device or args.device,
+        lora=lora(args),
     )

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import MeasureError
+from trainfit.lora import check_runnable
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.models.source import build_program
 from trainfit.spec import Precision, TrainSpec
@@ -169,6 +170,7 @@ def device_rig(
     `build_on="cpu"` builds and initialises the model on the CPU in fp32 and moves it (the
     memory benchmark's way); "device" builds it on the device (fast for big models; the
     weights are still initialised). Pure-bf16 casts the model to bf16."""
+    check_runnable(spec.lora)
     program = build_program(spec, "cpu" if build_on == "cpu" else device)
     trainable = apply_settings(program, spec)
     dtype = torch.bfloat16 if spec.precision is Precision.PURE_BF16 else None
@@ -259,6 +261,7 @@ def measure(
             f"--steps must be at least 1 and --warmup at least 1 (the first step creates the "
             f"optimizer state), got steps={steps}, warmup={warmup}"
         )
+    check_runnable(spec.lora)
     backend = backend or backend_for(device)
     build_program(spec, "meta")  # NB: imports the model's modules before the baseline
     free_at_start = backend.free_memory()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainfit.lora import effective_optimizer
+from trainfit.lora import parameter_counts as lora_parameter_counts
 from trainfit.models.source import build_program
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 from trainfit.training import apply_settings
@@ -34,16 +36,7 @@ def parameter_counts(spec: TrainSpec) -> tuple[int, int]:
     """(all, trainable) parameter elements of `spec`'s model, ties counted once."""
     program = build_program(spec, "meta")
     apply_settings(program, spec)
-    seen: set[int] = set()
-    total = trainable = 0
-    for p in program.model.parameters():
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
-        total += p.numel()
-        if p.requires_grad:
-            trainable += p.numel()
-    return total, trainable
+    return lora_parameter_counts(program.model)
 
 
 def model_states(spec: TrainSpec, counts: tuple[int, int] | None = None) -> ModelStates:
@@ -64,9 +57,13 @@ def model_states(spec: TrainSpec, counts: tuple[int, int] | None = None) -> Mode
         OptimizerKind.SGD_MOMENTUM: dtype_bytes,
         OptimizerKind.ADAFACTOR: 0,
         OptimizerKind.ADAMW_8BIT: _EIGHT_BIT_BYTES,
-    }[spec.optimizer]
+    }[effective_optimizer(spec.optimizer, spec.lora)]
+    # NB: QLoRA: 4-bit weights, half a byte each, as a floor for every parameter
+    parameter_bytes = (
+        total // 2 if spec.lora is not None and spec.lora.qlora else total * dtype_bytes
+    )
     return ModelStates(
-        parameter_bytes=total * dtype_bytes,
+        parameter_bytes=parameter_bytes,
         gradient_bytes=trainable * dtype_bytes,
         optimizer_state_bytes=trainable * per_element,
     )

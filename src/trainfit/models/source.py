@@ -78,6 +78,8 @@ class StepProgram:
     """A transformers model (supports gradient_checkpointing_enable)."""
     tokens_per_sample: int | None = None
     """Tokens one sample carries (the sequence length of a language model's input), if any."""
+    task: str | None = None
+    """A transformers model's task ("causal-lm", ...); None for a plain module."""
 
 
 def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepProgram:
@@ -102,6 +104,17 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     else:
         _catalog.lookup(spec.model)  # raises UnknownNameError with close matches
         raise AssertionError("unreachable")
+    if spec.lora is not None:
+        from trainfit.lora import wrap_with_lora
+
+        model, adapted = wrap_with_lora(program.model, spec.lora, spec.precision, device)
+        program = dataclasses.replace(
+            program, model=model, description=f"{program.description}; {adapted}"
+        )
+    if spec.preference is not None:
+        from trainfit.preference import preference_program
+
+        return preference_program(program, spec)
     if spec.step_fn:
         step = resolve(spec.step_fn, "step function")
         return StepProgram(
@@ -229,6 +242,7 @@ def _hf_program(
         loss_note=f"the model's own loss ({_TASK_NOTE[task]})",
         is_hf=True,
         tokens_per_sample=seq if task in ("causal-lm", "masked-lm", "seq2seq-lm") else None,
+        task=task,
     )
 
 

@@ -24,15 +24,18 @@ _STYLE = {
 def plan_renderable(plan: Plan) -> Group:
     """The plan as rich tables."""
     head = Text(
-        f"{plan.spec.model}: effective batch {plan.effective_batch}, "
-        f"{plan.margin:.0%} of each device's memory kept free\n",
+        f"{plan.spec.model}: effective batch {plan.effective_batch}"
+        f"{' ' + plan.spec.sample_unit if plan.spec.preference is not None else ''}, "
+        f"{plan.margin:.0%} of each device's memory kept free\n"
+        + ("" if plan.spec.lora is None else f"{plan.spec.lora.describe()} in every setting\n"),
         style="bold",
     )
     devices = Table(title="per device")
     timed = plan.run is not None
-    numeric = ("memory", "max micro", "step", "samples/s", "run hours", "cost")
+    rate = f"{plan.spec.sample_unit}/s"
+    numeric = ("memory", "max micro", "step", rate, "run hours", "cost")
     columns = ["device", "verdict", "precision", "micro x accum", "memory", "max micro", "step"]
-    columns += ["run hours", "cost"] if timed else ["samples/s"]
+    columns += ["run hours", "cost"] if timed else [rate]
     for column in columns:
         devices.add_column(column, justify="right" if column in numeric else "left")
     devices.add_column("changes / why")

@@ -36,6 +36,11 @@ def estimate_renderable(result: Estimate) -> Group:
     head.append(f"{result.model_description}\n", style="bold")
     head.append(
         f"batch {spec.batch}"
+        + (
+            f" pairs ({spec.preference.value}, reference {spec.reference.value})"
+            if spec.preference is not None
+            else ""
+        )
         + (f" x {spec.multiplier}" if spec.multiplier > 1 else "")
         + (f", seq {spec.seq_len}" if spec.seq_len else "")
         + f", {spec.precision.value}, {spec.optimizer.value}"
@@ -81,6 +86,13 @@ def estimate_renderable(result: Estimate) -> Group:
         f"({result.trainable_parameter_count / 1e6:,.1f}M trainable)\n"
     )
     notes.append(f"loss: {result.loss_note}\n")
+    if result.spec.lora is not None:
+        share = result.trainable_parameter_count / max(1, result.parameter_count)
+        notes.append(
+            f"trainable with {'QLoRA' if result.spec.lora.qlora else 'LoRA'}: "
+            f"{result.trainable_parameter_count:,} of {result.parameter_count:,} parameters "
+            f"({share:.2%})\n"
+        )
     if result.attention_kernels:
         kernels = ", ".join(f"{k} x{v}" for k, v in sorted(result.attention_kernels.items()))
         notes.append(f"attention kernels: {kernels}\n")
@@ -143,7 +155,7 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
         f"forward {step.forward_seconds * 1000:.1f} ms, backward "
         f"{step.backward_seconds * 1000:.1f} ms per micro-batch; optimizer "
         f"{step.optimizer_seconds * 1000:.1f} ms\n"
-        f"{step.samples_per_second:,.1f} samples/s"
+        f"{step.samples_per_second:,.1f} {result.spec.sample_unit}/s"
         + (f", {step.tokens_per_second:,.0f} tokens/s" if step.tokens_per_second else "")
         + f"; {step.flops_per_step / 1e12:,.2f} TFLOP per step\n"
         f"device time: {step.compute_bound_share:.0%} compute-bound, "

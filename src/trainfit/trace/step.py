@@ -21,6 +21,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trainfit.errors import TraceError, TrainfitError
+from trainfit.lora import effective_optimizer, parameter_counts
 from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.attention import SdpaBackend, SdpaCall
@@ -276,7 +277,8 @@ def trace_step(
         stack.enter_context(_module_tracking(recorder, program.model))
         if program.is_hf:
             stack.enter_context(_not_tracing_for_transformers())
-        optimizer = make_optimizer(spec.optimizer, trainable, foreach=rules.foreach)
+        kind = effective_optimizer(spec.optimizer, spec.lora)
+        optimizer = make_optimizer(kind, trainable, foreach=rules.foreach)
         rig = StepRig(
             program=program,
             optimizer=optimizer,
@@ -392,8 +394,10 @@ def trace_step(
 
 
 def _count(program: StepProgram, trainable_only: bool) -> int:
-    seen: dict[int, int] = {}
-    for p in program.model.parameters():
-        if p.requires_grad or not trainable_only:
-            seen[id(p)] = p.numel()
-    return sum(seen.values())
+    from trainfit.preference import reference_parameter_ids
+
+    # NB: a DPO reference is not the model's
+    total, trainable = parameter_counts(
+        program.model, exclude=reference_parameter_ids(program.model)
+    )
+    return trainable if trainable_only else total

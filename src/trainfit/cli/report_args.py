@@ -1,0 +1,110 @@
+"""`--report DIR` of `trainfit plan`: the option, a progress display on stderr, and the
+report written after planning (the library's `trainfit.report.document`)."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainfit.plan import Plan
+    from trainfit.stages import StagedPlan
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register `--report DIR`."""
+    parser.add_argument(
+        "--report",
+        default=None,
+        metavar="DIR",
+        help="write report.md, report.json, PNG plots, the config files and one self-contained "
+        "report.html under DIR",
+    )
+
+
+def check(args: argparse.Namespace) -> None:
+    """Before planning (which takes seconds): the report directory can be written."""
+    if getattr(args, "report", None):
+        from trainfit.exports import check_directory
+
+        check_directory(args.report, "report directory")
+
+
+_LIVE: list[object] = []
+"""The progress display started by `start` (at most one), stopped by `stop`."""
+
+
+def start(args: argparse.Namespace, what: str = "planning") -> Callable[[str], None] | None:
+    """With --report: show what is being done on stderr (a rich progress line, removed when
+    done) and return the callback that updates it; None without --report, so a plan without
+    a report prints as before."""
+    if not getattr(args, "report", None):
+        return None
+    if _LIVE:
+        return _LIVE[1]  # type: ignore[return-value]
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    task = bar.add_task(what, total=None)
+
+    def say(text: str) -> None:
+        bar.update(task, description=text)
+
+    bar.start()
+    _LIVE[:] = [bar, say]
+    atexit.register(stop)  # NB: also on an error, which the CLI turns into one line
+    return say
+
+
+def stop() -> None:
+    """Remove the progress display, if one is shown."""
+    if _LIVE:
+        bar = _LIVE[0]
+        _LIVE.clear()
+        bar.stop()  # type: ignore[attr-defined]
+
+
+def write(
+    args: argparse.Namespace,
+    plans: Sequence[Plan | StagedPlan],
+    names: Sequence[str] | None = None,
+) -> None:
+    """Build and write the report of `plans` under `args.report` (nothing without it).
+
+    The title, description and claims come from `args.spec_file` (a spec file's PlanFile)
+    when there is one; exports asked for with --export go under DIR/configs too."""
+    directory = getattr(args, "report", None)
+    if not directory:
+        return
+    from pathlib import Path
+
+    from trainfit.report.document import build_report, write_report
+
+    spec_file = getattr(args, "spec_file", None)
+    say = start(args, "report")
+    try:
+        report = build_report(
+            plans,
+            title=getattr(spec_file, "title", None) or None,
+            description=getattr(spec_file, "description", None) or "",
+            claims=getattr(spec_file, "claims", None) or (),
+            names=names,
+            exports=tuple(getattr(args, "export", None) or ()),
+            progress=say,
+        )
+        written = write_report(report, Path(directory), progress=say)
+    finally:
+        stop()
+    for path in written:
+        if path.name in ("report.md", "report.json", "report.html"):
+            print(f"wrote {path}", file=sys.stderr)

@@ -1,0 +1,492 @@
+"""`estimate_inference()`: the device memory and latency of greedy generation with a causal LM.
+
+Memory: the weights at the chosen precision, the KV cache, and the prefill's activations, from
+a traced prefill and first decode step (`trace.generation`) replayed through the caching
+allocator with the cache's growth over the remaining tokens appended (one `torch.cat` per layer
+per token, as transformers' DynamicCache grows), plus the cuBLAS workspace and the runtime
+context (`memory.runtime`). Time: the prefill from its traced ops on the step-time model
+(`timing.step`: per-op roofline with the H100-calibrated efficiencies, plus the host's cost to
+issue each op); each decode step as the longer of the host's issue time for its ops and the
+device time of its ops, the latter adjusted for the KV cache's average length over the
+generation and for the bytes the weights take at the precision.
+
+Weight precisions (int8 and int4 are *modelled*, never measured: the GPU box has no
+bitsandbytes):
+- fp16 / bf16: 2 bytes per parameter and buffer;
+- int8: LLM.int8()-like (bitsandbytes `load_in_8bit`): every Linear (and GPT-2's Conv1D)
+  weight but the output head at 1 byte per element plus one fp32 scale per output row;
+  embeddings, norms, biases and the head stay 16-bit;
+- int4: GPTQ/AWQ-like weight-only int4: the same layers at 0.5 byte per element plus a 16-bit
+  scale and a 16-bit zero point per group of 128 input elements; the rest 16-bit.
+
+Known limitations:
+- activations of int8/int4 are the 16-bit trace's: the kernels' dequantization buffers
+  (bitsandbytes' int8 outlier matmul, for one) are not modelled, and their decode time is the
+  16-bit one less the bytes saved (a weight-only kernel reading its bytes at the calibrated
+  bandwidth; bitsandbytes' kernels are slower than that);
+- generate()'s Python overhead per token is not modelled (its tensor ops are), nor
+  torch.compile or CUDA graphs (transformers' eager loop only);
+- CUDA GPUs only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import lru_cache
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainfit.errors import SpecError
+from trainfit.hardware.catalog import Device, get_device
+from trainfit.memory.allocator import CachingAllocator
+from trainfit.memory.replay import replay
+from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
+from trainfit.spec import Precision, TrainSpec, parse_enum
+from trainfit.timing.step import _host_costs, _Rates, calibration, step_time
+from trainfit.trace.costs import OpKind
+from trainfit.trace.generation import CacheLayer, GenerationTrace, trace_generation
+from trainfit.trace.recorder import Event
+from trainfit.trace.step import Category, StepTrace
+from trainfit.trace.target import Target
+from trainfit.training import Phase
+
+INT4_GROUP = 128
+"""Input elements per int4 quantization group (GPTQ's and AWQ's usual group size)."""
+
+
+class InferencePrecision(str, Enum):
+    """How the weights are stored for inference."""
+
+    FP16 = "fp16"
+    BF16 = "bf16"
+    INT8 = "int8"
+    INT4 = "int4"
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype activations and the KV cache are in (int8/int4 compute in bf16)."""
+        return torch.float16 if self is InferencePrecision.FP16 else torch.bfloat16
+
+    @property
+    def scheme(self) -> str:
+        """The storage scheme, in words (for labels)."""
+        return {
+            InferencePrecision.FP16: "fp16 weights",
+            InferencePrecision.BF16: "bf16 weights",
+            InferencePrecision.INT8: "modelled: LLM.int8()-like, int8 Linear weights + fp32 "
+            "row scales; embeddings, norms and head 16-bit",
+            InferencePrecision.INT4: f"modelled: GPTQ/AWQ-like int4 Linear weights, groups of "
+            f"{INT4_GROUP} with 16-bit scale and zero; embeddings, norms and head 16-bit",
+        }[self]
+
+
+def _quantized(module: nn.Module, name: str, tensor: torch.Tensor, head: bool) -> bool:
+    """Whether a weight is one a quantizer replaces: a Linear's (or Conv1D's) 2-D weight,
+    not the output head (bitsandbytes and GPTQ keep the head in 16 bit)."""
+    if name != "weight" or tensor.dim() != 2 or head:
+        return False
+    return isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D"
+
+
+def tensor_bytes(
+    module: nn.Module, name: str, tensor: torch.Tensor, precision: InferencePrecision, head: bool
+) -> int:
+    """Bytes one parameter or buffer takes at `precision` (see the module docstring)."""
+    sixteen = tensor.numel() * 2 if tensor.is_floating_point() else tensor.nbytes
+    if precision in (InferencePrecision.FP16, InferencePrecision.BF16):
+        return sixteen
+    if not _quantized(module, name, tensor, head):
+        return sixteen
+    # Linear: weight (out, in); Conv1D: weight (in, out)
+    rows, inner = (
+        tensor.shape if isinstance(module, nn.Linear) else (tensor.shape[1], tensor.shape[0])
+    )
+    if precision is InferencePrecision.INT8:
+        return rows * inner + 4 * rows
+    return math.ceil(rows * inner / 2) + 4 * rows * math.ceil(inner / INT4_GROUP)
+
+
+def kv_cache_bytes(config: Any, tokens: int, batch: int, dtype_bytes: int = 2) -> int:
+    """2 (K and V) x layers x kv_heads x head_dim x positions x batch x bytes, from a
+    transformers config; a sliding-window layer holds at most its window less one position
+    (transformers' DynamicSlidingWindowLayer)."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    heads = text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    layer_types = getattr(text, "layer_types", None)
+    window = getattr(text, "sliding_window", None)
+    if layer_types is None:
+        kind = "sliding_attention" if window is not None else "full_attention"
+        layer_types = [kind] * text.num_hidden_layers
+    total = 0
+    for kind in layer_types:
+        held = min(tokens, window - 1) if kind == "sliding_attention" and window else tokens
+        total += 2 * kv_heads * head_dim * held * batch * dtype_bytes
+    return total
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InferenceMemory:
+    """Device memory at the generation's peak, by what it holds."""
+
+    weights: int
+    """Parameters and buffers at the precision (see the module docstring)."""
+    kv_cache: int
+    """The cache after the last decode step: context + new_tokens - 1 positions (generate()
+    never feeds its last token back)."""
+    activations: int
+    """Everything else live at the allocated peak (the prefill's activations and logits)."""
+    workspaces: int
+    """cuBLAS workspace."""
+    allocator_overhead: int
+    """Peak reserved minus peak allocated (the growing cache's freed blocks included)."""
+    runtime_context: int
+    """CUDA context, kernels and library handles outside the allocator (memory/runtime.py)."""
+
+    def total(self) -> int:
+        return (
+            self.weights
+            + self.kv_cache
+            + self.activations
+            + self.workspaces
+            + self.allocator_overhead
+            + self.runtime_context
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InferenceEstimate:
+    """Memory and latency of greedy generation on one device at one batch and precision."""
+
+    model: str
+    """What the model was named by (catalog name, directory or hub id)."""
+    device: Device
+    """The catalog row estimated for."""
+    precision: InferencePrecision
+    """How the weights are stored."""
+    batch: int
+    """Sequences generated together."""
+    context: int
+    """Prompt tokens per sequence."""
+    new_tokens: int
+    """Tokens generated per sequence."""
+    memory: InferenceMemory
+    """Device memory at the allocated peak, by what it holds."""
+    device_memory_needed_bytes: int
+    """What must be free on the device: peak reserved + runtime context."""
+    peak_allocated_bytes: int
+    """Largest total of live tensors (allocator-rounded) over prefill and decode."""
+    peak_reserved_bytes: int
+    """Largest total the caching allocator holds from the device (simulated)."""
+    fits: bool
+    """Whether device_memory_needed fits the device's memory."""
+    peak_at: str
+    """"prefill" or "decode": where the allocated peak is."""
+    prefill_seconds: float
+    """The prompt's forward, to the first token."""
+    decode_seconds_per_token: float
+    """One decode step (all sequences of the batch), averaged over the generation."""
+    decode_host_seconds: float
+    """The host's time to issue one decode step's ops (the floor of a host-bound step)."""
+    bandwidth_bound_seconds_per_token: float
+    """Bytes read per decode step (weights + average KV cache) at the calibrated bandwidth."""
+    prefill_flops: int
+    """FLOPs of the traced prefill forward."""
+    decode_bytes_per_token: int
+    """Weights plus the average KV cache, read once per decode step."""
+    model_description: str
+    """Where the model came from and its family."""
+    labels: dict[str, str]
+    """How each figure was obtained ("traced", "simulated", "modelled", ...)."""
+    notes: tuple[str, ...] = field(default=())
+    """Caveats of this estimate."""
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Generated tokens per second over the batch during decode."""
+        return self.batch / self.decode_seconds_per_token
+
+    @property
+    def total_seconds(self) -> float:
+        """Prefill (first token) plus new_tokens - 1 decode steps."""
+        return self.prefill_seconds + (self.new_tokens - 1) * self.decode_seconds_per_token
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.memory
+        return {
+            "model": self.model,
+            "device": self.device.name,
+            "device_memory_bytes": self.device.memory_bytes,
+            "precision": self.precision.value,
+            "scheme": self.precision.scheme,
+            "batch": self.batch,
+            "context": self.context,
+            "new_tokens": self.new_tokens,
+            "memory": {
+                "weights": m.weights,
+                "kv_cache": m.kv_cache,
+                "activations": m.activations,
+                "workspaces": m.workspaces,
+                "allocator_overhead": m.allocator_overhead,
+                "runtime_context": m.runtime_context,
+            },
+            "device_memory_needed_bytes": self.device_memory_needed_bytes,
+            "peak_allocated_bytes": self.peak_allocated_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "peak_at": self.peak_at,
+            "fits": self.fits,
+            "prefill_ms": round(self.prefill_seconds * 1e3, 4),
+            "decode_ms_per_token": round(self.decode_seconds_per_token * 1e3, 4),
+            "decode_host_ms_per_token": round(self.decode_host_seconds * 1e3, 4),
+            "bandwidth_bound_ms_per_token": round(self.bandwidth_bound_seconds_per_token * 1e3, 4),
+            "tokens_per_second": round(self.tokens_per_second, 2),
+            "total_ms": round(self.total_seconds * 1e3, 3),
+            "prefill_flops": self.prefill_flops,
+            "decode_bytes_per_token": self.decode_bytes_per_token,
+            "model_description": self.model_description,
+            "labels": self.labels,
+            "notes": list(self.notes),
+        }
+
+
+@lru_cache(maxsize=16)
+def _traced(
+    model: str, context: int, new_tokens: int, batch: int, target: Target, dtype: torch.dtype
+) -> GenerationTrace:
+    # NB: devices of one compute capability, and precisions of one compute dtype, share a trace
+    return trace_generation(
+        model, context=context, new_tokens=new_tokens, batch=batch, target=target, dtype=dtype
+    )
+
+
+def _check(model: str, context: int, new_tokens: int, batch: int, device: Device) -> None:
+    problems = []
+    for name, value in (("context", context), ("new_tokens", new_tokens), ("batch", batch)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            problems.append(f"{name} must be a positive integer, got {value!r}")
+    if device.kind != "cuda":
+        problems.append(
+            f"inference is estimated for CUDA GPUs; {device.name!r} is of kind {device.kind!r}: "
+            "choose a GPU such as h100 or rtx-4060"
+        )
+    if problems:
+        raise SpecError(problems)
+
+
+def _growth(trace: GenerationTrace, steps: int, start_key: int) -> list[Event]:
+    """The cache's `torch.cat` per layer for `steps` more decode steps: a new K (then V) one
+    position longer, then the old one freed (a sliding layer stops growing at its window)."""
+    events: list[Event] = []
+    keys = {layer: list(layer.key_keys) for layer in trace.cache}
+    key = start_key
+    for step in range(steps):
+        for layer in trace.cache:
+            tokens = layer.tokens + step + 1
+            if layer.window is not None:
+                tokens = min(tokens, layer.window)
+            half = layer.bytes_per_token * tokens // 2
+            for i in (0, 1):
+                events.append(Event(key, half, True, Phase.FORWARD, 2, "DynamicCache cat"))
+                events.append(Event(keys[layer][i], 0, False, Phase.FORWARD, 2, "free"))
+                keys[layer][i] = key
+                key += 1
+    return events
+
+
+def estimate_inference(
+    model: str,
+    *,
+    context: int,
+    new_tokens: int,
+    batch: int = 1,
+    precision: InferencePrecision | str = InferencePrecision.BF16,
+    device: str | Device = "h100",
+) -> InferenceEstimate:
+    """Predict memory and latency of `model.generate()` (greedy, KV cache) on `device` (a
+    catalog name, or a `Device` row)."""
+    found = device if isinstance(device, Device) else get_device(device)
+    _check(model, context, new_tokens, batch, found)
+    precision = parse_enum(InferencePrecision, "inference precision", precision)
+    trace = _traced(model, context, new_tokens, batch, Target.of(found), precision.compute_dtype)
+    sizes_of = {
+        key: tensor_bytes(owner, name, tensor, precision, key in trace.head_keys)
+        for key, (owner, name, tensor) in trace.weights.items()
+    }
+    weights = sum(sizes_of.values())
+    sixteen = sum(_sixteen(tensor) for _, _, tensor in trace.weights.values())
+    next_key = max((e.key for e in trace.events), default=0) + 1
+    growth = _growth(trace, max(0, new_tokens - 2), next_key)
+    # NB: one new token is the prefill's: generate() runs no decode step
+    events = trace.events[: trace.prefill_end] if new_tokens == 1 else trace.events + growth
+    sizes = [sizes_of.get(e.key, e.nbytes) if e.alloc else 0 for e in events]
+    step = StepTrace(
+        events=events,
+        workspaces=trace.workspaces,
+        categories={key: Category.PARAMETERS for key in trace.weights},
+        description=trace.description,
+        loss_note="",
+        assumptions=[],
+        attention={},
+        parameter_count=0,
+        trainable_count=0,
+        ops=trace.ops,
+    )
+    workspace = cublas_workspace_bytes(found.compute_capability)
+    result = replay(step, workspace, None, sizes, allocator=CachingAllocator)
+    profile = PROFILES[found.runtime_profile]
+    context_held = context_bytes(
+        profile, uses_cublas=True, reduced_precision=True, backward_cublas=False
+    )
+    cache_keys = trace.cache_keys | {e.key for e in growth if e.alloc}
+    kv_at_peak, peak_index = _cache_at_peak(events, sizes, cache_keys)
+    kv_final = sum(
+        _final_tokens(layer, new_tokens) * layer.bytes_per_token for layer in trace.cache
+    )
+    live = result.live_at_peak
+    workspaces = live.get("workspaces", 0)
+    other = result.peak_allocated_bytes - live.get(Category.PARAMETERS.value, 0) - workspaces
+    memory = InferenceMemory(
+        weights=weights,
+        kv_cache=kv_final,
+        activations=max(0, other - kv_at_peak),
+        workspaces=workspaces,
+        allocator_overhead=result.peak_reserved_bytes - result.peak_allocated_bytes,
+        runtime_context=context_held,
+    )
+    needed = result.peak_reserved_bytes + context_held
+    peak_at = "prefill" if peak_index < trace.prefill_end else "decode"
+    # time
+    cal = calibration()
+    # NB: the step-time model reads the spec's precision (16-bit ops) and batch only
+    spec = TrainSpec(
+        model=model,
+        batch=batch,
+        precision=Precision.FP16 if precision is InferencePrecision.FP16 else Precision.BF16,
+    )
+    prefill = step_time(trace.prefill, spec, found, cal=cal).forward_seconds
+    rates = _Rates(found, spec, cal)
+    ops = trace.decode.forward
+    table = trace.decode.table
+    device_s = sum(rates.time(table[i], Phase.FORWARD).seconds for i in ops)
+    hosts = _host_costs(cal, [op.kind for op in table], Phase.FORWARD, cal.host_op_seconds)
+    host_s = sum(hosts[i] for i in ops)
+    bandwidth = rates.bandwidth  # datasheet bandwidth x calibrated memory efficiency
+    kv_first = sum(
+        _final_tokens(layer, min(2, new_tokens)) * layer.bytes_per_token for layer in trace.cache
+    )
+    # NB: the growing cache's average over the decode steps, first and last included
+    kv_average = (kv_first + kv_final) // 2
+    # NB: the traced decode step read the weights in 16 bit and a cache of context + 1
+    # positions; the average step reads the cache at its mean length and the stored weights
+    adjust = (kv_average - kv_first + weights - sixteen) / bandwidth
+    syncs = sum(1 for i in ops if table[i].kind is OpKind.SYNC)
+    # NB: each sync (the stop check, the mask check) waits for the device: the host cannot
+    # run ahead into the next token, so per token the longer of the two plus the syncs
+    per_token = max(host_s, device_s + adjust) + syncs * cal.sync_seconds
+    read = weights + kv_average
+    same = found.name == cal.catalog_row
+    labels = {
+        "weights": "exact (16-bit)" if precision.value in ("fp16", "bf16") else precision.scheme,
+        "kv_cache": "traced (DynamicCache), growth replayed",
+        "activations": "traced (no_grad prefill, use_cache=True"
+        + (", logits_to_keep=1)" if trace.logits_to_keep else ", logits for every position)"),
+        "peak_reserved_bytes": "simulated (caching allocator replay)",
+        "runtime_context": "measured constant" if profile.measured else "modelled (H100)",
+        "prefill": "modelled (per-op roofline, "
+        + ("calibrated on this GPU model)" if same else f"efficiencies of an {cal.device})"),
+        "decode": "modelled: max(host issue time, device time of the traced decode step, "
+        "adjusted for the average cache and the stored weight bytes)",
+        "bandwidth_efficiency": f"{cal.memory_efficiency:.3f} x datasheet bandwidth "
+        f"(timing/calibration.json, {cal.device}, {cal.date})",
+    }
+    notes = []
+    if precision in (InferencePrecision.INT8, InferencePrecision.INT4):
+        notes.append(
+            f"{precision.value}: modelled, not measured; activations and kernels are the bf16 "
+            "trace's (dequantization buffers not counted)"
+        )
+    if not trace.logits_to_keep:
+        notes.append("the model's forward has no logits_to_keep: prefill computes every logit")
+    return InferenceEstimate(
+        model=model,
+        device=found,
+        precision=precision,
+        batch=batch,
+        context=context,
+        new_tokens=new_tokens,
+        memory=memory,
+        device_memory_needed_bytes=needed,
+        peak_allocated_bytes=result.peak_allocated_bytes,
+        peak_reserved_bytes=result.peak_reserved_bytes,
+        fits=needed <= found.memory_bytes,
+        peak_at=peak_at,
+        prefill_seconds=prefill,
+        decode_seconds_per_token=per_token,
+        decode_host_seconds=host_s + syncs * cal.sync_seconds,
+        bandwidth_bound_seconds_per_token=read / bandwidth,
+        prefill_flops=trace.prefill.flops(Phase.FORWARD),
+        decode_bytes_per_token=read,
+        model_description=trace.description,
+        labels=labels,
+        notes=tuple(notes),
+    )
+
+
+def _sixteen(tensor: torch.Tensor) -> int:
+    return tensor.numel() * 2 if tensor.is_floating_point() else tensor.nbytes
+
+
+def _final_tokens(layer: CacheLayer, new_tokens: int) -> int:
+    """Positions a layer holds after the last decode step (context + new_tokens - 1; the
+    traced layer holds context + 1). NB: a sliding layer's storage is the full `torch.cat`
+    result (its window) of which the cache keeps a view of window - 1 positions."""
+    tokens = layer.tokens + new_tokens - 2
+    return min(tokens, layer.window) if layer.window else tokens
+
+
+def _cache_at_peak(
+    events: list[Event], sizes: list[int], cache: frozenset[int] | set[int]
+) -> tuple[int, int]:
+    """(cache bytes live, event index) at the largest allocated total (unrounded sizes)."""
+    total = best = kv = kv_best = index = 0
+    size_of: dict[int, int] = {}
+    for i, event in enumerate(events):
+        if event.alloc:
+            size_of[event.key] = sizes[i]
+            total += sizes[i]
+            if event.key in cache:
+                kv += sizes[i]
+            if total > best:
+                best, kv_best, index = total, kv, i
+        elif event.key in size_of:
+            freed = size_of.pop(event.key)
+            total -= freed
+            if event.key in cache:
+                kv -= freed
+    return kv_best, index
+
+
+def estimate_inference_table(
+    model: str,
+    *,
+    context: int,
+    new_tokens: int,
+    batches: Sequence[int],
+    precisions: Sequence[InferencePrecision | str],
+    devices: Sequence[str],
+) -> list[InferenceEstimate]:
+    """Every (device, precision, batch) estimate, in that order (traces are shared)."""
+    return [
+        estimate_inference(
+            model, context=context, new_tokens=new_tokens, batch=b, precision=p, device=d
+        )
+        for d in devices
+        for p in precisions
+        for b in batches
+    ]

@@ -1,0 +1,291 @@
+"""Parameter-efficient fine-tuning: LoRA and QLoRA through peft's own modules.
+
+`LoraSpec` says what the user asks (rank, alpha, dropout, target modules, 4-bit base);
+`wrap_with_lora()` turns a built model into what `peft.get_peft_model` returns for it, so that
+the traced step (and the real one `trainfit measure` runs) is the real wrapped graph: peft's
+`lora.Linear` layers around frozen base layers, only the adapters trainable.
+
+QLoRA is modelled without bitsandbytes (see `trainfit.trace.quantized`): the base is loaded in
+the compute dtype (as `from_pretrained(torch_dtype=..., quantization_config=...)` does), every
+Linear but the output head is replaced by a stand-in holding what `bnb.nn.Linear4bit` holds, and
+the optimizer is bitsandbytes' paged 8-bit AdamW (`trace.optimizers.EightBitAdamWStandIn`).
+
+Known limitations:
+- peft's `prepare_model_for_kbit_training` (which casts the non-quantised weights, embeddings
+  and head included, to fp32) is not applied: QLoRA's non-quantised weights stay in the load
+  dtype;
+- a plain module's output head is taken to be its last Linear (peft cannot tell it either);
+- QLoRA's paged optimizer state is counted as device memory (it pages out only under pressure).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainfit.errors import ModelLoadError, SpecError
+from trainfit.spec import OptimizerKind, Precision
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoraSpec:
+    """LoRA adapters on a frozen base (and, with `qlora`, a 4-bit NF4 base)."""
+
+    rank: int = 8
+    """Rank r of each adapter (A is r x in, B is out x r)."""
+    alpha: float | None = None
+    """Scaling numerator (lora_alpha); None takes 2 * rank."""
+    dropout: float = 0.0
+    """Dropout on the adapters' input, in [0, 1)."""
+    targets: tuple[str, ...] = ()
+    """Module names to adapt (peft's target_modules); empty takes peft's default for the
+    architecture, else every Linear but the output head."""
+    qlora: bool = False
+    """4-bit NF4 base weights with double quantisation (modelled; bitsandbytes' recipe)."""
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        coerce = object.__setattr__
+        if isinstance(self.targets, str):
+            coerce(self, "targets", tuple(t for t in self.targets.split(",")))
+        coerce(self, "targets", tuple(str(t).strip() for t in self.targets))
+        if not isinstance(self.rank, int) or isinstance(self.rank, bool) or self.rank < 1:
+            problems.append(f"LoRA rank must be a positive integer, got {self.rank!r}")
+        if self.alpha is None and not problems:
+            coerce(self, "alpha", float(2 * self.rank))
+        elif self.alpha is not None and not (
+            isinstance(self.alpha, (int, float)) and self.alpha > 0
+        ):
+            problems.append(f"LoRA alpha must be > 0, got {self.alpha!r}")
+        if not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
+            problems.append(f"LoRA dropout must be in [0, 1), got {self.dropout!r}")
+        if any(not t for t in self.targets):
+            problems.append(f"LoRA targets {','.join(self.targets)!r} hold an empty name")
+        if problems:
+            raise SpecError(problems)
+
+    @classmethod
+    def of(cls, value: LoraSpec | dict[str, Any]) -> LoraSpec:
+        """A LoraSpec from itself or a dict of its fields (naming unknown keys)."""
+        if isinstance(value, LoraSpec):
+            return value
+        if not isinstance(value, dict):
+            raise SpecError([f"lora must be a LoraSpec or a dict of its fields, got {value!r}"])
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise SpecError(
+                [
+                    f"unknown LoRA field(s) {', '.join(unknown)}; "
+                    f"choose from {', '.join(sorted(known))}"
+                ]
+            )
+        return cls(**value)
+
+    def describe(self, default: str | None = None) -> str:
+        """One line: `LoRA r=16 alpha=32 dropout=0.05 on q_proj,v_proj` (QLoRA: 4-bit base);
+        `default` names the modules adapted when no targets were given."""
+        what = "QLoRA (4-bit NF4 base, modelled)" if self.qlora else "LoRA"
+        if self.targets:
+            targets = ",".join(self.targets)
+        else:
+            targets = f"{default} (the default)" if default else "the default modules"
+        return f"{what} r={self.rank} alpha={self.alpha:g} dropout={self.dropout:g} on {targets}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "rank": self.rank,
+            "alpha": self.alpha,
+            "dropout": self.dropout,
+            "targets": list(self.targets),
+            "qlora": self.qlora,
+        }
+
+
+def compute_dtype(precision: Precision) -> torch.dtype:
+    """The dtype QLoRA dequantises to and loads its non-quantised weights in."""
+    if precision is Precision.PURE_BF16:
+        return torch.bfloat16
+    return precision.autocast_dtype or torch.float32
+
+
+def effective_optimizer(kind: OptimizerKind, lora: LoraSpec | None) -> OptimizerKind:
+    """QLoRA's recipe trains with paged 8-bit AdamW: AdamW becomes 8-bit AdamW under QLoRA."""
+    if lora is not None and lora.qlora and kind is OptimizerKind.ADAMW:
+        return OptimizerKind.ADAMW_8BIT
+    return kind
+
+
+def _linear_classes() -> tuple[type[nn.Module], ...]:
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:
+        return (nn.Linear,)
+    return (nn.Linear, Conv1D)
+
+
+def candidate_names(model: nn.Module) -> list[str]:
+    """Distinct leaf names of the model's Linear (and transformers Conv1D) modules, the output
+    head left out."""
+    classes = _linear_classes()
+    head = output_head(model)
+    names = {
+        n.rsplit(".", 1)[-1]
+        for n, m in model.named_modules()
+        if n and m is not head and isinstance(m, classes)
+    }
+    return sorted(names)
+
+
+def output_head(model: nn.Module) -> nn.Module | None:
+    """The output head: transformers' output embeddings, else (a plain module) the last
+    Linear registered."""
+    get = getattr(model, "get_output_embeddings", None)
+    head = get() if callable(get) else None
+    if head is None:
+        # NB: a plain module's head is taken to be its last Linear (peft cannot tell either)
+        linears = [m for n, m in model.named_modules() if isinstance(m, _linear_classes())]
+        head = linears[-1] if linears else None
+    return head
+
+
+def default_targets(model: nn.Module) -> list[str] | str:
+    """peft's default target modules for the architecture, else every Linear but the head."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type in TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
+        return list(TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING[model_type])
+    head = output_head(model)
+    return sorted(
+        n
+        for n, m in model.named_modules()
+        if n and m is not head and isinstance(m, _linear_classes())
+    )
+
+
+def _check_targets(model: nn.Module, targets: tuple[str, ...]) -> None:
+    names = [n for n, _ in model.named_modules() if n]
+    missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
+    if missing:
+        raise SpecError(
+            [
+                f"LoRA target module {t!r} is not in the model; its Linear modules are named "
+                f"{', '.join(candidate_names(model))}"
+                for t in missing
+            ]
+        )
+
+
+def _peft() -> Any:
+    try:
+        import peft
+    except ImportError as exc:
+        raise ModelLoadError("LoRA needs peft: pip install peft") from exc
+    return peft
+
+
+def wrap_with_lora(
+    model: nn.Module, lora: LoraSpec, precision: Precision, device: torch.device
+) -> tuple[nn.Module, str]:
+    """`peft.get_peft_model(model, LoraConfig(...))` as a user would call it, and the line
+    that says what was adapted; with QLoRA the model is first cast to the compute dtype and
+    the base Linears are then made 4-bit."""
+    peft = _peft()
+    _check_targets(model, lora.targets)
+    targets = list(lora.targets) or default_targets(model)
+    head = output_head(model)
+    if lora.qlora:
+        # NB: QLoRA loads with torch_dtype=compute dtype; peft then makes its adapters in that
+        # dtype and upcasts them to fp32 (autocast_adapter_dtype=True)
+        model.to(compute_dtype(precision))
+    config = peft.LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=targets,
+    )
+    # NB: no task_type: peft's task wrappers add nothing to a LoRA step's memory
+    with torch.device(device), warnings.catch_warnings():
+        # NB: peft warns that it sets fan_in_fan_out for transformers' Conv1D (GPT-2), as it must
+        warnings.filterwarnings("ignore", message="fan_in_fan_out", category=UserWarning)
+        try:
+            wrapped = peft.get_peft_model(model, config)
+        except ValueError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise SpecError(
+                [
+                    f"peft cannot put LoRA on {targets}: {first}; choose among the Linear "
+                    f"modules {', '.join(candidate_names(model))}"
+                ]
+            ) from exc
+    if lora.qlora:
+        from trainfit.trace.quantized import quantize_linears
+
+        quantize_linears(wrapped, skip=head, dtype=compute_dtype(precision))
+    named = ",".join(targets) if isinstance(targets, list) and len(targets) <= 8 else None
+    described = lora.describe() if lora.targets or named is None else lora.describe(named)
+    return wrapped, described
+
+
+def parameter_counts(model: nn.Module, exclude: set[int] = frozenset()) -> tuple[int, int]:
+    """(all, trainable) parameter elements, ties counted once; a 4-bit base layer counts the
+    weights it stands for, not its packed bytes. Parameters whose id is in `exclude` (a DPO
+    reference copy's) are left out."""
+    from trainfit.trace.quantized import Linear4bitStandIn
+
+    quantized = {
+        id(m.weight): m.in_features * m.out_features
+        for m in model.modules()
+        if isinstance(m, Linear4bitStandIn)
+    }
+    seen: dict[int, tuple[int, bool]] = {}
+    for p in model.parameters():
+        if id(p) not in exclude:
+            seen[id(p)] = (quantized.get(id(p), p.numel()), p.requires_grad)
+    return sum(n for n, _ in seen.values()), sum(n for n, grad in seen.values() if grad)
+
+
+def labels(lora: LoraSpec | None) -> tuple[dict[str, str], list[str]]:
+    """How the LoRA/QLoRA parts of a result were obtained (labels) and what to say (notes)."""
+    if lora is None:
+        return {}, []
+    if not lora.qlora:
+        return {"lora": f"traced (peft's own modules: {lora.describe()})"}, []
+    return (
+        {
+            "lora": f"traced (peft's own modules: {lora.describe()})",
+            "qlora": "modelled (4-bit NF4 base with double quantisation and paged 8-bit AdamW, "
+            "without bitsandbytes)",
+        },
+        [
+            "QLoRA is modelled, not measured: each Linear but the head holds 0.5 byte per "
+            "weight plus its block scales and is dequantised to the compute dtype per matmul "
+            "(forward and backward); the non-quantised weights stay in the load dtype "
+            "(prepare_model_for_kbit_training would upcast them to fp32); AdamW is bitsandbytes' "
+            "paged 8-bit AdamW, its state counted on the device"
+        ],
+    )
+
+
+def check_runnable(lora: LoraSpec | None) -> None:
+    """Raise MeasureError where a real step of this setting cannot run here."""
+    if lora is None:
+        return
+    from trainfit.errors import MeasureError
+
+    if lora.qlora:
+        raise MeasureError(
+            "--qlora cannot be measured: a real QLoRA step needs bitsandbytes (pip install "
+            "bitsandbytes), which trainfit measure does not drive; QLoRA is modelled in "
+            "estimates only, and --lora RANK without --qlora measures the same adapters"
+        )
+    try:
+        import peft  # noqa: F401
+    except ImportError as exc:
+        raise MeasureError("--lora needs peft for a real run: pip install peft") from exc

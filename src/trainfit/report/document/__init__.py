@@ -1,0 +1,45 @@
+"""A plan's report as files: Markdown, JSON, PNG plots and one self-contained HTML file.
+
+`build_report(plans, ...)` computes a `Report` once; `to_markdown`, `to_json`, `to_html` and
+`write_plots` render it; `write_report` writes them all (and the config files) to a directory.
+"""
+
+from trainfit.report.document.build import build_report
+from trainfit.report.document.claims import QUANTITIES, check_claims
+from trainfit.report.document.model import (
+    Claim,
+    ClaimCheck,
+    ConfigFile,
+    CurvePoint,
+    DeviceMemory,
+    InferenceRow,
+    ModelSection,
+    Report,
+    StageSection,
+    Verify,
+)
+from trainfit.report.document.plots import render_plots, write_plots
+from trainfit.report.document.render import to_html, to_json, to_markdown
+from trainfit.report.document.write import write_report
+
+__all__ = [
+    "QUANTITIES",
+    "Claim",
+    "ClaimCheck",
+    "ConfigFile",
+    "CurvePoint",
+    "DeviceMemory",
+    "InferenceRow",
+    "ModelSection",
+    "Report",
+    "StageSection",
+    "Verify",
+    "build_report",
+    "check_claims",
+    "render_plots",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "write_plots",
+    "write_report",
+]

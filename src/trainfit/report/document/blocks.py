@@ -1,0 +1,158 @@
+"""The report as a list of blocks (headings, paragraphs, tables, code, images, links) that
+the Markdown and HTML renderers both draw, so their sections are the same."""
+
+from __future__ import annotations
+
+import json
+
+from trainfit.report.document.model import ModelSection, Report
+from trainfit.report.document.sections import stage_blocks
+from trainfit.report.document.text import Block, amount, gib, num
+from trainfit.report.document.text import heading as _h
+from trainfit.report.document.text import para as _p
+from trainfit.report.document.text import table as _t
+
+
+def blocks(report: Report) -> list[Block]:
+    """The whole document."""
+    out = [_h(1, report.title)]
+    if report.description.strip():
+        out.append(_p(report.description.strip()))
+    out += _overview(report)
+    for model in report.models:
+        out += _model(model, len(report.models) > 1)
+    if report.claims:
+        out += _claims(report)
+    for name, value in sorted(report.extra.items()):
+        out += [_h(2, name), Block(kind="code", text=json.dumps(value, indent=2, sort_keys=True))]
+    return out
+
+
+def _overview(report: Report) -> list[Block]:
+    rows = []
+    for m in report.models:
+        tokens = "" if m.tokens_per_sample is None else f", {m.tokens_per_sample:,} tokens/sample"
+        rows.append(
+            (
+                m.name,
+                f"`{m.model}`",
+                f"{m.parameters / 1e6:,.2f}M ({m.trainable_parameters / 1e6:,.2f}M trainable)"
+                + tokens,
+            )
+        )
+    out = [_t(("model", "source", "parameters"), rows)]
+    run = report.run
+    if run:
+        size = (
+            f"{run['samples']:,} samples"
+            if run.get("samples")
+            else f"{run.get('tokens') or 0:,} tokens"
+        )
+        out.append(
+            _p(
+                f"Run: {size} per epoch, {run['epochs']:g} epochs, {run['gpus']} GPU(s) per "
+                "device, "
+                f"electricity {run['kwh_price']:g} {run['currency']}/kWh, local devices paid off "
+                f"over {run['years']:g} years of {run['hours_per_year']:g} hours."
+            )
+        )
+    return out
+
+
+def _model(model: ModelSection, several: bool) -> list[Block]:
+    level = 2
+    out = [_h(level, model.name)] if several else []
+    if several:
+        out.append(_p(f"`{model.model}`, {model.parameters / 1e6:,.2f}M parameters"))
+    else:
+        level = 1
+    if model.schedule:
+        out += [_h(level + 1, "Schedule over the stages")]
+        rows = []
+        for d in model.schedule:
+            failing = "; ".join(f"{f['stage']}: {f['why']}" for f in d.get("failing_stages", []))  # type: ignore[union-attr]
+            rows.append(
+                (
+                    str(d["device"]),
+                    "yes" if d["fits"] else "no",
+                    gib(d.get("peak_needed_bytes")),
+                    amount(d.get("hours")),
+                    "; ".join(f"{o}: {num(v)}" for o, v in d.get("costs", [])),  # type: ignore[union-attr]
+                    failing,
+                )
+            )
+        out.append(_t(("device", "fits", "peak memory", "hours", "costs", "failing stages"), rows))
+    for number, stage in enumerate(model.stages, 1):
+        sub = level
+        if stage.name or len(model.stages) > 1:
+            sub = level + 1
+            frozen = f", frozen {', '.join(stage.freeze)}" if stage.freeze else ""
+            epochs = "" if stage.epochs is None else f"{stage.epochs:g} epochs"
+            out += [_h(sub, stage.name or f"Stage {number}"), _p(f"{epochs}{frozen}".strip(", "))]
+        key = model.name + (f"_stage{number}" if len(model.stages) > 1 else "")
+        out += stage_blocks(model, stage, sub + 1, key)
+    if model.inference:
+        out += _inference(model, level + 1)
+    return out
+
+
+def _inference(model: ModelSection, h: int) -> list[Block]:
+    rows = [
+        (
+            r.device,
+            r.precision,
+            str(r.batch),
+            str(r.context),
+            f"{r.memory_gib:.2f} GiB",
+            "yes" if r.fits else "no",
+            num(r.prefill_ms, ",.1f"),
+            num(r.decode_tokens_per_second, ",.1f"),
+        )
+        for r in model.inference
+    ]
+    return [
+        _h(h, "Inference"),
+        _t(
+            (
+                "device",
+                "precision",
+                "batch",
+                "context",
+                "memory",
+                "fits",
+                "prefill ms",
+                "decode tokens/s",
+            ),
+            rows,
+        ),
+    ]
+
+
+def _claims(report: Report) -> list[Block]:
+    rows = []
+    for c in report.claims:
+        doc = f"{c.low:g}" if c.low == c.high else f"{c.low:g}-{c.high:g}"
+        flag = "-" if c.agrees is None else ("agrees" if c.agrees else "DISAGREES (>25%)")
+        rows.append(
+            (c.what, c.model, c.device or "-", c.quantity, doc, num(c.trainfit, ",.4g"),
+             num(c.ratio, ".2f"), flag, c.source, "; ".join(x for x in (c.why, c.note) if x))
+        )  # fmt: skip
+    return [
+        _h(2, "The document's figures against trainfit's"),
+        _p("Ratio: trainfit over the document (1.00 inside a range); beyond 25% is flagged."),
+        _t(
+            (
+                "claim",
+                "model",
+                "device",
+                "quantity",
+                "document",
+                "trainfit",
+                "ratio",
+                "",
+                "source",
+                "why",
+            ),
+            rows,
+        ),
+    ]

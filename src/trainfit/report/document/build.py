@@ -1,0 +1,162 @@
+"""`build_report(plans, ...)`: a `Report` from plans (and staged plans), computed once for
+every renderer."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from trainfit.errors import SpecError, TrainfitError
+from trainfit.plan import Plan
+from trainfit.report.document.claims import check_claims
+from trainfit.report.document.memory import device_memory
+from trainfit.report.document.model import (
+    ConfigFile,
+    InferenceRow,
+    ModelSection,
+    Report,
+    StageSection,
+    slug,
+)
+from trainfit.report.document.verify import verify_commands
+from trainfit.stages import StagedPlan
+from trainfit.timing.run import RunSpec
+
+
+def short_name(model: str) -> str:
+    """A model's default name in a report: a factory's function, a path's or hub id's last
+    part ("trainfit.models.zoo:melody_transformer" -> "melody_transformer")."""
+    return model.rsplit(":", 1)[-1].rstrip("/").rsplit("/", 1)[-1] or model
+
+
+def build_report(
+    plans: Sequence[Plan | StagedPlan],
+    *,
+    title: str | None = None,
+    description: str = "",
+    claims: Iterable[object] = (),
+    run: RunSpec | None = None,
+    names: Sequence[str] | None = None,
+    inference: Sequence[Sequence[InferenceRow]] | None = None,
+    exports: Sequence[str] = (),
+    extra: Mapping[str, object] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
+    """The report of `plans` (one per model), named `names` (default: `short_name`).
+
+    `claims` (a spec file's, or `Claim`s) are compared with trainfit's figures (SpecError
+    naming each that cannot be found); `exports` (hf, lightning, accelerate, yaml) adds each
+    device's export files beside the seed-style configs; `inference` gives each model's
+    inference rows; `extra` adds sections other pieces make ({title: JSON value}, shown as
+    JSON); `progress` is told what is being done.
+    """
+    if not plans:
+        raise SpecError(["a report needs at least one plan"])
+    if names is not None and len(names) != len(plans):
+        raise SpecError([f"{len(names)} names for {len(plans)} plans: give one name per plan"])
+    if inference is not None and len(inference) != len(plans):
+        raise SpecError([f"{len(inference)} inference tables for {len(plans)} plans"])
+    sections = []
+    for index, one in enumerate(plans):
+        first = one.stages[0].plan if isinstance(one, StagedPlan) else one
+        name = names[index] if names is not None else short_name(first.spec.model)
+        if progress is not None:
+            progress(f"report: {name}")
+        sections.append(
+            _model_section(one, name, () if inference is None else tuple(inference[index]), exports)
+        )
+    if len({s.name for s in sections}) != len(sections):
+        raise SpecError(["two models share a name in the report: give each its own name"])
+    run = run if run is not None else _run_of(plans[0])
+    return Report(
+        title=title or "trainfit plan: " + ", ".join(s.name for s in sections),
+        description=description,
+        models=tuple(sections),
+        claims=check_claims(claims, sections),
+        run=None if run is None else _plain(dataclasses.asdict(run)),
+        extra=dict(_plain(dict(extra or {}))),  # type: ignore[call-overload]
+    )
+
+
+def _run_of(one: Plan | StagedPlan) -> RunSpec | None:
+    return (one.stages[-1].plan if isinstance(one, StagedPlan) else one).run
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _model_section(
+    one: Plan | StagedPlan, name: str, inference: tuple[InferenceRow, ...], exports: Sequence[str]
+) -> ModelSection:
+    staged = isinstance(one, StagedPlan)
+    stages = (
+        [(s.name, s.epochs, s.freeze, s.plan) for s in one.stages]
+        if isinstance(one, StagedPlan)
+        else [("", None, (), one)]
+    )
+    out = []
+    for number, (stage, epochs, freeze, plan) in enumerate(stages, 1):
+        where = f"configs/{slug(name)}" + (f"/stage{number}" if staged else "")
+        out.append(
+            StageSection(
+                name=stage,
+                epochs=epochs,
+                freeze=tuple(freeze),
+                plan=plan.to_dict(),
+                memory=tuple(device_memory(plan, d) for d in plan.devices),
+                verify=tuple(v for d in plan.devices if (v := verify_commands(plan, d))),
+                configs=_configs(plan, where, exports),
+            )
+        )
+    last = stages[-1][3]
+    schedule: tuple[dict[str, object], ...] = ()
+    if isinstance(one, StagedPlan):
+        schedule = tuple(one.to_dict()["schedule"])  # type: ignore[arg-type]
+    return ModelSection(
+        name=name,
+        model=last.spec.model,
+        parameters=last.parameters,
+        trainable_parameters=last.trainable_parameters,
+        tokens_per_sample=last.tokens_per_sample,
+        stages=tuple(out),
+        schedule=schedule,
+        inference=inference,
+    )
+
+
+def _configs(plan: Plan, where: str, exports: Sequence[str]) -> tuple[ConfigFile, ...]:
+    """Each device's seed-style config (undated) and the export files asked for."""
+    from trainfit.configs import config_text
+    from trainfit.exports import ExportFormat, export_name, export_text, layout
+
+    files = []
+    for d in plan.devices:
+        if d.setting is not None:
+            files.append(
+                ConfigFile(
+                    path=f"{where}/config_{d.device}.yaml",
+                    device=d.device,
+                    text=config_text(plan, d, dated=False),
+                )
+            )
+        for fmt in exports:
+            fmt = ExportFormat(fmt)
+            try:
+                lay = layout(plan, d)
+                if fmt is ExportFormat.YAML:
+                    if d.setting is None:
+                        continue
+                    text = config_text(plan, d, lay, dated=False)
+                else:
+                    text = export_text(plan, d, fmt)
+            except TrainfitError:
+                continue  # NB: a device with nothing to export (as `write_exports` skips it)
+            files.append(
+                ConfigFile(path=f"{where}/{export_name(fmt, d.device)}", device=d.device, text=text)
+            )
+    return tuple(files)

@@ -1,0 +1,167 @@
+"""The report as data: everything the Markdown, JSON, HTML and plot renderers need.
+
+A `Report` holds one `ModelSection` per model; each holds one `StageSection` per stage (one,
+named "", for a plan without stages) with the plan's JSON (`Plan.to_dict()`, rendered
+generically so fields other pieces add still show), each device's memory breakdown and
+memory-against-micro-batch curve, the verify commands and the config files. Every value is
+plain (str, int, float, bool, None, tuples and dicts of them), so `to_dict()` is the JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+
+def slug(name: str) -> str:
+    """A file-name-safe form of a model's name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CurvePoint:
+    """Device memory needed at one micro-batch."""
+
+    micro_batch: int
+    needed_bytes: int
+    fits: bool
+    """Whether it runs in the usable memory (the allocator's out-of-memory retry, which
+    releases its cache, counted: a step can run in less than `needed_bytes`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceMemory:
+    """One device's memory: the breakdown at the chosen micro-batch and the curve."""
+
+    device: str
+    display: str
+    limit_bytes: int | None
+    """The device's memory (None when the catalog lacks it)."""
+    usable_bytes: int | None
+    """The limit less the plan's margin."""
+    micro_batch: int
+    """The micro-batch of the breakdown (0: none)."""
+    breakdown: tuple[tuple[str, int], ...] = ()
+    """(component, bytes) at the peak, summing to the memory needed."""
+    curve: tuple[CurvePoint, ...] = ()
+    note: str = ""
+    """Why there is no breakdown or curve, when there is none."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConfigFile:
+    """A file written beside the report (a device's config or export)."""
+
+    path: str
+    """Relative to the report's directory, with forward slashes."""
+    device: str
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verify:
+    """The trainfit commands that check one device's setting on the machine itself."""
+
+    device: str
+    commands: tuple[tuple[str, str], ...]
+    """(what it checks, the command)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InferenceRow:
+    """One row of the optional inference table (filled by the inference estimator)."""
+
+    device: str
+    precision: str
+    batch: int
+    context: int
+    memory_gib: float
+    fits: bool
+    prefill_ms: float | None = None
+    decode_tokens_per_second: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Claim:
+    """A figure of the source document, to compare with trainfit's (see docs/report.md)."""
+
+    what: str
+    quantity: str
+    value: float | tuple[float, float]
+    """The document's figure, or a (low, high) range."""
+    model: str | None = None
+    device: str | None = None
+    source: str = ""
+    why: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimCheck:
+    """A claim beside trainfit's figure."""
+
+    what: str
+    model: str
+    device: str
+    quantity: str
+    low: float
+    high: float
+    """The document's figure (low == high unless a range)."""
+    trainfit: float | None
+    """trainfit's figure (None when the device has no setting to measure it on)."""
+    ratio: float | None
+    """trainfit over the document (over the nearer end of a range; 1.0 inside it)."""
+    agrees: bool | None
+    """Within 25% (None without a trainfit figure)."""
+    source: str = ""
+    why: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StageSection:
+    """One plan (a stage of a staged schedule, or the whole job)."""
+
+    name: str
+    """"" for a plan without stages."""
+    epochs: float | None = None
+    freeze: tuple[str, ...] = ()
+    plan: dict[str, object]
+    """`Plan.to_dict()`: devices, verdicts, settings, tiers, ladder, times, costs, and
+    whatever fields other pieces add (rendered generically)."""
+    memory: tuple[DeviceMemory, ...] = ()
+    verify: tuple[Verify, ...] = ()
+    configs: tuple[ConfigFile, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSection:
+    """One model of the report."""
+
+    name: str
+    model: str
+    parameters: int
+    trainable_parameters: int
+    tokens_per_sample: int | None
+    stages: tuple[StageSection, ...]
+    schedule: tuple[dict[str, object], ...] = ()
+    """A staged plan's schedule per device (`StagedPlan.to_dict()["devices"]`)."""
+    inference: tuple[InferenceRow, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Report:
+    """A whole report (see the module)."""
+
+    title: str
+    description: str = ""
+    models: tuple[ModelSection, ...]
+    claims: tuple[ClaimCheck, ...] = ()
+    run: dict[str, object] | None = None
+    """The run's data and prices (`RunSpec` as JSON), when given."""
+    extra: dict[str, object] = field(default_factory=dict)
+    """Sections other pieces add (name -> JSON value), rendered generically."""
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return dataclasses.asdict(self)

@@ -1,0 +1,46 @@
+"""`write_report(report, directory)`: report.md, report.json, the plots, report.html and the
+config files, each written atomically."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from trainfit.errors import TrainfitError
+from trainfit.report.document.model import Report
+from trainfit.report.document.plots import render_plots
+from trainfit.report.document.render import to_html, to_json, to_markdown
+
+
+def write_report(
+    report: Report, directory: Path | str, progress: Callable[[str], None] | None = None
+) -> list[Path]:
+    """Write the report's files under `directory` (created if needed); return their paths
+    (report.html last). TrainfitError naming a path that cannot be written."""
+    from trainfit.configs import write_atomically, write_bytes_atomically
+
+    directory = Path(directory)
+    say = progress or (lambda _: None)
+    say("plotting")
+    plots = render_plots(report)
+    say("writing")
+    texts = {f.path: f.text for m in report.models for s in m.stages for f in s.configs}
+    texts["report.md"] = to_markdown(report)
+    texts["report.json"] = to_json(report)
+    written = []
+    try:
+        for relative, data in sorted(plots.items()):
+            path = directory / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomically(path, data)
+            written.append(path)
+        for relative, text in sorted(texts.items()):
+            path = directory / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, text)
+            written.append(path)
+        path = directory / "report.html"
+        write_atomically(path, to_html(report, plots))
+    except OSError as exc:
+        raise TrainfitError(f"cannot write the report under {directory}: {exc}") from exc
+    return [*written, path]

@@ -1,0 +1,91 @@
+"""Render inference estimates: per device, a table of precision x batch with memory and latency."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from trainfit.inference import InferenceEstimate
+
+GIB = 1 << 30
+
+
+def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
+    """One table per device: a row per (precision, batch), memory then latency."""
+    parts: list[Text | Table] = []
+    if not estimates:
+        return Group()
+    first = estimates[0]
+    parts.append(
+        Text(
+            f"{first.model_description}\ngreedy generate(): context {first.context}, "
+            f"{first.new_tokens} new tokens per sequence\n",
+            style="bold",
+        )
+    )
+    for device in dict.fromkeys(e.device.name for e in estimates):
+        rows = [e for e in estimates if e.device.name == device]
+        table = Table(
+            title=f"{rows[0].device.display} ({rows[0].device.memory_bytes / GIB:.1f} GiB)"
+        )
+        for column in (
+            "weights",
+            "batch",
+            "weights GiB",
+            "KV GiB",
+            "act GiB",
+            "other GiB",
+            "needed GiB",
+            "fits",
+            "prefill ms",
+            "ms/tok",
+            "tok/s",
+            "total ms",
+        ):
+            justify = "left" if column in ("weights", "fits") else "right"
+            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        for e in rows:
+            m = e.memory
+            rest = m.runtime_context + m.workspaces + m.allocator_overhead
+            table.add_row(
+                e.precision.value + ("*" if e.precision.value in ("int8", "int4") else ""),
+                str(e.batch),
+                f"{m.weights / GIB:.2f}",
+                f"{m.kv_cache / GIB:.3f}",
+                f"{m.activations / GIB:.3f}",
+                f"{rest / GIB:.2f}",
+                f"{e.device_memory_needed_bytes / GIB:.2f}",
+                Text("yes", style="green") if e.fits else Text("NO", style="bold red"),
+                f"{e.prefill_seconds * 1e3:,.1f}",
+                f"{e.decode_seconds_per_token * 1e3:,.2f}",
+                f"{e.tokens_per_second:,.0f}",
+                f"{e.total_seconds * 1e3:,.0f}",
+            )
+        parts.append(table)
+    notes = Text(
+        "other = runtime context + cuBLAS workspace + allocator overhead; total = prefill + "
+        "(new tokens - 1) decode steps\n",
+        style="dim",
+    )
+    if any(e.precision.value in ("int8", "int4") for e in estimates):
+        schemes = {e.precision.value: e.precision.scheme for e in estimates}
+        for name in ("int8", "int4"):
+            if name in schemes:
+                notes.append(f"* {name}: {schemes[name]}\n", style="yellow")
+    bound = [e for e in estimates if e.decode_seconds_per_token <= e.decode_host_seconds * 1.0001]
+    if bound:
+        notes.append(
+            f"{len(bound)} of {len(estimates)} rows decode host-bound (eager PyTorch issuing "
+            "ops slower than the GPU runs them); bandwidth-bound floor e.g. "
+            f"{bound[0].bandwidth_bound_seconds_per_token * 1e3:.3f} ms/token for the first\n",
+            style="dim",
+        )
+    for label, how in sorted(first.labels.items()):
+        notes.append(f"{label}: {how}\n", style="dim")
+    for note in dict.fromkeys(n for e in estimates for n in e.notes):
+        notes.append(f"note: {note}\n", style="dim")
+    parts.append(notes)
+    return Group(*parts)

@@ -1,0 +1,273 @@
+"""The typed sections of a plan spec file (`trainfit plan spec.yaml`).
+
+Each dataclass is one mapping of the YAML file; each field is one key, documented under it.
+`None` means "not given": the `trainfit plan` option's default applies. The loader
+(`trainfit.specfile.loader`) fills these from the YAML nodes and reports every problem at once;
+`trainfit.specfile.fields` maps each field to its `trainfit plan` option.
+
+Known limitations: `freeze: []` in a stage means the same as leaving `freeze` out (the stage
+freezes what `training.freeze` freezes), as `--stage 50` does on the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+
+class ClaimQuantity(str, Enum):
+    """What a claim's number is; the report compares it with the plan's figure of that kind."""
+
+    MEMORY_GIB = "memory_gib"
+    MICRO_BATCH = "micro_batch"
+    STEP_SECONDS = "step_seconds"
+    HOURS = "hours"
+    COST_USD = "cost_usd"
+    PARAMS_MILLIONS = "params_millions"
+    TOKENS_PER_SECOND = "tokens_per_second"
+
+
+@dataclass(kw_only=True, slots=True)
+class Data:
+    """`data:` the size of an epoch (top level, or per model)."""
+
+    samples: int | None = None
+    """Training samples per epoch (--samples)."""
+    tokens: int | None = None
+    """Training tokens per epoch (--tokens); give samples or tokens, not both."""
+    eval_fraction: float | None = None
+    """Evaluation samples per epoch as a fraction of the training samples (--eval-fraction)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class StageEntry:
+    """One item of `training.stages`: a stage of a staged schedule (--stage EPOCHS:PATTERN,...)."""
+
+    epochs: float
+    """Epochs of the stage."""
+    freeze: list[str] | None = None
+    """Globs of the parameter names frozen in the stage (default: `training.freeze`)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Lora:
+    """`training.lora:` low-rank adapters (--lora RANK and its companions)."""
+
+    rank: int | None = None
+    """Adapter rank (--lora)."""
+    alpha: float | None = None
+    """Scaling alpha (--lora-alpha)."""
+    dropout: float | None = None
+    """Adapter dropout (--lora-dropout)."""
+    targets: list[str] | None = None
+    """Module names the adapters wrap, e.g. [q_proj, v_proj] (--lora-targets)."""
+    qlora: bool | None = None
+    """4-bit base weights (--qlora; implies LoRA)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Preference:
+    """`training.preference:` preference training (--preference, --reference)."""
+
+    kind: str | None = None
+    """The method, e.g. dpo (--preference)."""
+    reference: str | None = None
+    """How the reference model's log-probabilities come: model | precomputed (--reference)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Training:
+    """`training:` what one optimizer step and the whole run do (top level, or per model)."""
+
+    effective_batch: int | None = None
+    """Samples per optimizer step (--effective-batch); required, here or per model."""
+    epochs: float | None = None
+    """Epochs (--epochs); excludes `stages`."""
+    stages: list[StageEntry] | None = None
+    """A staged schedule (--stage, one per item); excludes `epochs`."""
+    optimizer: str | None = None
+    """adamw | adam | sgd | sgd-momentum | adafactor | adamw-8bit (--optimizer)."""
+    precision: str | None = None
+    """Force one precision (--precision); default: the best per device."""
+    freeze: list[str] | None = None
+    """Globs of frozen parameter names (--freeze, one per item)."""
+    lora: Lora | None = None
+    """Low-rank adapters (--lora ...)."""
+    preference: Preference | None = None
+    """Preference training (--preference, --reference)."""
+    strategy: str | None = None
+    """auto | ddp | fsdp2 | fsdp2-hybrid | zero1 | zero2 | zero3 (--strategy)."""
+    offload: str | None = None
+    """none | optimizer | params (--offload)."""
+    nodes: int | None = None
+    """Machines (--nodes)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelEntry:
+    """One item of `models:` (or the `model:` mapping): a model to plan.
+
+    Any field of `training:` and `data:` may be given here too, nested (`training: {...}`) or
+    directly in the entry (`effective_batch: 32`); it overrides the top-level value for this model.
+    """
+
+    model: str
+    """Catalog name, Hugging Face model directory or hub id, or pkg.module:factory (the `plan`
+    positional). A relative directory is relative to the spec file."""
+    name: str | None = None
+    """Short label used in the output and the report (default: `model`)."""
+    inputs: list[str] | None = None
+    """Inputs of a plain module, e.g. ["x=B,3,224,224:float32"] (--input, one per item)."""
+    seq: int | None = None
+    """Sequence length (--seq)."""
+    multiplier: int | None = None
+    """Per-sample multiplier of the batch dimension (--multiplier)."""
+    task: str | None = None
+    """Override the model family's default task (--task)."""
+    loss: str | None = None
+    """pkg.module:fn(output, batch) -> loss (--loss)."""
+    step_fn: str | None = None
+    """pkg.module:fn(model, batch) -> loss (--step-fn)."""
+    training: Training | None = None
+    """This model's overrides of `training:`."""
+    data: Data | None = None
+    """This model's overrides of `data:`."""
+
+    @property
+    def label(self) -> str:
+        """`name`, or the model string."""
+        return self.name or self.model
+
+
+@dataclass(kw_only=True, slots=True)
+class Cost:
+    """`cost:` prices and how a local device's price is spread (the run-cost options)."""
+
+    kwh_price: float | None = None
+    """Electricity price per kWh in USD (--kwh-price)."""
+    watts: float | None = None
+    """Power the local machine draws (--watts)."""
+    currency: str | None = None
+    """Currency of the costs shown (--currency)."""
+    fx: float | None = None
+    """Units of `currency` per USD (--fx)."""
+    years: float | None = None
+    """Years a local device is used (--years)."""
+    hours_per_year: float | None = None
+    """Hours a year a local device trains (--hours-per-year)."""
+    deadline: float | None = None
+    """Hours the run must fit in (--deadline)."""
+    prices: dict[str, float] | None = None
+    """Instance name -> on-demand USD per hour, replacing the catalog's (--price, one per item)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Measured:
+    """`measured:` a step you timed, to calibrate the plan (--measured-step, --measured-on)."""
+
+    step: float | None = None
+    """Seconds per optimizer step measured with the plan's setting (--measured-step)."""
+    on: str | None = None
+    """The device it was measured on (--measured-on; default: the first device)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Inference:
+    """`inference:` plan serving instead of training (--inference; the section turns it on)."""
+
+    context: int | None = None
+    """Prompt tokens (--context)."""
+    new_tokens: int | None = None
+    """Generated tokens (--new-tokens)."""
+    precision: list[str] | None = None
+    """Weight precisions to compare, e.g. [bf16, int8, int4] (--inference-precision)."""
+    batch: list[int] | None = None
+    """Concurrent sequences to plan (--batch)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Outputs:
+    """`outputs:` files the plan writes. Relative paths are relative to the spec file."""
+
+    report: str | None = None
+    """Directory of the report (--report)."""
+    config_dir: str | None = None
+    """Directory of config_<device>.yaml (--config-dir)."""
+    export: list[str] | None = None
+    """Trainer configs to write: hf | lightning | accelerate | yaml | ... (--export)."""
+    export_dir: str | None = None
+    """Where `export` writes (--export-dir; default: the current directory)."""
+    json: bool | None = None
+    """Print JSON instead of tables (--json)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Claim:
+    """One item of `claims:` a figure of the source document, compared in the report."""
+
+    what: str
+    """What the figure is, in words."""
+    quantity: ClaimQuantity
+    """What kind of figure: memory_gib | micro_batch | step_seconds | hours | cost_usd |
+    params_millions | tokens_per_second."""
+    value: float | list[float]
+    """The document's figure, or a range [low, high]."""
+    model: str | None = None
+    """The model's `name` (optional when there is one model)."""
+    device: str | None = None
+    """The device the figure is about (optional)."""
+    source: str | None = None
+    """Where in the document the figure is."""
+    why: str | None = None
+    """An explanation where trainfit disagrees (optional)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class PlanFile:
+    """A whole plan spec file, as loaded by `trainfit.load_plan_spec`.
+
+    After loading, `models` holds every model (a top-level `model:` becomes its one item) and
+    `model` is None.
+    """
+
+    title: str | None = None
+    """Report title."""
+    description: str | None = None
+    """Free text shown in the report."""
+    model: str | ModelEntry | None = None
+    """One model: a model string or a `ModelEntry` mapping (or use `models`)."""
+    models: list[str | ModelEntry] | None = None
+    """Several models; each is planned, one plan per model."""
+    data: Data | None = None
+    """The size of an epoch."""
+    training: Training | None = None
+    """What a step and the run do."""
+    devices: list[str] | None = None
+    """Devices to plan for (--device, one per item)."""
+    gpus: int | None = None
+    """GPUs of the device, data parallel (--gpus)."""
+    margin: float | None = None
+    """Fraction of device memory kept free (--margin)."""
+    cost: Cost | None = None
+    """Prices."""
+    measured: Measured | None = None
+    """A measured step to calibrate with."""
+    inference: Inference | None = None
+    """Plan serving; the section's presence turns --inference on."""
+    outputs: Outputs | None = None
+    """Files to write."""
+    jobs: int | None = None
+    """Processes to trace in (--jobs)."""
+    claims: list[Claim] | None = None
+    """Figures of the source document, compared in the report."""
+    source: str = field(default="", metadata={"yaml": False})
+    """Not a YAML field: the file's path as given."""
+    directory: Path = field(default=Path("."), metadata={"yaml": False})
+    """Not a YAML field: the file's directory, which relative paths are relative to."""
+    lines: dict[str, int] = field(default_factory=dict, metadata={"yaml": False})
+    """Not a YAML field: the line of each field given, by its path (`models[0].seq`)."""
+
+    def entries(self) -> list[ModelEntry]:
+        """Every model as a `ModelEntry` (after loading: `models`)."""
+        return [m for m in self.models or () if isinstance(m, ModelEntry)]

@@ -1,0 +1,415 @@
+"""`trainfit.report.document`: a plan's report as Markdown, JSON, PNG plots and HTML."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shlex
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from torch import nn
+
+from trainfit import TrainSpec
+from trainfit.cli.main import _parser, main
+from trainfit.errors import SpecError
+from trainfit.plan import Plan, Verdict, plan
+from trainfit.report.document import (
+    InferenceRow,
+    Report,
+    build_report,
+    render_plots,
+    to_html,
+    to_json,
+    to_markdown,
+    write_plots,
+    write_report,
+)
+from trainfit.timing.run import RunSpec
+
+GIB = 2**30
+MODEL = "tests.test_report_document:wide_mlp"
+INPUT = "input=B,64,2048:float32"
+TINY = {
+    "devices": {
+        "tiny-gpu": {
+            "display": "Tiny test GPU 1 GB",
+            "kind": "cuda",
+            "architecture": "ada",
+            "runtime_profile": "modelled-from-hopper",
+            "memory_gb": 1,
+            "compute_capability": [8, 9],
+        }
+    }
+}
+"""A 1 GiB GPU the model's weights, gradients and AdamW state alone (0.5 GiB) plus the CUDA
+context do not fit."""
+
+
+def wide_mlp() -> nn.Module:
+    """34M parameters: fits an 8 GB GPU, not a 1 GB one; 64 rows a sample, so the largest
+    micro-batch is a few hundred on the 8 GB GPU."""
+    return nn.Sequential(nn.Linear(2048, 8192), nn.ReLU(), nn.Linear(8192, 2048))
+
+
+@pytest.fixture(scope="module")
+def catalog_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("catalog") / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def tiny_catalog(catalog_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINFIT_CATALOG", str(catalog_file))
+
+
+@pytest.fixture(scope="module")
+def planned(catalog_file: Path) -> Plan:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRAINFIT_CATALOG", str(catalog_file))
+        return plan(
+            TrainSpec(model=MODEL, inputs=(INPUT,)),
+            32,
+            ("rtx-4060", "h100", "tiny-gpu"),
+            run=RunSpec(samples=20_000, epochs=2, kwh_price=0.30),
+        )
+
+
+CLAIMS = (
+    {
+        "what": "peak memory on the RTX 4060",
+        "device": "rtx-4060",
+        "quantity": "memory_gib",
+        "value": 99.0,
+        "source": "seed §RTX 4060",
+        "why": "the document counts the whole card",
+    },
+    {"what": "model size", "quantity": "params_millions", "value": [30, 40], "source": "seed"},
+)
+
+
+@pytest.fixture(scope="module")
+def report(planned: Plan, catalog_file: Path) -> Report:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRAINFIT_CATALOG", str(catalog_file))
+        return build_report(
+            [planned],
+            title="Wide MLP <on> three GPUs",
+            description="What fits where & why.",
+            claims=CLAIMS,
+            names=["wide"],
+        )
+
+
+def _device(p: Plan, name: str):
+    return next(d for d in p.devices if d.device == name)
+
+
+def test_the_plan_fits_one_device_and_not_another(planned: Plan) -> None:
+    assert _device(planned, "rtx-4060").setting is not None
+    assert _device(planned, "tiny-gpu").verdict is Verdict.NO
+    assert set(planned.scalings) == {"rtx-4060", "h100"}  # kept for the report, no new trace
+
+
+def test_breakdown_sums_to_the_plans_memory_and_the_curve_meets_it(report, planned) -> None:
+    stage = report.models[0].stages[0]
+    memory = {m.device: m for m in stage.memory}
+    for name in ("rtx-4060", "h100"):
+        d, m = _device(planned, name), memory[name]
+        assert m.micro_batch == d.setting.micro_batch
+        assert sum(v for _, v in m.breakdown) == d.setting.needed_bytes
+        points = {p.micro_batch: p for p in m.curve}
+        assert points[m.micro_batch].needed_bytes == d.setting.needed_bytes
+        # NB: not monotonic point by point (the allocator's segments), but growing
+        assert m.curve[0].needed_bytes < d.setting.needed_bytes < m.curve[-1].needed_bytes
+        largest = d.max_micro_batch
+        assert 32 < largest < 1 << 16  # found by the plan's search, not its limit
+        assert points[largest].fits and not points[largest + 1].fits
+    tiny = memory["tiny-gpu"]
+    assert not tiny.breakdown and not tiny.curve and tiny.limit_bytes == GIB
+    assert tiny.note == _device(planned, "tiny-gpu").note
+
+
+def _headings(md: str) -> list[str]:
+    """The Markdown's headings (not the comments of its code blocks)."""
+    found, code = [], False
+    for line in md.splitlines():
+        code ^= line.startswith("```")
+        if line.startswith("#") and not code:
+            found.append(line)
+    return found
+
+
+def test_markdown_sections_and_rows(report, planned) -> None:
+    md = to_markdown(report)
+    headings = _headings(md)
+    assert headings[:10] == [
+        "# Wide MLP <on> three GPUs",
+        "## Quick comparison",
+        "## Memory breakdown",
+        "## Recommended settings",
+        "## Training time",
+        "## Cost",
+        "## Low-memory options",
+        "## If you run out of memory",
+        "## Verify on the machine",
+        "## The document's figures against trainfit's",
+    ]
+    d = _device(planned, "rtx-4060")
+    s = d.setting
+    local = next(c for c in d.costs if c.kind == "local")
+    assert (
+        f"| rtx-4060 | {d.verdict.value} | {s.needed_bytes / GIB:.2f} GiB | 8.00 GiB | "
+        f"bf16, {s.micro_batch} x {s.grad_accum}, adamw | {d.run.step_seconds * 1000:,.1f} ms | "
+        f"{d.run.hours:.3g} | {local.to_dict()['total']:.2f} USD |" in md  # cents, as in JSON
+    )
+    assert "| tiny-gpu | does not fit | - | 1.00 GiB | - | - | - | - |" in md
+    assert f"| parameters | {planned.parameters * 2 / GIB:.2f} GiB |" not in md  # fp32 weights
+    assert f"| parameters | {planned.parameters * 4 / GIB:.2f} GiB |" in md
+    assert "[config_rtx-4060.yaml (rtx-4060)](configs/wide/config_rtx-4060.yaml)" in md
+    assert "![memory breakdown per device](plots/wide_memory.png)" in md
+    assert "What fits where & why." in md
+
+
+def test_verify_commands_are_the_settings_flags_and_parse(report, planned) -> None:
+    s = _device(planned, "rtx-4060").setting
+    (verify,) = [v for v in report.models[0].stages[0].verify if v.device == "rtx-4060"]
+    commands = dict(verify.commands)
+    largest = commands["the real largest micro-batch, keeping the effective batch"]
+    assert largest == (
+        f"trainfit measure {MODEL} --input {INPUT} --precision bf16 --optimizer adamw "
+        "--max-batch --effective-batch 32 --on cuda --device rtx-4060"
+    )
+    for command in commands.values():
+        assert command in to_markdown(report)
+        args = _parser().parse_args(shlex.split(command)[1:])
+        assert args.precision == "bf16" and args.input == [INPUT]
+    steps = _parser().parse_args(
+        shlex.split(commands["real steps beside the estimate (memory and time)"])[1:]
+    )
+    assert (steps.batch, steps.grad_accum) == (s.micro_batch, s.grad_accum)
+
+
+def test_claims_are_compared_and_disagreements_flagged(report, planned) -> None:
+    memory, size = report.claims
+    needed = _device(planned, "rtx-4060").setting.needed_bytes / GIB
+    assert memory.trainfit == pytest.approx(needed) and memory.ratio == pytest.approx(needed / 99)
+    assert memory.agrees is False
+    assert size.trainfit == pytest.approx(planned.parameters / 1e6) and size.ratio == 1.0
+    assert size.agrees is True
+    md = to_markdown(report)
+    assert (
+        f"| peak memory on the RTX 4060 | wide | rtx-4060 | memory_gib | 99 | {needed:,.4g} | "
+        f"{needed / 99:.2f} | DISAGREES (>25%) | seed §RTX 4060 | the document counts the "
+        "whole card |" in md
+    )
+    assert "| model size | wide | - | params_millions | 30-40 |" in md
+
+
+def test_a_claim_on_a_device_without_a_setting_has_no_trainfit_figure(planned) -> None:
+    claim = {"what": "tiny", "device": "tiny-gpu", "quantity": "memory_gib", "value": 0.8}
+    (check,) = build_report([planned], claims=[claim], names=["wide"]).claims
+    assert (check.trainfit, check.ratio, check.agrees) == (None, None, None)
+    assert check.note == "no setting fits on this device"
+
+
+def test_a_claim_that_cannot_be_found_is_an_error_naming_it(planned) -> None:
+    bad = [
+        {"what": "on a TPU", "device": "tpu-v5", "quantity": "hours", "value": 1},
+        {"what": "speed", "device": "h100", "quantity": "furlongs", "value": 1},
+        {"what": "other model", "model": "llama", "quantity": "params_millions", "value": 1},
+        {"what": "which device", "quantity": "memory_gib", "value": 1},
+    ]
+    with pytest.raises(SpecError) as info:
+        build_report([planned], claims=bad, names=["wide"])
+    text = str(info.value)
+    assert "claim 'on a TPU': device 'tpu-v5' is not in the plan of wide" in text
+    assert "claim 'speed': quantity 'furlongs' is not one of cost_usd, hours, memory_gib" in text
+    assert "claim 'other model': model 'llama' is not in the plan: one of wide" in text
+    assert "claim 'which device': name its device: one of h100, rtx-4060, tiny-gpu" in text
+
+
+def test_json_round_trips(report) -> None:
+    data = json.loads(to_json(report))
+    assert sorted(data) == ["claims", "description", "extra", "models", "run", "title"]
+    stage = data["models"][0]["stages"][0]
+    assert sorted(stage) == ["configs", "epochs", "freeze", "memory", "name", "plan", "verify"]
+    assert [d["device"] for d in stage["plan"]["devices"]] == ["rtx-4060", "h100", "tiny-gpu"]
+    assert stage["memory"][0]["curve"][0] == {
+        "micro_batch": 1,
+        "needed_bytes": report.models[0].stages[0].memory[0].curve[0].needed_bytes,
+        "fits": True,
+    }
+    assert data["run"]["samples"] == 20_000 and data["run"]["kwh_price"] == 0.3
+    assert to_json(report) == json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def test_plots_are_pngs_without_a_software_tag(report, tmp_path) -> None:
+    paths = write_plots(report, tmp_path)
+    assert sorted(p.name for p in paths) == ["wide_curve.png", "wide_memory.png", "wide_time.png"]
+    for path in paths:
+        data = path.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+        assert b"matplotlib" not in data
+        import matplotlib.image
+
+        assert matplotlib.image.imread(path).shape[2] == 4
+
+
+def test_html_is_self_contained_and_escaped(report, tmp_path) -> None:
+    written = write_report(report, tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "<title>Wide MLP &lt;on&gt; three GPUs</title>" in page
+    assert "What fits where &amp; why." in page
+    sources = re.findall(r'src="([^"]*)"', page)
+    assert len(sources) == 3 and all(s.startswith("data:image/png;base64,") for s in sources)
+    links = re.findall(r'href="([^"]*)"', page)
+    assert links and all((tmp_path / link).is_file() for link in links)
+    assert not re.search(r"https?://|<link|<script", page)
+    md = (tmp_path / "report.md").read_text()
+    for line in _headings(md):
+        if line.startswith("## "):
+            title = line[3:].replace("'", "&#x27;")
+            assert f"<h2>{title}</h2>" in page
+    assert '<td class="bad">DISAGREES (&gt;25%)</td>' in page
+    assert tmp_path / "report.html" == written[-1]
+    assert (
+        (tmp_path / "configs/wide/config_rtx-4060.yaml")
+        .read_text()
+        .startswith(f"# trainfit plan for {MODEL} on NVIDIA GeForce RTX 4060 8GB\n")
+    )
+
+
+def test_the_same_inputs_give_the_same_bytes(report, planned, tmp_path) -> None:
+    again = build_report(
+        [planned],
+        title=report.title,
+        description=report.description,
+        claims=CLAIMS,
+        names=["wide"],
+    )
+    write_report(report, tmp_path / "a")
+    write_report(again, tmp_path / "b")
+    files = sorted(
+        p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file()
+    )
+    assert len(files) == 8  # report.md, .json, .html, 3 plots, the 2 configs of the GPUs that fit
+    for f in files:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    assert render_plots(report) == render_plots(again)
+    assert str(tmp_path) not in (tmp_path / "a" / "report.json").read_text()
+
+
+def test_new_fields_inference_and_extra_sections_render(report) -> None:
+    stage = report.models[0].stages[0]
+    devices = [dict(d, lora={"rank": 16}) for d in stage.plan["devices"]]  # type: ignore[union-attr]
+    devices[2]["sharded"] = {
+        "gpus": 4,
+        "per_gpu_bytes": GIB // 2,
+        "instance": "",
+        "instances": 0,
+        "usd_per_hour": None,
+    }
+    changed = dataclasses.replace(stage, plan=dict(stage.plan, devices=devices, strategy="fsdp2"))
+    rows = (
+        InferenceRow(
+            device="h100",
+            precision="bf16",
+            batch=8,
+            context=2048,
+            memory_gib=3.25,
+            fits=True,
+            prefill_ms=12.5,
+            decode_tokens_per_second=950.0,
+        ),
+    )
+    model = dataclasses.replace(report.models[0], stages=(changed,), inference=rows)
+    extended = dataclasses.replace(report, models=(model,), extra={"notes": {"a": 1}})
+    md = to_markdown(extended)
+    assert '| rtx-4060 | lora | {"rank": 16} |' in md
+    assert '| (plan) | strategy | "fsdp2" |' in md
+    assert "| h100 | bf16 | 8 | 2048 | 3.25 GiB | yes | 12.5 | 950.0 |" in md
+    assert "## notes" in md
+    assert "| tiny-gpu | 4 GPUs sharded | 0.50 GiB | - x 0 | - |" in md
+    assert "<h2>Inference</h2>" in to_html(extended)
+
+
+def test_names_must_match_the_plans(planned) -> None:
+    with pytest.raises(SpecError, match="2 names for 1 plans"):
+        build_report([planned], names=["a", "b"])
+
+
+def test_plan_command_writes_the_report(tmp_path, capsys) -> None:
+    out = tmp_path / "rep"
+    argv = ["plan", MODEL, "--input", INPUT, "--effective-batch", "32", "--device", "rtx-4060"]
+    argv += ["--device", "tiny-gpu", "--samples", "1000", "--jobs", "1", "--report", str(out)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"wrote {out / 'report.html'}" in err
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert names == [
+        "configs/wide_mlp/config_rtx-4060.yaml",
+        "plots/wide_mlp_curve.png",
+        "plots/wide_mlp_memory.png",
+        "plots/wide_mlp_time.png",
+        "report.html",
+        "report.json",
+        "report.md",
+    ]
+    assert "# trainfit plan: wide_mlp" in (out / "report.md").read_text()
+
+
+def test_plan_command_with_stages_writes_each_stage(tmp_path, capsys) -> None:
+    out = tmp_path / "rep"
+    argv = ["plan", MODEL, "--input", INPUT, "--effective-batch", "32", "--device", "rtx-4060"]
+    argv += ["--samples", "1000", "--stage", "1:0.*", "--stage", "2", "--jobs", "1"]
+    assert main([*argv, "--report", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "## Schedule over the stages" in md and md.count("### Quick comparison") == 2
+    assert (out / "configs/wide_mlp/stage1/config_rtx-4060.yaml").is_file()
+    assert (out / "plots/wide_mlp_stage2_memory.png").is_file()
+
+
+def test_a_spec_files_title_and_claims_are_used(planned, tmp_path) -> None:
+    from trainfit.cli import report_args
+
+    spec_file = SimpleNamespace(title="From the file", description="", claims=[CLAIMS[1]])
+    args = SimpleNamespace(report=str(tmp_path), spec_file=spec_file, export=[])
+    report_args.write(args, [planned])  # type: ignore[arg-type]
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["title"] == "From the file" and data["claims"][0]["what"] == "model size"
+
+
+def test_an_unwritable_report_directory_fails_before_planning(tmp_path, capsys) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    argv = ["plan", MODEL, "--input", INPUT, "--effective-batch", "32", "--device", "h100"]
+    assert main([*argv, "--report", str(blocker / "rep")]) == 1
+    assert "report directory" in capsys.readouterr().err
+
+
+def test_the_docs_example_runs(tmp_path, monkeypatch) -> None:
+    text = (Path(__file__).parent.parent / "docs" / "report.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/report.md", "exec"), {})
+    assert (tmp_path / "report" / "report.html").is_file()
+    assert (tmp_path / "report" / "plots" / "emotion_mlp_memory.png").is_file()
+
+
+def test_several_models_get_a_section_each_and_claims_name_theirs(planned) -> None:
+    claim = {"what": "size of b", "model": "b", "quantity": "params_millions", "value": 33.5}
+    report = build_report([planned, planned], names=["a", "b"], claims=[claim])
+    md = to_markdown(report)
+    assert "## a\n" in md and "## b\n" in md and md.count("### Quick comparison") == 2
+    assert report.claims[0].model == "b" and report.claims[0].agrees
+    assert "plots/a_memory.png" in md and "plots/b_memory.png" in md
+    with pytest.raises(SpecError, match="claim 'size': name its model: one of a, b"):
+        build_report(
+            [planned, planned], names=["a", "b"], claims=[dict(claim, what="size", model=None)]
+        )
+    with pytest.raises(SpecError, match="two models share a name"):
+        build_report([planned, planned], names=["a", "a"])
