@@ -4,8 +4,10 @@
     PYTHONPATH=src python examples/regenerate.py --check    # exit 1 naming each stale file
     PYTHONPATH=src python examples/regenerate.py --seed 002 # only the seeds whose folder starts so
 
-Each ``examples/seeds/*/spec.yaml`` is planned with ``trainfit plan SPEC --report DIR`` through
-the CLI's ``main`` in this process (the tables it prints are swallowed). The report is always
+Each ``examples/seeds/*/*.yaml`` (a seed's ``spec.yaml``, and more specs where one seed needs
+several, each with its own ``outputs.report``) is planned with
+``trainfit plan SPEC --report DIR`` through the CLI's ``main`` in this process (the tables it
+prints are swallowed). The report is always
 written to a fresh temporary folder first: ``--check`` compares that folder with the committed
 ``outputs.report`` folder byte for byte (Markdown, JSON, HTML and PNG alike); without it the
 committed folder is replaced by the new one as a whole, so files a report no longer has go too.
@@ -52,7 +54,7 @@ class SeedResult:
 
 def specs(prefix: str = "") -> list[Path]:
     """Every example spec, in seed order; only those whose folder name starts with ``prefix``."""
-    return sorted(p for p in SEEDS.glob("*/spec.yaml") if p.parent.name.startswith(prefix))
+    return sorted(p for p in SEEDS.glob("*/*.yaml") if p.parent.name.startswith(prefix))
 
 
 def report_dir(spec: Path) -> Path:
@@ -168,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = False
     for spec in chosen:
         result = run_one(spec, check=args.check)
-        name = spec.parent.name
+        name = f"{spec.parent.name}/{spec.name}"
         if result.error:
             failed = True
             print(f"{name}: FAILED in {result.seconds:.1f} s: {result.error}")

@@ -36,6 +36,9 @@ def check(args: argparse.Namespace) -> None:
 _LIVE: list[object] = []
 """The progress display started by `start` (at most one), stopped by `stop`."""
 
+_PENDING: dict[str, dict[int, tuple[Sequence[Plan | StagedPlan], str]]] = {}
+"""A spec file's plans so far, per report directory: {model index: (plans, model name)}."""
+
 
 def start(args: argparse.Namespace, what: str = "planning") -> Callable[[str], None] | None:
     """With --report: show what is being done on stderr (a rich progress line, removed when
@@ -91,6 +94,20 @@ def write(
     from trainfit.report.document import build_report, write_report
 
     spec_file = getattr(args, "spec_file", None)
+    if spec_file is not None and names is None:
+        # NB: `cli.spec_file.run` plans a file's models one after another; their report is one,
+        # written when the last model is planned, each model under its entry's name (the name
+        # the claims use)
+        key = str(Path(directory).resolve())
+        if args.spec_index == 0:
+            _PENDING.pop(key, None)
+        pending = _PENDING.setdefault(key, {})
+        pending[args.spec_index] = (plans, args.spec_model)
+        if len(pending) < len(spec_file.entries()):
+            return
+        del _PENDING[key]
+        plans = [plan for index in sorted(pending) for plan in pending[index][0]]
+        names = [pending[index][1] for index in sorted(pending) for _ in pending[index][0]]
     say = start(args, "report")
     try:
         report = build_report(

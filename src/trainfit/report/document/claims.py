@@ -84,7 +84,8 @@ def as_claim(item: object) -> Claim:
         )
     return Claim(
         what=str(get("what") or ""),
-        quantity=str(get("quantity") or ""),
+        # NB: the spec file's ClaimQuantity is a str Enum, whose str() is its name on 3.11+
+        quantity=str(getattr(get("quantity"), "value", get("quantity")) or ""),
         value=value,
         model=get("model"),
         device=get("device"),
