@@ -8,6 +8,7 @@ cannot read a spec file or write a report.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -145,3 +146,28 @@ def test_a_spec_without_a_report_folder_is_refused(tmp_path: Path) -> None:
     spec.write_text("title: x\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"outputs\.report is not set"):
         regenerate.report_dir(spec)
+
+
+def test_a_spec_files_models_share_one_report(tmp_path: Path) -> None:
+    from trainfit.cli.main import main
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        """
+models:
+  - {name: small, model: "trainfit.models.zoo:emotion_mlp", effective_batch: 8}
+  - {name: big, model: "trainfit.models.zoo:emotion_mlp", effective_batch: 16}
+devices: [h100]
+jobs: 1
+outputs: {report: out/}
+claims:
+  - {what: "big's parameters", model: big, quantity: params_millions, value: 0.233, source: "x"}
+""",
+        encoding="utf-8",
+    )
+    assert main(["plan", str(spec)]) == 0
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [m["name"] for m in data["models"]] == ["small", "big"]
+    (claim,) = data["claims"]
+    assert claim["model"] == "big" and claim["quantity"] == "params_millions"
+    assert claim["agrees"] is True

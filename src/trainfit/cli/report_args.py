@@ -94,15 +94,16 @@ def write(
     from trainfit.report.document import build_report, write_report
 
     spec_file = getattr(args, "spec_file", None)
-    if spec_file is not None and names is None:
+    index = getattr(args, "spec_index", None)
+    if names is None and index is not None and hasattr(spec_file, "entries"):
         # NB: `cli.spec_file.run` plans a file's models one after another; their report is one,
         # written when the last model is planned, each model under its entry's name (the name
         # the claims use)
         key = str(Path(directory).resolve())
-        if args.spec_index == 0:
+        if index == 0:
             _PENDING.pop(key, None)
         pending = _PENDING.setdefault(key, {})
-        pending[args.spec_index] = (plans, args.spec_model)
+        pending[index] = (plans, args.spec_model)
         if len(pending) < len(spec_file.entries()):
             return
         del _PENDING[key]
