@@ -111,14 +111,12 @@ def run(args: argparse.Namespace) -> int:
     from trainfit.plan import plan
     from trainfit.spec import Precision, TrainSpec, parse_enum
 
-    if args.effective_batch is None:  # NB: not argparse-required: a spec file may give it
-        raise SpecError(["--effective-batch is required: samples per optimizer step"])
     devices = tuple(args.device) or DEFAULT_DEVICES
     if args.inference:
         from trainfit.cli.inference import run_inference
 
         return run_inference(args, devices)
-    if args.effective_batch is None:
+    if args.effective_batch is None:  # NB: not argparse-required: a spec file may give it
         raise SpecError(["trainfit plan needs --effective-batch N (or --inference)"])
     if args.export_dir is not None and not args.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
