@@ -43,14 +43,14 @@ def main() -> None:
         trace = trace_step(spec, target=Target.of(device))
         sizes = units(spec)
 
-        def per_rank(gpus: int) -> int:
+        shares = {}
+        for gpus in (0, 1, *GPUS):
             offload = Offload.PARAMS if gpus == 0 else Offload.NONE
             layout = Layout(gpus=max(gpus, 1))
-            return rank_memory(
+            shares[str(gpus)] = rank_memory(
                 trace, spec, device, Strategy.FSDP2, offload, layout, sizes
             ).total_bytes
-
-        out["cases"][name] = {str(gpus): per_rank(gpus) for gpus in (0, 1, *GPUS)}  # type: ignore[index]
+        out["cases"][name] = shares  # type: ignore[index]
         print(name, out["cases"][name])  # type: ignore[index]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "predicted.json").write_text(json.dumps(out, indent=2) + "\n")
