@@ -58,9 +58,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--export",
         action="append",
         default=[],
-        choices=("hf", "lightning", "accelerate", "yaml"),
+        choices=("hf", "lightning", "accelerate", "yaml", "torchrun", "deepspeed"),
         help="write each device's settings for a trainer: hf (TrainingArguments JSON), lightning "
-        "(Trainer JSON), accelerate (config YAML), yaml (seed-style config); repeatable",
+        "(Trainer JSON), accelerate (config YAML), yaml (seed-style config), torchrun "
+        "(launch_<device>.sh + fsdp2_<device>.json + train_fsdp2.py), deepspeed "
+        "(ds_config_<device>.json + accelerate_ds_<device>.yaml); repeatable",
+    )
+    parser.add_argument(
+        "--strategy",
+        default=None,
+        help="plan over several GPUs with this engine: auto | ddp | fsdp2 | fsdp2-hybrid | "
+        "zero1 | zero2 | zero3 (default: only GPUs that cannot hold the job alone, auto)",
+    )
+    parser.add_argument(
+        "--offload",
+        default=None,
+        help="none | optimizer | params: what host RAM holds (default: auto, offload last)",
+    )
+    parser.add_argument(
+        "--nodes", type=int, default=None, help="machines to plan over (with --gpus: all GPUs)"
     )
     parser.add_argument(
         "--stage",
@@ -124,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     run = run_args.run_spec(args)
     run_args.check_sized(run, args)
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
+    multi = _multi_gpu(args)
     if args.stage:
         return _staged(args, spec, devices, precision, run)
     result = plan(
@@ -135,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         run=run,
         measured_step=run_args.measured(args, devices[0]),
+        **multi,
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
@@ -146,6 +164,29 @@ def run(args: argparse.Namespace) -> int:
         Console().print(plan_renderable(result))
     _write_files(args, result, "")
     return 0
+
+
+def _multi_gpu(args: argparse.Namespace) -> dict[str, object]:
+    """plan()'s multi-GPU arguments from --strategy, --offload, --gpus and --nodes."""
+    from trainfit.distributed.strategy import Offload, Strategy
+    from trainfit.spec import parse_enum
+
+    strategy = offload = None
+    asked = args.strategy is not None or args.offload is not None or args.nodes is not None
+    if args.strategy not in (None, "auto"):
+        strategy = parse_enum(Strategy, "strategy", args.strategy)
+    if args.offload is not None:
+        offload = parse_enum(Offload, "offload", args.offload)
+    gpus = args.gpus if args.gpus != 1 or asked else None
+    if args.strategy is None and args.offload is None and args.nodes is None and gpus is None:
+        return {}
+    return dict(
+        strategy=strategy,
+        offload=offload,
+        gpus=None if args.gpus == 1 and args.strategy in (None, "auto") else gpus,
+        nodes=args.nodes,
+        multi_gpu=True,
+    )
 
 
 def _staged(

@@ -31,7 +31,7 @@ from trainfit.distributed.strategy import (
 from trainfit.distributed.units import Units, units
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import Device, get_device, instances
-from trainfit.spec import TrainSpec
+from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.step import StepTrace, trace_step
 from trainfit.trace.target import Target
 
@@ -48,6 +48,7 @@ class DistributedPlan:
     offload: Offload
     gpus: int
     nodes: int
+    precision: Precision
     checkpointing: bool
     micro_batch: int
     grad_accum: int
@@ -72,6 +73,7 @@ class DistributedPlan:
             "gpus": self.gpus,
             "nodes": self.nodes,
             "gpus_per_node": self.gpus // self.nodes,
+            "precision": self.precision.value,
             "checkpointing": self.checkpointing,
             "micro_batch": self.micro_batch,
             "grad_accum": self.grad_accum,
@@ -253,6 +255,7 @@ def _finish(
         offload=offload,
         gpus=layout.gpus,
         nodes=layout.nodes,
+        precision=traces.spec.precision,
         checkpointing=ckpt,
         micro_batch=micro,
         grad_accum=accum,
