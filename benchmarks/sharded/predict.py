@@ -27,6 +27,22 @@ DEVICE = "h200"
 RESULTS = Path(__file__).parent / "results"
 
 
+def predict_case(name: str) -> dict[str, int]:
+    """Per-rank device memory of case `name` by GPU count ("0": one GPU with CPU offload)."""
+    spec = TrainSpec(**spec_fields(name))
+    device = get_device(DEVICE)
+    trace = trace_step(spec, target=Target.of(device))
+    sizes = units(spec)
+    shares = {}
+    for gpus in (0, 1, *GPUS):
+        offload = Offload.PARAMS if gpus == 0 else Offload.NONE
+        layout = Layout(gpus=max(gpus, 1))
+        shares[str(gpus)] = rank_memory(
+            trace, spec, device, Strategy.FSDP2, offload, layout, sizes
+        ).total_bytes
+    return shares
+
+
 def main() -> None:
     out: dict[str, object] = {
         "environment": {
@@ -38,18 +54,7 @@ def main() -> None:
         "cases": {},
     }
     for name in CASES:
-        spec = TrainSpec(**spec_fields(name))
-        device = get_device(DEVICE)
-        trace = trace_step(spec, target=Target.of(device))
-        sizes = units(spec)
-
-        shares = {}
-        for gpus in (0, 1, *GPUS):
-            offload = Offload.PARAMS if gpus == 0 else Offload.NONE
-            layout = Layout(gpus=max(gpus, 1))
-            shares[str(gpus)] = rank_memory(
-                trace, spec, device, Strategy.FSDP2, offload, layout, sizes
-            ).total_bytes
+        shares = predict_case(name)
         out["cases"][name] = shares  # type: ignore[index]
         print(name, out["cases"][name])  # type: ignore[index]
     RESULTS.mkdir(exist_ok=True)
