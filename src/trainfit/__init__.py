@@ -58,11 +58,17 @@ _HOMES = {
     "Fit": "trainfit.autofit.fit",
     "StagedPlan": "trainfit.stages",
     "plan_stages": "trainfit.stages",
+    "DistributedPlan": "trainfit.distributed.search",
+    "plan_distributed": "trainfit.distributed.search",
+    "Offload": "trainfit.distributed.strategy",
+    "Strategy": "trainfit.distributed.strategy",
+    "RankMemory": "trainfit.distributed.memory",
 }
 
 __all__ = [
     "Breakdown",
     "Diagnosis",
+    "DistributedPlan",
     "Estimate",
     "Fit",
     "InputSpec",
@@ -72,9 +78,11 @@ __all__ = [
     "Measured",
     "ModelLoadError",
     "Monitor",
+    "Offload",
     "OomReport",
     "OptimizerKind",
     "Precision",
+    "RankMemory",
     "RealMaxBatch",
     "RunEstimate",
     "RunSpec",
@@ -82,6 +90,7 @@ __all__ = [
     "Stage",
     "StagedPlan",
     "StepTime",
+    "Strategy",
     "TraceError",
     "TrainSpec",
     "TrainfitError",
@@ -93,6 +102,7 @@ __all__ = [
     "find_max_batch",
     "max_micro_batch",
     "measure_latency",
+    "plan_distributed",
     "plan_stages",
 ]
 
