@@ -322,3 +322,48 @@ def test_fsdp2_template_trains_one_step_on_two_cpu_ranks(tmp_path: Path, strateg
     assert len(ranks) == 2 and all(r["error"] == "" for r in ranks)
     # both ranks see the same loss (one model, replicated or sharded)
     assert ranks[0]["losses"] == ranks[1]["losses"] and len(ranks[0]["losses"]) == 1
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+
+
+def test_cli_world_size_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from trainfit.cli.main import main
+
+    args = ["plan", "gpt2", "--seq", "128", "--effective-batch", "100", "--device", "h100"]
+    assert main([*args, "--gpus", "16", "--nodes", "2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert (
+        err == "trainfit: error: effective batch 100 % (2 nodes x 8 GPUs = 16) != 0: use 96 or 112"
+    )
+    assert main([*args, "--strategy", "fsdp2", "--offload", "optimizer"]) == 1
+    assert "--offload optimizer is not offered by fsdp2" in capsys.readouterr().err
+
+
+def test_cli_plan_json_and_torchrun_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trainfit.cli.main import main
+
+    code = main(
+        ["plan", "gpt2", "--seq", "128", "--effective-batch", "16", "--device", "h100",
+         "--strategy", "fsdp2", "--gpus", "2", "--json", "--jobs", "1", "--export", "torchrun",
+         "--export", "deepspeed", "--export-dir", str(tmp_path)]
+    )  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    multi = out["devices"][0]["distributed"]
+    assert (multi["strategy"], multi["gpus"], multi["nodes"]) == ("fsdp2", 2, 1)
+    assert multi["memory"]["per_rank_bytes"] <= multi["budget_bytes"]
+    assert multi["label"] == "modelled"
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [
+        "accelerate_ds_h100.yaml",
+        "ds_config_h100.json",
+        "fsdp2_h100.json",
+        "launch_h100.sh",
+        "train_fsdp2.py",
+    ]
+    settings = json.loads((tmp_path / "fsdp2_h100.json").read_text())
+    assert settings["micro_batch"] == multi["micro_batch"]
+    check_config(json.loads((tmp_path / "ds_config_h100.json").read_text()), 2)

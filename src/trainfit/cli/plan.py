@@ -177,6 +177,10 @@ def _multi_gpu(args: argparse.Namespace) -> dict[str, object]:
         strategy = parse_enum(Strategy, "strategy", args.strategy)
     if args.offload is not None:
         offload = parse_enum(Offload, "offload", args.offload)
+    if strategy is not None and offload is not None:
+        from trainfit.distributed.strategy import check_offload
+
+        check_offload(strategy, offload)  # NB: before planning, which takes seconds
     gpus = args.gpus if args.gpus != 1 or asked else None
     if args.strategy is None and args.offload is None and args.nodes is None and gpus is None:
         return {}
