@@ -184,6 +184,12 @@ def test_plan_picks_the_fewest_gpus() -> None:
     found = plan_distributed(spec, 16, l4)
     assert found is not None and found.gpus > 1
     assert found.memory.total_bytes <= found.budget_bytes
+    # with the states in host RAM, one GPU holds it (the alternative the plan gives)
+    alternative = found.fewer_with_offload
+    assert alternative is not None and alternative.gpus == 1
+    assert alternative.offload is Offload.PARAMS and alternative.memory.host_bytes_per_node > 0
+    assert alternative.step_seconds is not None and found.step_seconds is not None
+    assert "over PCIe" in alternative.note
     fewer = Layout(gpus=found.gpus // 2)
     # nothing fits on half as many GPUs, whatever the engine
     for strategy in (Strategy.DDP, Strategy.FSDP2):

@@ -64,6 +64,9 @@ class DistributedPlan:
     instances: int
     usd_per_hour: float | None
     note: str = ""
+    fewer_with_offload: DistributedPlan | None = None
+    """When the search chose more than one GPU without offload: the fewest GPUs that hold the
+    job with FSDP2 and the states in host RAM (slower: every step moves them over PCIe)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -86,6 +89,9 @@ class DistributedPlan:
             "usd_per_hour": self.usd_per_hour,
             "label": self.memory.label,
             "note": self.note,
+            "fewer_with_offload": None
+            if self.fewer_with_offload is None
+            else self.fewer_with_offload.to_dict(),
         }
 
 
@@ -187,9 +193,34 @@ def plan_distributed(
                     one = rank_memory(trace, at, device, strat, off, layout, traces.unit_sizes())
                     if one.total_bytes > budget:
                         continue
-                    return _finish(
+                    found = _finish(
                         traces, effective_batch, device, strat, off, layout, ckpt, budget
                     )
+                    if phase == "offload" or strategy is not None or offload is not None:
+                        return found
+                    fewer = [x for x in tried if x.gpus < layout.gpus]
+                    alternative = _offloaded(traces, effective_batch, device, fewer, budget)
+                    return dataclasses.replace(found, fewer_with_offload=alternative)
+    return None
+
+
+def _offloaded(
+    traces: _Traces, effective: int, device: Device, tried: list[Layout], budget: int
+) -> DistributedPlan | None:
+    """FSDP2 with the states offloaded on the fewest GPUs of `tried` that hold one sample
+    (with gradient checkpointing)."""
+    for layout in tried:
+        try:
+            trace, at = traces.at(True, 1)
+        except SpecError:
+            return None
+        memory = rank_memory(
+            trace, at, device, Strategy.FSDP2, Offload.PARAMS, layout, traces.unit_sizes()
+        )
+        if memory.total_bytes <= budget:
+            return _finish(
+                traces, effective, device, Strategy.FSDP2, Offload.PARAMS, layout, True, budget
+            )
     return None
 
 
@@ -316,5 +347,37 @@ def _timing(
         accum,
         accum * (one.forward_seconds + one.backward_seconds),
     )
-    note = "" if offload is Offload.NONE else "the host's optimizer step is not timed"
-    return comm, compute + comm.exposed_seconds, note
+    moved = _offload_seconds(device, offload, unit_sizes, divisors(strategy, Offload.NONE, layout))
+    note = (
+        ""
+        if offload is Offload.NONE
+        else f"offload: {accum if offload is Offload.PARAMS else 1} x {moved:.2f} s over PCIe "
+        "added, none hidden; the host's optimizer step is not timed"
+    )
+    if offload is Offload.PARAMS:
+        moved *= accum
+    return comm, compute + comm.exposed_seconds + moved, note
+
+
+def _offload_seconds(
+    device: Device, offload: Offload, unit_sizes: Units, shards: tuple[int, int, int]
+) -> float:
+    """Host-device copies of one rank's offloaded states (PCIe x16 of the catalog's
+    generation, gen 4 when unknown; none hidden).
+
+    NB: params: the fp32 parameter shard in (forward and again in backward) and the fp32
+    gradient shard out, per micro-batch (FSDP2 CPUOffloadPolicy); optimizer: the 16-bit
+    gradient partition out and the 16-bit parameters back, per optimizer step (ZeRO-Offload).
+    """
+    from trainfit.timing.run import PCIE_GBS
+
+    if offload is Offload.NONE:
+        return 0.0
+    gen = device.pcie_gen.value
+    link = PCIE_GBS.get(int(gen), PCIE_GBS[4]) if gen else PCIE_GBS[4]
+    pdiv, gdiv, odiv = shards
+    if offload is Offload.PARAMS:
+        volume = (2 * 4 * unit_sizes.total) / pdiv + 4 * unit_sizes.trainable / gdiv
+    else:
+        volume = 2 * unit_sizes.trainable / max(gdiv, 1) + 2 * unit_sizes.total / max(odiv, 1)
+    return volume / (link * 1e9)

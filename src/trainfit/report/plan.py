@@ -185,11 +185,19 @@ def _multi_gpu_words(d: DevicePlan) -> str:
         else ""
     )
     nodes = f" on {m.nodes} nodes" if m.nodes > 1 else ""
+    fewer = m.fewer_with_offload
+    alternative = (
+        ""
+        if fewer is None
+        else f"; or {fewer.gpus} GPUs with the states in host RAM (fsdp2 + offload params, "
+        f"{fewer.memory.total_bytes / GIB:.1f} GiB per GPU, "
+        f"{fewer.memory.host_bytes_per_node / GIB:.0f} GiB of host RAM per node)"
+    )
     return (
         f"{d.device} over {m.gpus} GPUs{nodes}: {m.strategy.value}{offload}, "
         f"{m.precision.value}"
         + (", checkpointing" if m.checkpointing else "")
         + f", micro-batch {m.micro_batch} x {m.grad_accum}, "
         f"{m.memory.total_bytes / GIB:.1f} GiB per GPU of {m.budget_bytes / GIB:.1f}{host}"
-        f"{time}{comm}{where} ({m.memory.label})"
+        f"{time}{comm}{where} ({m.memory.label}){alternative}"
     )
