@@ -34,7 +34,11 @@ offloaded-only verdict), or one the GPU count does not suit, is skipped with a n
 The lightning, hf and accelerate exports need their package installed (the hf one needs
 accelerate too, as `TrainingArguments` does): a TrainfitError names what to install.
 
-Known limitations: DeepSpeed and CPU offload are not exported (FSDP2 only); data parallel and
+`torchrun` and `deepspeed` write each device's multi-GPU plan (`DevicePlan.distributed`, or one
+GPU for a device that fits alone) as launch files: `trainfit.distributed.launch` and
+`trainfit.distributed.deepspeed` (see docs/multi-gpu.md).
+
+Known limitations: the four trainer files above do not carry CPU offload; data parallel and
 sharded runs are modelled with one GPU's figures (DDP's gradient buckets and the engines'
 gathered layers are not counted, see `trainfit.plan.Sharded`); multi-machine files leave the
 main process address and each machine's rank to the user; the Lightning file's `module` and

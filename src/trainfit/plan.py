@@ -10,10 +10,12 @@ replay, runtime context), replayed per micro-batch from `trainfit.memory.scaling
 The CPU as a device is planned in fp32 (then with checkpointing) against the host's RAM (or a
 user catalog's cpu row), each micro-batch tried a full CPU estimate.
 
-Known limitations: Apple GPUs get a "not estimated" verdict;
-CPU offload, LoRA/QLoRA and sharding over several GPUs are not planned yet (a device that needs
-them is said not to fit, with the memory one sample needs); devices of one compute-capability
-family share traces.
+A CUDA GPU that cannot hold the job alone (every CUDA GPU, with --strategy/--gpus/--nodes) is
+also planned over several of it by `trainfit.distributed` (`DevicePlan.distributed`).
+
+Known limitations: Apple GPUs get a "not estimated" verdict; LoRA/QLoRA are not planned yet;
+the does-not-fit verdict's `sharded` figure is the older model without FSDP2's gathered units
+(`distributed` has them); devices of one compute-capability family share traces.
 """
 
 from __future__ import annotations
