@@ -181,16 +181,11 @@ def _multi_gpu(args: argparse.Namespace) -> dict[str, object]:
         from trainfit.distributed.strategy import check_offload
 
         check_offload(strategy, offload)  # NB: before planning, which takes seconds
-    gpus = args.gpus if args.gpus != 1 or asked else None
-    if args.strategy is None and args.offload is None and args.nodes is None and gpus is None:
+    # NB: --gpus 1 is the default: the GPU count is then searched
+    gpus = args.gpus if args.gpus != 1 else None
+    if not asked and gpus is None:
         return {}
-    return dict(
-        strategy=strategy,
-        offload=offload,
-        gpus=None if args.gpus == 1 and args.strategy in (None, "auto") else gpus,
-        nodes=args.nodes,
-        multi_gpu=True,
-    )
+    return dict(strategy=strategy, offload=offload, gpus=gpus, nodes=args.nodes, multi_gpu=True)
 
 
 def _staged(
