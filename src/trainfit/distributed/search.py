@@ -177,6 +177,9 @@ def plan_distributed(
     budget = int((1.0 - margin) * device.memory_bytes)
     per_machine = gpus_per_machine(device)
     tried = layouts(effective_batch, per_machine, gpus, nodes)
+    if strategy not in (None, Strategy.DDP) and gpus is None and nodes is None:
+        # NB: a sharding engine asked for by name is searched from two GPUs
+        tried = [layout for layout in tried if layout.gpus > 1]
     traces = _Traces(spec=spec, device=device)
     checkpointing = (False, True) if not spec.checkpointing else (True,)
     # NB: a model with no blocks to checkpoint is planned without checkpointing
