@@ -445,8 +445,8 @@ def test_a_device_that_does_not_fit_has_nothing_to_export() -> None:
 
 
 def test_unknown_format() -> None:
-    with pytest.raises(UnknownNameError, match="unknown export format 'deepspeed'"):
-        export_name("deepspeed", "h100")
+    with pytest.raises(UnknownNameError, match="unknown export format 'megatron'"):
+        export_name("megatron", "h100")
 
 
 # --- files and the CLI ----------------------------------------------------------------------

@@ -7,13 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from benchmarks.sharded.cases import CASES, spec_fields
-from benchmarks.sharded.predict import DEVICE
+from benchmarks.sharded.cases import CASES
+from benchmarks.sharded.predict import predict_case
 
-from trainfit.hardware.catalog import get_device
 from trainfit.memory.runtime import nccl_bytes
-from trainfit.plan import beyond_one_gpu
-from trainfit.spec import TrainSpec
 
 PREDICTED = Path(__file__).parent.parent / "benchmarks" / "sharded" / "results" / "predicted.json"
 
@@ -21,8 +18,7 @@ PREDICTED = Path(__file__).parent.parent / "benchmarks" / "sharded" / "results" 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_sharded_prediction_has_not_drifted(name: str) -> None:
     recorded = json.loads(PREDICTED.read_text())
-    spec = TrainSpec(**spec_fields(name))
-    fresh = {str(g): beyond_one_gpu(spec, get_device(DEVICE), g) for g in (0, 1, 2)}
+    fresh = predict_case(name)
     # sharding never adds memory per GPU; the states in CPU memory leave the least, NCCL's
     # buffers included
     assert fresh["0"] < fresh["2"] < fresh["1"] + nccl_bytes(2)

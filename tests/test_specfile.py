@@ -434,7 +434,7 @@ def test_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_plan_without_effective_batch_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", MLP]) == 1
     assert capsys.readouterr().err == (
-        "trainfit: error: --effective-batch is required: samples per optimizer step\n"
+        "trainfit: error: trainfit plan needs --effective-batch N (or --inference)\n"
     )
 
 

@@ -55,8 +55,9 @@ def generation_table(measured: Path, env: dict[str, Any], device: str) -> str:
 
     lines = _header("Greedy generation: estimate_inference vs measured (bf16)", env)
     lines += [
-        "Device memory used = peak reserved + (memory in use outside the allocator after the "
-        "run); it is compared with the estimate's device memory needed. Decode tokens/s = "
+        "Device memory used = peak reserved + (memory in use on the GPU outside the allocator "
+        "after the run: the CUDA context and libraries; the GPU held nothing else); it is "
+        "compared with the estimate's device memory needed. Decode tokens/s = "
         "batch x (new tokens - 1) / (generate - prefill) time. int8 and int4 are modelled "
         "only: this GPU box has no bitsandbytes (nor GPTQ/AWQ kernels), so they are not in "
         "this table.",
@@ -85,7 +86,12 @@ def generation_table(measured: Path, env: dict[str, Any], device: str) -> str:
             )
             used = None
             if point["used"] is not None:
-                outside = point["used"] - point["reserved"] - (point["baseline_used"] or 0)
+                # NB: `baseline_used` was read after torch made its CUDA context (mem_get_info
+                # makes it), so it holds this process's context: not another process's memory.
+                # What other processes held is `others_used` (NVML before the context), absent
+                # from the 2026-11-26 run, where nvidia-smi read 0 MiB used on both GPUs just
+                # before it (benchmarks/inference/results/raw_h100/nvidia_smi_before.txt).
+                outside = point["used"] - point["reserved"] - (point.get("others_used") or 0)
                 used = point["peak_reserved"] + outside
             pairs = {
                 "alloc": (est.peak_allocated_bytes, point["peak_allocated"]),

@@ -91,6 +91,27 @@ def _memory(device: str) -> dict[str, int | None]:
     }
 
 
+def _others_used() -> int | None:
+    """Memory other processes hold on the visible GPU (NVML), read before this process makes
+    its CUDA context; None without NVML."""
+    import os
+
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    pynvml.nvmlInit()
+    try:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        if visible.isdigit():
+            handle = pynvml.nvmlDeviceGetHandleByIndex(int(visible))
+        else:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(visible)
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def run_generation(model_name: str, device: str, points: tuple, new_tokens: int) -> dict:
     """Build `model_name` on `device` in bf16 and measure each (batch, context) point."""
     import torch
@@ -101,8 +122,9 @@ def run_generation(model_name: str, device: str, points: tuple, new_tokens: int)
 
     config = build_program(TrainSpec(model=model_name), "meta").model.config
     config.use_cache = True
-    baseline_used = None
+    baseline_used = others_used = None
     if device.startswith("cuda"):
+        others_used = _others_used()  # NB: before torch makes this process's CUDA context
         free, total = torch.cuda.mem_get_info()
         baseline_used = total - free
     with torch.device(device):
@@ -114,7 +136,10 @@ def run_generation(model_name: str, device: str, points: tuple, new_tokens: int)
     weights = sum(t.nbytes for t in (*model.parameters(), *model.buffers()))
     out: dict[str, Any] = {"model": model_name, "weight_bytes": weights, "points": []}
     vocab = config.vocab_size
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     for batch, context in points:
+        if limit is not None and context + new_tokens > limit:
+            context = limit - new_tokens  # NB: GPT-2 holds 1024 positions: 960 + 64
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
@@ -166,6 +191,7 @@ def run_generation(model_name: str, device: str, points: tuple, new_tokens: int)
                 "new_tokens": new_tokens,
                 **memory,
                 "baseline_used": baseline_used,
+                "others_used": others_used,
                 "prefill_seconds": timings["prefill"],
                 "generate_seconds": timings["generate"],
                 "decode_seconds_per_token": decode / (new_tokens - 1),

@@ -34,7 +34,11 @@ offloaded-only verdict), or one the GPU count does not suit, is skipped with a n
 The lightning, hf and accelerate exports need their package installed (the hf one needs
 accelerate too, as `TrainingArguments` does): a TrainfitError names what to install.
 
-Known limitations: DeepSpeed and CPU offload are not exported (FSDP2 only); data parallel and
+`torchrun` and `deepspeed` write each device's multi-GPU plan (`DevicePlan.distributed`, or one
+GPU for a device that fits alone) as launch files: `trainfit.distributed.launch` and
+`trainfit.distributed.deepspeed` (see docs/multi-gpu.md).
+
+Known limitations: the four trainer files above do not carry CPU offload; data parallel and
 sharded runs are modelled with one GPU's figures (DDP's gradient buckets and the engines'
 gathered layers are not counted, see `trainfit.plan.Sharded`); multi-machine files leave the
 main process address and each machine's rank to the user; the Lightning file's `module` and
@@ -57,6 +61,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError, UnknownNameError
 from trainfit.hardware.catalog import get_device
 from trainfit.plan import DevicePlan, Plan, _split
@@ -74,6 +79,10 @@ class ExportFormat(str, Enum):
     """An `accelerate launch --config_file` file (YAML)."""
     YAML = "yaml"
     """The seed-style config of `trainfit.configs` (YAML)."""
+    TORCHRUN = "torchrun"
+    """`launch_<device>.sh` + `fsdp2_<device>.json` + `train_fsdp2.py` (trainfit.distributed)."""
+    DEEPSPEED = "deepspeed"
+    """`ds_config_<device>.json` + `accelerate_ds_<device>.yaml` (schema-checked)."""
 
 
 _FILE = {
@@ -81,7 +90,11 @@ _FILE = {
     ExportFormat.LIGHTNING: "lightning_{}.json",
     ExportFormat.ACCELERATE: "accelerate_{}.yaml",
     ExportFormat.YAML: "config_{}.yaml",
+    ExportFormat.TORCHRUN: "launch_{}.sh",
+    ExportFormat.DEEPSPEED: "ds_config_{}.json",
 }
+_LAUNCH = (ExportFormat.TORCHRUN, ExportFormat.DEEPSPEED)
+"""Formats of several files per device, from the device's multi-GPU plan."""
 
 _PACKAGES: dict[ExportFormat, tuple[tuple[tuple[str, ...], ...], str]] = {
     # NB: per format, the packages that must all be importable (each entry: any one of its
@@ -90,6 +103,8 @@ _PACKAGES: dict[ExportFormat, tuple[tuple[tuple[str, ...], ...], str]] = {
     ExportFormat.LIGHTNING: ((("lightning", "pytorch_lightning"),), "pip install lightning"),
     ExportFormat.ACCELERATE: ((("accelerate",),), "pip install accelerate"),
     ExportFormat.YAML: ((), ""),
+    ExportFormat.TORCHRUN: ((), ""),
+    ExportFormat.DEEPSPEED: ((), ""),
 }
 
 DATALOADER_WORKERS = 4
@@ -517,6 +532,13 @@ def write_exports(
     notes: list[str] = []
     directory = Path(directory)
     for device in plan.devices:
+        for fmt in (f for f in chosen if f in _LAUNCH):
+            try:
+                files += [(directory / n, t) for n, t in launch_files(plan, device, fmt)]
+            except TrainfitError as exc:
+                skipped.append(f"{device.device} ({fmt.value}): {exc}")
+        if all(f in _LAUNCH for f in chosen):
+            continue
         try:
             lay = layout(plan, device, gpus)
         except TrainfitError as exc:
@@ -529,7 +551,7 @@ def write_exports(
         notes += [f"{device.device}: {note}" for note in lay.notes]
         if lay.sharded and ExportFormat.LIGHTNING in chosen:
             notes.append(f"{device.device}: {lightning_fsdp_note(lay)}")
-        for fmt in chosen:
+        for fmt in (f for f in chosen if f not in _LAUNCH):
             if fmt is ExportFormat.YAML and device.setting is None:
                 skipped.append(
                     f"{device.device}: no seed-style YAML for a sharded run (one device's "
@@ -555,6 +577,75 @@ def write_exports(
     )
 
 
+def launch_files(plan: Plan, device: DevicePlan, fmt: ExportFormat) -> list[tuple[str, str]]:
+    """The torchrun or deepspeed files of `device`: from its multi-GPU plan, else (a device
+    that fits alone) one GPU with its setting. TrainfitError when there is neither."""
+    import dataclasses
+
+    from trainfit.distributed.deepspeed import deepspeed_files
+    from trainfit.distributed.launch import torchrun_files
+
+    found = device.distributed
+    if found is None:
+        if device.setting is None or get_device(device.device).kind != "cuda":
+            raise TrainfitError(
+                device.distributed_note
+                or f"{device.verdict.value}, and no multi-GPU plan (CUDA GPUs only)"
+            )
+        found = _one_gpu(plan, device)
+    spec = dataclasses.replace(
+        plan.spec, precision=found.precision, checkpointing=found.checkpointing
+    )
+    if fmt is ExportFormat.TORCHRUN:
+        return torchrun_files(spec, found, device.device, plan.effective_batch)
+    return deepspeed_files(spec, found, device.device)
+
+
+def _one_gpu(plan: Plan, device: DevicePlan) -> DistributedPlan:
+    """A one-GPU DistributedPlan of a device whose setting fits (DDP over one GPU)."""
+    from trainfit.distributed.memory import RankMemory
+    from trainfit.distributed.strategy import Offload, Strategy
+
+    s = device.setting
+    assert s is not None
+    memory = RankMemory(
+        strategy=Strategy.DDP,
+        offload=Offload.NONE,
+        gpus=1,
+        nodes=1,
+        micro_batch=s.micro_batch,
+        total_bytes=s.needed_bytes,
+        parameters_bytes=0,
+        gradients_bytes=0,
+        optimizer_state_bytes=0,
+        activations_bytes=0,
+        other_bytes=0,
+        engine_bytes=0,
+        nccl_bytes=0,
+        context_bytes=0,
+        host_bytes_per_node=0,
+        label="modelled",
+    )
+    return DistributedPlan(
+        device=device.device,
+        strategy=Strategy.DDP,
+        offload=Offload.NONE,
+        gpus=1,
+        nodes=1,
+        checkpointing=s.checkpointing,
+        micro_batch=s.micro_batch,
+        grad_accum=s.grad_accum,
+        memory=memory,
+        budget_bytes=0,
+        comm=None,
+        step_seconds=None,
+        instance="",
+        instances=0,
+        usd_per_hour=None,
+        precision=s.precision,
+    )
+
+
 def _format(fmt: ExportFormat | str) -> ExportFormat:
     if isinstance(fmt, ExportFormat):
         return fmt
@@ -576,6 +667,7 @@ __all__ = [
     "export_text",
     "hf_optim",
     "hf_training_arguments",
+    "launch_files",
     "layout",
     "lightning_arguments",
     "lightning_fsdp_note",

@@ -10,10 +10,12 @@ replay, runtime context), replayed per micro-batch from `trainfit.memory.scaling
 The CPU as a device is planned in fp32 (then with checkpointing) against the host's RAM (or a
 user catalog's cpu row), each micro-batch tried a full CPU estimate.
 
-Known limitations: Apple GPUs get a "not estimated" verdict;
-CPU offload, LoRA/QLoRA and sharding over several GPUs are not planned yet (a device that needs
-them is said not to fit, with the memory one sample needs); devices of one compute-capability
-family share traces.
+A CUDA GPU that cannot hold the job alone (every CUDA GPU, with --strategy/--gpus/--nodes) is
+also planned over several of it by `trainfit.distributed` (`DevicePlan.distributed`).
+
+Known limitations: Apple GPUs get a "not estimated" verdict; LoRA/QLoRA are not planned yet;
+the does-not-fit verdict's `sharded` figure is the older model without FSDP2's gathered units
+(`distributed` has them); devices of one compute-capability family share traces.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 
+from trainfit.distributed.search import DistributedPlan, plan_distributed
+from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
 from trainfit.errors import SpecError, TraceError, TrainfitError
 from trainfit.estimate import gpu_fits, gpu_memory
 from trainfit.hardware.catalog import Device, get_device, instances
@@ -167,6 +171,11 @@ class DevicePlan:
     """The whole run's hours, when the plan was given its data size."""
     costs: tuple[CostLine, ...] = ()
     """What the run costs: on one's own device, and on each catalog instance of this GPU."""
+    distributed: DistributedPlan | None = None
+    """The fewest GPUs of this kind that hold the job, the engine and per-rank memory
+    (`trainfit.distributed`, modelled); for a GPU that does not fit, or when asked for."""
+    distributed_note: str = ""
+    """Why there is no multi-GPU plan, when one was looked for and none holds the job."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -235,8 +244,9 @@ def _device_dict(d: DevicePlan, plain: Callable[[object], object]) -> dict[str, 
     """A DevicePlan as JSON: times and costs as the estimate's JSON gives them."""
     out = plain(dataclasses.asdict(d))
     assert isinstance(out, dict)
-    for name in ("step_time", "step_times", "costs", "run"):
+    for name in ("step_time", "step_times", "costs", "run", "distributed"):
         out.pop(name)
+    out["distributed"] = None if d.distributed is None else d.distributed.to_dict()
     out["time"] = None if d.step_time is None else d.step_time.to_dict()
     out["time_by_gpus"] = {str(n): t.to_dict() for n, t in d.step_times}
     out["run"] = None if d.run is None else plain(dataclasses.asdict(d.run))
@@ -268,6 +278,11 @@ def plan(
     run: RunSpec | None = None,
     measured_step: tuple[float, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    strategy: Strategy | None = None,
+    offload: Offload | None = None,
+    gpus: int | None = None,
+    nodes: int | None = None,
+    multi_gpu: bool = False,
 ) -> Plan:
     """Plan `spec` (its batch and precision are ignored) for an effective batch on `devices`.
 
@@ -279,7 +294,16 @@ def plan(
     recommendations (`with_run`); `measured_step` (seconds, device) scales every step time by
     a step measured with the plan's setting on that device (`with_measured_step`).
     `progress` is told each device as its planning starts ("planning h100").
+
+    `strategy`, `offload`, `gpus` and `nodes` (or `multi_gpu`) plan every CUDA GPU over
+    several of it (`with_distributed`); without them only the GPUs that cannot hold the job
+    alone are.
     """
+    if gpus is not None or nodes is not None:
+        check_batch(
+            effective_batch,
+            Layout(gpus=gpus if gpus is not None else (nodes or 1) * 8, nodes=nodes or 1),
+        )
     problems = []
     if effective_batch < 1:
         problems.append(f"effective batch must be a positive integer, got {effective_batch}")
@@ -366,6 +390,10 @@ def plan(
     )
     if measured_step is not None:
         result = with_measured_step(result, *measured_step)
+    asked = multi_gpu or any(x is not None for x in (strategy, offload, gpus, nodes))
+    result = with_distributed(
+        result, precision, margin, strategy, offload, gpus, nodes, every=asked
+    )
     return with_run(result, run) if run is not None and run.sized else result
 
 
@@ -392,6 +420,59 @@ def _chosen_scalings(
         if _traced(chosen, device, cache):
             found[device.name] = _scaling(chosen, device, cache)
     return found
+
+
+def with_distributed(
+    result: Plan,
+    precision: Precision | None,
+    margin: float,
+    strategy: Strategy | None,
+    offload: Offload | None,
+    gpus: int | None,
+    nodes: int | None,
+    every: bool,
+) -> Plan:
+    """`result` with each CUDA GPU's multi-GPU plan (`trainfit.distributed.plan_distributed`):
+    every CUDA GPU when `every`, else those that do not fit alone."""
+    devices = []
+    for d in result.devices:
+        device = get_device(d.device)
+        if (
+            device.kind != "cuda"
+            or not device.memory_bytes
+            or (not every and d.verdict is not Verdict.NO)
+        ):
+            devices.append(d)
+            continue
+        chosen = d.setting.precision if d.setting is not None else None
+        spec = dataclasses.replace(
+            result.spec,
+            device=device.name,
+            precision=precision or chosen or supported_precision(device),
+        )
+        found = plan_distributed(
+            spec, result.effective_batch, device, margin, strategy, offload, gpus, nodes
+        )
+        note = "" if found is not None else _no_distributed(strategy, offload, gpus, nodes)
+        devices.append(dataclasses.replace(d, distributed=found, distributed_note=note))
+    return dataclasses.replace(result, devices=tuple(devices))
+
+
+def _no_distributed(
+    strategy: Strategy | None, offload: Offload | None, gpus: int | None, nodes: int | None
+) -> str:
+    what = []
+    if strategy is not None:
+        what.append(strategy.value)
+    if offload is not None:
+        what.append(f"offload {offload.value}")
+    if gpus is not None or nodes is not None:
+        what.append(f"{gpus or 'auto'} GPUs over {nodes or 'auto'} nodes")
+    fixed = f" ({', '.join(what)})" if what else ""
+    return (
+        f"no multi-GPU plan{fixed} holds one sample per GPU up to the GPU counts tried "
+        "(modelled): sequence or tensor parallelism, a larger GPU or LoRA would be needed"
+    )
 
 
 def supported_precision(device: Device) -> Precision:

@@ -66,9 +66,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--export",
         action="append",
         default=[],
-        choices=("hf", "lightning", "accelerate", "yaml"),
+        choices=("hf", "lightning", "accelerate", "yaml", "torchrun", "deepspeed"),
         help="write each device's settings for a trainer: hf (TrainingArguments JSON), lightning "
-        "(Trainer JSON), accelerate (config YAML), yaml (seed-style config); repeatable",
+        "(Trainer JSON), accelerate (config YAML), yaml (seed-style config), torchrun "
+        "(launch_<device>.sh + fsdp2_<device>.json + train_fsdp2.py), deepspeed "
+        "(ds_config_<device>.json + accelerate_ds_<device>.yaml); repeatable",
+    )
+    parser.add_argument(
+        "--strategy",
+        default=None,
+        help="plan over several GPUs with this engine: auto | ddp | fsdp2 | fsdp2-hybrid | "
+        "zero1 | zero2 | zero3 (default: only GPUs that cannot hold the job alone, auto)",
+    )
+    parser.add_argument(
+        "--offload",
+        default=None,
+        help="none | optimizer | params: what host RAM holds (default: auto, offload last)",
+    )
+    parser.add_argument(
+        "--nodes", type=int, default=None, help="machines to plan over (with --gpus: all GPUs)"
     )
     parser.add_argument(
         "--stage",
@@ -111,14 +127,12 @@ def run(args: argparse.Namespace) -> int:
     from trainfit.plan import plan
     from trainfit.spec import Precision, TrainSpec, parse_enum
 
-    if args.effective_batch is None:  # NB: not argparse-required: a spec file may give it
-        raise SpecError(["--effective-batch is required: samples per optimizer step"])
     devices = tuple(args.device) or DEFAULT_DEVICES
     if args.inference:
         from trainfit.cli.inference import run_inference
 
         return run_inference(args, devices)
-    if args.effective_batch is None:
+    if args.effective_batch is None:  # NB: not argparse-required: a spec file may give it
         raise SpecError(["trainfit plan needs --effective-batch N (or --inference)"])
     if args.export_dir is not None and not args.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
@@ -154,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
 
     report_args.check(args)
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
+    multi = _multi_gpu(args)
     if args.stage:
         return _staged(args, spec, devices, precision, run)
     result = plan(
@@ -166,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
         run=run,
         measured_step=run_args.measured(args, devices[0]),
         progress=report_args.start(args),
+        **multi,
     )
     report_args.stop()
     if args.json:
@@ -179,6 +195,28 @@ def run(args: argparse.Namespace) -> int:
     _write_files(args, result, "")
     report_args.write(args, [result])
     return 0
+
+
+def _multi_gpu(args: argparse.Namespace) -> dict[str, object]:
+    """plan()'s multi-GPU arguments from --strategy, --offload, --gpus and --nodes."""
+    from trainfit.distributed.strategy import Offload, Strategy
+    from trainfit.spec import parse_enum
+
+    strategy = offload = None
+    asked = args.strategy is not None or args.offload is not None or args.nodes is not None
+    if args.strategy not in (None, "auto"):
+        strategy = parse_enum(Strategy, "strategy", args.strategy)
+    if args.offload is not None:
+        offload = parse_enum(Offload, "offload", args.offload)
+    if strategy is not None and offload is not None:
+        from trainfit.distributed.strategy import check_offload
+
+        check_offload(strategy, offload)  # NB: before planning, which takes seconds
+    # NB: --gpus 1 is the default: the GPU count is then searched
+    gpus = args.gpus if args.gpus != 1 else None
+    if not asked and gpus is None:
+        return {}
+    return dict(strategy=strategy, offload=offload, gpus=gpus, nodes=args.nodes, multi_gpu=True)
 
 
 def _staged(

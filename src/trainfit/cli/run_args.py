@@ -148,7 +148,8 @@ def check_sized(run: RunSpec, args: argparse.Namespace) -> None:
             ("--stage", bool(getattr(args, "stage", []))),
             ("--eval-fraction", args.eval_fraction != 0.0),
             ("--price", bool(args.price)),
-            ("--gpus", args.gpus != 1),
+            # NB: `trainfit plan` plans a multi-GPU run from --gpus without a data size
+            ("--gpus", args.gpus != 1 and not hasattr(args, "strategy")),
             ("--watts", args.watts is not None),
             ("--fx", args.fx is not None),
             ("--currency", args.currency.upper() != "USD"),

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.hardware.catalog import get_device
-from trainfit.plan import Plan, Verdict
+from trainfit.plan import DevicePlan, Plan, Verdict
 
 GIB = 2**30
 
@@ -126,6 +126,9 @@ def plan_renderable(plan: Plan) -> Group:
                 "the gradients' size\n"
             )
         parts.append(Text(words))
+    multi = [_multi_gpu_words(d) for d in plan.devices if d.distributed or d.distributed_note]
+    if multi:
+        parts.append(Text("\n".join(multi) + "\n"))
     notes = [f"{d.device}: {d.time_note}" for d in plan.devices if d.time_note]
     if notes:
         parts.append(Text("\n".join(notes) + "\n", style="yellow"))
@@ -160,3 +163,44 @@ def plan_renderable(plan: Plan) -> Group:
             )
         parts.append(ladder)
     return Group(*parts)
+
+
+def _multi_gpu_words(d: DevicePlan) -> str:
+    """One device's multi-GPU plan in a line (trainfit.distributed, modelled)."""
+    m = d.distributed
+    if m is None:
+        return f"{d.device} over several GPUs: {d.distributed_note}"
+    offload = f" + offload {m.offload.value}" if m.offload.value != "none" else ""
+    host = (
+        f", host RAM {m.memory.host_bytes_per_node / GIB:.0f} GiB per node"
+        if m.memory.host_bytes_per_node
+        else ""
+    )
+    time = "" if m.step_seconds is None else f", {m.step_seconds:.2f} s per step"
+    comm = (
+        ""
+        if m.comm is None or not m.comm.seconds
+        else (f" (collectives {m.comm.seconds:.2f} s, {m.comm.exposed_seconds:.2f} s not hidden)")
+    )
+    where = (
+        f"; {m.instances} x {m.instance}" + (f" ${m.usd_per_hour:.2f}/h" if m.usd_per_hour else "")
+        if m.instance
+        else ""
+    )
+    nodes = f" on {m.nodes} nodes" if m.nodes > 1 else ""
+    fewer = m.fewer_with_offload
+    alternative = (
+        ""
+        if fewer is None
+        else f"; or {fewer.gpus} GPUs with the states in host RAM (fsdp2 + offload params, "
+        f"{fewer.memory.total_bytes / GIB:.1f} GiB per GPU, "
+        f"{fewer.memory.host_bytes_per_node / GIB:.0f} GiB of host RAM per node)"
+    )
+    return (
+        f"{d.device} over {m.gpus} GPUs{nodes}: {m.strategy.value}{offload}, "
+        f"{m.precision.value}"
+        + (", checkpointing" if m.checkpointing else "")
+        + f", micro-batch {m.micro_batch} x {m.grad_accum}, "
+        f"{m.memory.total_bytes / GIB:.1f} GiB per GPU of {m.budget_bytes / GIB:.1f}{host}"
+        f"{time}{comm}{where} ({m.memory.label}){alternative}"
+    )

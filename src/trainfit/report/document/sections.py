@@ -391,6 +391,8 @@ def _other(stage: StageSection, h: int) -> list[Block]:
     rows = []
     for d in _devices(stage):
         for k in sorted(set(d) - _KNOWN):
+            if d[k] is None:  # NB: a setting not used in this plan (no LoRA, no preference)
+                continue
             rows.append((str(d["device"]), k, json.dumps(d[k], sort_keys=True)))
     top = {
         "model",
@@ -405,5 +407,6 @@ def _other(stage: StageSection, h: int) -> list[Block]:
     rows += [
         ("(plan)", k, json.dumps(stage.plan[k], sort_keys=True))
         for k in sorted(set(stage.plan) - top)
+        if stage.plan[k] is not None
     ]
     return [_h(h, "Other figures"), _t(("device", "field", "value"), rows)] if rows else []

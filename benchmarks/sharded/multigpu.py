@@ -1,0 +1,191 @@
+"""Per-rank memory of DDP and FSDP2 on two GPUs: trainfit's plan against torchrun runs of the
+template it emits (`trainfit.distributed.train_fsdp2`).
+
+    PYTHONPATH=src:. python -m benchmarks.sharded.multigpu configs   # CPU: writes the configs
+                                                                     # and the predictions
+    benchmarks/sharded/run_multigpu.sh OUTDIR                        # 2 GPUs: the runs
+    PYTHONPATH=src:. python -m benchmarks.sharded.multigpu compare OUTDIR/multigpu_measured.json
+
+`configs` plans each case with `trainfit.distributed.plan_distributed` (the strategy and two
+GPUs forced, the effective batch = micro-batch x 2) and writes the fsdp2_<case>.json that
+`trainfit plan --export torchrun` would write (`distributed.launch.fsdp2_settings`) into
+results/multigpu_configs/, with the per-rank predictions in results/multigpu_predicted.json.
+`compare` writes results/multigpu_<card>.md: per rank, device memory in use (total - free
+after three steps, NCCL's buffers and the CUDA context included) against the prediction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+CONFIGS = RESULTS / "multigpu_configs"
+DEVICE = "h100"
+GB = 1e9
+
+CASES: dict[str, dict[str, object]] = {
+    "gpt2-medium-s1024-b4-ddp": dict(model="gpt2-medium", seq_len=1024, batch=4, strategy="ddp"),
+    "gpt2-medium-s1024-b4-fsdp2": dict(
+        model="gpt2-medium", seq_len=1024, batch=4, strategy="fsdp2"
+    ),
+    "qwen2-0.5b-s1024-b2-ddp": dict(model="qwen2-0.5b", seq_len=1024, batch=2, strategy="ddp"),
+    "qwen2-0.5b-s1024-b2-fsdp2": dict(model="qwen2-0.5b", seq_len=1024, batch=2, strategy="fsdp2"),
+    "tinyllama-1.1b-s1024-b2-ckpt-ddp": dict(
+        model="tinyllama-1.1b", seq_len=1024, batch=2, strategy="ddp", checkpointing=True
+    ),
+    "tinyllama-1.1b-s1024-b2-ckpt-fsdp2": dict(
+        model="tinyllama-1.1b", seq_len=1024, batch=2, strategy="fsdp2", checkpointing=True
+    ),
+    "llama-3.2-1b-s2048-b1-ckpt-fsdp2": dict(
+        model="llama-3.2-1b", seq_len=2048, batch=1, strategy="fsdp2", checkpointing=True
+    ),
+    # NB: a (1, 2) mesh: HSDP's code path (replicate x shard) on one node of two GPUs
+    "llama-3.2-1b-s2048-b1-ckpt-hybrid": dict(
+        model="llama-3.2-1b",
+        seq_len=2048,
+        batch=1,
+        strategy="fsdp2-hybrid",
+        checkpointing=True,
+    ),
+}
+"""Each case: a model, sequence and micro-batch, the engine, bf16, AdamW; over 2 GPUs."""
+TINY = {
+    "tiny-ddp": dict(model="gpt2", seq_len=64, batch=2, strategy="ddp"),
+    "tiny-fsdp2": dict(model="gpt2", seq_len=64, batch=2, strategy="fsdp2"),
+}
+"""`configs --tiny`: two small cases to run the whole path on a CPU (gloo)."""
+
+
+def configs(tiny: bool, out: Path) -> None:
+    """Plan every case and write its config and the predictions."""
+    import torch
+
+    from trainfit.distributed import Strategy, plan_distributed
+    from trainfit.distributed.launch import fsdp2_settings
+    from trainfit.hardware.catalog import get_device
+    from trainfit.spec import TrainSpec
+
+    device = get_device(DEVICE)
+    predicted: dict[str, object] = {}
+    out.mkdir(parents=True, exist_ok=True)
+    for name, case in (TINY if tiny else CASES).items():
+        fields = {k: v for k, v in case.items() if k != "strategy"}
+        spec = TrainSpec(precision="bf16", device=DEVICE, **fields)  # type: ignore[arg-type]
+        effective = 2 * spec.batch
+        strategy = Strategy(case["strategy"])
+        found = plan_distributed(spec, effective, device, strategy=strategy, gpus=2, margin=0.0)
+        if found is None or found.micro_batch != spec.batch:
+            raise SystemExit(f"{name}: the plan does not hold micro-batch {spec.batch}")
+        settings = fsdp2_settings(spec, found, effective)
+        if tiny:
+            # NB: gloo on a CPU: fp32, no bf16 collectives
+            settings["mixed_precision"] = {"param_dtype": "float32", "reduce_dtype": "float32"}
+        (out / f"fsdp2_{name}.json").write_text(json.dumps(settings, indent=2) + "\n")
+        predicted[name] = found.memory.to_dict()
+        print(name, f"{found.memory.total_bytes / GB:.2f} GB per rank")
+    record = {
+        "environment": {
+            "date": datetime.date.today().isoformat(),
+            "host": f"{platform.system()} {platform.machine()}, CPU only",
+            "torch": torch.__version__,
+            "device_row": DEVICE,
+        },
+        "cases": predicted,
+    }
+    (out / "predicted.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def compare(measured_file: Path, predicted_file: Path, out: Path | None) -> str:
+    """The Markdown table of measured against predicted per-rank memory."""
+    measured = json.loads(measured_file.read_text())
+    predicted = json.loads(predicted_file.read_text())
+    runs = measured["runs"]
+    env = next((r["environment"] for r in runs.values() if "environment" in r), {})
+    lines = [
+        "# DDP and FSDP2 on two GPUs: per-rank memory, trainfit's plan vs. torchrun",
+        "",
+        f"Measured {env.get('date', '?')} on 2 x {env.get('device', '?')} "
+        f"({'; '.join(measured.get('nvidia_smi', []))}), torch {env.get('torch', '?')} "
+        f"(CUDA {env.get('cuda', '?')}, NCCL {env.get('nccl', '?')}), transformers "
+        f"{measured.get('transformers', '?')}: `benchmarks/sharded/run_multigpu.sh`, one "
+        "`torchrun --nproc-per-node=2 train_fsdp2.py` per case with the config trainfit "
+        "emitted (results/multigpu_configs/), three steps, bf16, AdamW. Predicted "
+        f"{predicted['environment']['date']} on a CPU-only host with torch "
+        f"{predicted['environment']['torch']}: `trainfit.distributed.plan_distributed` for the "
+        f"`{predicted['environment']['device_row']}` row. Measured = device memory in use "
+        "(total - free after the steps), the larger rank; error = predicted / measured - 1.",
+        "",
+        "| case | strategy | rank peak allocated GB | rank peak reserved GB | measured GB "
+        "| predicted GB | error |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    errors: dict[str, list[float]] = {}
+    for name, guess in predicted["cases"].items():
+        record = runs.get(name)
+        if record is None or any(r.get("error") for r in record.get("ranks", [{}])):
+            why = "no result" if record is None else record["ranks"][0].get("error", "")
+            lines.append(
+                f"| {name} | {guess['strategy']} | - | - | - | "
+                f"{guess['per_rank_bytes'] / GB:.2f} | failed: {why} |"
+            )
+            continue
+        ranks = record["ranks"]
+        if "device_used_bytes" not in ranks[0]:  # NB: a CPU run (tiny mode): no device memory
+            lines.append(
+                f"| {name} | {guess['strategy']} | - | - | - | "
+                f"{guess['per_rank_bytes'] / GB:.2f} | CPU run |"
+            )
+            continue
+        used = max(r["device_used_bytes"] for r in ranks)
+        alloc = max(r["peak_allocated_bytes"] for r in ranks)
+        reserved = max(r["peak_reserved_bytes"] for r in ranks)
+        error = guess["per_rank_bytes"] / used - 1
+        errors.setdefault(guess["strategy"], []).append(error)
+        lines.append(
+            f"| {name} | {guess['strategy']} | {alloc / GB:.2f} | {reserved / GB:.2f} | "
+            f"{used / GB:.2f} | {guess['per_rank_bytes'] / GB:.2f} | {error:+.1%} |"
+        )
+    lines += ["", "| strategy | cases | median error | worst |", "|---|---:|---:|---:|"]
+    every = []
+    for strategy, errs in errors.items():
+        every += errs
+        worst = max(errs, key=abs)
+        lines.append(
+            f"| {strategy} | {len(errs)} | {statistics.median(errs):+.1%} | {worst:+.1%} |"
+        )
+    if every:
+        lines.append(
+            f"| all | {len(every)} | {statistics.median(every):+.1%} | {max(every, key=abs):+.1%} |"
+        )
+    text = "\n".join(lines) + "\n"
+    if out is not None:
+        out.write_text(text)
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("configs")
+    c.add_argument("--tiny", action="store_true", help="two small cases for a CPU run")
+    c.add_argument("--out", default=str(CONFIGS))
+    m = sub.add_parser("compare")
+    m.add_argument("measured")
+    m.add_argument("--predicted", default=str(CONFIGS / "predicted.json"))
+    m.add_argument("--card", default="h100")
+    m.add_argument("--out", default=None, help="default results/multigpu_<card>.md")
+    args = parser.parse_args()
+    if args.command == "configs":
+        configs(args.tiny, Path(args.out))
+    else:
+        out = Path(args.out) if args.out else RESULTS / f"multigpu_{args.card}.md"
+        print(compare(Path(args.measured), Path(args.predicted), out))
+
+
+if __name__ == "__main__":
+    main()

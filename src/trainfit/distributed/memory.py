@@ -1,0 +1,223 @@
+"""Device memory per GPU (rank) of a step spread over several GPUs, from the single-GPU trace.
+
+The traced step (one GPU, the same micro-batch) is replayed through the caching allocator with
+each model-state storage resized to what one rank keeps (`strategy.divisors`), and what the
+engine adds beside it is counted on top:
+
+- ddp: the gradient buckets, a second full copy of the gradients (torch DDP's defaults,
+  `bucket_cap_mb=25`, first bucket 1 MiB, `gradient_as_bucket_view=False`: the reducer copies
+  each gradient into its bucket, torch/nn/parallel/distributed.py).
+- fsdp2, fsdp2-hybrid: the gathered compute-dtype parameters of the root unit (kept gathered
+  between forward and backward: FSDP2 does not reshard the root after forward) and of two
+  blocks (the one computed and the one prefetched), and the unsharded gradients of the root
+  (compute dtype, alive through backward) and of one block (compute dtype plus the fp32
+  `reduce_dtype` copy that is reduce-scattered). Autocast's cached weight copies are not there
+  (MixedPrecisionPolicy casts instead).
+- zero1/2/3 (DeepSpeed, *modelled*: not run on a GPU here): 16-bit parameters and gradients,
+  an fp32 master copy sharded with the optimizer state, and DeepSpeed's default buffers
+  (`reduce_bucket_size` and `allgather_bucket_size` 5e8 elements; stage 3:
+  `stage3_prefetch_bucket_size` 5e7 and at most `stage3_max_live_parameters` 1e9 elements
+  gathered; deepspeed.ai/docs/config-json, DeepSpeed runtime/zero/config.py).
+- NCCL's own buffers (measured on 2 x H200, `memory.runtime.nccl_bytes`).
+
+Offload moves the states (and, for the optimizer, its step) to host RAM; the GPU keeps the
+gathered units and buffers. Host RAM per node = what each rank offloads x GPUs per node.
+
+Known limitations: the engine's buffers are added at the step's peak (they are persistent or
+alive at the peak of backward, but allocator fragmentation from them is not replayed); every
+block is as large as the largest; DeepSpeed's figures are not checked on a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainfit.distributed.strategy import Layout, Offload, Strategy, divisors
+from trainfit.distributed.units import Units
+from trainfit.estimate import gpu_memory
+from trainfit.hardware.catalog import Device
+from trainfit.memory.runtime import nccl_bytes
+from trainfit.spec import Precision, TrainSpec
+from trainfit.trace.autocast import WEIGHT_CAST
+from trainfit.trace.step import Category, StepTrace
+from trainfit.training import Phase
+
+DS_REDUCE_BUCKET = 500_000_000
+"""DeepSpeed `reduce_bucket_size` default (elements)."""
+DS_ALLGATHER_BUCKET = 500_000_000
+"""DeepSpeed `allgather_bucket_size` default (elements; stages 1 and 2)."""
+DS_PREFETCH_BUCKET = 50_000_000
+"""DeepSpeed `stage3_prefetch_bucket_size` default (elements)."""
+DS_MAX_LIVE = 1_000_000_000
+"""DeepSpeed `stage3_max_live_parameters` default (elements)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankMemory:
+    """What one GPU holds at the step's peak, and what the host holds per node."""
+
+    strategy: Strategy
+    offload: Offload
+    gpus: int
+    nodes: int
+    micro_batch: int
+    total_bytes: int
+    """Device memory one rank needs: the allocator's reserved peak, the runtime context,
+    the engine's buffers and NCCL's."""
+    parameters_bytes: int
+    """Live at the replayed peak: this rank's share of the parameters."""
+    gradients_bytes: int
+    optimizer_state_bytes: int
+    activations_bytes: int
+    other_bytes: int
+    """Temporaries, workspaces and the allocator's cached blocks at the peak."""
+    engine_bytes: int
+    """The engine's own: gathered units and unsharded gradients (FSDP2, ZeRO-3), gradient
+    buckets (DDP, ZeRO) and the fp32 master shard (ZeRO)."""
+    nccl_bytes: int
+    context_bytes: int
+    host_bytes_per_node: int
+    """Host RAM the offloaded states take on each node (0 without offload)."""
+    label: str
+    """"modelled" (DeepSpeed: "modelled, DeepSpeed not run")."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "strategy": self.strategy.value,
+            "offload": self.offload.value,
+            "gpus": self.gpus,
+            "nodes": self.nodes,
+            "micro_batch": self.micro_batch,
+            "per_rank_bytes": self.total_bytes,
+            "breakdown": {
+                "parameters": self.parameters_bytes,
+                "gradients": self.gradients_bytes,
+                "optimizer_state": self.optimizer_state_bytes,
+                "activations": self.activations_bytes,
+                "other": self.other_bytes,
+                "engine": self.engine_bytes,
+                "nccl": self.nccl_bytes,
+                "context": self.context_bytes,
+            },
+            "host_bytes_per_node": self.host_bytes_per_node,
+            "label": self.label,
+        }
+
+
+def compute_bytes(precision: Precision) -> int:
+    """Bytes of an element in the dtype the step computes in."""
+    dtype = precision.autocast_dtype or precision.param_dtype
+    return dtype.itemsize
+
+
+def engine_bytes(
+    strategy: Strategy, precision: Precision, units: Units, layout: Layout, offload: Offload
+) -> int:
+    """What the engine adds on a rank beside its share of the states (see the module doc)."""
+    c = compute_bytes(precision)
+    p = precision.param_dtype.itemsize
+    _, _, opt_div = divisors(strategy, offload, layout)
+    if strategy is Strategy.DDP:
+        return 0 if layout.gpus == 1 else units.trainable * p
+    if strategy in (Strategy.FSDP2, Strategy.FSDP2_HYBRID):
+        gathered = c * (units.root + 2 * units.largest_block)
+        # NB: reduce_dtype fp32 for the block whose gradients are reduce-scattered
+        unsharded = c * units.root + (c + 4) * units.largest_block
+        return gathered + unsharded
+    # DeepSpeed: 16-bit params and grads (the trace's fp32 ones are halved in the replay),
+    # an fp32 master shard beside the optimizer state
+    master = 0 if opt_div == 0 or p == c else -(-4 * units.trainable // opt_div)
+    grads16 = c * units.trainable
+    reduce = min(DS_REDUCE_BUCKET * c, grads16)
+    if strategy is Strategy.ZERO3:
+        live = min(DS_MAX_LIVE, units.root + 2 * units.largest_block + DS_PREFETCH_BUCKET)
+        return master + reduce + c * live
+    return master + reduce + min(DS_ALLGATHER_BUCKET * c, grads16)
+
+
+def rank_memory(
+    trace: StepTrace,
+    spec: TrainSpec,
+    device: Device,
+    strategy: Strategy,
+    offload: Offload,
+    layout: Layout,
+    units: Units,
+) -> RankMemory:
+    """Device memory per rank of `trace` (one GPU, `spec` at its micro-batch) run with
+    `strategy` and `offload` over `layout`."""
+    pdiv, gdiv, odiv = divisors(strategy, offload, layout)
+    if strategy in (Strategy.ZERO2, Strategy.ZERO3) and offload is Offload.OPTIMIZER:
+        gdiv = 0  # NB: ZeRO-Offload keeps the fp32 gradient partition on the host
+    c = compute_bytes(spec.precision)
+    half = c < spec.precision.param_dtype.itemsize and strategy.deepspeed
+    # NB: under FSDP2 and DeepSpeed the weights are cast by the engine, not cached by autocast
+    no_cast = strategy.shards_parameters or strategy.deepspeed
+    names = trace.category_names()
+    sizes = []
+    for name, event in zip(names, trace.events, strict=True):
+        n = event.nbytes
+        if name == Category.PARAMETERS.value:
+            n = _share(n // 2 if half else n, pdiv)
+        elif name == Category.GRADIENTS.value:
+            n = _share(n // 2 if half else n, gdiv)
+        elif name == Category.OPTIMIZER_STATE.value:
+            n = _share(n, odiv)
+        elif name is not None and event.phase is Phase.OPTIMIZER:
+            n = _share(n, odiv)  # NB: the foreach step's copies of whole states
+        elif name is not None and event.op == WEIGHT_CAST and no_cast:
+            n = 0
+        sizes.append(n)
+    result, context = gpu_memory(trace, spec, device, sizes=sizes)
+    single = strategy is Strategy.DDP and layout.gpus == 1
+    extra = engine_bytes(strategy, spec.precision, units, layout, offload)
+    nccl = 0 if single else nccl_bytes(layout.gpus)
+    live = result.live_at_peak
+    named = (
+        Category.PARAMETERS,
+        Category.GRADIENTS,
+        Category.OPTIMIZER_STATE,
+        Category.ACTIVATIONS,
+    )
+    shown = sum(live.get(c.value, 0) for c in named)
+    host = _host_per_rank(spec, units, strategy, offload, layout) * layout.per_node
+    return RankMemory(
+        strategy=strategy,
+        offload=offload,
+        gpus=layout.gpus,
+        nodes=layout.nodes,
+        micro_batch=spec.batch,
+        total_bytes=result.peak_reserved_bytes + context + extra + nccl,
+        parameters_bytes=live.get(Category.PARAMETERS.value, 0),
+        gradients_bytes=live.get(Category.GRADIENTS.value, 0),
+        optimizer_state_bytes=live.get(Category.OPTIMIZER_STATE.value, 0),
+        activations_bytes=live.get(Category.ACTIVATIONS.value, 0),
+        other_bytes=result.peak_reserved_bytes - shown,
+        engine_bytes=extra,
+        nccl_bytes=nccl,
+        context_bytes=context,
+        host_bytes_per_node=host,
+        label="modelled, DeepSpeed not run" if strategy.deepspeed else "modelled",
+    )
+
+
+def _share(nbytes: int, ways: int) -> int:
+    """One rank's bytes of a storage split `ways` ways (0: not on the GPU)."""
+    return -(-nbytes // ways) if ways else 0
+
+
+def _host_per_rank(
+    spec: TrainSpec, units: Units, strategy: Strategy, offload: Offload, layout: Layout
+) -> int:
+    """Host RAM one rank's offloaded states take (fp32 master/params, gradients, state)."""
+    if offload is Offload.NONE:
+        return 0
+    from trainfit.memory.states import model_states
+
+    n = layout.per_node if strategy is Strategy.FSDP2_HYBRID else layout.gpus
+    states = model_states(spec, (units.total, units.trainable))
+    if offload is Offload.OPTIMIZER:
+        # NB: fp32 master shard + optimizer state shard + fp32 gradient partition
+        master = 4 * units.trainable
+        return -(-(master + states.optimizer_state_bytes + 4 * units.trainable) // n)
+    return -(-states.total() // n)
