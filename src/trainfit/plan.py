@@ -36,7 +36,7 @@ from trainfit.hardware.catalog import Device, get_device, instances
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes, nccl_bytes
 from trainfit.memory.scaling import PROBES, BatchScaling, max_micro_batch, scale_batch
 from trainfit.memory.states import model_states, parameter_counts
-from trainfit.spec import OptimizerKind, Precision, TrainSpec
+from trainfit.spec import OptimizerKind, Precision, ReferenceKind, TrainSpec
 from trainfit.timing.run import (
     CostLine,
     Recommendation,
@@ -385,7 +385,7 @@ def plan(
         ladder_device=cuda[0].name if ladder and cuda else "",
         trainable_parameters=_counts(spec, cache)[1],
         tokens_per_sample=tokens,
-        parameters=_counts(spec, cache)[0],
+        parameters=_model_parameters(spec, cache),
         scalings=_chosen_scalings(spec, resolved, plans, cache),
     )
     if measured_step is not None:
@@ -1264,6 +1264,15 @@ def _counts(spec: TrainSpec, cache: _Cache) -> tuple[int, int]:
     if cache.counts is None:
         cache.counts = parameter_counts(spec)
     return cache.counts
+
+
+def _model_parameters(spec: TrainSpec, cache: _Cache) -> int:
+    """The model's parameters, without a DPO reference copy (which the counts include, as its
+    weights take memory)."""
+    total = _counts(spec, cache)[0]
+    if spec.preference is not None and spec.reference is ReferenceKind.MODEL:
+        return total // 2  # NB: the reference is a deep copy of the policy: as many elements
+    return total
 
 
 def _max(spec: TrainSpec, margin: float, scaling: BatchScaling) -> int:

@@ -32,12 +32,20 @@ class Units:
 
 
 def blocks_of(model: nn.Module) -> list[nn.Module]:
-    """The blocks of the largest ModuleList by parameters (empty when there is none)."""
+    """The blocks of the largest ModuleList by parameters (empty when there is none), and those
+    of every other ModuleList of the same length and block class: a DPO reference copy's
+    blocks, which the engine shards and gathers block by block as it does the policy's."""
     lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m)]
     if not lists:
         return []
     largest = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
-    return list(largest)
+    kind = type(largest[0])
+    return [
+        block
+        for blocks in lists
+        if blocks is largest or (len(blocks) == len(largest) and type(blocks[0]) is kind)
+        for block in blocks
+    ]
 
 
 def units_of(model: nn.Module) -> Units:
