@@ -7,6 +7,7 @@ and with them in CPU memory on one GPU ("0", CPUOffloadPolicy).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import platform
@@ -17,6 +18,7 @@ import transformers
 
 from benchmarks.sharded.cases import CASES, GPUS, spec_fields
 from trainfit.distributed import Layout, Offload, Strategy, rank_memory, units
+from trainfit.distributed.memory import traced_precision
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
 from trainfit.trace.step import trace_step
@@ -31,14 +33,16 @@ def predict_case(name: str) -> dict[str, int]:
     """Per-rank device memory of case `name` by GPU count ("0": one GPU with CPU offload)."""
     spec = TrainSpec(**spec_fields(name))
     device = get_device(DEVICE)
-    trace = trace_step(spec, target=Target.of(device))
+    # NB: FSDP2 runs the step in bf16 (MixedPrecisionPolicy, no autocast): traced so
+    traced = traced_precision(Strategy.FSDP2, spec.precision)
+    trace = trace_step(dataclasses.replace(spec, precision=traced), target=Target.of(device))
     sizes = units(spec)
     shares = {}
     for gpus in (0, 1, *GPUS):
         offload = Offload.PARAMS if gpus == 0 else Offload.NONE
         layout = Layout(gpus=max(gpus, 1))
         shares[str(gpus)] = rank_memory(
-            trace, spec, device, Strategy.FSDP2, offload, layout, sizes
+            trace, spec, device, Strategy.FSDP2, offload, layout, sizes, traced
         ).total_bytes
     return shares
 

@@ -2,7 +2,7 @@
 and the launch files (torchrun + FSDP2, DeepSpeed)."""
 
 from trainfit.distributed.comm import CommTime, comm_time
-from trainfit.distributed.memory import RankMemory, rank_memory
+from trainfit.distributed.memory import RankMemory, rank_memory, traced_precision
 from trainfit.distributed.search import DistributedPlan, plan_distributed
 from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
 from trainfit.distributed.units import Units, units
@@ -19,5 +19,6 @@ __all__ = [
     "comm_time",
     "plan_distributed",
     "rank_memory",
+    "traced_precision",
     "units",
 ]

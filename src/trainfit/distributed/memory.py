@@ -12,7 +12,16 @@ engine adds beside it is counted on top:
   blocks (the one computed and the one prefetched), and the unsharded gradients of the root
   (compute dtype, alive through backward) and of one block (compute dtype plus the fp32
   `reduce_dtype` copy that is reduce-scattered). Autocast's cached weight copies are not there
-  (MixedPrecisionPolicy casts instead).
+  (MixedPrecisionPolicy casts instead). FSDP2's MixedPrecisionPolicy runs the forward and
+  backward on bf16 parameters *without* autocast, so the ops autocast would run in fp32
+  (layer_norm, softmax, pow: GPT-2's tanh GELU) run in bf16 and save bf16 activations: the
+  step is traced in pure bf16 (`traced_precision`) and its states rescaled to fp32 (measured
+  on 2 x H100, benchmarks/sharded/results/multigpu_h100.md: gpt2-medium's activations 10.2 GB
+  under autocast, 6.7 GB so). FSDP2's sharded gradients are views of the reduce-scatter
+  output, allocated on the reduce-scatter stream (torch/distributed/fsdp/_fully_shard/
+  _fsdp_collectives.py, `foreach_reduce`); the caching allocator keeps a pool per stream, so
+  once freed (zero_grad) their blocks are not reused by the default stream's activations: they
+  are taken out of the replay and counted beside it, a full share, all the time.
 - zero1/2/3 (DeepSpeed, *modelled*: not run on a GPU here): 16-bit parameters and gradients,
   an fp32 master copy sharded with the optimizer state, and DeepSpeed's default buffers
   (`reduce_bucket_size` and `allgather_bucket_size` 5e8 elements; stage 3:
@@ -72,8 +81,9 @@ class RankMemory:
     other_bytes: int
     """Temporaries, workspaces and the allocator's cached blocks at the peak."""
     engine_bytes: int
-    """The engine's own: gathered units and unsharded gradients (FSDP2, ZeRO-3), gradient
-    buckets (DDP, ZeRO) and the fp32 master shard (ZeRO)."""
+    """The engine's own: gathered units and unsharded gradients (FSDP2, ZeRO-3), FSDP2's sharded
+    gradients (in the reduce-scatter stream's pool), gradient buckets (DDP, ZeRO) and the fp32
+    master shard (ZeRO)."""
     nccl_bytes: int
     context_bytes: int
     host_bytes_per_node: int
@@ -102,6 +112,15 @@ class RankMemory:
             "host_bytes_per_node": self.host_bytes_per_node,
             "label": self.label,
         }
+
+
+def traced_precision(strategy: Strategy, precision: Precision) -> Precision:
+    """The precision the step's forward and backward really run in under `strategy`: FSDP2 with
+    bf16 casts the parameters (MixedPrecisionPolicy, no autocast), so its step is a pure-bf16
+    one; every other engine runs `precision` as given (DDP: autocast)."""
+    # NB: fp16 under FSDP2 has no pure-fp16 trace here; it stays on the autocast trace
+    fsdp2 = strategy in (Strategy.FSDP2, Strategy.FSDP2_HYBRID)
+    return Precision.PURE_BF16 if fsdp2 and precision is Precision.BF16 else precision
 
 
 def compute_bytes(precision: Precision) -> int:
@@ -143,10 +162,23 @@ def rank_memory(
     offload: Offload,
     layout: Layout,
     units: Units,
+    traced: Precision | None = None,
 ) -> RankMemory:
     """Device memory per rank of `trace` (one GPU, `spec` at its micro-batch) run with
-    `strategy` and `offload` over `layout`."""
+    `strategy` and `offload` over `layout`.
+
+    `traced` is the precision `trace` was made at (default `spec.precision`); give the trace
+    of `traced_precision(strategy, spec.precision)` (FSDP2 with bf16: pure bf16), whose
+    parameters, gradients, optimizer state and optimizer-step copies are rescaled to
+    `spec.precision`'s parameter dtype (fp32 master weights).
+    """
     pdiv, gdiv, odiv = divisors(strategy, offload, layout)
+    traced = traced or spec.precision
+    # NB: pure bf16 -> fp32 states: every state storage twice the traced bytes
+    grow = spec.precision.param_dtype.itemsize, traced.param_dtype.itemsize
+    fsdp2 = strategy in (Strategy.FSDP2, Strategy.FSDP2_HYBRID)
+    # NB: FSDP2's sharded gradients sit in the reduce-scatter stream's pool (see the module doc)
+    side_pool = _share(units.trainable * spec.precision.param_dtype.itemsize, gdiv) if fsdp2 else 0
     if strategy in (Strategy.ZERO2, Strategy.ZERO3) and offload is Offload.OPTIMIZER:
         gdiv = 0  # NB: ZeRO-Offload keeps the fp32 gradient partition on the host
     c = compute_bytes(spec.precision)
@@ -158,19 +190,20 @@ def rank_memory(
     for name, event in zip(names, trace.events, strict=True):
         n = event.nbytes
         if name == Category.PARAMETERS.value:
-            n = _share(n // 2 if half else n, pdiv)
+            n = _share(n // 2 if half else n * grow[0] // grow[1], pdiv)
         elif name == Category.GRADIENTS.value:
-            n = _share(n // 2 if half else n, gdiv)
+            n = 0 if fsdp2 else _share(n // 2 if half else n * grow[0] // grow[1], gdiv)
         elif name == Category.OPTIMIZER_STATE.value:
-            n = _share(n, odiv)
+            n = _share(n * grow[0] // grow[1], odiv)
         elif name is not None and event.phase is Phase.OPTIMIZER:
-            n = _share(n, odiv)  # NB: the foreach step's copies of whole states
+            # NB: the foreach step's copies of whole states
+            n = _share(n * grow[0] // grow[1], odiv)
         elif name is not None and event.op == WEIGHT_CAST and no_cast:
             n = 0
         sizes.append(n)
     result, context = gpu_memory(trace, spec, device, sizes=sizes)
     single = strategy is Strategy.DDP and layout.gpus == 1
-    extra = engine_bytes(strategy, spec.precision, units, layout, offload)
+    extra = engine_bytes(strategy, spec.precision, units, layout, offload) + side_pool
     nccl = 0 if single else nccl_bytes(layout.gpus)
     live = result.live_at_peak
     named = (

@@ -19,7 +19,12 @@ import dataclasses
 from dataclasses import dataclass
 
 from trainfit.distributed.comm import CommTime, comm_time
-from trainfit.distributed.memory import RankMemory, compute_bytes, rank_memory
+from trainfit.distributed.memory import (
+    RankMemory,
+    compute_bytes,
+    rank_memory,
+    traced_precision,
+)
 from trainfit.distributed.strategy import (
     Layout,
     Offload,
@@ -101,10 +106,14 @@ class _Traces:
 
     spec: TrainSpec
     device: Device
-    made: dict[tuple[bool, int], StepTrace] = dataclasses.field(default_factory=dict)
+    made: dict[tuple[bool, int, Precision], StepTrace] = dataclasses.field(default_factory=dict)
     units: Units | None = None
 
-    def at(self, checkpointing: bool, micro: int) -> tuple[StepTrace, TrainSpec]:
+    def at(
+        self, checkpointing: bool, micro: int, precision: Precision | None = None
+    ) -> tuple[StepTrace, TrainSpec]:
+        """The step at `micro` traced at `precision` (default the spec's), and the spec (at the
+        spec's precision) it stands for."""
         at = dataclasses.replace(
             self.spec,
             batch=micro,
@@ -112,10 +121,22 @@ class _Traces:
             checkpointing=checkpointing,
             device=self.device.name,
         )
-        key = (checkpointing, micro)
+        precision = precision or at.precision
+        key = (checkpointing, micro, precision)
         if key not in self.made:
-            self.made[key] = trace_step(at, target=Target.of(self.device))
+            traced = dataclasses.replace(at, precision=precision)
+            self.made[key] = trace_step(traced, target=Target.of(self.device))
         return self.made[key], at
+
+    def memory(
+        self, checkpointing: bool, micro: int, strategy: Strategy, offload: Offload, layout: Layout
+    ) -> RankMemory:
+        """Per-rank memory of the step at `micro`, traced as `strategy` really runs it."""
+        traced = traced_precision(strategy, self.spec.precision)
+        trace, at = self.at(checkpointing, micro, traced)
+        return rank_memory(
+            trace, at, self.device, strategy, offload, layout, self.unit_sizes(), traced
+        )
 
     def unit_sizes(self) -> Units:
         if self.units is None:
@@ -188,12 +209,11 @@ def plan_distributed(
             for ckpt in checkpointing:
                 for strat, off in _candidates(strategy, offload, layout, phase):
                     try:
-                        trace, at = traces.at(ckpt, 1)
+                        one = traces.memory(ckpt, 1, strat, off, layout)
                     except SpecError:
                         if ckpt and not spec.checkpointing:
                             continue
                         raise
-                    one = rank_memory(trace, at, device, strat, off, layout, traces.unit_sizes())
                     if one.total_bytes > budget:
                         continue
                     found = _finish(
@@ -214,12 +234,9 @@ def _offloaded(
     (with gradient checkpointing)."""
     for layout in tried:
         try:
-            trace, at = traces.at(True, 1)
+            memory = traces.memory(True, 1, Strategy.FSDP2, Offload.PARAMS, layout)
         except SpecError:
             return None
-        memory = rank_memory(
-            trace, at, device, Strategy.FSDP2, Offload.PARAMS, layout, traces.unit_sizes()
-        )
         if memory.total_bytes <= budget:
             return _finish(
                 traces, effective, device, Strategy.FSDP2, Offload.PARAMS, layout, True, budget
@@ -265,8 +282,7 @@ def _finish(
     unit_sizes = traces.unit_sizes()
 
     def memory(micro: int) -> RankMemory:
-        trace, at = traces.at(ckpt, micro)
-        return rank_memory(trace, at, device, strategy, offload, layout, unit_sizes)
+        return traces.memory(ckpt, micro, strategy, offload, layout)
 
     low, high = 0, len(options)  # options[low] fits; options[high] (if any) does not
     while high - low > 1:
