@@ -80,6 +80,25 @@ TINY = {
 """`configs --tiny`: two small cases to run the whole path on a CPU (gloo)."""
 
 
+HELDOUT: dict[str, dict[str, object]] = {
+    "gpt2-large-s1024-b2-ddp": dict(model="gpt2-large", seq_len=1024, batch=2, strategy="ddp"),
+    "gpt2-large-s1024-b2-fsdp2": dict(model="gpt2-large", seq_len=1024, batch=2, strategy="fsdp2"),
+    "gpt2-s1024-b8-ddp": dict(model="gpt2", seq_len=1024, batch=8, strategy="ddp"),
+    "qwen2-0.5b-s2048-b2-ckpt-fsdp2": dict(
+        model="qwen2-0.5b", seq_len=2048, batch=2, strategy="fsdp2", checkpointing=True
+    ),
+    "llama-3.2-1b-s1024-b2-ckpt-ddp": dict(
+        model="llama-3.2-1b", seq_len=1024, batch=2, strategy="ddp", checkpointing=True
+    ),
+    "tinyllama-1.1b-s2048-b1-fsdp2": dict(
+        model="tinyllama-1.1b", seq_len=2048, batch=1, strategy="fsdp2"
+    ),
+}
+"""Cases predicted with the revised model before any of them ran (`configs --heldout`): the
+held-out check of the revision (results/multigpu_heldout_configs/)."""
+HELDOUT_CONFIGS = RESULTS / "multigpu_heldout_configs"
+
+
 def plan_case(case: dict[str, object]) -> tuple[Any, Any]:
     """(TrainSpec, DistributedPlan or None) of a case: its strategy over two GPUs, bf16, the
     effective batch = micro-batch x 2."""
@@ -96,7 +115,7 @@ def plan_case(case: dict[str, object]) -> tuple[Any, Any]:
     return spec, found
 
 
-def configs(tiny: bool, out: Path) -> None:
+def configs(tiny: bool, out: Path, heldout: bool = False) -> None:
     """Plan every case and write its config and the predictions."""
     import torch
 
@@ -104,7 +123,7 @@ def configs(tiny: bool, out: Path) -> None:
 
     predicted: dict[str, object] = {}
     out.mkdir(parents=True, exist_ok=True)
-    for name, case in (TINY if tiny else CASES).items():
+    for name, case in (TINY if tiny else HELDOUT if heldout else CASES).items():
         spec, found = plan_case(case)
         if found is None or found.micro_batch != spec.batch:
             raise SystemExit(f"{name}: the plan does not hold micro-batch {spec.batch}")
@@ -121,7 +140,7 @@ def configs(tiny: bool, out: Path) -> None:
             "host": f"{platform.system()} {platform.machine()}, CPU only",
             "torch": torch.__version__,
             "device_row": DEVICE,
-            "revision": REVISION,
+            "revision": "" if heldout else REVISION,
         },
         "cases": predicted,
     }
@@ -209,7 +228,10 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("configs")
     c.add_argument("--tiny", action="store_true", help="two small cases for a CPU run")
-    c.add_argument("--out", default=str(CONFIGS))
+    c.add_argument(
+        "--heldout", action="store_true", help="the held-out cases (default out: their folder)"
+    )
+    c.add_argument("--out", default=None, help="default results/multigpu_configs")
     m = sub.add_parser("compare")
     m.add_argument("measured")
     m.add_argument("--predicted", default=str(CONFIGS / "predicted.json"))
@@ -217,7 +239,8 @@ def main() -> None:
     m.add_argument("--out", default=None, help="default results/multigpu_<card>.md")
     args = parser.parse_args()
     if args.command == "configs":
-        configs(args.tiny, Path(args.out))
+        out = Path(args.out) if args.out else HELDOUT_CONFIGS if args.heldout else CONFIGS
+        configs(args.tiny, out, heldout=args.heldout)
     else:
         out = Path(args.out) if args.out else RESULTS / f"multigpu_{args.card}.md"
         print(compare(Path(args.measured), Path(args.predicted), out))
