@@ -88,3 +88,22 @@ def test_the_multigpu_predictions_are_what_the_code_plans_now() -> None:
     )
     config = json.loads((CONFIGS / f"fsdp2_{name}.json").read_text())
     assert config["predicted_per_rank_bytes"] == found.memory.total_bytes
+
+
+def test_the_held_out_multigpu_table_is_regenerated_from_its_raw_results(tmp_path: Path) -> None:
+    results = BENCH / "sharded" / "results"
+    out = tmp_path / "multigpu_heldout_h100.md"
+    _run(
+        "benchmarks.sharded.multigpu",
+        "compare",
+        str(results / "multigpu_heldout_raw_h100" / "multigpu_measured.json"),
+        "--predicted",
+        str(results / "multigpu_heldout_configs" / "predicted.json"),
+        "--out",
+        str(out),
+    )
+    committed = results / "multigpu_heldout_h100.md"
+    assert out.read_bytes() == committed.read_bytes()
+    text = committed.read_text()
+    assert "Held out: these cases were not used to revise the model" in text
+    assert "| all | 6 |" in text

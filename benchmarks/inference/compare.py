@@ -87,11 +87,14 @@ def generation_table(measured: Path, env: dict[str, Any], device: str) -> str:
             used = None
             if point["used"] is not None:
                 # NB: `baseline_used` was read after torch made its CUDA context (mem_get_info
-                # makes it), so it holds this process's context: not another process's memory.
-                # What other processes held is `others_used` (NVML before the context), absent
-                # from the 2026-11-26 run, where nvidia-smi read 0 MiB used on both GPUs just
-                # before it (benchmarks/inference/results/raw_h100/nvidia_smi_before.txt).
-                outside = point["used"] - point["reserved"] - (point.get("others_used") or 0)
+                # makes it), so it holds this process's context, and `others_used` (NVML's
+                # v1 `used` before the context, in the gpt2 rerun) holds the driver's reserve
+                # (480 MiB on the H100), which mem_get_info's `used` also counts: neither is
+                # another process's memory. Other processes' memory is `other_processes`
+                # (NVML's process list before the context); absent from the 2026-11-26 runs,
+                # where nvidia-smi read 0 MiB used on both GPUs before each session
+                # (raw_h100/nvidia_smi_before.txt).
+                outside = point["used"] - point["reserved"] - (point.get("other_processes") or 0)
                 used = point["peak_reserved"] + outside
             pairs = {
                 "alloc": (est.peak_allocated_bytes, point["peak_allocated"]),

@@ -91,9 +91,9 @@ def _memory(device: str) -> dict[str, int | None]:
     }
 
 
-def _others_used() -> int | None:
-    """Memory other processes hold on the visible GPU (NVML), read before this process makes
-    its CUDA context; None without NVML."""
+def _other_processes() -> int | None:
+    """Memory other processes hold on the visible GPU (NVML's process list), read before this
+    process makes its CUDA context; None without NVML."""
     import os
 
     try:
@@ -107,7 +107,8 @@ def _others_used() -> int | None:
             handle = pynvml.nvmlDeviceGetHandleByIndex(int(visible))
         else:
             handle = pynvml.nvmlDeviceGetHandleByUUID(visible)
-        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+        processes = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        return sum(p.usedGpuMemory or 0 for p in processes)
     finally:
         pynvml.nvmlShutdown()
 
@@ -122,9 +123,9 @@ def run_generation(model_name: str, device: str, points: tuple, new_tokens: int)
 
     config = build_program(TrainSpec(model=model_name), "meta").model.config
     config.use_cache = True
-    baseline_used = others_used = None
+    baseline_used = other_processes = None
     if device.startswith("cuda"):
-        others_used = _others_used()  # NB: before torch makes this process's CUDA context
+        other_processes = _other_processes()  # NB: before this process's CUDA context
         free, total = torch.cuda.mem_get_info()
         baseline_used = total - free
     with torch.device(device):
@@ -191,7 +192,7 @@ def run_generation(model_name: str, device: str, points: tuple, new_tokens: int)
                 "new_tokens": new_tokens,
                 **memory,
                 "baseline_used": baseline_used,
-                "others_used": others_used,
+                "other_processes": other_processes,
                 "prefill_seconds": timings["prefill"],
                 "generate_seconds": timings["generate"],
                 "decode_seconds_per_token": decode / (new_tokens - 1),

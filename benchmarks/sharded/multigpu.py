@@ -161,7 +161,7 @@ def compare(measured_file: Path, predicted_file: Path, out: Path | None) -> str:
         f"(CUDA {env.get('cuda', '?')}, NCCL {env.get('nccl', '?')}), transformers "
         f"{measured.get('transformers', '?')}: `benchmarks/sharded/run_multigpu.sh`, one "
         "`torchrun --nproc-per-node=2 train_fsdp2.py` per case with the config trainfit "
-        "emitted (results/multigpu_configs/), three steps, bf16, AdamW. Predicted "
+        f"emitted (results/{predicted_file.parent.name}/), three steps, bf16, AdamW. Predicted "
         f"{predicted['environment']['date']} on a CPU-only host with torch "
         f"{predicted['environment']['torch']}: `trainfit.distributed.plan_distributed` for the "
         f"`{predicted['environment']['device_row']}` row. Measured = device memory in use "
@@ -170,6 +170,13 @@ def compare(measured_file: Path, predicted_file: Path, out: Path | None) -> str:
     revision = predicted["environment"].get("revision")
     if revision:
         lines += ["", revision]
+    else:
+        lines += [
+            "",
+            "Held out: these cases were not used to revise the model. Their configs and "
+            "predictions were committed before they ran (`multigpu configs --heldout`), so the "
+            "blind and current columns agree until the model changes again.",
+        ]
     lines += [
         "",
         "| case | strategy | rank peak allocated GB | rank peak reserved GB | measured GB "
