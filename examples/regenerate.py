@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import io
 import os
 import shutil
@@ -92,19 +91,8 @@ def render(spec: Path, out: Path) -> tuple[float, str]:
 
     stdout, stderr = io.StringIO(), io.StringIO()
     start = time.perf_counter()
-    # NB: as the `trainfit` command runs (`cli.main.entry`): the cyclic garbage collector off.
-    # With it on, seed 001's plan in one process failed in the ladder's copied passes
-    # (memory/scaling.py: "zip() argument 2 is shorter than argument 1"): a cache entry
-    # outlived its object, it seems; reported to the lead.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            code = cli_main.main(["plan", str(spec), "--report", str(out)])
-    finally:
-        if was_enabled:
-            gc.enable()
-            gc.collect()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = cli_main.main(["plan", str(spec), "--report", str(out)])
     seconds = time.perf_counter() - start
     if code != 0:
         return seconds, stderr.getvalue().strip() or f"trainfit plan exited {code}"

@@ -413,3 +413,36 @@ def test_several_models_get_a_section_each_and_claims_name_theirs(planned) -> No
         )
     with pytest.raises(SpecError, match="two models share a name"):
         build_report([planned, planned], names=["a", "a"])
+
+
+def test_a_claim_on_a_device_whose_time_is_not_modelled_says_so(planned) -> None:
+    # a GPU with a setting but no step time (a catalog GPU with no compute rate for its
+    # precision, e.g. the RTX 5060 Ti's bf16): not "no setting fits"
+    why = "step time not modelled: the catalog has no bf16 compute rate for Test GPU"
+    devices = tuple(
+        dataclasses.replace(d, step_time=None, step_times=(), run=None, costs=(), time_note=why)
+        if d.device == "rtx-4060"
+        else d
+        for d in planned.devices
+    )
+    untimed = dataclasses.replace(planned, devices=devices)
+    setting = _device(untimed, "rtx-4060").setting
+    claims = [
+        {"what": "step", "device": "rtx-4060", "quantity": "step_seconds", "value": 0.5},
+        {"what": "hours", "device": "rtx-4060", "quantity": "hours", "value": 3},
+        {"what": "memory", "device": "rtx-4060", "quantity": "memory_gib", "value": 1},
+    ]
+    report = build_report([untimed], claims=claims, names=["wide"])
+    step, hours, memory = report.claims
+    fits = (
+        f"the setting fits: micro-batch {setting.micro_batch} x {setting.grad_accum}, "
+        f"{setting.needed_bytes / GIB:.2f} GiB"
+    )
+    for check in (step, hours):
+        assert check.trainfit is None
+        assert check.note == f"{why}; {fits}"
+        assert "no setting fits" not in check.note
+    assert memory.trainfit == pytest.approx(setting.needed_bytes / GIB)
+    md = to_markdown(report)
+    assert "no setting fits" not in md and f"rtx-4060: {why}" in md
+    assert f"{setting.micro_batch} x {setting.grad_accum}" in md

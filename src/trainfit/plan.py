@@ -454,8 +454,79 @@ def with_distributed(
             spec, result.effective_batch, device, margin, strategy, offload, gpus, nodes
         )
         note = "" if found is not None else _no_distributed(strategy, offload, gpus, nodes)
-        devices.append(dataclasses.replace(d, distributed=found, distributed_note=note))
+        d = dataclasses.replace(d, distributed=found, distributed_note=note)
+        if d.verdict is Verdict.NO:
+            d = _beyond_from(d, device, spec, found)
+        devices.append(d)
     return dataclasses.replace(result, devices=tuple(devices))
+
+
+def _beyond_from(
+    d: DevicePlan, device: Device, spec: TrainSpec, found: DistributedPlan | None
+) -> DevicePlan:
+    """A does-not-fit GPU's verdict with what would hold the job taken from its multi-GPU plan
+    (`trainfit.distributed`: per rank, with the engine's gathered units and buffers, checked
+    on GPUs), in place of the single-GPU plan's own sharded/offloaded estimate, so that the
+    plan gives one answer."""
+    old = {_beyond_words(device, worked, d.sharded, d.offloaded) for worked in (True, False)}
+    tail = next((w for w in old if w and w in d.note), None)
+    if tail is None:
+        return d
+    sharded = offloaded = None
+    if found is None:
+        words = f"; {d.distributed_note}"
+    else:
+        m = found.memory
+        how = found.strategy.value + (
+            f" with {found.offload.value} offloaded to CPU memory"
+            if found.offload is not Offload.NONE
+            else ""
+        )
+        where = (
+            f"; the cheapest catalog instance with them: {found.instances} x {found.instance}"
+            + (f" (${found.usd_per_hour:.2f}/h on demand)" if found.usd_per_hour else "")
+            if found.instance
+            else f"; no catalog instance has {found.gpus} of this GPU"
+        )
+        words = (
+            f"; it would fit {found.gpus} of these GPUs with {how} ({found.precision.value}"
+            + (", gradient checkpointing" if found.checkpointing else "")
+            + f", {spec.optimizer.value}), {m.total_bytes / GIB:.2f} GiB each at "
+            f"{_samples(found.micro_batch)} per GPU ({m.label}; the multi-GPU plan){where}"
+        )
+        if found.strategy is not Strategy.DDP and found.offload is Offload.NONE:
+            sharded = Sharded(
+                gpus=found.gpus,
+                per_gpu_bytes=m.total_bytes,
+                precision=found.precision,
+                checkpointing=found.checkpointing,
+                optimizer=spec.optimizer,
+                micro_batch=found.micro_batch,
+                instance=found.instance,
+                instances=found.instances,
+                usd_per_hour=found.usd_per_hour,
+            )
+        one = found if found.gpus == 1 and found.offload is not Offload.NONE else None
+        one = one or (
+            found.fewer_with_offload
+            if found.fewer_with_offload is not None and found.fewer_with_offload.gpus == 1
+            else None
+        )
+        if one is not None:
+            offloaded = Offloaded(
+                gpu_bytes=one.memory.total_bytes,
+                host_bytes=one.memory.host_bytes_per_node,
+                micro_batch=one.micro_batch,
+            )
+    if offloaded is not None:
+        words += (
+            f"; with the model states in CPU memory (FSDP2 CPU offload) one of these GPUs would "
+            f"need {offloaded.gpu_bytes / GIB:.2f} GiB at {_samples(offloaded.micro_batch)} and "
+            f"the host {offloaded.host_bytes / GIB:.1f} GiB of RAM (modelled)"
+        )
+    return dataclasses.replace(
+        d, note=d.note.replace(tail, words), sharded=sharded, offloaded=offloaded
+    )
 
 
 def _no_distributed(

@@ -196,11 +196,11 @@ def entry() -> None:
 
     Python's cyclic garbage collector is off for the run: importing torch and transformers
     creates about a million objects, and the collections they trigger cost half a second of the
-    CLI's five. Nothing the tracer keeps alive is in a reference cycle (the drift tables are the
-    same with it off), and one run is short. On the way out the process skips the interpreter's
-    teardown of those modules (another 0.7 s): output is flushed first and files were written
-    and closed by the command. After a plan that used a worker process, the exit is the
-    ordinary one, so that multiprocessing cleans up after itself.
+    CLI's five: it is off for speed only (a trace pauses the collector itself, and a finished
+    trace no longer changes when it runs: `Recorder.finish`), and one run is short. On the way
+    out the process skips the interpreter's teardown of those modules (another 0.7 s): output
+    is flushed first and files were written and closed by the command. After a plan that used a
+    worker process, the exit is the ordinary one, so that multiprocessing cleans up after itself.
     """
     gc.disable()
     code = main()

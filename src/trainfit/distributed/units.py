@@ -3,7 +3,9 @@
 embeddings, final norm, output head).
 
 Known limitations: a model without a ModuleList is one root unit; every block is taken to be
-as large as the largest.
+as large as the largest; a DPO reference model's embeddings and head count in the one root
+unit with the policy's (gathered with them, and given unsharded gradients it does not have:
+an over-estimate of about its embeddings in the compute dtype, twice).
 """
 
 from __future__ import annotations
@@ -32,20 +34,19 @@ class Units:
 
 
 def blocks_of(model: nn.Module) -> list[nn.Module]:
-    """The blocks of the largest ModuleList by parameters (empty when there is none), and those
-    of every other ModuleList of the same length and block class: a DPO reference copy's
-    blocks, which the engine shards and gathers block by block as it does the policy's."""
+    """The blocks of the largest ModuleList by parameters, and of every other ModuleList of
+    the same length and size (a second copy of the network: DPO's frozen reference model,
+    sharded block by block like the policy); empty when there is none."""
     lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m)]
     if not lists:
         return []
-    largest = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
-    kind = type(largest[0])
-    return [
-        block
-        for blocks in lists
-        if blocks is largest or (len(blocks) == len(largest) and type(blocks[0]) is kind)
-        for block in blocks
-    ]
+
+    def size(m: nn.Module) -> int:
+        return sum(p.numel() for p in m.parameters())
+
+    largest = max(lists, key=size)
+    copies = [m for m in lists if len(m) == len(largest) and size(m) == size(largest)]
+    return [block for m in copies for block in m]
 
 
 def units_of(model: nn.Module) -> Units:

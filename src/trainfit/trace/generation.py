@@ -229,6 +229,7 @@ def trace_generation(
         end = len(recorder.events)
         prefill, decode = _cost_runs(recorder)
         del cache
+    recorder.finish()
     return GenerationTrace(
         events=recorder.events[:end],
         workspaces=recorder.workspaces,

@@ -121,6 +121,7 @@ class Recorder(TorchDispatchMode):
         self._next = 0
         self._cublas_threads: set[Thread] = set()
         self._finalizers: dict[int, weakref.finalize] = {}
+        self._finished = False
         self._silent = False
         self.ops = 0
         self._outputs = OutputCache()
@@ -199,7 +200,24 @@ class Recorder(TorchDispatchMode):
         """The key of a tracked tensor's storage, or None."""
         return self._keys.get(id(tensor.untyped_storage()))
 
+    def finish(self) -> None:
+        """Stop recording: the trace is complete.
+
+        Storages still alive keep their finalizers otherwise, and one freed later (a reference
+        cycle that the garbage collector breaks after the trace) would append a free to
+        `events`, which the finished `StepTrace` shares: its events would no longer line up
+        with another trace's (a scaling's per-event growth). Their ids are forgotten too, as
+        a later object can reuse them.
+        """
+        for finalizer in self._finalizers.values():
+            finalizer.detach()
+        self._finalizers.clear()
+        self._keys.clear()
+        self._finished = True
+
     def _freed(self, ident: int, key: int) -> None:
+        if self._finished:
+            return
         if self._keys.get(ident) == key:
             del self._keys[ident]
         self._finalizers.pop(key, None)

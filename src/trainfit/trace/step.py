@@ -11,6 +11,7 @@ target (`Target.cpu()`) injects nothing: the step runs as stock CPU PyTorch runs
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -265,6 +266,12 @@ def trace_step(
     rules = target.rules(autocast_dtype)
     cudnn = CudnnLstm(recorder) if target.kind is TargetKind.CUDA else None
     with contextlib.ExitStack() as stack:
+        # NB: frees are recorded when a storage's last reference goes; a collection of
+        # reference cycles mid-trace would add frees at a moment that depends on the process's
+        # allocation history, so traces of one step could differ: the collector waits
+        if gc.isenabled():
+            gc.disable()
+            stack.callback(gc.enable)
         try:
             stack.enter_context(rules.installed())
         except (AttributeError, ImportError) as exc:
@@ -362,6 +369,8 @@ def trace_step(
                 categories[event.key] = Category.WORKSPACES
         passes = reuse.exported() if reuse is not None else ()
         del batch, rig, optimizer, reuse
+    # NB: frees after this (a cycle the garbage collector breaks later) are not the step's
+    recorder.finish()
     if copied and passes_from is not None:
         # NB: what the copied passes would have said about themselves
         attention_calls = dict(passes_from.attention)

@@ -164,17 +164,32 @@ def _trainfit(claim: Claim, model: ModelSection) -> tuple[str, float | None, str
         )
     read, combine = _PER_DEVICE[q]
     values = [read(d) for d in entries]
-    if any(v is None for v in values):
-        return (
-            device,
-            None,
-            "no setting fits on this device"
-            if q != "tokens_per_second"
-            else "no tokens per second",
-        )
+    missing = next((d for d, v in zip(entries, values, strict=True) if v is None), None)
+    if missing is not None:
+        return device, None, _why_missing(missing, q)
     numbers = [float(v) for v in values if v is not None]
     total = {"max": max(numbers), "last": numbers[-1], "sum": sum(numbers)}[combine]
     return device, total, ""
+
+
+def _why_missing(d: _Device, quantity: str) -> str:
+    """Why a device's entry has no figure for `quantity`: no setting fits, or the setting fits
+    but its time is not modelled (the plan's time_note says why) or not worked out."""
+    s = d.get("setting")
+    if not isinstance(s, dict):
+        return "no setting fits on this device"
+    fits = (
+        f"the setting fits: micro-batch {s['micro_batch']} x {s['grad_accum']}, "
+        f"{float(s['needed_bytes']) / GIB:.2f} GiB"
+    )
+    why = str(d.get("time_note") or "")
+    if why:
+        if not why.startswith("step time not modelled"):
+            why = f"step time not modelled: {why}"
+        return f"{why}; {fits}"
+    if quantity == "hours":
+        return f"no run hours (the plan was given no data size); {fits}"
+    return f"no {quantity.replace('_', ' ')} in the plan; {fits}"
 
 
 def _cost(model: ModelSection, device: str, names: list[str]) -> tuple[float | None, str]:
