@@ -227,7 +227,11 @@ def _inference(claim: Claim, model: ModelSection) -> tuple[str, float | None, st
     row = found[0]
     value = getattr(row, _INFERENCE[claim.quantity])
     if value is None:
-        why = row.note if row.kind == "refused" else f"no {claim.quantity} for a {row.kind}"
+        why = (
+            row.note
+            if row.kind == "refused"
+            else f"no {claim.quantity} for a {row.kind}: generation is estimated for causal LMs"
+        )
         return device, None, why
     return device, float(value), f"{row.kind}, {row.precision}, batch {row.batch}"
 
