@@ -82,6 +82,7 @@ def test_weights_shrink_with_precision(tiny_lm: str) -> None:
     by = {
         p: estimate_inference(tiny_lm, context=64, new_tokens=8, precision=p).memory.weights
         for p in InferencePrecision
+        if p is not InferencePrecision.FP32  # NB: a plain module's forward only
     }
     config = transformers.AutoConfig.from_pretrained(tiny_lm)
     model = transformers.AutoModelForCausalLM.from_config(config)
@@ -341,3 +342,19 @@ def test_serving_picks_generation_or_forward_and_says_why_not(tiny_lm: str) -> N
         estimate_serving(
             TrainSpec(model=tiny_lm), devices=["h100"], precisions=["bf16"], batches=[1]
         )
+
+
+def test_serving_only_cli_writes_a_report(tiny_lm: str, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "rep"
+    argv = ["plan", tiny_lm, "--inference", "--context", "16", "--new-tokens", "4",
+            "--device", "rtx-4060", "--batch", "2", "--report", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    data = json.loads((out / "report.json").read_text())
+    (row,) = data["models"][0]["inference"]
+    assert (row["kind"], row["device"], row["batch"], row["new_tokens"]) == (
+        "generate",
+        "rtx-4060",
+        2,
+        4,
+    )
+    assert row["decode_tokens_per_second"] > 0 and data["models"][0]["stages"] == []
