@@ -13,8 +13,15 @@ from rich.console import Console
 from trainfit.cli.main import main
 from trainfit.errors import SpecError, UnknownNameError
 from trainfit.hardware.catalog import get_device
-from trainfit.inference import InferencePrecision, estimate_inference, kv_cache_bytes
+from trainfit.inference import (
+    InferenceEstimate,
+    InferencePrecision,
+    estimate_inference,
+    kv_cache_bytes,
+)
+from trainfit.models import zoo
 from trainfit.report.inference import inference_renderable
+from trainfit.spec import TrainSpec
 
 transformers = pytest.importorskip("transformers")
 
@@ -75,6 +82,7 @@ def test_weights_shrink_with_precision(tiny_lm: str) -> None:
     by = {
         p: estimate_inference(tiny_lm, context=64, new_tokens=8, precision=p).memory.weights
         for p in InferencePrecision
+        if p is not InferencePrecision.FP32  # NB: a plain module's forward only
     }
     config = transformers.AutoConfig.from_pretrained(tiny_lm)
     model = transformers.AutoModelForCausalLM.from_config(config)
@@ -267,3 +275,86 @@ def test_one_new_token_is_the_prefill_only(tiny_lm: str) -> None:
     config = transformers.AutoConfig.from_pretrained(tiny_lm)
     assert one.memory.kv_cache == kv_cache_bytes(config, tokens=100, batch=2)
     assert one.total_seconds == one.prefill_seconds
+
+
+# --- a plain module's forward, and serving per model (trainfit.forward) ---
+
+EMOTION = "trainfit.models.zoo:emotion_mlp"
+
+
+def test_forward_of_a_plain_module() -> None:
+    from trainfit.forward import estimate_forward
+
+    spec = TrainSpec(model=EMOTION)
+    one = estimate_forward(spec, batch=1, precision="fp32", device="rtx-4060")
+    many = estimate_forward(spec, batch=4096, precision="fp32", device="rtx-4060")
+    weights = sum(p.numel() * 4 for p in zoo.emotion_mlp().parameters())
+    # the fp32 weights are live, and a larger batch holds more activations and takes longer
+    assert one.peak_allocated_bytes >= weights
+    assert many.peak_allocated_bytes > one.peak_allocated_bytes
+    assert many.seconds > one.seconds > 0
+    assert one.fits and one.bound in ("host", "device", "bandwidth")
+    assert one.labels["latency"].startswith("modelled: forward only")
+    # no activations are kept for a backward: less than the training step's peak
+    from trainfit import estimate
+
+    trained = estimate(dataclasses.replace(spec, batch=4096, device="rtx-4060"))
+    assert many.peak_allocated_bytes < trained.peak_allocated_bytes
+
+
+def test_forward_on_an_apple_gpu_and_its_refusals() -> None:
+    from trainfit.forward import estimate_forward
+
+    spec = TrainSpec(model=EMOTION)
+    mac = estimate_forward(spec, batch=1, precision="fp16", device="m4-pro-16gb")
+    assert mac.seconds > 0 and any("Apple GPU" in n for n in mac.notes)
+    with pytest.raises(SpecError, match="int4 weights are modelled for causal LMs only"):
+        estimate_forward(spec, precision="int4", device="rtx-4060")
+    with pytest.raises(SpecError, match="a forward is estimated for GPUs; 'cpu'"):
+        estimate_forward(spec, device="cpu")
+
+
+def test_fp32_generation_is_refused(tiny_lm: str) -> None:
+    with pytest.raises(SpecError, match="fp32 generation is not modelled"):
+        estimate_inference(tiny_lm, context=8, new_tokens=2, precision="fp32")
+
+
+def test_serving_picks_generation_or_forward_and_says_why_not(tiny_lm: str) -> None:
+    from trainfit.forward import ForwardEstimate, ServingRefusal, estimate_serving
+
+    lm = estimate_serving(
+        TrainSpec(model=tiny_lm),
+        devices=["rtx-4060", "m4-pro-16gb"],
+        precisions=["bf16"],
+        batches=[1],
+        context=16,
+        new_tokens=4,
+    )
+    assert isinstance(lm[0], InferenceEstimate)
+    assert isinstance(lm[1], ServingRefusal)
+    assert "inference is estimated for CUDA GPUs; 'm4-pro-16gb'" in lm[1].reason
+    plain = estimate_serving(
+        TrainSpec(model=EMOTION), devices=["rtx-4060"], precisions=["fp32", "int8"], batches=[1]
+    )
+    assert isinstance(plain[0], ForwardEstimate)
+    assert isinstance(plain[1], ServingRefusal) and "int8" in plain[1].reason
+    with pytest.raises(SpecError, match="give the inference context and new_tokens"):
+        estimate_serving(
+            TrainSpec(model=tiny_lm), devices=["h100"], precisions=["bf16"], batches=[1]
+        )
+
+
+def test_serving_only_cli_writes_a_report(tiny_lm: str, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "rep"
+    argv = ["plan", tiny_lm, "--inference", "--context", "16", "--new-tokens", "4",
+            "--device", "rtx-4060", "--batch", "2", "--report", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    data = json.loads((out / "report.json").read_text())
+    (row,) = data["models"][0]["inference"]
+    assert (row["kind"], row["device"], row["batch"], row["new_tokens"]) == (
+        "generate",
+        "rtx-4060",
+        2,
+        4,
+    )
+    assert row["decode_tokens_per_second"] > 0 and data["models"][0]["stages"] == []

@@ -227,7 +227,10 @@ def test_a_claim_that_cannot_be_found_is_an_error_naming_it(planned) -> None:
         build_report([planned], claims=bad, names=["wide"])
     text = str(info.value)
     assert "claim 'on a TPU': device 'tpu-v5' is not in the plan of wide" in text
-    assert "claim 'speed': quantity 'furlongs' is not one of cost_usd, hours, memory_gib" in text
+    assert (
+        "claim 'speed': quantity 'furlongs' is not one of cost_usd, decode_tokens_per_second, "
+        "hours, inference_memory_gib, latency_ms, memory_gib" in text
+    )
     assert "claim 'other model': model 'llama' is not in the plan: one of wide" in text
     assert "claim 'which device': name its device: one of h100, rtx-4060, tiny-gpu" in text
 
@@ -322,8 +325,13 @@ def test_new_fields_inference_and_extra_sections_render(report) -> None:
             context=2048,
             memory_gib=3.25,
             fits=True,
+            new_tokens=128,
             prefill_ms=12.5,
+            per_token_ms=8.42,
             decode_tokens_per_second=950.0,
+            total_ms=1081.84,
+            bound="bandwidth",
+            labels=(("decode", "modelled"),),
         ),
     )
     model = dataclasses.replace(report.models[0], stages=(changed,), inference=rows)
@@ -331,7 +339,11 @@ def test_new_fields_inference_and_extra_sections_render(report) -> None:
     md = to_markdown(extended)
     assert '| rtx-4060 | lora | {"rank": 16} |' in md
     assert '| (plan) | strategy | "fsdp2" |' in md
-    assert "| h100 | bf16 | 8 | 2048 | 3.25 GiB | yes | 12.5 | 950.0 |" in md
+    assert (
+        "| h100 | generate | bf16 | 8 | 2048 | 128 | 3.25 GiB | yes | 12.5 | 8.42 | 950 | "
+        "1,082 | bandwidth |  |" in md
+    )
+    assert "| decode | modelled |" in md
     assert "## notes" in md
     assert "| tiny-gpu | 4 GPUs sharded | 0.50 GiB | - x 0 | - |" in md
     assert "<h2>Inference</h2>" in to_html(extended)
@@ -446,3 +458,113 @@ def test_a_claim_on_a_device_whose_time_is_not_modelled_says_so(planned) -> None
     md = to_markdown(report)
     assert "no setting fits" not in md and f"rtx-4060: {why}" in md
     assert f"{setting.micro_batch} x {setting.grad_accum}" in md
+
+
+# --- inference rows and the inference claims ---
+
+ROWS = (
+    InferenceRow(device="rtx-4060", precision="bf16", batch=1, context=512, new_tokens=64,
+                 memory_gib=2.0, fits=True, kind="generate", prefill_ms=10.0, per_token_ms=20.0,
+                 decode_tokens_per_second=50.0, total_ms=1270.0, bound="bandwidth"),
+    InferenceRow(device="rtx-4060", precision="bf16", batch=8, context=512, new_tokens=64,
+                 memory_gib=3.0, fits=True, kind="generate", prefill_ms=40.0, per_token_ms=25.0,
+                 decode_tokens_per_second=320.0, total_ms=1615.0, bound="bandwidth"),
+    InferenceRow(device="m4-pro-16gb", precision="bf16", batch=1, context=0, memory_gib=None,
+                 fits=None, kind="refused", note="inference is estimated for CUDA GPUs"),
+)  # fmt: skip
+
+
+def _with_rows(planned: Plan, claims: list[dict[str, object]]) -> Report:
+    return build_report([planned], names=["wide"], inference=[ROWS], claims=claims)
+
+
+def test_inference_claims_match_model_device_precision_and_batch(planned) -> None:
+    claims = [
+        {"what": "speed", "device": "rtx-4060", "quantity": "decode_tokens_per_second",
+         "value": [40, 60], "batch": 1},
+        {"what": "latency b8", "device": "rtx-4060", "quantity": "latency_ms", "value": 1000,
+         "batch": 8, "precision": "bf16"},
+        {"what": "memory", "device": "rtx-4060", "quantity": "inference_memory_gib",
+         "value": 3.0, "batch": 8},
+        {"what": "mac", "device": "m4-pro-16gb", "quantity": "latency_ms", "value": 100},
+    ]  # fmt: skip
+    speed, latency, memory, mac = _with_rows(planned, claims).claims
+    assert (speed.trainfit, speed.ratio, speed.agrees) == (50.0, 1.0, True)
+    assert speed.note == "generate, bf16, batch 1"
+    assert latency.trainfit == 1615.0 and latency.ratio == pytest.approx(1.615)
+    assert latency.agrees is False
+    assert memory.trainfit == 3.0 and memory.agrees is True
+    assert (mac.trainfit, mac.agrees) == (None, None)
+    assert mac.note == "inference is estimated for CUDA GPUs"
+
+
+def test_inference_claims_that_cannot_be_matched_name_the_choices(planned) -> None:
+    bad = [
+        {"what": "which", "device": "rtx-4060", "quantity": "latency_ms", "value": 1},
+        {"what": "int4", "device": "rtx-4060", "quantity": "latency_ms", "value": 1,
+         "precision": "int4"},
+        {"what": "tpu", "device": "h100", "quantity": "latency_ms", "value": 1},
+    ]  # fmt: skip
+    with pytest.raises(SpecError) as info:
+        _with_rows(planned, bad)
+    text = str(info.value)
+    assert "claim 'which': name its precision and batch: bf16 batch 1, bf16 batch 8" in text
+    assert (
+        "claim 'int4': no inference row of wide on rtx-4060 at the claim's precision/batch: "
+        "one of bf16 batch 1, bf16 batch 8" in text
+    )
+    assert "claim 'tpu': device 'h100' is not in the inference table of wide" in text
+    with pytest.raises(SpecError, match="the plan of wide has no inference table"):
+        build_report(
+            [planned], names=["wide"], claims=[{"what": "x", "device": "h100",
+                                                "quantity": "latency_ms", "value": 1}]
+        )  # fmt: skip
+
+
+def test_rows_from_estimates_and_a_serving_only_report(tmp_path) -> None:
+    from trainfit.forward import ServingRefusal, estimate_forward
+    from trainfit.report.document import ServingOnly, inference_rows
+
+    spec = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
+    forward = estimate_forward(spec, batch=2, precision="fp32", device="rtx-4060")
+    refused = ServingRefusal(model=spec.model, device="cpu", precision="fp32", batch=2,
+                             reason="a forward is estimated for GPUs")  # fmt: skip
+    row, no = inference_rows([forward, refused])
+    assert row.kind == "forward" and row.total_ms == pytest.approx(forward.seconds * 1e3, rel=1e-3)
+    assert row.prefill_ms == row.total_ms and row.decode_tokens_per_second is None
+    assert row.memory_gib == pytest.approx(forward.device_memory_needed_bytes / GIB, abs=1e-4)
+    assert dict(row.labels)["latency"].startswith("modelled: forward only")
+    assert (no.kind, no.memory_gib, no.note) == ("refused", None, "a forward is estimated for GPUs")
+    claim = {"what": "latency", "device": "rtx-4060", "quantity": "latency_ms", "value": 40}
+    report = build_report(
+        [ServingOnly(model=spec.model, parameters=230_000)], inference=[(row, no)], claims=[claim]
+    )
+    md = to_markdown(report)
+    assert "## Inference" in md or "# Inference" in md
+    assert "| cpu | refused | fp32 | 2 |" in md
+    assert report.models[0].stages == () and report.run is None
+    assert report.claims[0].trainfit == row.total_ms
+    write_report(report, tmp_path / "rep")
+    assert (tmp_path / "rep" / "report.html").is_file()
+
+
+def test_plan_with_inference_and_an_effective_batch_reports_both(tmp_path, capsys) -> None:
+    out = tmp_path / "rep"
+    argv = ["plan", "trainfit.models.zoo:emotion_mlp", "--effective-batch", "32", "--device",
+            "rtx-4060", "--samples", "1000", "--jobs", "1", "--inference",
+            "--inference-precision", "fp32", "--batch", "1", "--report", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    md = (out / "report.md").read_text()
+    assert "## Quick comparison" in md and "## Inference" in md
+    assert "| rtx-4060 | forward | fp32 | 1 |" in md
+    data = json.loads((out / "report.json").read_text())
+    assert data["models"][0]["inference"][0]["kind"] == "forward"
+
+
+def test_serving_only_plan_writes_an_inference_report(tmp_path, capsys) -> None:
+    out = tmp_path / "rep"
+    argv = ["plan", "trainfit.models.zoo:emotion_mlp", "--device", "rtx-4060", "--inference",
+            "--inference-precision", "fp16", "--report", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    md = (out / "report.md").read_text()
+    assert "| rtx-4060 | forward | fp16 | 1 |" in md and "Quick comparison" not in md

@@ -316,7 +316,8 @@ def test_every_problem_at_once_in_line_order() -> None:
         "spec.yaml:11: devices[1]: expected a string, got a mapping",
         "spec.yaml:12: margin: expected a number, got true",
         "spec.yaml:14: claims[0].quantity: expected one of memory_gib | micro_batch | "
-        "step_seconds | hours | cost_usd | params_millions | tokens_per_second, got 'memory'",
+        "step_seconds | hours | cost_usd | params_millions | tokens_per_second | latency_ms | "
+        "decode_tokens_per_second | inference_memory_gib, got 'memory'",
     ]
 
 
@@ -484,3 +485,100 @@ def test_dot_relative_model_is_a_path(tmp_path: Path) -> None:
     path = _write(tmp_path, "model: ./missing-dir\ntraining: {effective_batch: 8}\n")
     (ns,) = _namespaces(path)
     assert ns.model == str(tmp_path / "missing-dir")
+
+
+def test_a_models_devices_and_gpus_replace_the_top_level(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        f"""
+        models:
+          - {{name: a, model: {MLP}}}
+          - {{name: b, model: {MLP}, devices: [h100], gpus: 4}}
+          - {{name: c, model: {MLP}, devices: rtx-4060}}
+        training: {{effective_batch: 8}}
+        devices: [a100-80gb, rtx-4060]
+        gpus: 2
+        """,
+    )
+    a, b, c = _namespaces(path)
+    assert (a.device, a.gpus) == (["a100-80gb", "rtx-4060"], 2)
+    assert (b.device, b.gpus) == (["h100"], 4)
+    assert (c.device, c.gpus) == (["rtx-4060"], 2)
+    (typed, *_) = _namespaces(path, "--device", "v100-16gb")
+    assert typed.device == ["v100-16gb"]  # NB: the command line wins over the entry
+
+
+def test_a_models_unknown_device_names_its_line(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        f"""
+        model:
+          model: {MLP}
+          devices: [h10]
+        training: {{effective_batch: 8}}
+        """,
+    )
+    with pytest.raises(SpecFileError, match=r"spec.yaml:3: models\[0\].devices\[0\]: unknown"):
+        _namespaces(path)
+
+
+def test_inference_without_an_effective_batch_is_serving_only(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        f"""
+        model: {MLP}
+        devices: [rtx-4060]
+        inference: {{precision: [fp32], batch: [1, 4]}}
+        """,
+    )
+    (ns,) = _namespaces(path)
+    assert ns.inference is True and ns.effective_batch is None
+    assert ns.inference_precision == "fp32" and ns.batch == [1, 4]
+
+
+def test_inference_claims_take_a_precision_and_batch() -> None:
+    planfile = parse_plan_spec(
+        f"""
+model: {MLP}
+training: {{effective_batch: 8}}
+inference: {{precision: [fp16]}}
+claims:
+  - {{what: latency, quantity: latency_ms, value: [30, 50], precision: fp16, batch: 1}}
+  - {{what: speed, quantity: decode_tokens_per_second, value: 20}}
+  - {{what: memory, quantity: inference_memory_gib, value: 14}}
+"""
+    )
+    latency, speed, memory = planfile.claims
+    assert latency.quantity is ClaimQuantity.LATENCY_MS
+    assert (latency.precision, latency.batch) == ("fp16", 1)
+    assert speed.quantity is ClaimQuantity.DECODE_TOKENS_PER_SECOND
+    assert memory.quantity is ClaimQuantity.INFERENCE_MEMORY_GIB
+
+
+def test_spec_file_with_training_and_inference_reports_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(
+        tmp_path,
+        f"""
+        models:
+          - {{name: a, model: {MLP}}}
+          - {{name: b, model: {MLP}, devices: [h100]}}
+        data: {{samples: 1000}}
+        training: {{effective_batch: 8}}
+        devices: [rtx-4060]
+        jobs: 1
+        inference: {{precision: [fp32], batch: [1]}}
+        outputs: {{report: rep}}
+        claims:
+          - {{what: latency b, model: b, device: h100, quantity: latency_ms, value: 1}}
+        """,
+    )
+    assert main(["plan", str(path)]) == 0
+    data = json.loads((tmp_path / "rep" / "report.json").read_text())
+    a, b = data["models"]
+    assert [r["device"] for r in a["inference"]] == ["rtx-4060"]
+    assert [r["device"] for r in b["inference"]] == ["h100"]
+    assert [d["device"] for d in b["stages"][0]["plan"]["devices"]] == ["h100"]
+    (claim,) = data["claims"]
+    assert claim["trainfit"] == b["inference"][0]["total_ms"]

@@ -22,6 +22,12 @@ if TYPE_CHECKING:
         UnknownNameError,
     )
     from trainfit.estimate import Breakdown, Estimate, estimate
+    from trainfit.forward import (
+        ForwardEstimate,
+        ServingRefusal,
+        estimate_forward,
+        estimate_serving,
+    )
     from trainfit.inference import InferenceEstimate, InferencePrecision, estimate_inference
     from trainfit.lora import LoraSpec
     from trainfit.memory.scaling import MaxBatch, max_micro_batch
@@ -76,6 +82,10 @@ _HOMES = {
     "InferenceEstimate": "trainfit.inference",
     "InferencePrecision": "trainfit.inference",
     "estimate_inference": "trainfit.inference",
+    "ForwardEstimate": "trainfit.forward",
+    "ServingRefusal": "trainfit.forward",
+    "estimate_forward": "trainfit.forward",
+    "estimate_serving": "trainfit.forward",
     "PreferenceKind": "trainfit.spec",
     "ReferenceKind": "trainfit.spec",
     "Report": "trainfit.report.document",
@@ -94,6 +104,7 @@ __all__ = [
     "DistributedPlan",
     "Estimate",
     "Fit",
+    "ForwardEstimate",
     "InferenceEstimate",
     "InferencePrecision",
     "InputSpec",
@@ -116,6 +127,7 @@ __all__ = [
     "Report",
     "RunEstimate",
     "RunSpec",
+    "ServingRefusal",
     "SpecError",
     "SpecFileError",
     "Stage",
@@ -130,8 +142,10 @@ __all__ = [
     "build_report",
     "diagnose",
     "estimate",
+    "estimate_forward",
     "estimate_inference",
     "estimate_run",
+    "estimate_serving",
     "find_max_batch",
     "load_plan_spec",
     "max_micro_batch",

@@ -62,6 +62,7 @@ INT4_GROUP = 128
 class InferencePrecision(str, Enum):
     """How the weights are stored for inference."""
 
+    FP32 = "fp32"
     FP16 = "fp16"
     BF16 = "bf16"
     INT8 = "int8"
@@ -70,12 +71,15 @@ class InferencePrecision(str, Enum):
     @property
     def compute_dtype(self) -> torch.dtype:
         """The dtype activations and the KV cache are in (int8/int4 compute in bf16)."""
+        if self is InferencePrecision.FP32:
+            return torch.float32
         return torch.float16 if self is InferencePrecision.FP16 else torch.bfloat16
 
     @property
     def scheme(self) -> str:
         """The storage scheme, in words (for labels)."""
         return {
+            InferencePrecision.FP32: "fp32 weights (a plain module's forward only)",
             InferencePrecision.FP16: "fp16 weights",
             InferencePrecision.BF16: "bf16 weights",
             InferencePrecision.INT8: "modelled: LLM.int8()-like, int8 Linear weights + fp32 "
@@ -313,6 +317,13 @@ def estimate_inference(
     found = device if isinstance(device, Device) else get_device(device)
     _check(model, context, new_tokens, batch, found)
     precision = parse_enum(InferencePrecision, "inference precision", precision)
+    if precision is InferencePrecision.FP32:
+        raise SpecError(
+            [
+                "fp32 generation is not modelled (the KV cache and decode are 16-bit): choose "
+                "fp16, bf16, int8 or int4; fp32 is for a plain module's forward"
+            ]
+        )
     trace = _traced(model, context, new_tokens, batch, Target.of(found), precision.compute_dtype)
     sizes_of = {
         key: tensor_bytes(owner, name, tensor, precision, key in trace.head_keys)

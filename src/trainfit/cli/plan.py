@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     from trainfit.spec import Precision, TrainSpec, parse_enum
 
     devices = tuple(args.device) or DEFAULT_DEVICES
-    if args.inference:
+    if args.inference and args.effective_batch is None:  # NB: serving only
         from trainfit.cli.inference import run_inference
 
         return run_inference(args, devices)
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
 
         Console().print(plan_renderable(result))
     _write_files(args, result, "")
-    report_args.write(args, [result])
+    report_args.write(args, [result], inference=_serving(args, devices))
     return 0
 
 
@@ -255,10 +255,25 @@ def _staged(
         from trainfit.report.stages import staged_renderable
 
         Console().print(staged_renderable(staged))
+    rows = _serving(args, devices)
     for number, stage in enumerate(staged.stages, 1):
         _write_files(args, stage.plan, f"stage{number}")
-    report_args.write(args, [staged])
+    report_args.write(args, [staged], inference=rows)
     return 0
+
+
+def _serving(args: argparse.Namespace, devices: tuple[str, ...]) -> tuple:
+    """With --inference beside a training plan: the inference rows on the same devices
+    (printed unless --json; the report's Inference section)."""
+    if not args.inference:
+        return ()
+    from trainfit.cli.inference import print_rows, serving_rows, serving_spec
+
+    # NB: the model as served: no LoRA, preference pair or frozen layers of the training spec
+    rows = serving_rows(args, serving_spec(args), devices)
+    if not args.json:
+        print_rows(rows)
+    return rows
 
 
 def _write_files(args: argparse.Namespace, result: Plan, subdirectory: str) -> None:

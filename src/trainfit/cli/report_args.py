@@ -36,8 +36,9 @@ def check(args: argparse.Namespace) -> None:
 _LIVE: list[object] = []
 """The progress display started by `start` (at most one), stopped by `stop`."""
 
-_PENDING: dict[str, dict[int, tuple[Sequence[Plan | StagedPlan], str]]] = {}
-"""A spec file's plans so far, per report directory: {model index: (plans, model name)}."""
+_PENDING: dict[str, dict[int, tuple[Sequence[object], str, tuple[object, ...]]]] = {}
+"""A spec file's plans so far, per report directory: {model index: (plans, model name,
+inference rows)}."""
 
 
 def start(args: argparse.Namespace, what: str = "planning") -> Callable[[str], None] | None:
@@ -77,15 +78,30 @@ def stop() -> None:
         bar.stop()  # type: ignore[attr-defined]
 
 
+def write_serving(args: argparse.Namespace, rows: Sequence[object]) -> None:
+    """`write` for a serving-only plan (no training plan): the report's inference section."""
+    from trainfit.cli.inference import serving_spec
+    from trainfit.forward import parameter_count
+    from trainfit.report.document import ServingOnly
+
+    if not getattr(args, "report", None):
+        return
+    spec = serving_spec(args)
+    one = ServingOnly(model=args.model, parameters=parameter_count(spec))  # type: ignore[arg-type]
+    write(args, [one], inference=tuple(rows))  # type: ignore[list-item]
+
+
 def write(
     args: argparse.Namespace,
     plans: Sequence[Plan | StagedPlan],
     names: Sequence[str] | None = None,
+    inference: tuple[object, ...] = (),
 ) -> None:
     """Build and write the report of `plans` under `args.report` (nothing without it).
 
     The title, description and claims come from `args.spec_file` (a spec file's PlanFile)
-    when there is one; exports asked for with --export go under DIR/configs too."""
+    when there is one; exports asked for with --export go under DIR/configs too; `inference`
+    (InferenceRows) is the report's inference table of the (one) model planned."""
     directory = getattr(args, "report", None)
     if not directory:
         return
@@ -103,12 +119,15 @@ def write(
         if index == 0:
             _PENDING.pop(key, None)
         pending = _PENDING.setdefault(key, {})
-        pending[index] = (plans, args.spec_model)
+        pending[index] = (plans, args.spec_model, inference)
         if len(pending) < len(spec_file.entries()):
             return
         del _PENDING[key]
-        plans = [plan for index in sorted(pending) for plan in pending[index][0]]
+        plans = [plan for index in sorted(pending) for plan in pending[index][0]]  # type: ignore[misc]
         names = [pending[index][1] for index in sorted(pending) for _ in pending[index][0]]
+        tables = [pending[index][2] for index in sorted(pending) for _ in pending[index][0]]
+    else:
+        tables = [inference for _ in plans]
     say = start(args, "report")
     try:
         report = build_report(
@@ -117,6 +136,7 @@ def write(
             description=getattr(spec_file, "description", None) or "",
             claims=getattr(spec_file, "claims", None) or (),
             names=names,
+            inference=tables if any(tables) else None,  # type: ignore[arg-type]
             exports=tuple(getattr(args, "export", None) or ()),
             progress=say,
         )

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from trainfit.errors import SpecError, SpecFileError, TrainfitError, UnknownNameError
-from trainfit.specfile.fields import FIELDS, PER_MODEL_SECTIONS, Field
+from trainfit.specfile.fields import FIELDS, PER_MODEL_FIELDS, PER_MODEL_SECTIONS, Field
 from trainfit.specfile.schema import ModelEntry, PlanFile, StageEntry
 
 _PROBLEM_DESTS = {
@@ -202,6 +202,8 @@ def _field_value(
         return _get(entry, rest), f"models[{index}].{rest}"
     if field.path == "inference":
         return (True if planfile.inference is not None else None), "inference"
+    if field.path in PER_MODEL_FIELDS and getattr(entry, field.path) is not None:
+        return getattr(entry, field.path), f"models[{index}].{field.path}"
     section = field.path.split(".")[0]
     if section in PER_MODEL_SECTIONS:
         value = _get(entry, field.path)
@@ -306,7 +308,7 @@ def _value_problems(
         return _where(planfile, path if item is None else f"{path}[{item}]")
 
     problems = []
-    if ns.effective_batch is None:
+    if ns.effective_batch is None and not ns.inference:
         problems.append(
             f"{model_where}: no effective batch: add training.effective_batch "
             "(or effective_batch in the model entry)"

@@ -1,9 +1,10 @@
 """Which `trainfit plan` option each spec-file field sets: the one table of the mapping.
 
 A field's path is dotted from the top of the file; `models[].` marks a field of each model
-entry, and a `training.` or `data.` field may also be given in a model entry (its value there
-wins for that model). `tests/test_specfile.py` walks the `plan` parser and fails when an option
-has no field here, and checks that docs/spec-file.md names every field.
+entry, and a `training.` or `data.` field, `devices` and `gpus` may also be given in a model
+entry (its value there wins for that model). `tests/test_specfile.py` walks the `plan`
+parser and fails when an option has no field here, and checks that docs/spec-file.md names
+every field.
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ CARRIED: tuple[str, ...] = ("title", "description", "models[].name", "claims")
 
 PER_MODEL_SECTIONS: tuple[str, ...] = ("training", "data")
 """Sections whose fields a model entry may override."""
+
+PER_MODEL_FIELDS: tuple[str, ...] = ("devices", "gpus")
+"""Top-level fields a model entry may override (`models[].devices` replaces `devices`)."""
 
 
 def field_for_dest(dest: str) -> Field | None:

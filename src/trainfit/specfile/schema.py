@@ -26,6 +26,9 @@ class ClaimQuantity(str, Enum):
     COST_USD = "cost_usd"
     PARAMS_MILLIONS = "params_millions"
     TOKENS_PER_SECOND = "tokens_per_second"
+    LATENCY_MS = "latency_ms"
+    DECODE_TOKENS_PER_SECOND = "decode_tokens_per_second"
+    INFERENCE_MEMORY_GIB = "inference_memory_gib"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -133,6 +136,10 @@ class ModelEntry:
     """This model's overrides of `training:`."""
     data: Data | None = None
     """This model's overrides of `data:`."""
+    devices: list[str] | None = None
+    """This model's devices, replacing the top-level `devices:` (--device)."""
+    gpus: int | None = None
+    """This model's GPUs per machine, replacing the top-level `gpus:` (--gpus)."""
 
     @property
     def label(self) -> str:
@@ -174,12 +181,14 @@ class Measured:
 
 @dataclass(kw_only=True, slots=True)
 class Inference:
-    """`inference:` plan serving instead of training (--inference; the section turns it on)."""
+    """`inference:` plan serving (--inference; the section turns it on): beside the training
+    plan when the file gives an effective batch (the report's Inference section), else instead
+    of it (serving only)."""
 
     context: int | None = None
-    """Prompt tokens (--context)."""
+    """Prompt tokens (--context; causal LMs only)."""
     new_tokens: int | None = None
-    """Generated tokens (--new-tokens)."""
+    """Generated tokens (--new-tokens; causal LMs only)."""
     precision: list[str] | None = None
     """Weight precisions to compare, e.g. [bf16, int8, int4] (--inference-precision)."""
     batch: list[int] | None = None
@@ -210,13 +219,18 @@ class Claim:
     """What the figure is, in words."""
     quantity: ClaimQuantity
     """What kind of figure: memory_gib | micro_batch | step_seconds | hours | cost_usd |
-    params_millions | tokens_per_second."""
+    params_millions | tokens_per_second | latency_ms | decode_tokens_per_second |
+    inference_memory_gib (the last three from the inference table)."""
     value: float | list[float]
     """The document's figure, or a range [low, high]."""
     model: str | None = None
     """The model's `name` (optional when there is one model)."""
     device: str | None = None
     """The device the figure is about (optional)."""
+    precision: str | None = None
+    """The inference precision the figure is at (inference quantities; optional)."""
+    batch: int | None = None
+    """The inference batch the figure is at (inference quantities; optional)."""
     source: str | None = None
     """Where in the document the figure is."""
     why: str | None = None

@@ -4,7 +4,7 @@
 `write_plots` render it; `write_report` writes them all (and the config files) to a directory.
 """
 
-from trainfit.report.document.build import build_report
+from trainfit.report.document.build import ServingOnly, build_report
 from trainfit.report.document.claims import QUANTITIES, check_claims
 from trainfit.report.document.model import (
     Claim,
@@ -20,6 +20,7 @@ from trainfit.report.document.model import (
 )
 from trainfit.report.document.plots import render_plots, write_plots
 from trainfit.report.document.render import to_html, to_json, to_markdown
+from trainfit.report.document.serving import inference_row, inference_rows
 from trainfit.report.document.write import write_report
 
 __all__ = [
@@ -32,10 +33,13 @@ __all__ = [
     "InferenceRow",
     "ModelSection",
     "Report",
+    "ServingOnly",
     "StageSection",
     "Verify",
     "build_report",
     "check_claims",
+    "inference_row",
+    "inference_rows",
     "render_plots",
     "to_html",
     "to_json",

@@ -97,35 +97,47 @@ def _model(model: ModelSection, several: bool) -> list[Block]:
 
 
 def _inference(model: ModelSection, h: int) -> list[Block]:
-    rows = [
-        (
-            r.device,
-            r.precision,
-            str(r.batch),
-            str(r.context),
-            f"{r.memory_gib:.2f} GiB",
-            "yes" if r.fits else "no",
-            num(r.prefill_ms, ",.1f"),
-            num(r.decode_tokens_per_second, ",.1f"),
-        )
-        for r in model.inference
-    ]
-    return [
+    rows = []
+    for r in model.inference:
+        fits = "-" if r.fits is None else ("yes" if r.fits else "no")
+        memory = "-" if r.memory_gib is None else f"{r.memory_gib:.2f} GiB"
+        rows.append(
+            (r.device, r.kind, r.precision, str(r.batch), str(r.context or "-"),
+             str(r.new_tokens or "-"), memory, fits, num(r.prefill_ms, ",.3g"),
+             num(r.per_token_ms, ",.3g"), num(r.decode_tokens_per_second, ",.4g"),
+             num(r.total_ms, ",.4g"), r.bound or "-", r.note)
+        )  # fmt: skip
+    out = [
         _h(h, "Inference"),
+        _p(
+            "generate: greedy generation with a KV cache (prefill = the prompt's forward, then "
+            "one decode step per new token); forward: one no_grad forward of the batch "
+            "(its latency in the prefill and total columns); refused: not estimated (why)."
+        ),
         _t(
             (
                 "device",
+                "kind",
                 "precision",
                 "batch",
                 "context",
+                "new tokens",
                 "memory",
                 "fits",
                 "prefill ms",
-                "decode tokens/s",
+                "ms/token",
+                "tokens/s",
+                "total ms",
+                "bound",
+                "note",
             ),
             rows,
         ),
     ]
+    labels = sorted({(k, v) for r in model.inference for k, v in r.labels})
+    if labels:
+        out.append(_t(("figure", "how it was obtained"), labels))
+    return out
 
 
 def _claims(report: Report) -> list[Block]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.plan import Plan
@@ -23,6 +24,17 @@ from trainfit.stages import StagedPlan
 from trainfit.timing.run import RunSpec
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServingOnly:
+    """A model planned for serving only (no training plan): the report shows its inference
+    table (`build_report(inference=...)`) and no training sections."""
+
+    model: str
+    """What the model was named by."""
+    parameters: int
+    """All parameters."""
+
+
 def short_name(model: str) -> str:
     """A model's default name in a report: a factory's function, a path's or hub id's last
     part ("trainfit.models.zoo:melody_transformer" -> "melody_transformer")."""
@@ -30,7 +42,7 @@ def short_name(model: str) -> str:
 
 
 def build_report(
-    plans: Sequence[Plan | StagedPlan],
+    plans: Sequence[Plan | StagedPlan | ServingOnly],
     *,
     title: str | None = None,
     description: str = "",
@@ -58,8 +70,11 @@ def build_report(
         raise SpecError([f"{len(inference)} inference tables for {len(plans)} plans"])
     sections = []
     for index, one in enumerate(plans):
-        first = one.stages[0].plan if isinstance(one, StagedPlan) else one
-        name = names[index] if names is not None else short_name(first.spec.model)
+        if isinstance(one, ServingOnly):
+            model = one.model
+        else:
+            model = (one.stages[0].plan if isinstance(one, StagedPlan) else one).spec.model
+        name = names[index] if names is not None else short_name(model)
         if progress is not None:
             progress(f"report: {name}")
         sections.append(
@@ -67,7 +82,8 @@ def build_report(
         )
     if len({s.name for s in sections}) != len(sections):
         raise SpecError(["two models share a name in the report: give each its own name"])
-    run = run if run is not None else _run_of(plans[0])
+    trained = [p for p in plans if not isinstance(p, ServingOnly)]
+    run = run if run is not None or not trained else _run_of(trained[0])
     return Report(
         title=title or "trainfit plan: " + ", ".join(s.name for s in sections),
         description=description,
@@ -91,8 +107,21 @@ def _plain(value: object) -> object:
 
 
 def _model_section(
-    one: Plan | StagedPlan, name: str, inference: tuple[InferenceRow, ...], exports: Sequence[str]
+    one: Plan | StagedPlan | ServingOnly,
+    name: str,
+    inference: tuple[InferenceRow, ...],
+    exports: Sequence[str],
 ) -> ModelSection:
+    if isinstance(one, ServingOnly):
+        return ModelSection(
+            name=name,
+            model=one.model,
+            parameters=one.parameters,
+            trainable_parameters=0,
+            tokens_per_sample=None,
+            stages=(),
+            inference=inference,
+        )
     staged = isinstance(one, StagedPlan)
     stages = (
         [(s.name, s.epochs, s.freeze, s.plan) for s in one.stages]

@@ -4,7 +4,11 @@ Quantities (the spec file's `claims[].quantity`): memory_gib (device memory the 
 needs; a staged schedule's largest stage), micro_batch (the setting's), step_seconds (one
 optimizer step, the run's when it has one), hours (the run; a schedule's summed), cost_usd
 (the local cost of the run on the device, or the cost on a named cloud instance; summed over
-stages), params_millions (all parameters), tokens_per_second (the setting's step).
+stages), params_millions (all parameters), tokens_per_second (the setting's step); and from
+the inference table (`ModelSection.inference`): latency_ms (a request's latency: prefill plus
+decode for generation, the forward for a plain module), decode_tokens_per_second (generation),
+inference_memory_gib (device memory the inference needs). An inference claim is matched by model
+and device, and by precision and batch where it gives them; it must then match one row.
 
 A claim agrees when trainfit's figure is within 25% of it (of the nearer end of a range).
 Known limitations: costs are compared in the run's currency, whatever it is.
@@ -63,7 +67,13 @@ _PER_DEVICE: dict[str, tuple[Callable[[_Device], float | None], str]] = {
     "tokens_per_second": (_tokens, "last"),
     "hours": (_hours, "sum"),
 }
-QUANTITIES = (*sorted((*_PER_DEVICE, "cost_usd", "params_millions")),)
+_INFERENCE: dict[str, str] = {
+    "latency_ms": "total_ms",
+    "decode_tokens_per_second": "decode_tokens_per_second",
+    "inference_memory_gib": "memory_gib",
+}
+"""Inference quantity -> the InferenceRow field it reads."""
+QUANTITIES = (*sorted((*_PER_DEVICE, *_INFERENCE, "cost_usd", "params_millions")),)
 
 
 def as_claim(item: object) -> Claim:
@@ -89,6 +99,8 @@ def as_claim(item: object) -> Claim:
         value=value,
         model=get("model"),
         device=get("device"),
+        precision=None if get("precision") is None else str(get("precision")),
+        batch=None if get("batch") is None else int(get("batch")),
         source=str(get("source") or ""),
         why=str(get("why") or ""),
     )
@@ -147,6 +159,8 @@ def _trainfit(claim: Claim, model: ModelSection) -> tuple[str, float | None, str
     q = claim.quantity
     if q == "params_millions":
         return claim.device or "", model.parameters / 1e6, ""
+    if q in _INFERENCE:
+        return _inference(claim, model)
     if q not in _PER_DEVICE and q != "cost_usd":
         raise TrainfitError(f"quantity {q!r} is not one of {', '.join(QUANTITIES)}")
     names = sorted({str(d["device"]) for s in model.stages for d in s.plan["devices"]})  # type: ignore[union-attr]
@@ -190,6 +204,51 @@ def _why_missing(d: _Device, quantity: str) -> str:
     if quantity == "hours":
         return f"no run hours (the plan was given no data size); {fits}"
     return f"no {quantity.replace('_', ' ')} in the plan; {fits}"
+
+
+def _inference(claim: Claim, model: ModelSection) -> tuple[str, float | None, str]:
+    """(device, the matching inference row's figure, a note)."""
+    rows = model.inference
+    if not rows:
+        raise TrainfitError(
+            f"the plan of {model.name} has no inference table: add `inference:` to the spec "
+            "file (or --inference) to compare an inference figure"
+        )
+    names = sorted({r.device for r in rows})
+    device = claim.device
+    if device is None:
+        if len(names) != 1:
+            raise TrainfitError(f"name its device: one of {', '.join(names)}")
+        device = names[0]
+    found = [r for r in rows if r.device in (device, _canonical(device))]
+    if not found:
+        raise TrainfitError(
+            f"device {device!r} is not in the inference table of {model.name}: one of "
+            f"{', '.join(names)}"
+        )
+    if claim.precision is not None:
+        found = [r for r in found if r.precision == claim.precision]
+    if claim.batch is not None:
+        found = [r for r in found if r.batch == claim.batch]
+    if not found:
+        choices = sorted({f"{r.precision} batch {r.batch}" for r in rows if r.device == device})
+        raise TrainfitError(
+            f"no inference row of {model.name} on {device} at the claim's precision/batch: "
+            f"one of {', '.join(choices)}"
+        )
+    if len(found) > 1:
+        choices = ", ".join(f"{r.precision} batch {r.batch}" for r in found)
+        raise TrainfitError(f"name its precision and batch: {choices}")
+    row = found[0]
+    value = getattr(row, _INFERENCE[claim.quantity])
+    if value is None:
+        why = (
+            row.note
+            if row.kind == "refused"
+            else f"no {claim.quantity} for a {row.kind}: generation is estimated for causal LMs"
+        )
+        return device, None, why
+    return device, float(value), f"{row.kind}, {row.precision}, batch {row.batch}"
 
 
 def _cost(model: ModelSection, device: str, names: list[str]) -> tuple[float | None, str]:

@@ -70,16 +70,35 @@ class Verify:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InferenceRow:
-    """One row of the optional inference table (filled by the inference estimator)."""
+    """One row of the optional inference table (see `report.document.serving`)."""
 
     device: str
     precision: str
     batch: int
     context: int
-    memory_gib: float
-    fits: bool
+    """Prompt tokens (0 for a plain module's forward)."""
+    memory_gib: float | None
+    """Device memory needed (None where not estimated)."""
+    fits: bool | None
+    new_tokens: int = 0
+    """Tokens generated per sequence (0 for a forward)."""
+    kind: str = "generate"
+    """"generate" (a causal LM's greedy generation), "forward" (one no_grad forward) or
+    "refused" (not estimated: `note` says why)."""
     prefill_ms: float | None = None
+    """The prompt's forward (generate), or the whole forward (forward)."""
+    per_token_ms: float | None = None
+    """One decode step of the batch (generate)."""
     decode_tokens_per_second: float | None = None
+    """Generated tokens per second over the batch (generate)."""
+    total_ms: float | None = None
+    """The request's latency: prefill + (new_tokens - 1) decode steps, or the forward."""
+    bound: str = ""
+    """What the latency mostly waits on: host, device (arithmetic) or bandwidth."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """(figure, how it was obtained)."""
+    note: str = ""
+    """Why there is no estimate, or the estimate's caveats."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -92,6 +111,10 @@ class Claim:
     """The document's figure, or a (low, high) range."""
     model: str | None = None
     device: str | None = None
+    precision: str | None = None
+    """The inference precision the figure is at (inference quantities; optional)."""
+    batch: int | None = None
+    """The inference batch the figure is at (inference quantities; optional)."""
     source: str = ""
     why: str = ""
 

@@ -1,0 +1,229 @@
+"""`estimate_forward()`: the device memory and latency of one no_grad forward of a plain module
+(a model that does not generate: a classifier, a regressor, an encoder), and `estimate_serving()`,
+which picks it or `estimate_inference()` (generation) per model.
+
+Memory: the weights and the forward's live tensors from a no_grad trace (`trace.forward`)
+replayed through the device's allocator (CUDA's caching allocator, or the MPS heap allocator),
+plus the runtime context (CUDA), as `estimate()` does for a training step. Time: the forward's
+ops on the step-time model (`timing.step.step_time` with no backward and no optimizer: per-op
+roofline with the calibrated efficiencies, plus the host's cost to issue each op).
+
+Known limitations:
+- the weights stay fp32 and fp16/bf16 is autocast (as the training trace runs); int8/int4 are
+  modelled for causal LMs only (`trainfit.inference`);
+- a forward is one request's latency on an idle device: no batching server, no data transfer
+  from the host, no Python pre- or post-processing (feature extraction, decoding);
+- Apple GPUs: the efficiencies are an NVIDIA GPU's (as for training).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from trainfit.errors import SpecError, TrainfitError
+from trainfit.hardware.catalog import Device, get_device
+from trainfit.inference import InferenceEstimate, InferencePrecision, estimate_inference
+from trainfit.spec import Precision, TrainSpec, parse_enum
+from trainfit.trace.target import Target
+from trainfit.training import Phase
+
+_AUTOCAST = {
+    InferencePrecision.FP32: Precision.FP32,
+    InferencePrecision.FP16: Precision.FP16,
+    InferencePrecision.BF16: Precision.BF16,
+}
+"""The training precision (autocast dtype; none for fp32) a plain module's forward runs at."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ForwardEstimate:
+    """Memory and latency of one no_grad forward on one device at one batch and precision."""
+
+    model: str
+    """What the model was named by."""
+    device: Device
+    """The catalog row estimated for."""
+    precision: InferencePrecision
+    """The autocast dtype (weights stay fp32)."""
+    batch: int
+    """Samples in the forward."""
+    device_memory_needed_bytes: int
+    """Peak reserved + runtime context (0 on an Apple GPU, as for training)."""
+    peak_allocated_bytes: int
+    """Largest total of live tensors (allocator-rounded)."""
+    fits: bool
+    """Whether device_memory_needed fits the device's memory."""
+    seconds: float
+    """The forward's latency: the longer of the host's issue time and the device's time."""
+    host_bound_share: float
+    """Share of the latency the device waits for the host."""
+    compute_bound_share: float
+    """Share of the latency in kernels bound by arithmetic."""
+    memory_bound_share: float
+    """Share of the latency in kernels bound by memory traffic."""
+    flops: int
+    """FLOPs of the traced forward."""
+    labels: dict[str, str]
+    """How each figure was obtained."""
+    notes: tuple[str, ...] = field(default=())
+    """Caveats of this estimate."""
+
+    @property
+    def bound(self) -> str:
+        """ "host", "device" (arithmetic) or "bandwidth": what the latency mostly waits on."""
+        shares = {
+            "host": self.host_bound_share,
+            "device": self.compute_bound_share,
+            "bandwidth": self.memory_bound_share,
+        }
+        return max(shares, key=lambda k: shares[k])
+
+
+def estimate_forward(
+    spec: TrainSpec,
+    *,
+    batch: int = 1,
+    precision: InferencePrecision | str = InferencePrecision.BF16,
+    device: str | Device = "h100",
+) -> ForwardEstimate:
+    """Predict memory and latency of one `torch.no_grad()` forward of `spec`'s model (its
+    inputs, sequence length and loss as for training) at `batch` samples on `device`."""
+    from trainfit.estimate import gpu_memory
+    from trainfit.timing.step import RateMissing, calibration, step_time
+    from trainfit.trace.forward import trace_forward
+
+    found = device if isinstance(device, Device) else get_device(device)
+    precision = parse_enum(InferencePrecision, "inference precision", precision)
+    problems = []
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        problems.append(f"batch must be a positive integer, got {batch!r}")
+    if precision not in _AUTOCAST:
+        problems.append(
+            f"{precision.value} weights are modelled for causal LMs only; a plain module's "
+            "forward is estimated at fp32, or fp16 or bf16 autocast"
+        )
+    if found.kind not in ("cuda", "mps"):
+        problems.append(
+            f"a forward is estimated for GPUs; {found.name!r} is of kind {found.kind!r}: "
+            "choose a GPU such as rtx-4060 or m4-pro-16gb"
+        )
+    if problems:
+        raise SpecError(problems)
+    one = dataclasses.replace(
+        spec, batch=batch, grad_accum=1, precision=_AUTOCAST[precision], device=found.name
+    )
+    traced = trace_forward(one, Target.of(found))
+    replayed, context = gpu_memory(traced.step, one, found)
+    needed = replayed.peak_reserved_bytes + context
+    cal = calibration()
+    try:
+        timed = step_time(traced.costs, one, found, cal=cal)
+    except RateMissing as exc:
+        raise TrainfitError(
+            f"no {precision.value} rate for {found.name} in the catalog: {exc}"
+        ) from None
+    labels = {
+        "memory": "traced (no_grad forward), "
+        + ("simulated (MPS heap allocator)" if found.kind == "mps" else "simulated (caching "
+           "allocator) + runtime context"),
+        "latency": "modelled: forward only on the step-time model (per-op roofline + host "
+        "issue time), " + timed.basis,
+    }  # fmt: skip
+    return ForwardEstimate(
+        model=spec.model,
+        device=found,
+        precision=precision,
+        batch=batch,
+        device_memory_needed_bytes=needed,
+        peak_allocated_bytes=replayed.peak_allocated_bytes,
+        fits=needed <= found.memory_bytes,
+        seconds=timed.seconds,
+        host_bound_share=timed.host_bound_share,
+        compute_bound_share=timed.compute_bound_share,
+        memory_bound_share=timed.memory_bound_share,
+        flops=traced.costs.flops(Phase.FORWARD),
+        labels=labels,
+        notes=tuple(timed.notes),
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServingRefusal:
+    """A (device, precision, batch) that trainfit does not estimate, and why."""
+
+    model: str
+    device: str
+    precision: str
+    batch: int
+    reason: str
+
+
+ServingResult = InferenceEstimate | ForwardEstimate | ServingRefusal
+
+
+def is_generative(spec: TrainSpec) -> bool:
+    """Whether `spec`'s model is a causal LM (served with generate()) rather than a forward."""
+    return _described(spec)[0]
+
+
+def parameter_count(spec: TrainSpec) -> int:
+    """All parameters of `spec`'s model (built on the meta device)."""
+    return _described(spec)[1]
+
+
+def _described(spec: TrainSpec) -> tuple[bool, int]:
+    from trainfit.models.source import build_program
+
+    program = build_program(dataclasses.replace(spec, batch=1), "meta")
+    count = sum(p.numel() for p in program.model.parameters())
+    return program.task == "causal-lm", count
+
+
+def estimate_serving(
+    spec: TrainSpec,
+    *,
+    devices: Sequence[str],
+    precisions: Sequence[InferencePrecision | str],
+    batches: Sequence[int],
+    context: int | None = None,
+    new_tokens: int | None = None,
+) -> list[ServingResult]:
+    """Every (device, precision, batch): greedy generation for a causal LM (needs `context`
+    and `new_tokens`), one no_grad forward for any other model; a combination trainfit does
+    not estimate (an Apple GPU for generation, int4 for a forward) is a ServingRefusal saying
+    why, so that a report can show it rather than drop it."""
+    generative = is_generative(spec)
+    if generative and (context is None or new_tokens is None):
+        raise SpecError([f"{spec.model} generates text: give the inference context and new_tokens"])
+    out: list[ServingResult] = []
+    for name in devices:
+        for p in precisions:
+            label = getattr(p, "value", p)
+            for b in batches:
+                try:
+                    if generative:
+                        assert context is not None and new_tokens is not None
+                        out.append(
+                            estimate_inference(
+                                spec.model,
+                                context=context,
+                                new_tokens=new_tokens,
+                                batch=b,
+                                precision=p,
+                                device=name,
+                            )
+                        )
+                    else:
+                        out.append(estimate_forward(spec, batch=b, precision=p, device=name))
+                except SpecError as exc:
+                    reason = "; ".join(exc.problems)
+                    out.append(ServingRefusal(
+                        model=spec.model, device=name, precision=str(label), batch=b,
+                        reason=reason))  # fmt: skip
+                except TrainfitError as exc:
+                    out.append(ServingRefusal(
+                        model=spec.model, device=name, precision=str(label), batch=b,
+                        reason=str(exc)))  # fmt: skip
+    return out

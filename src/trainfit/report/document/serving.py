@@ -1,0 +1,76 @@
+"""`inference_rows(results)`: the report's inference table rows from `estimate_serving()`'s
+results (a causal LM's generation, a plain module's forward, or a refusal saying why)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from trainfit.forward import ForwardEstimate, ServingRefusal, ServingResult
+from trainfit.inference import InferenceEstimate
+from trainfit.report.document.model import InferenceRow
+
+GIB = 2**30
+
+
+def _generate_bound(e: InferenceEstimate) -> str:
+    """A decode step waits on the host when issuing its ops takes longer than the device's
+    work; else on memory bandwidth when reading the weights and cache is most of it."""
+    if e.decode_host_seconds >= e.decode_seconds_per_token * 0.999:
+        return "host"
+    return (
+        "bandwidth" if e.bandwidth_bound_seconds_per_token >= 0.5 * e.decode_seconds_per_token
+        else "device"
+    )  # fmt: skip
+
+
+def inference_row(result: ServingResult) -> InferenceRow:
+    """One row of the report's inference table."""
+    if isinstance(result, ServingRefusal):
+        return InferenceRow(
+            device=result.device,
+            precision=result.precision,
+            batch=result.batch,
+            context=0,
+            memory_gib=None,
+            fits=None,
+            kind="refused",
+            note=result.reason,
+        )
+    if isinstance(result, ForwardEstimate):
+        ms = result.seconds * 1e3
+        return InferenceRow(
+            device=result.device.name,
+            precision=result.precision.value,
+            batch=result.batch,
+            context=0,
+            memory_gib=round(result.device_memory_needed_bytes / GIB, 4),
+            fits=result.fits,
+            kind="forward",
+            prefill_ms=round(ms, 4),
+            total_ms=round(ms, 4),
+            bound=result.bound,
+            labels=tuple(sorted(result.labels.items())),
+            note="; ".join(result.notes),
+        )
+    return InferenceRow(
+        device=result.device.name,
+        precision=result.precision.value,
+        batch=result.batch,
+        context=result.context,
+        new_tokens=result.new_tokens,
+        memory_gib=round(result.device_memory_needed_bytes / GIB, 4),
+        fits=result.fits,
+        kind="generate",
+        prefill_ms=round(result.prefill_seconds * 1e3, 4),
+        per_token_ms=round(result.decode_seconds_per_token * 1e3, 4),
+        decode_tokens_per_second=round(result.tokens_per_second, 2),
+        total_ms=round(result.total_seconds * 1e3, 3),
+        bound=_generate_bound(result),
+        labels=tuple(sorted(result.labels.items())),
+        note="; ".join(result.notes),
+    )
+
+
+def inference_rows(results: Iterable[ServingResult]) -> tuple[InferenceRow, ...]:
+    """Every result as a row, in order."""
+    return tuple(inference_row(r) for r in results)
