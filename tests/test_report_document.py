@@ -155,8 +155,8 @@ def test_markdown_sections_and_rows(report, planned) -> None:
         "## Cost",
         "## Low-memory options",
         "## If you run out of memory",
+        "## Multi-GPU and offload",
         "## Verify on the machine",
-        "## The document's figures against trainfit's",
     ]
     d = _device(planned, "rtx-4060")
     s = d.setting
@@ -309,6 +309,7 @@ def test_the_same_inputs_give_the_same_bytes(report, planned, tmp_path) -> None:
 def test_new_fields_inference_and_extra_sections_render(report) -> None:
     stage = report.models[0].stages[0]
     devices = [dict(d, lora={"rank": 16}) for d in stage.plan["devices"]]  # type: ignore[union-attr]
+    devices[2]["distributed"] = None  # NB: the older sharded verdict's row
     devices[2]["sharded"] = {
         "gpus": 4,
         "per_gpu_bytes": GIB // 2,
@@ -345,7 +346,7 @@ def test_new_fields_inference_and_extra_sections_render(report) -> None:
     )
     assert "| decode | modelled |" in md
     assert "## notes" in md
-    assert "| tiny-gpu | 4 GPUs sharded | 0.50 GiB | - x 0 | - |" in md
+    assert "| tiny-gpu | 4 GPUs sharded | - | 0.50 GiB | - | - | - x 0 | - |" in md
     assert "<h2>Inference</h2>" in to_html(extended)
 
 
@@ -568,3 +569,35 @@ def test_serving_only_plan_writes_an_inference_report(tmp_path, capsys) -> None:
     assert main(argv) == 0
     md = (out / "report.md").read_text()
     assert "| rtx-4060 | forward | fp16 | 1 |" in md and "Quick comparison" not in md
+
+
+def test_a_distributed_plan_renders_its_engine_and_per_rank_parts(report) -> None:
+    stage = report.models[0].stages[0]
+    devices = [dict(d) for d in stage.plan["devices"]]  # type: ignore[union-attr]
+    memory = {
+        "per_rank_bytes": 70 * GIB,
+        "host_bytes_per_node": 0,
+        "breakdown": {"parameters": 14 * GIB, "gradients": 7 * GIB, "engine": 15 * GIB},
+    }
+    devices[2]["distributed"] = {
+        "strategy": "fsdp2", "offload": "none", "gpus": 8, "nodes": 1, "precision": "bf16",
+        "checkpointing": True, "micro_batch": 2, "grad_accum": 8, "memory": memory,
+        "comm": {"seconds": 5.47, "exposed_seconds": 0.0}, "step_seconds": 10.15,
+        "instance": "lambda-8x-h100-sxm", "instances": 1, "usd_per_hour": 24.0,
+        "fewer_with_offload": None,
+    }  # fmt: skip
+    changed = dataclasses.replace(stage, plan=dict(stage.plan, devices=devices))
+    md = to_markdown(
+        dataclasses.replace(
+            report, models=(dataclasses.replace(report.models[0], stages=(changed,)),)
+        )
+    )
+    assert (
+        "| tiny-gpu | fsdp2 on 8 GPUs (bf16, checkpointing) | 2 x 8 | 70.00 GiB | 10.15 s | "
+        "5.47 s (0.00 s not hidden) | lambda-8x-h100-sxm x 1 | 24.00 |" in md
+    )
+    assert (
+        "| tiny-gpu | fsdp2 on 8 GPUs (bf16, checkpointing) | 14.00 GiB | 7.00 GiB | 0.00 GiB | "
+        "0.00 GiB | 0.00 GiB | 15.00 GiB | 0.00 GiB | 0.00 GiB |" in md
+    )
+    assert "distributed" not in md.split("## Multi-GPU and offload")[1].split("##")[0].lower()
