@@ -377,7 +377,8 @@ def test_names_are_checked_at_their_lines(tmp_path: Path) -> None:
         "(run `trainfit devices` for the list)",
         f"{path}:8: cost.currency: unknown currency 'XYZ': use one of USD, EUR, GBP, JPY, CNY, "
         "INR, CAD, AUD, CHF, KRW, SEK, BRL",
-        f"{path}:10: outputs.export: 'word' is not one of hf, lightning, accelerate, yaml, torchrun, deepspeed",
+        f"{path}:10: outputs.export: 'word' is not one of hf, lightning, accelerate, yaml, "
+        "torchrun, deepspeed",
     ]
 
 
