@@ -229,7 +229,7 @@ def test_a_claim_that_cannot_be_found_is_an_error_naming_it(planned) -> None:
     assert "claim 'on a TPU': device 'tpu-v5' is not in the plan of wide" in text
     assert (
         "claim 'speed': quantity 'furlongs' is not one of cost_usd, decode_tokens_per_second, "
-        "hours, inference_memory_gib, latency_ms, memory_gib" in text
+        "gpus, hours, inference_memory_gib, latency_ms, memory_gib" in text
     )
     assert "claim 'other model': model 'llama' is not in the plan: one of wide" in text
     assert "claim 'which device': name its device: one of h100, rtx-4060, tiny-gpu" in text
@@ -346,7 +346,7 @@ def test_new_fields_inference_and_extra_sections_render(report) -> None:
     )
     assert "| decode | modelled |" in md
     assert "## notes" in md
-    assert "| tiny-gpu | 4 GPUs sharded | - | 0.50 GiB | - | - | - x 0 | - |" in md
+    assert "| tiny-gpu | 4 GPUs sharded | - | 0.50 GiB | - | - | - x 0 | - | - | - |" in md
     assert "<h2>Inference</h2>" in to_html(extended)
 
 

@@ -21,6 +21,7 @@ class ClaimQuantity(str, Enum):
 
     MEMORY_GIB = "memory_gib"
     MICRO_BATCH = "micro_batch"
+    GPUS = "gpus"
     STEP_SECONDS = "step_seconds"
     HOURS = "hours"
     COST_USD = "cost_usd"

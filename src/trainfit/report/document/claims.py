@@ -16,6 +16,7 @@ Known limitations: costs are compared in the run's currency, whatever it is.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from trainfit.errors import SpecError, TrainfitError
@@ -32,6 +33,23 @@ _Device = dict[str, object]
 def _setting(d: _Device, key: str) -> float | None:
     s = d.get("setting")
     return None if not isinstance(s, dict) else float(s[key])
+
+
+def _micro_batch(d: _Device) -> float | None:
+    """The setting's micro-batch, or per GPU of the multi-GPU plan where one GPU holds none."""
+    one = _setting(d, "micro_batch")
+    many = d.get("distributed")
+    if one is None and isinstance(many, dict):
+        return float(many["micro_batch"])
+    return one
+
+
+def _gpus(d: _Device) -> float | None:
+    """GPUs the plan trains on: the multi-GPU plan's count, else 1 where one GPU holds it."""
+    many = d.get("distributed")
+    if isinstance(many, dict):
+        return float(many["gpus"])
+    return None if _setting(d, "micro_batch") is None else 1.0
 
 
 def _memory(d: _Device) -> float | None:
@@ -62,7 +80,8 @@ def _hours(d: _Device) -> float | None:
 
 _PER_DEVICE: dict[str, tuple[Callable[[_Device], float | None], str]] = {
     "memory_gib": (_memory, "max"),
-    "micro_batch": (lambda d: _setting(d, "micro_batch"), "last"),
+    "micro_batch": (_micro_batch, "last"),
+    "gpus": (_gpus, "max"),
     "step_seconds": (_step, "last"),
     "tokens_per_second": (_tokens, "last"),
     "hours": (_hours, "sum"),
@@ -178,6 +197,16 @@ def _trainfit(claim: Claim, model: ModelSection) -> tuple[str, float | None, str
         )
     read, combine = _PER_DEVICE[q]
     values = [read(d) for d in entries]
+    if q == "hours":  # NB: a device that trains only over several GPUs: its multi-GPU plan's
+        runs = [
+            multi_gpu_run(stage.plan, d)
+            for stage in model.stages
+            for d in stage.plan["devices"]  # type: ignore[union-attr]
+            if d["device"] in (device, _canonical(device))
+        ]
+        values = [
+            v if v is not None or r is None else r[0] for v, r in zip(values, runs, strict=True)
+        ]
     missing = next((d for d, v in zip(entries, values, strict=True) if v is None), None)
     if missing is not None:
         return device, None, _why_missing(missing, q)
@@ -251,11 +280,37 @@ def _inference(claim: Claim, model: ModelSection) -> tuple[str, float | None, st
     return device, float(value), f"{row.kind}, {row.precision}, batch {row.batch}"
 
 
+def multi_gpu_run(
+    plan: Mapping[str, object], d: Mapping[str, object]
+) -> tuple[float, float] | None:
+    """(hours, on-demand USD) of a device's multi-GPU plan over the plan's run: steps of the
+    effective batch x its step time, priced at its instance's rate; None without a multi-GPU
+    plan, a step time or a data size (samples)."""
+    many, run = d.get("distributed"), plan.get("run")
+    if not isinstance(many, dict) or not isinstance(run, dict):
+        return None
+    step, samples = many.get("step_seconds"), run.get("samples")
+    if step is None or not samples:
+        return None
+    # NB: whole optimizer steps of the effective batch per epoch, as the one-GPU run counts them
+    steps = math.ceil(float(samples) / float(plan["effective_batch"])) * float(run["epochs"])  # type: ignore[arg-type]
+    hours = steps * float(step) / 3600
+    rate = float(many.get("usd_per_hour") or 0) * float(many.get("instances") or 0)
+    return hours, hours * rate
+
+
 def _cost(model: ModelSection, device: str, names: list[str]) -> tuple[float | None, str]:
-    """The local cost on a planned device, or the cost on a cloud instance, over the stages."""
+    """The local cost on a planned device, the cost on a cloud instance, or the on-demand cost
+    of its multi-GPU plan's instances, over the stages."""
     total, currency, found = 0.0, "", False
     for stage in model.stages:
         for d in stage.plan["devices"]:  # type: ignore[union-attr]
+            many = multi_gpu_run(stage.plan, d) if d.get("setting") is None else None
+            if many is not None and d["device"] in (device, _canonical(device)):
+                found = True
+                total += many[1]
+                currency = "USD"
+                continue
             for line in d.get("costs", []):
                 mine = line["option"] == device or (
                     line["kind"] == "local" and d["device"] in (device, _canonical(device))

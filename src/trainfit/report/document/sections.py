@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from trainfit.report.document.claims import multi_gpu_run
 from trainfit.report.document.model import ModelSection, StageSection
 from trainfit.report.document.plots import plot_names
 from trainfit.report.document.text import Block, amount, gib, num
@@ -348,11 +349,12 @@ def _multi_gpu(stage: StageSection, h: int) -> list[Block]:
     for d in _devices(stage):
         plan = d.get("distributed")
         if isinstance(plan, dict):
-            rows.append(_distributed_row(str(d["device"]), plan))
+            rows.append(_distributed_row(str(d["device"]), plan, multi_gpu_run(stage.plan, d)))
             parts.append(_rank_parts(str(d["device"]), plan))
             off = plan.get("fewer_with_offload")
             if isinstance(off, dict):
-                rows.append(_distributed_row(str(d["device"]), off))
+                run = multi_gpu_run(stage.plan, {**d, "distributed": off})
+                rows.append(_distributed_row(str(d["device"]), off, run))
                 parts.append(_rank_parts(str(d["device"]), off))
             continue
         if d.get("distributed_note"):
@@ -369,6 +371,8 @@ def _multi_gpu(stage: StageSection, h: int) -> list[Block]:
                     "-",
                     f"{sh.get('instance') or '-'} x {sh.get('instances')}",
                     num(sh.get("usd_per_hour")),
+                    "-",
+                    "-",
                 )
             )
         if isinstance(off, dict):
@@ -381,6 +385,8 @@ def _multi_gpu(stage: StageSection, h: int) -> list[Block]:
                     "-",
                     "-",
                     f"host {gib(off['host_bytes'])}",
+                    "-",
+                    "-",
                     "-",
                 )
             )
@@ -408,6 +414,8 @@ def _multi_gpu(stage: StageSection, h: int) -> list[Block]:
                     "communication",
                     "instance / host",
                     "USD per hour",
+                    "run hours",
+                    "run USD",
                 ),
                 rows,
             )
@@ -434,7 +442,9 @@ def _distributed_how(plan: dict[str, object]) -> str:
     return f"{plan['strategy']} on {where} ({plan['precision']}{ckpt}{offload})"
 
 
-def _distributed_row(device: str, plan: dict[str, object]) -> tuple[str, ...]:
+def _distributed_row(
+    device: str, plan: dict[str, object], run: tuple[float, float] | None
+) -> tuple[str, ...]:
     memory = plan["memory"]
     comm = plan.get("comm") or {}
     host = memory.get("host_bytes_per_node") or 0  # type: ignore[union-attr]
@@ -453,6 +463,8 @@ def _distributed_row(device: str, plan: dict[str, object]) -> tuple[str, ...]:
         else f"{num(comm.get('seconds'))} s ({num(comm.get('exposed_seconds'))} s not hidden)",
         where,
         num(plan.get("usd_per_hour")),
+        "-" if run is None else num(run[0]),
+        "-" if run is None or not plan.get("usd_per_hour") else num(run[1]),
     )
 
 
