@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainfit.report.document import QUANTITIES as _QUANTITIES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,15 +31,7 @@ def _regenerate():
 
 regenerate = _regenerate()
 SPECS = regenerate.specs()
-QUANTITIES = {
-    "memory_gib",
-    "micro_batch",
-    "step_seconds",
-    "hours",
-    "cost_usd",
-    "params_millions",
-    "tokens_per_second",
-}
+QUANTITIES = set(_QUANTITIES)
 
 
 def test_every_seed_has_a_spec() -> None:

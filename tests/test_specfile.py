@@ -315,7 +315,7 @@ def test_every_problem_at_once_in_line_order() -> None:
         "spec.yaml:10: training.stages[0]: missing field 'epochs'",
         "spec.yaml:11: devices[1]: expected a string, got a mapping",
         "spec.yaml:12: margin: expected a number, got true",
-        "spec.yaml:14: claims[0].quantity: expected one of memory_gib | micro_batch | "
+        "spec.yaml:14: claims[0].quantity: expected one of memory_gib | micro_batch | gpus | "
         "step_seconds | hours | cost_usd | params_millions | tokens_per_second | latency_ms | "
         "decode_tokens_per_second | inference_memory_gib, got 'memory'",
     ]
