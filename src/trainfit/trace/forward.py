@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from trainfit.errors import TraceError, TrainfitError
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
 from trainfit.trace.compat import internal_moved
@@ -33,6 +32,7 @@ from trainfit.trace.step import (
     _fakeify,
     _module_tracking,
     _not_tracing_for_transformers,
+    traced_failures,
 )
 from trainfit.trace.target import Target, TargetKind
 from trainfit.training import Phase, apply_settings
@@ -91,25 +91,12 @@ def trace_forward(spec: TrainSpec, target: Target) -> ForwardTrace:
                 categories[key] = Category.PARAMETERS
         batch = program.make_batch(torch.device("cpu"), False)
         recorder.phase = Phase.FORWARD
-        try:
+        with traced_failures(
+            recorder, "the forward", "check the inputs and precision given for this model"
+        ):
             with rules.autocast():
                 out = program.compute_loss(net, batch)
             del out
-        except TrainfitError:
-            raise
-        except NotImplementedError as exc:
-            where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
-            raise TraceError(
-                f"an op{where} has no implementation the tracer can run without data ({exc}); "
-                "measure this model on the device instead (trainfit measure)"
-            ) from exc
-        except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
-            where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            raise TraceError(
-                f"the forward failed{where}: {type(exc).__name__}: {first}; "
-                "check the inputs and precision given for this model"
-            ) from exc
         recorder.phase = Phase.SETUP
         del batch
     for event in recorder.events:

@@ -234,6 +234,27 @@ def _module_tracking(recorder: Recorder, model: nn.Module) -> Iterator[None]:
         h2.remove()
 
 
+@contextlib.contextmanager
+def traced_failures(recorder: Recorder, what: str, advice: str) -> Iterator[None]:
+    """Turn a failure of the model's code under the tracer into one TraceError naming the module
+    it happened in: an op without a data-free implementation, or `what` failing (with `advice`).
+    trainfit's own errors pass through."""
+    try:
+        yield
+    except TrainfitError:
+        raise
+    except NotImplementedError as exc:
+        where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
+        raise TraceError(
+            f"an op{where} has no implementation the tracer can run without data ({exc}); "
+            "measure this model on the device instead (trainfit measure)"
+        ) from exc
+    except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
+        where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise TraceError(f"{what} failed{where}: {type(exc).__name__}: {first}; {advice}") from exc
+
+
 def trace_step(
     spec: TrainSpec,
     compute_capability: tuple[int, int] = (9, 0),
@@ -319,7 +340,11 @@ def trace_step(
         copied = passes_from.passes if passes_from is not None and reuse is not None else ()
         replayed = False
         attention_calls: dict[SdpaBackend, int] = {}
-        try:
+        with traced_failures(
+            recorder,
+            "the training step",
+            "check the inputs, precision and loss given for this model",
+        ):
             for i in range(iterations):
                 recorder.iteration = i
                 micro_batch_pass = None
@@ -341,21 +366,6 @@ def trace_step(
                 recorder.phase = Phase.SETUP
                 if i == 0:
                     attention_calls = rules.attention_chosen()  # per step, not per trace
-        except TrainfitError:
-            raise
-        except NotImplementedError as exc:
-            where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
-            raise TraceError(
-                f"an op{where} has no implementation the tracer can run without data ({exc}); "
-                "measure this model on the device instead (trainfit measure)"
-            ) from exc
-        except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
-            where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            raise TraceError(
-                f"the training step failed{where}: {type(exc).__name__}: {first}; "
-                "check the inputs, precision and loss given for this model"
-            ) from exc
         for state in optimizer.state.values():
             for name, value in state.items():
                 if isinstance(value, torch.Tensor):
