@@ -115,7 +115,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--measured-on", default=None, help="the device --measured-step was measured on"
     )
-    from trainfit.cli import report_args  # report (helper `report`)
+    from trainfit.cli import report_args
 
     report_args.add_arguments(parser)
 
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
     run = run_args.run_spec(args)
     run_args.check_sized(run, args)
-    from trainfit.cli import report_args  # report (helper `report`)
+    from trainfit.cli import report_args
 
     report_args.check(args)
     precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
@@ -232,7 +232,7 @@ def _staged(
     from trainfit.stages import plan_stages
 
     stages = run_args.stages(args.stage, spec)
-    from trainfit.cli import report_args  # report (helper `report`)
+    from trainfit.cli import report_args
 
     report_args.start(args, f"planning {len(stages)} stages")
     staged = plan_stages(
