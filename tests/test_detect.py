@@ -13,7 +13,7 @@ import torch
 from trainfit.cli.main import main
 from trainfit.errors import UnknownNameError
 from trainfit.hardware import detect
-from trainfit.hardware.catalog import Device, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.hardware.detect import (
     CpuInfo,
     CudaGpu,
@@ -73,7 +73,7 @@ def _apple_row(name: str, memory: int) -> Device:
     return Device(
         name=name,
         display="Apple M2 16GB",
-        kind="mps",
+        kind=DeviceKind.MPS,
         memory_bytes=memory,
         compute_capability=(0, 0),
         architecture="apple",

@@ -19,6 +19,7 @@ from tests import measure_models
 from trainfit.cli.main import main
 from trainfit.errors import MeasureError
 from trainfit.estimator.step import estimate
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import CpuBackend, backend_for, is_out_of_memory
 from trainfit.measure.compare import compare
 from trainfit.measure.latency import measure_latency
@@ -47,7 +48,7 @@ class FakeCuda(CpuBackend):
     """A CUDA card as the backend interface shows it: the steps run on the CPU, the memory
     counters are scripted (allocated grows by `per_phase` at every reading)."""
 
-    kind = "cuda"
+    kind = DeviceKind.CUDA
 
     def __init__(self, total: int = 80 * GiB, free: int = 79 * GiB, context: int = GiB // 2):
         super().__init__()

@@ -22,6 +22,7 @@ import torch
 
 from trainfit.autofitter.fit import Confirmed, Fit
 from trainfit.errors import MeasureError
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend, is_out_of_memory
 from trainfit.models.live import UserBatch, forward_failure, rebuild_sequence, run_step
 
@@ -35,7 +36,7 @@ def confirm_step(fit: Fit, backend: Backend) -> Confirmed:
     buffers = [(b, b.detach().to("cpu", copy=True)) for b in model.buffers()]
     grads = [(p, p.grad) for p in model.parameters()]
     rng = torch.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state_all() if backend.kind == "cuda" else None
+    cuda_rng = torch.cuda.get_rng_state_all() if backend.kind == DeviceKind.CUDA else None
     training = {m: m.training for m in model.modules()}
     for p, _ in grads:
         p.grad = None

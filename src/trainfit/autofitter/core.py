@@ -39,7 +39,7 @@ from trainfit.autofitter.apply import (
 from trainfit.autofitter.fit import Fit, Request
 from trainfit.errors import MeasureError, SpecError, TraceError, UnknownNameError
 from trainfit.estimator.step import estimate
-from trainfit.hardware.catalog import get_device
+from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.measure.backend import Backend, backend_for
 from trainfit.measure.compare import local_catalog_device
 from trainfit.models.live import UserBatch, registered
@@ -370,13 +370,17 @@ def _target(device: str | None) -> tuple[str, torch.device, Backend | None]:
         return name, backend.device, backend
     row = get_device(device)
     try:
-        backend = backend_for("cpu" if row.kind == "cpu" else None)
+        backend = backend_for("cpu" if row.kind is DeviceKind.CPU else None)
         local = local_catalog_device(backend)
     except MeasureError:
         local = None  # NB: no local card of the catalog: the fit is an estimate only
     if local == row.name:
         return row.name, backend.device, backend
-    return row.name, torch.device(row.kind if row.kind in ("cuda", "mps") else "cpu"), None
+    return (
+        row.name,
+        torch.device(row.kind.value if row.kind in (DeviceKind.CUDA, DeviceKind.MPS) else "cpu"),
+        None,
+    )
 
 
 def _check_precision(precision: Precision | None, catalog: str) -> None:
@@ -385,10 +389,10 @@ def _check_precision(precision: Precision | None, catalog: str) -> None:
     if precision is None:
         return
     row = get_device(catalog)
-    if row.kind == "cpu":
+    if row.kind is DeviceKind.CPU:
         runs = [Precision.FP32]
         why = "the CPU is planned in fp32 only"
-    elif row.kind == "mps":
+    elif row.kind is DeviceKind.MPS:
         runs = [p for p in Precision if p is not Precision.TF32]
         why = "tf32 is a CUDA setting"
     elif row.compute_capability < (8, 0):

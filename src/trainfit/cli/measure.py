@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from trainfit.cli import spec_args
+from trainfit.hardware.catalog import DeviceKind
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -216,7 +217,11 @@ def _room(spec: Any, backend: Any, estimate: Any) -> None:
     from trainfit.errors import MeasureError
 
     free = backend.free_memory()
-    if backend.kind == "cpu" or free is None or estimate.device_memory_needed_bytes <= free:
+    if (
+        backend.kind == DeviceKind.CPU
+        or free is None
+        or estimate.device_memory_needed_bytes <= free
+    ):
         return
     from trainfit.estimator.scaling import max_micro_batch
     from trainfit.hardware import nvml
@@ -224,7 +229,7 @@ def _room(spec: Any, backend: Any, estimate: Any) -> None:
     total = backend.total_memory() or free
     GiB = 1 << 30
     fits = max_micro_batch(spec, margin=max(0.0, 1.0 - free / estimate.device.memory_bytes))
-    own = nvml.process_bytes(backend.device) if backend.kind == "cuda" else None
+    own = nvml.process_bytes(backend.device) if backend.kind == DeviceKind.CUDA else None
     others = max(0, total - free - (own or 0))
     held_by = (
         "other processes hold"
@@ -262,7 +267,7 @@ def _measure(
         from trainfit.measure.compare import compare, component_totals
 
         totals = None
-        if backend.kind == "cuda" and result.device.kind == "cuda":
+        if backend.kind == DeviceKind.CUDA and result.device.kind is DeviceKind.CUDA:
             from trainfit.memory.runtime import cublas_workspace_bytes
 
             workspace = cublas_workspace_bytes(result.device.compute_capability)
@@ -297,7 +302,7 @@ def _max_batch(
 
     predicted = None
     notes = [note] if note else []
-    if target is not None and backend.kind != "cpu":
+    if target is not None and backend.kind != DeviceKind.CPU:
         from trainfit.estimator.scaling import max_micro_batch
 
         try:

@@ -35,7 +35,7 @@ from trainfit.distributed.strategy import (
 )
 from trainfit.distributed.units import Units, units
 from trainfit.errors import SpecError, TrainfitError
-from trainfit.hardware.catalog import Device, cheapest_instance, get_device, instances
+from trainfit.hardware.catalog import Device, DeviceKind, cheapest_instance, get_device, instances
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.step import StepTrace, trace_step
 from trainfit.trace.target import Target
@@ -191,7 +191,7 @@ def plan_distributed(
     """The fewest GPUs of `device` (a CUDA GPU) that hold `spec` (its precision is used; its
     batch is replaced) for `effective_batch`, or None when none up to MAX_GPUS (or the given
     layout) does."""
-    if device.kind != "cuda" or not device.memory_bytes:
+    if device.kind is not DeviceKind.CUDA or not device.memory_bytes:
         raise SpecError([f"device {device.name!r}: multi-GPU plans are for CUDA GPUs only"])
     if strategy is not None and offload is not None:
         check_offload(strategy, offload)

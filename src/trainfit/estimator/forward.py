@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.estimator.generation import InferenceEstimate, InferencePrecision, estimate_inference
-from trainfit.hardware.catalog import Device, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.trace.target import Target
 from trainfit.training import Phase
@@ -104,9 +104,9 @@ def estimate_forward(
             f"{precision.value} weights are modelled for causal LMs only; a plain module's "
             "forward is estimated at fp32, or fp16 or bf16 autocast"
         )
-    if found.kind not in ("cuda", "mps"):
+    if found.kind not in (DeviceKind.CUDA, DeviceKind.MPS):
         problems.append(
-            f"a forward is estimated for GPUs; {found.name!r} is of kind {found.kind!r}: "
+            f"a forward is estimated for GPUs; {found.name!r} is of kind '{found.kind}': "
             "choose a GPU such as rtx-4060 or m4-pro-16gb"
         )
     if problems:
@@ -126,8 +126,8 @@ def estimate_forward(
         ) from None
     labels = {
         "memory": "traced (no_grad forward), "
-        + ("simulated (MPS heap allocator)" if found.kind == "mps" else "simulated (caching "
-           "allocator) + runtime context"),
+        + ("simulated (MPS heap allocator)" if found.kind is DeviceKind.MPS
+           else "simulated (caching allocator) + runtime context"),
         "latency": "modelled: forward only on the step-time model (per-op roofline + host "
         "issue time), " + timed.basis,
     }  # fmt: skip

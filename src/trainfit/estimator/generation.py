@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError
-from trainfit.hardware.catalog import Device, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
@@ -274,10 +274,10 @@ def _check(model: str, context: int, new_tokens: int, batch: int, device: Device
     for name, value in (("context", context), ("new_tokens", new_tokens), ("batch", batch)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             problems.append(f"{name} must be a positive integer, got {value!r}")
-    if device.kind != "cuda":
+    if device.kind is not DeviceKind.CUDA:
         problems.append(
-            f"inference is estimated for CUDA GPUs; {device.name!r} is of kind {device.kind!r}: "
-            "choose a GPU such as h100 or rtx-4060"
+            f"inference is estimated for CUDA GPUs; {device.name!r} is of kind "
+            f"'{device.kind}': choose a GPU such as h100 or rtx-4060"
         )
     if problems:
         raise SpecError(problems)

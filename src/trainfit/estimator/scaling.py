@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trainfit.errors import SpecError
-from trainfit.hardware.catalog import Device, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.spec import TrainSpec
 from trainfit.trace.costs import StepCosts, interpolate
 from trainfit.trace.recorder import Event
@@ -225,7 +225,7 @@ def scale_batch(spec: TrainSpec, passes_from: BatchScaling | None = None) -> Bat
     `passes_from` is the scaling of the same step with another optimizer: its forward and
     backward passes are copied at each probe batch (see `trace_step`)."""
     device = get_device(spec.device)
-    if device.kind not in ("cuda", "mps"):
+    if device.kind not in (DeviceKind.CUDA, DeviceKind.MPS):
         raise SpecError(
             [f"device {device.name!r}: the batch search covers GPUs only; choose a GPU"]
         )

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainfit.errors import SpecError
-from trainfit.hardware.catalog import Device, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
@@ -147,7 +147,7 @@ def gpu_memory(
     `sizes` replaces the bytes of each event (see `memory.replay.replay`). An Apple GPU's trace
     goes through the MPS heap allocator; its runtime's own buffers are not modelled (0).
     """
-    if device.kind == "mps":
+    if device.kind is DeviceKind.MPS:
         return replay(trace, 0, budget, sizes, allocator=MpsAllocator), 0
     profile = PROFILES[device.runtime_profile]
     reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
@@ -188,19 +188,19 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
     elif kwargs:
         raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
     device = get_device(spec.device)
-    if device.kind == "cpu":
+    if device.kind is DeviceKind.CPU:
         from trainfit.estimator.cpu import estimate_cpu
 
         return estimate_cpu(spec, device, started)
-    if device.kind not in ("cuda", "mps"):
+    if device.kind not in (DeviceKind.CUDA, DeviceKind.MPS):
         raise SpecError(
             [
-                f"device {device.name!r} is of kind {device.kind!r}: only CUDA GPUs, Apple GPUs "
-                "and the CPU are estimated; choose a GPU such as h100, rtx-4060 or m4-pro-24gb, "
-                "or cpu"
+                f"device {device.name!r} is of kind '{device.kind}': only CUDA GPUs, "
+                "Apple GPUs and the CPU are estimated; choose a GPU such as h100, rtx-4060 or "
+                "m4-pro-24gb, or cpu"
             ]
         )
-    if device.kind == "mps" and spec.precision is Precision.TF32:
+    if device.kind is DeviceKind.MPS and spec.precision is Precision.TF32:
         raise SpecError(
             [
                 f"precision 'tf32' is a CUDA setting; {device.display} trains in fp32, fp16, "
@@ -222,7 +222,7 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
     )
     needed = result.peak_reserved_bytes + context
     notes = list(trace.notes)
-    if device.kind == "mps":
+    if device.kind is DeviceKind.MPS:
         labels = {
             "peak_allocated_bytes": "traced (MPS rules: autocast lists, math attention)",
             "peak_reserved_bytes": "modelled (MPS heap allocator replay, not checked on a Mac)",
@@ -283,7 +283,7 @@ def assemble(
     labels = {**labels, **lora_labels}
     notes = [*notes, *lora_notes]
     step = None
-    if device.kind in ("cuda", "mps") and trace.costs is not None:
+    if device.kind in (DeviceKind.CUDA, DeviceKind.MPS) and trace.costs is not None:
         step, why = modelled_step_time(trace, spec, device)
         if why:
             notes.append(why)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from trainfit.errors import TrainfitError
 from trainfit.export.core import SGD_MOMENTUM, Layout, hf_optim
-from trainfit.hardware.catalog import get_device
+from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.io import write_atomically
 from trainfit.plan.core import DevicePlan, Plan, Setting
 from trainfit.spec import OptimizerKind, Precision
@@ -36,11 +36,11 @@ _OPTIMIZER_NAME = {
 }
 
 
-def _kind(name: str) -> str:
+def _kind(name: str) -> DeviceKind:
     try:
         return get_device(name).kind
     except TrainfitError:
-        return "cuda"  # a plan's device was resolved when planned; a GPU unless named cpu
+        return DeviceKind.CUDA  # a plan's device was resolved when planned; a GPU unless named cpu
 
 
 def _batch(s: Setting, lay: Layout | None) -> tuple[int, int, int]:
@@ -59,11 +59,11 @@ def device_config(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> 
     dtype = "bfloat16" if s.precision is Precision.PURE_BF16 else "float32"
     # NB: a CPU plan runs on the CPU: no fallback, and no pinned memory (only useful for
     # copies to a GPU)
-    kind = "cpu" if device.device == "cpu" else _kind(device.device)
-    on_cpu = kind == "cpu"
+    kind = DeviceKind.CPU if device.device == "cpu" else _kind(device.device)
+    on_cpu = kind is DeviceKind.CPU
     return {
         "device": {
-            "type": kind,
+            "type": kind.value,
             "name": device.device,
             "fallback": None if on_cpu else "cpu",
         },
@@ -80,7 +80,7 @@ def device_config(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> 
         "optimizer": {"type": _OPTIMIZER_NAME[s.optimizer]},
         "checkpoint": {"save_best": True, "save_latest": True, "save_interval": 1000},
         # NB: pinned memory speeds up copies to a discrete GPU; a Mac's memory is unified
-        "data": {"num_workers": 4, "pin_memory": kind == "cuda"},
+        "data": {"num_workers": 4, "pin_memory": kind is DeviceKind.CUDA},
         "logging": {"tensorboard": True, "log_interval": 10},
     }
 
@@ -166,7 +166,11 @@ def config_text(
         + (f" ({'; '.join(device.changes)})" if device.changes else ""),
         f"predicted device memory needed: {s.needed_bytes / 2**30:.2f} GiB "
         f"(plan keeps {plan.margin:.0%} of the device free"
-        + ("; modelled for an Apple GPU, not measured)" if _kind(device.device) == "mps" else ")"),
+        + (
+            "; modelled for an Apple GPU, not measured)"
+            if _kind(device.device) is DeviceKind.MPS
+            else ")"
+        ),
         "computed: batch_size, accumulation_steps, mixed_precision, gradient_checkpointing,",
         "optimizer; conventional defaults: checkpoint, data, logging, use_compile",
         f"re-check: {trainfit_flags(plan, device, lay)}",

@@ -63,7 +63,7 @@ from pathlib import Path
 
 from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError, UnknownNameError
-from trainfit.hardware.catalog import get_device
+from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.plan.core import DevicePlan, Plan, _split
 from trainfit.spec import OptimizerKind, Precision
 
@@ -143,14 +143,14 @@ _ACCELERATE_PRECISION = {
     Precision.BF16: "bf16",
     Precision.PURE_BF16: "no",
 }
-_LIGHTNING_ACCELERATOR = {"cuda": "gpu", "cpu": "cpu", "mps": "mps"}
+_LIGHTNING_ACCELERATOR = {DeviceKind.CUDA: "gpu", DeviceKind.CPU: "cpu", DeviceKind.MPS: "mps"}
 
 
-def hf_optim(optimizer: OptimizerKind, kind: str) -> str:
+def hf_optim(optimizer: OptimizerKind, kind: DeviceKind) -> str:
     """The `TrainingArguments.optim` string of `optimizer` on a device of `kind`: the fused
     AdamW kernel on CUDA, the plain one elsewhere."""
     name = _HF_OPTIM[optimizer]
-    return "adamw_torch_fused" if name == "adamw_torch" and kind == "cuda" else name
+    return "adamw_torch_fused" if name == "adamw_torch" and kind is DeviceKind.CUDA else name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -159,8 +159,8 @@ class Layout:
 
     device: str
     """The catalog name of the device."""
-    kind: str
-    """"cuda", "mps" or "cpu"."""
+    kind: DeviceKind
+    """CUDA, MPS or CPU."""
     gpus: int
     """Processes in all (one per GPU); 1 on one device."""
     machines: int
@@ -201,7 +201,7 @@ def layout(plan: Plan, device: DevicePlan, gpus: int | None = None) -> Layout:
         precision, checkpointing, optimizer = s.precision, s.checkpointing, s.optimizer
         micro, accum, machines, sharded = s.micro_batch, s.grad_accum, 1, False
         if requested > 1:
-            if kind != "cuda":
+            if kind is not DeviceKind.CUDA:
                 raise SpecError(
                     [
                         f"{device.device}: runs over several GPUs are exported for CUDA GPUs "
@@ -248,7 +248,7 @@ def layout(plan: Plan, device: DevicePlan, gpus: int | None = None) -> Layout:
             f"({micro} x {accum} accumulation x {requested} GPUs)"
         )
     tf32 = (
-        kind == "cuda"
+        kind is DeviceKind.CUDA
         and precision in (Precision.TF32, Precision.FP16, Precision.BF16)
         and capability >= (8, 0)
     )
@@ -277,14 +277,14 @@ def layout(plan: Plan, device: DevicePlan, gpus: int | None = None) -> Layout:
     )
 
 
-def _kind(name: str) -> tuple[str, tuple[int, int]]:
+def _kind(name: str) -> tuple[DeviceKind, tuple[int, int]]:
     """The device's kind and compute capability."""
     try:
         found = get_device(name)
     except TrainfitError:
         # NB: a plan's devices were resolved when planned (a user catalog no longer active):
         # a GPU, as configs._kind takes it, without the capability tf32 needs
-        return "cuda", (0, 0)
+        return DeviceKind.CUDA, (0, 0)
     return found.kind, found.compute_capability
 
 
@@ -322,9 +322,9 @@ def hf_training_arguments(lay: Layout) -> dict[str, object]:
     if lay.grad_clip is not None:
         kwargs["max_grad_norm"] = lay.grad_clip
     kwargs["dataloader_num_workers"] = DATALOADER_WORKERS
-    kwargs["dataloader_pin_memory"] = lay.kind == "cuda"
+    kwargs["dataloader_pin_memory"] = lay.kind is DeviceKind.CUDA
     kwargs["dataloader_persistent_workers"] = DATALOADER_WORKERS > 0
-    if lay.kind == "cpu":
+    if lay.kind is DeviceKind.CPU:
         kwargs["use_cpu"] = True
     if lay.sharded:
         kwargs["fsdp"] = True
@@ -364,7 +364,7 @@ def lightning_arguments(lay: Layout) -> dict[str, object]:
     if lay.grad_clip is not None:
         trainer["gradient_clip_val"] = lay.grad_clip
     optimizer_kwargs: dict[str, object] = {}
-    if lay.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM) and lay.kind == "cuda":
+    if lay.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM) and lay.kind is DeviceKind.CUDA:
         optimizer_kwargs["fused"] = True
     if lay.optimizer is OptimizerKind.SGD_MOMENTUM:
         optimizer_kwargs["momentum"] = SGD_MOMENTUM
@@ -378,7 +378,7 @@ def lightning_arguments(lay: Layout) -> dict[str, object]:
     dataloader: dict[str, object] = {
         "batch_size": lay.micro_batch,
         "num_workers": DATALOADER_WORKERS,
-        "pin_memory": lay.kind == "cuda",
+        "pin_memory": lay.kind is DeviceKind.CUDA,
         "persistent_workers": DATALOADER_WORKERS > 0,
     }
     out: dict[str, object] = {"trainer": trainer, "dataloader": dataloader, "module": module}
@@ -403,7 +403,7 @@ def accelerate_config(lay: Layout) -> dict[str, object]:
         "downcast_bf16": "no",
         "enable_cpu_affinity": False,
     }
-    if lay.kind == "cuda":
+    if lay.kind is DeviceKind.CUDA:
         config["gpu_ids"] = "all"
     config.update(
         {
@@ -414,7 +414,7 @@ def accelerate_config(lay: Layout) -> dict[str, object]:
             "num_processes": lay.gpus,
             "rdzv_backend": "static",
             "same_network": True,
-            "use_cpu": lay.kind == "cpu",
+            "use_cpu": lay.kind is DeviceKind.CPU,
         }
     )
     if lay.sharded:
@@ -587,7 +587,7 @@ def launch_files(plan: Plan, device: DevicePlan, fmt: ExportFormat) -> list[tupl
 
     found = device.distributed
     if found is None:
-        if device.setting is None or get_device(device.device).kind != "cuda":
+        if device.setting is None or get_device(device.device).kind is not DeviceKind.CUDA:
             raise TrainfitError(
                 device.distributed_note
                 or f"{device.verdict.value}, and no multi-GPU plan (CUDA GPUs only)"

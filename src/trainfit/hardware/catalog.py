@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -43,9 +44,29 @@ from trainfit.hardware.instances import Instance, parse_instance
 
 GiB = 1 << 30
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
-KINDS = ("cuda", "cpu", "mps")
+
+
+class DeviceKind(str, Enum):
+    """What runs a device's step: a CUDA GPU, an Apple GPU (Metal) or the host CPU. Its text is
+    its value, as in the catalog files and the JSON."""
+
+    CUDA = "cuda"
+    MPS = "mps"
+    CPU = "cpu"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+KINDS = tuple(k.value for k in (DeviceKind.CUDA, DeviceKind.CPU, DeviceKind.MPS))
+"""The kinds a catalog row may give, in the order the catalog's errors list them."""
 PRICE_KINDS = ("list", "street", "msrp")
 ENV_VAR = "TRAINFIT_CATALOG"
+DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
+"""Devices planned when none is named (the rows every catalog version has)."""
 
 _user_files: ContextVar[tuple[str, ...]] = ContextVar("trainfit_user_catalogs", default=())
 
@@ -68,8 +89,8 @@ class Device:
 
     name: str
     display: str
-    kind: str
-    """"cuda", "cpu" or "mps"."""
+    kind: DeviceKind
+    """CUDA, CPU or MPS."""
     memory_bytes: int
     """Device memory the estimate compares with: what the runtime reports where measured,
     else the datasheet size read as GiB (0: the host's RAM)."""
@@ -256,102 +277,33 @@ def _parse_device(
         problems.add(where, f"expected an object, got {type(row).__name__}")
         return None
     before = len(problems.items)
-    required = ("display", "kind", "architecture", "runtime_profile", "memory_gb")
-    for key in required:
-        if key not in row:
-            problems.add(f"{where}, field {key!r}", "missing")
-    if len(problems.items) > before:
+    kind = _kind(row, where, problems)
+    if kind is None:
         return None
-    kind = row["kind"]
-    problem = one_of(KINDS)(kind)
-    if problem:
-        problems.add(f"{where}, field 'kind'", problem)
-        return None
-    for key in ("display", "architecture", "runtime_profile"):
-        if not isinstance(row[key], str) or not row[key]:
-            problems.add(f"{where}, field {key!r}", f"expected text, got {row[key]!r}")
-    aliases = row.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
-        problems.add(f"{where}, field 'aliases'", f"expected a list of names, got {aliases!r}")
-        aliases = []
+    aliases = _aliases(row, where, problems)
 
-    def fig(key: str, check: object, raw: object = None) -> Figure:
-        value = row.get(key, raw)
+    def fig(key: str, check: object) -> Figure:
+        value = row.get(key)
         if value is None:
             return Figure(value=None, source=None, note="not given")
         return parse_figure(
             value, f"{where}, field {key!r}", problems, sources, check, default_source
         )
 
-    specs = _figure_specs()
-    figures = {key: fig(key, check) for key, check in specs.items()}
+    figures = {key: fig(key, check) for key, check in _figure_specs().items()}
     cc = fig("compute_capability", _check_cc)
-    tflops_raw = row.get("tflops", {})
-    tflops: dict[str, Figure] = {}
-    if not isinstance(tflops_raw, dict):
-        problems.add(f"{where}, field 'tflops'", f"expected an object, got {tflops_raw!r}")
-    else:
-        for precision, raw in tflops_raw.items():
-            if precision not in PRECISIONS:
-                problems.add(
-                    f"{where}, field 'tflops.{precision}'",
-                    f"unknown precision; expected one of {', '.join(PRECISIONS)}",
-                )
-                continue
-            tflops[precision] = parse_figure(
-                raw,
-                f"{where}, field 'tflops.{precision}'",
-                problems,
-                sources,
-                number_in(0.1, 20000, "TFLOP/s"),
-                default_source,
-            )
-    price = None
-    if row.get("price") is not None:
-        raw_price = row["price"]
-        pwhere = f"{where}, field 'price'"
-        if isinstance(raw_price, dict):
-            amount = parse_figure(
-                raw_price,
-                pwhere,
-                problems,
-                sources,
-                number_in(20, 200000, "currency units"),
-                default_source,
-            )
-            kind_problem = one_of(PRICE_KINDS)(raw_price.get("kind", "list"))
-            if kind_problem:
-                problems.add(f"{pwhere}.kind", kind_problem)
-            if amount.known and not raw_price.get("date"):
-                problems.add(f"{pwhere}.date", "a price needs the date it applied")
-            price = Price(
-                amount=amount,
-                currency=str(raw_price.get("currency", "USD")),
-                kind=str(raw_price.get("kind", "list")),
-                date=str(raw_price.get("date", "")),
-            )
-        else:
-            problems.add(
-                pwhere, f"expected an object with value, currency, kind, date, got {raw_price!r}"
-            )
-    if kind == "cuda" and not cc.known:
+    tflops = _tflops(row.get("tflops", {}), where, sources, default_source, problems)
+    price = _price(row.get("price"), where, sources, default_source, problems)
+    if kind is DeviceKind.CUDA and not cc.known:
         problems.add(
             f"{where}, field 'compute_capability'", "a CUDA device needs its compute capability"
         )
     if len(problems.items) > before:
         return None
-
-    visible = figures["memory_visible_bytes"]
-    nominal = figures["memory_gb"]
-    # NB: without a measurement the datasheet's "GB" is read as GiB (HBM and GDDR sizes are
-    # binary); the runtime reports 0.5-1 GiB less (driver reservation, ECC).
-    if visible.known:
-        memory_bytes, memory_figure = int(visible.value), visible
-    elif nominal.known:
-        memory_bytes, memory_figure = int(nominal.value * GiB), nominal
-    else:
-        memory_bytes, memory_figure = 0, nominal
-    spec = next((f for f in (cc, nominal, figures["memory_bandwidth_gbs"]) if f.source), None)
+    memory_bytes, memory_figure = _memory(figures["memory_visible_bytes"], figures["memory_gb"])
+    spec = next(
+        (f for f in (cc, figures["memory_gb"], figures["memory_bandwidth_gbs"]) if f.source), None
+    )
     return Device(
         name=name,
         display=row["display"],
@@ -364,9 +316,9 @@ def _parse_device(
         if memory_bytes
         else "the host's RAM (detected at run time)",
         spec_source=spec.cite() if spec else "not applicable",
-        aliases=tuple(aliases),
-        memory_gb=nominal,
-        memory_visible_bytes=visible,
+        aliases=aliases,
+        memory_gb=figures["memory_gb"],
+        memory_visible_bytes=figures["memory_visible_bytes"],
         memory_bandwidth_gbs=figures["memory_bandwidth_gbs"],
         tflops=tflops,
         precisions=figures["precisions"],
@@ -376,6 +328,105 @@ def _parse_device(
         nvlink_gbs=figures["nvlink_gbs"],
         compute_capability_figure=cc,
     )
+
+
+def _kind(row: dict, where: str, problems: Problems) -> DeviceKind | None:
+    """The row's kind, once its required fields are there (None after a problem); the text
+    fields are checked too."""
+    before = len(problems.items)
+    required = ("display", "kind", "architecture", "runtime_profile", "memory_gb")
+    for key in required:
+        if key not in row:
+            problems.add(f"{where}, field {key!r}", "missing")
+    if len(problems.items) > before:
+        return None
+    problem = one_of(KINDS)(row["kind"])
+    if problem:
+        problems.add(f"{where}, field 'kind'", problem)
+        return None
+    for key in ("display", "architecture", "runtime_profile"):
+        if not isinstance(row[key], str) or not row[key]:
+            problems.add(f"{where}, field {key!r}", f"expected text, got {row[key]!r}")
+    return DeviceKind(row["kind"])
+
+
+def _aliases(row: dict, where: str, problems: Problems) -> tuple[str, ...]:
+    aliases = row.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
+        problems.add(f"{where}, field 'aliases'", f"expected a list of names, got {aliases!r}")
+        return ()
+    return tuple(aliases)
+
+
+def _tflops(
+    raw: object,
+    where: str,
+    sources: Mapping[str, Source],
+    default_source: Source | None,
+    problems: Problems,
+) -> dict[str, Figure]:
+    """The dense peak TFLOP/s per precision."""
+    tflops: dict[str, Figure] = {}
+    if not isinstance(raw, dict):
+        problems.add(f"{where}, field 'tflops'", f"expected an object, got {raw!r}")
+        return tflops
+    for precision, value in raw.items():
+        if precision not in PRECISIONS:
+            problems.add(
+                f"{where}, field 'tflops.{precision}'",
+                f"unknown precision; expected one of {', '.join(PRECISIONS)}",
+            )
+            continue
+        tflops[precision] = parse_figure(
+            value,
+            f"{where}, field 'tflops.{precision}'",
+            problems,
+            sources,
+            number_in(0.1, 20000, "TFLOP/s"),
+            default_source,
+        )
+    return tflops
+
+
+def _price(
+    raw: object,
+    where: str,
+    sources: Mapping[str, Source],
+    default_source: Source | None,
+    problems: Problems,
+) -> Price | None:
+    """The row's dated price, if it gives one."""
+    if raw is None:
+        return None
+    pwhere = f"{where}, field 'price'"
+    if not isinstance(raw, dict):
+        problems.add(pwhere, f"expected an object with value, currency, kind, date, got {raw!r}")
+        return None
+    amount = parse_figure(
+        raw, pwhere, problems, sources, number_in(20, 200000, "currency units"), default_source
+    )
+    kind_problem = one_of(PRICE_KINDS)(raw.get("kind", "list"))
+    if kind_problem:
+        problems.add(f"{pwhere}.kind", kind_problem)
+    if amount.known and not raw.get("date"):
+        problems.add(f"{pwhere}.date", "a price needs the date it applied")
+    return Price(
+        amount=amount,
+        currency=str(raw.get("currency", "USD")),
+        kind=str(raw.get("kind", "list")),
+        date=str(raw.get("date", "")),
+    )
+
+
+def _memory(visible: Figure, nominal: Figure) -> tuple[int, Figure]:
+    """The bytes the estimate compares with, and the figure they come from."""
+    # NB: without a measurement the datasheet's "GB" is read as GiB (HBM and GDDR sizes are
+    # binary); the runtime reports 0.5-1 GiB less (driver reservation, ECC).
+    if visible.known:
+        return int(visible.value), visible
+    if nominal.known:
+        return int(nominal.value * GiB), nominal
+    return 0, nominal
 
 
 def _user_source(path: str) -> Source:

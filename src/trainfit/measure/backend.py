@@ -34,6 +34,7 @@ import torch
 
 from trainfit.errors import MeasureError
 from trainfit.hardware import nvml
+from trainfit.hardware.catalog import DeviceKind
 
 OOM_MARKERS = (
     "out of memory",
@@ -56,8 +57,8 @@ def is_out_of_memory(exc: BaseException) -> bool:
 class Backend(Protocol):
     """What a real run reads from, and does to, the local device."""
 
-    kind: str
-    """"cuda", "mps" or "cpu" (the `torch.device` type)."""
+    kind: DeviceKind
+    """CUDA, MPS or CPU (its value is the `torch.device` type)."""
     device: torch.device
 
     def name(self) -> str:
@@ -112,7 +113,7 @@ class Backend(Protocol):
 class CudaBackend:
     """A CUDA GPU through `torch.cuda`."""
 
-    kind = "cuda"
+    kind = DeviceKind.CUDA
 
     def __init__(self, device: torch.device) -> None:
         if not torch.cuda.is_available():
@@ -213,7 +214,7 @@ class CudaBackend:
 class MpsBackend:
     """An Apple GPU through `torch.mps` (peaks sampled at phase boundaries)."""
 
-    kind = "mps"
+    kind = DeviceKind.MPS
 
     def __init__(self) -> None:
         if not torch.backends.mps.is_available():
@@ -284,7 +285,7 @@ class MpsBackend:
 class CpuBackend:
     """The CPU: the process's resident memory (no allocator counters)."""
 
-    kind = "cpu"
+    kind = DeviceKind.CPU
 
     def __init__(self) -> None:
         from trainfit.measure.cpu import _HighWater, current_rss_bytes

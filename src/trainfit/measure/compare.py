@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from trainfit.errors import MeasureError
 from trainfit.estimator.step import Estimate
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend
 from trainfit.measure.steps import Measured
 from trainfit.memory.allocator import round_size
@@ -127,7 +128,7 @@ def compare(
         )
     ]
     notes: list[str] = []
-    if measured.kind != "cpu":
+    if measured.kind != DeviceKind.CPU:
         rows += [
             Row(
                 quantity="peak allocated",
@@ -200,11 +201,11 @@ def compare(
 def local_catalog_device(backend: Backend) -> str:
     """The catalog name of the device the backend runs on; MeasureError naming `--device`
     when it has no catalog row."""
-    if backend.kind == "cpu":
+    if backend.kind == DeviceKind.CPU:
         return "cpu"
     from trainfit.hardware.detect import detect_local, match_catalog
 
-    if backend.kind == "cuda":
+    if backend.kind == DeviceKind.CUDA:
         name, note = match_catalog(backend.name(), "cuda", backend.total_memory())
     else:
         mps = detect_local().mps

@@ -132,7 +132,7 @@ def measure_latency(
                 backend.device, True
             )
             enabled = autocast_dtype is not None
-            cast = torch.autocast(backend.kind, dtype=autocast_dtype, enabled=enabled)
+            cast = torch.autocast(backend.kind.value, dtype=autocast_dtype, enabled=enabled)
             with torch.inference_mode(), cast:
                 for i in range(warmup + runs):
                     backend.synchronize()

@@ -48,6 +48,7 @@ from typing import Any
 import torch
 
 from trainfit.errors import MeasureError
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import ModuleTracker, device_rig, first_line, setup_failure
 from trainfit.models.source import build_program
@@ -227,7 +228,9 @@ class _Prober:
         spec = dataclasses.replace(self.spec, batch=micro)
         program = self._program(micro)
         optimizer = torch_optimizer(spec.optimizer, self.trainable)
-        scaler = torch.amp.GradScaler(self.backend.kind) if needs_scaler(spec.precision) else None
+        scaler = (
+            torch.amp.GradScaler(self.backend.kind.value) if needs_scaler(spec.precision) else None
+        )
         rig = StepRig(
             program=program, optimizer=optimizer, autocast=self.autocast, scaler=scaler, spec=spec
         )
@@ -319,7 +322,7 @@ def find_max_batch(
     backend = backend or backend_for(device)
     # NB: every rank searches from the same start to the same limit, or their paths part
     start, limit = agree([max(1, min(start or 1, limit)), limit], backend.device)
-    ram_budget = backend.free_memory() if backend.kind == "cpu" else None
+    ram_budget = backend.free_memory() if backend.kind == DeviceKind.CPU else None
     backend.start()
     held = None
     failure = None

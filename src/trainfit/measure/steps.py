@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import MeasureError
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.models.lora import check_runnable
 from trainfit.models.source import build_program
@@ -57,8 +58,8 @@ class Measured:
     """What real steps of a spec used and took on the local device."""
 
     device_name: str
-    kind: str
-    """"cuda", "mps" or "cpu"."""
+    kind: DeviceKind
+    """CUDA, MPS or CPU."""
     warmup: int
     steps: int
     """Timed steps completed (fewer than asked when interrupted)."""
@@ -132,7 +133,7 @@ class Measured:
         peak = self.peak_phase
         return {
             "device": self.device_name,
-            "kind": self.kind,
+            "kind": self.kind.value,
             "warmup": self.warmup,
             "steps": self.steps,
             "interrupted": self.interrupted,
@@ -338,7 +339,7 @@ def measure(
     optimizer_bytes = optimizer_state_bytes(rig.optimizer, backend.device)
     peak_used = max([p.peak_used_bytes or 0 for p in phases] + [used_now or 0])
     peak_reserved = max(reserved_peaks) if reserved_peaks else None
-    if backend.kind == "cuda" and peak_reserved is not None and reserved_now is not None:
+    if backend.kind == DeviceKind.CUDA and peak_reserved is not None and reserved_now is not None:
         needed = peak_reserved + max(0, (used_now or 0) - reserved_now)
     else:
         needed = peak_used
@@ -373,9 +374,9 @@ def measure(
 
 
 _USED_METHOD = {
-    "cuda": "cudaMemGetInfo",
-    "mps": "torch.mps.driver_allocated_memory at phase boundaries",
-    "cpu": "resident set increase (VmHWM on Linux, ru_maxrss elsewhere)",
+    DeviceKind.CUDA: "cudaMemGetInfo",
+    DeviceKind.MPS: "torch.mps.driver_allocated_memory at phase boundaries",
+    DeviceKind.CPU: "resident set increase (VmHWM on Linux, ru_maxrss elsewhere)",
 }
 
 

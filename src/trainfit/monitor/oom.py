@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import TrainfitError
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.monitor.phase import StepPhase
 from trainfit.monitor.sample import gib
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
@@ -145,7 +146,7 @@ def _mixed(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
     from trainfit.plan.core import supported_precision
 
     device = get_device(spec.device)
-    precision = Precision.BF16 if device.kind == "cpu" else supported_precision(device)
+    precision = Precision.BF16 if device.kind is DeviceKind.CPU else supported_precision(device)
     return f"{precision.value} mixed precision", dataclasses.replace(spec, precision=precision)
 
 

@@ -33,7 +33,7 @@ from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
 from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.scaling import PROBES, BatchScaling, max_micro_batch, scale_batch
 from trainfit.estimator.step import gpu_fits, gpu_memory
-from trainfit.hardware.catalog import Device, cheapest_instance, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, cheapest_instance, get_device
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes, nccl_bytes
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, ReferenceKind, TrainSpec
@@ -322,7 +322,9 @@ def plan(
         raise SpecError(problems)
     resolved = [get_device(name) for name in devices]
     if precision in (Precision.BF16, Precision.PURE_BF16):
-        lacking = [d.name for d in resolved if d.kind == "cuda" and d.compute_capability < (8, 0)]
+        lacking = [
+            d.name for d in resolved if d.kind is DeviceKind.CUDA and d.compute_capability < (8, 0)
+        ]
         if lacking:
             raise SpecError(
                 [
@@ -331,7 +333,7 @@ def plan(
                 ]
             )
     if precision is Precision.TF32:
-        macs = [d.name for d in resolved if d.kind == "mps"]
+        macs = [d.name for d in resolved if d.kind is DeviceKind.MPS]
         if macs:
             raise SpecError(
                 [
@@ -342,7 +344,7 @@ def plan(
     if precision is not None:
         spec = dataclasses.replace(spec, precision=precision)
     cache = _Cache()
-    cuda = [d for d in resolved if d.kind == "cuda" and d.memory_bytes]
+    cuda = [d for d in resolved if d.kind is DeviceKind.CUDA and d.memory_bytes]
     worker = None
     if ladder and cuda and jobs > 1 and sum(_counts(spec, cache)) >= WORKER_PARAMETERS:
         # NB: the worker also takes the doomed GPUs whose precision differs from the first
@@ -412,7 +414,7 @@ def _chosen_scalings(
     found = {}
     for device, d in zip(devices, plans, strict=True):
         s = d.setting
-        if s is None or device.kind not in ("cuda", "mps"):
+        if s is None or device.kind not in (DeviceKind.CUDA, DeviceKind.MPS):
             continue
         chosen = dataclasses.replace(
             spec, precision=s.precision, checkpointing=s.checkpointing, optimizer=s.optimizer
@@ -438,7 +440,7 @@ def with_distributed(
     for d in result.devices:
         device = get_device(d.device)
         if (
-            device.kind != "cuda"
+            device.kind is not DeviceKind.CUDA
             or not device.memory_bytes
             or (not every and d.verdict is not Verdict.NO)
         ):
@@ -555,7 +557,7 @@ def supported_precision(device: Device) -> Precision:
     torch 2.5 and bf16 from torch 2.6 on macOS 14, but the M1 and M2 have no bf16 arithmetic
     (Metal emulates it in fp32), so fp16 is the Mac's mixed precision.
     """
-    if device.kind == "mps":
+    if device.kind is DeviceKind.MPS:
         return Precision.FP16
     return Precision.BF16 if device.compute_capability >= (8, 0) else Precision.FP16
 
@@ -568,7 +570,7 @@ def _key(spec: TrainSpec, device: Device) -> tuple[object, ...]:
         spec.checkpointing,
         spec.optimizer,
         device.kind,
-        kernel_family(device.compute_capability) if device.kind == "cuda" else (),
+        kernel_family(device.compute_capability) if device.kind is DeviceKind.CUDA else (),
     )
 
 
@@ -635,7 +637,7 @@ def _same_trace(spec: TrainSpec, device: Device, cache: _Cache) -> BatchScaling 
     call runs the same traced op on `device` (e.g. no dropout: Hopper's cuDNN attention and
     Ampere's flash attention trace alike)."""
     for key, scaling in cache.scalings.items():
-        if key[:4] != _key(spec, device)[:4] or device.kind != "cuda":
+        if key[:4] != _key(spec, device)[:4] or device.kind is not DeviceKind.CUDA:
             continue
         theirs = scaling.device.compute_capability
         calls = scaling.base.attention_calls
@@ -653,7 +655,7 @@ def _rungs(
     base = spec
     changes: list[str] = []
     rungs = []
-    if auto_precision and device.kind == "mps":
+    if auto_precision and device.kind is DeviceKind.MPS:
         # NB: fp32 first on a Mac (what the seeds' Mac configs run; MPS autocast is young),
         # then fp16 autocast as the first change
         base = dataclasses.replace(spec, precision=Precision.FP32)
@@ -668,7 +670,10 @@ def _rungs(
         changes.append("gradient checkpointing")
         rungs.append((base, tuple(changes)))
     # NB: bitsandbytes' 8-bit optimizers are CUDA kernels; not offered on an Apple GPU
-    if base.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM) and device.kind == "cuda":
+    if (
+        base.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM)
+        and device.kind is DeviceKind.CUDA
+    ):
         base = dataclasses.replace(base, optimizer=OptimizerKind.ADAMW_8BIT)
         changes.append("8-bit AdamW state")
         rungs.append((base, tuple(changes)))
@@ -701,7 +706,7 @@ def _plan_device(
     gpu_counts: tuple[int, ...] = (),
 ) -> DevicePlan:
     why_not = ""
-    if device.kind == "cpu":
+    if device.kind is DeviceKind.CPU:
         return dataclasses.replace(
             _plan_cpu(spec, effective, device, margin),
             time_note="step time not modelled on the CPU (GPUs and Apple GPUs only)",
@@ -765,7 +770,7 @@ def _plan_device(
         )
     sharded = offloaded = None
     worked_out = False
-    if device.kind == "cuda":
+    if device.kind is DeviceKind.CUDA:
         # NB: sharded with the requested optimizer (8-bit state under FSDP is not the usual
         # engine setup), on the ladder's last precision and checkpointing
         shard_spec = dataclasses.replace(
@@ -816,7 +821,7 @@ def _step_times(
         return {"time_note": f"step time not modelled: {exc}"}
     if one is None:
         return {"time_note": "step time not modelled: the probes' ops differ between batch sizes"}
-    if device.kind != "cuda":
+    if device.kind is not DeviceKind.CUDA:
         return {"step_time": one}
     shares = []
     for n in gpu_counts:
@@ -908,7 +913,7 @@ def with_run(result: Plan, run: RunSpec) -> Plan:
         if run.gpus not in per_gpu:
             why = (
                 "runs over several GPUs are planned for CUDA GPUs only"
-                if device.kind != "cuda"
+                if device.kind is not DeviceKind.CUDA
                 else f"no step time for {run.gpus} GPUs"
             )
             devices.append(dataclasses.replace(d, time_note=why))
@@ -941,7 +946,7 @@ def _beyond_words(
     device: Device, worked_out: bool, sharded: Sharded | None, offloaded: Offloaded | None
 ) -> str:
     """What would hold the job, in words (the tail of a does-not-fit note)."""
-    if device.kind != "cuda":
+    if device.kind is not DeviceKind.CUDA:
         return "; it needs a GPU with more memory, or LoRA (not planned yet)"
     if not worked_out:
         return (
@@ -1110,7 +1115,7 @@ def beyond_one_gpu(spec: TrainSpec, device: Device, gpus: int) -> int:
     """Device memory per GPU that the plan's does-not-fit verdict gives `spec` at its
     micro-batch with the model states sharded over `gpus` GPUs like `device` (1: unsharded,
     the estimate's figure; 0: the states in CPU memory, one GPU). Modelled: see `_per_gpu`."""
-    if device.kind != "cuda":
+    if device.kind is not DeviceKind.CUDA:
         raise SpecError([f"device {device.name!r}: sharding is modelled for CUDA GPUs only"])
     at = dataclasses.replace(spec, device=device.name)
     trace = trace_step(at, target=Target.of(device))
@@ -1293,7 +1298,7 @@ def _floor(spec: TrainSpec, device: Device, cache: _Cache) -> int:
     """Device memory no micro-batch of `spec` can go under on `device` (model states plus the
     smallest runtime context): settings above the budget are skipped without a trace."""
     states = model_states(spec, _counts(spec, cache))
-    if device.kind != "cuda":
+    if device.kind is not DeviceKind.CUDA:
         return states.total()  # NB: an Apple GPU's runtime buffers are not modelled
     profile = PROFILES[device.runtime_profile]
     return states.total() + context_bytes(profile, uses_cublas=False, reduced_precision=False)

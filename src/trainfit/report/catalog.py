@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from rich.table import Table
 
-from trainfit.hardware.catalog import Device, GiB
+from trainfit.hardware.catalog import Device, DeviceKind, GiB
 from trainfit.hardware.figures import Figure
 from trainfit.hardware.instances import Instance
 
@@ -16,7 +16,7 @@ def _num(figure: Figure, fmt: str = "{:g}") -> str:
 
 
 def _memory(device: Device) -> str:
-    if device.kind == "cpu":
+    if device.kind is DeviceKind.CPU:
         return "host RAM"
     return f"{device.memory_bytes / GiB:.1f} GiB" if device.memory_bytes else "?"
 
@@ -48,7 +48,7 @@ def devices_table(devices: Iterable[Device]) -> Table:
             _num(d.memory_bandwidth_gbs),
             _num(bf16) if bf16 else "?",
             _num(d.tflops["fp32"]) if "fp32" in d.tflops else "?",
-            ".".join(map(str, d.compute_capability)) if d.kind == "cuda" else "-",
+            ".".join(map(str, d.compute_capability)) if d.kind is DeviceKind.CUDA else "-",
             _num(d.tdp_watts),
         )
     return table
@@ -90,7 +90,7 @@ def device_dict(device: Device) -> dict[str, object]:
     out: dict[str, object] = {
         "name": device.name,
         "display": device.display,
-        "kind": device.kind,
+        "kind": device.kind.value,
         "architecture": device.architecture,
         "compute_capability": list(device.compute_capability),
         "memory_bytes": device.memory_bytes,

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from trainfit.estimator.scaling import MaxBatch
 from trainfit.estimator.step import Estimate
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.timing.run import RunEstimate
 
 GiB = 1 << 30
@@ -50,7 +51,7 @@ def estimate_renderable(result: Estimate) -> Group:
         + (f", clip {spec.grad_clip}" if spec.grad_clip else "")
         + f" on {device.display}\n"
     )
-    cpu = device.kind == "cpu"
+    cpu = device.kind is DeviceKind.CPU
     head.append(
         "memory needed (peak RSS increase): " if cpu else "device memory needed: ", style="bold"
     )
@@ -80,7 +81,7 @@ def estimate_renderable(result: Estimate) -> Group:
     notes = Text()
     notes.append(
         f"\npeak allocated {gib(result.peak_allocated_bytes)}, "
-        + ("peak resident (malloc replay) " if device.kind == "cpu" else "peak reserved ")
+        + ("peak resident (malloc replay) " if device.kind is DeviceKind.CPU else "peak reserved ")
         + f"{gib(result.peak_reserved_bytes)}; "
         f"{result.parameter_count / 1e6:,.1f}M parameters "
         f"({result.trainable_parameter_count / 1e6:,.1f}M trainable)\n"

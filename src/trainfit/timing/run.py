@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trainfit.errors import SpecError
-from trainfit.hardware.catalog import Device, catalog
+from trainfit.hardware.catalog import Device, DeviceKind, catalog
 
 if TYPE_CHECKING:
     from trainfit.estimator.step import Estimate
@@ -250,7 +250,7 @@ def run_time(
         samples = run.samples or 0
     if not stages:
         raise SpecError(["a run needs at least one stage"])
-    if run.gpus > 1 and device.kind != "cuda":
+    if run.gpus > 1 and device.kind is not DeviceKind.CUDA:
         raise SpecError(
             [f"runs over several GPUs are planned for CUDA GPUs only, not {device.display}"]
         )
@@ -504,8 +504,8 @@ def run_estimate(
     """The run's hours on `run.gpus` GPUs, its costs (one's own GPUs; each catalog instance of
     this GPU at the hours `hours_for` gives for its GPU count) and the recommendations."""
     time = run_time(stages, effective_batch, run, device, gradient_bytes, tokens_per_sample)
-    costs = [local_cost(device, time.hours, run)] if device.kind != "cpu" else []
-    if device.kind == "cuda":
+    costs = [local_cost(device, time.hours, run)] if device.kind is not DeviceKind.CPU else []
+    if device.kind is DeviceKind.CUDA:
         costs += cloud_costs(device, hours_for or {run.gpus: time.hours}, run)
     return RunEstimate(
         run=run,
@@ -528,7 +528,7 @@ def estimate_run(result: Estimate, run: RunSpec, stages: Sequence[Stage] = ()) -
         stages = [Stage(name="train", epochs=run.epochs, step=result.step_time)]
     per_gpu = spec.batch * spec.grad_accum
     hours_for = {}
-    if result.device.kind == "cuda":
+    if result.device.kind is DeviceKind.CUDA:
         # NB: each GPU runs the estimated step, so N GPUs take N times the samples per step
         for n in sorted({1, 2, 4, 8, 16, run.gpus}):
             hours_for[n] = run_time(

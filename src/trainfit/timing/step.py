@@ -26,7 +26,7 @@ from importlib import resources
 from typing import Any
 
 from trainfit.errors import SpecError
-from trainfit.hardware.catalog import Device
+from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
@@ -165,7 +165,7 @@ def _precision(op: OpCost, spec: TrainSpec, device: Device) -> str:
     device has tensor cores for it."""
     if op.dtype in ("bf16", "fp16"):
         return op.dtype
-    tf32 = device.kind == "cuda" and device.compute_capability >= (8, 0)
+    tf32 = device.kind is DeviceKind.CUDA and device.compute_capability >= (8, 0)
     if op.kind is OpKind.MATMUL and spec.precision is Precision.TF32 and tf32:
         return "tf32"
     if op.kind in (OpKind.CONV, OpKind.RNN) and tf32:
@@ -360,7 +360,7 @@ def step_time(
     per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
     same = device.name == cal.catalog_row
     notes = list(rates.notes)
-    if device.kind == "mps":
+    if device.kind is DeviceKind.MPS:
         notes.append("Apple GPU: the efficiencies are an NVIDIA GPU's; not checked on a Mac")
     return StepTime(
         device=device.name,

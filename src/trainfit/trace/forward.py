@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
 from trainfit.trace.compat import internal_moved
@@ -34,7 +35,7 @@ from trainfit.trace.step import (
     _not_tracing_for_transformers,
     traced_failures,
 )
-from trainfit.trace.target import Target, TargetKind
+from trainfit.trace.target import Target
 from trainfit.training import Phase, apply_settings
 
 
@@ -64,7 +65,7 @@ def trace_forward(spec: TrainSpec, target: Target) -> ForwardTrace:
         raise internal_moved(exc) from exc
     recorder = Recorder()
     rules = target.rules(spec.precision.autocast_dtype)
-    cudnn = CudnnLstm(recorder) if target.kind is TargetKind.CUDA else None
+    cudnn = CudnnLstm(recorder) if target.kind is DeviceKind.CUDA else None
     categories: dict[int, Category] = {}
     with contextlib.ExitStack() as stack:
         try:

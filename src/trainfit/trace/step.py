@@ -22,6 +22,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trainfit.errors import TraceError, TrainfitError
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.models.lora import effective_optimizer, parameter_counts
 from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
@@ -33,7 +34,7 @@ from trainfit.trace.kernels.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse, RecordedPass
-from trainfit.trace.target import Target, TargetKind
+from trainfit.trace.target import Target
 from trainfit.training import (
     Phase,
     StepRig,
@@ -285,7 +286,7 @@ def trace_step(
     autocast_dtype = spec.precision.autocast_dtype
     target = target or Target.cuda(compute_capability)
     rules = target.rules(autocast_dtype)
-    cudnn = CudnnLstm(recorder) if target.kind is TargetKind.CUDA else None
+    cudnn = CudnnLstm(recorder) if target.kind is DeviceKind.CUDA else None
     with contextlib.ExitStack() as stack:
         # NB: frees are recorded when a storage's last reference goes; a collection of
         # reference cycles mid-trace would add frees at a moment that depends on the process's

@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainfit.hardware.catalog import DeviceKind
 from trainfit.trace.autocast import MPS_POLICY, TargetAutocast
 from trainfit.trace.kernels.attention import CudaAttention, MpsAttention, SdpaBackend, SdpaCall
 from trainfit.trace.kernels.onednn import onednn_lstm_workspace
@@ -30,48 +30,40 @@ if TYPE_CHECKING:
     from trainfit.hardware.catalog import Device
 
 
-class TargetKind(str, Enum):
-    """The family of device a trace is for."""
-
-    CUDA = "cuda"
-    CPU = "cpu"
-    MPS = "mps"
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Target:
     """The device a step is traced for."""
 
-    kind: TargetKind = TargetKind.CUDA
+    kind: DeviceKind = DeviceKind.CUDA
     compute_capability: tuple[int, int] = (9, 0)
     """CUDA only: picks the attention kernels and cuBLAS workspace size."""
 
     @classmethod
     def cuda(cls, compute_capability: tuple[int, int] = (9, 0)) -> Target:
-        return cls(kind=TargetKind.CUDA, compute_capability=compute_capability)
+        return cls(kind=DeviceKind.CUDA, compute_capability=compute_capability)
 
     @classmethod
     def cpu(cls) -> Target:
-        return cls(kind=TargetKind.CPU, compute_capability=(0, 0))
+        return cls(kind=DeviceKind.CPU, compute_capability=(0, 0))
 
     @classmethod
     def mps(cls) -> Target:
-        return cls(kind=TargetKind.MPS, compute_capability=(0, 0))
+        return cls(kind=DeviceKind.MPS, compute_capability=(0, 0))
 
     @classmethod
     def of(cls, device: Device) -> Target:
         """The target of a catalog device (kind "cuda", "mps" or "cpu")."""
-        if device.kind == "mps":
+        if device.kind is DeviceKind.MPS:
             return cls.mps()
-        if device.kind == "cpu":
+        if device.kind is DeviceKind.CPU:
             return cls.cpu()
         return cls.cuda(device.compute_capability)
 
     def rules(self, autocast_dtype: torch.dtype | None) -> TargetRules:
         """The per-trace rules (stateful: they count the attention kernels chosen)."""
-        if self.kind is TargetKind.CPU:
+        if self.kind is DeviceKind.CPU:
             return CpuRules(autocast_dtype)
-        if self.kind is TargetKind.MPS:
+        if self.kind is DeviceKind.MPS:
             return MpsRules(autocast_dtype)
         return CudaRules(autocast_dtype, self.compute_capability)
 
