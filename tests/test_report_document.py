@@ -7,7 +7,6 @@ import json
 import re
 import shlex
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from torch import nn
@@ -387,11 +386,12 @@ def test_plan_command_with_stages_writes_each_stage(tmp_path, capsys) -> None:
 
 
 def test_a_spec_files_title_and_claims_are_used(planned, tmp_path) -> None:
-    from trainfit.cli import report_args
+    from trainfit.report.document import plan_report
+    from trainfit.specfile import PlanFile, PlanOptions, PlanResult
 
-    spec_file = SimpleNamespace(title="From the file", description="", claims=[CLAIMS[1]])
-    args = SimpleNamespace(report=str(tmp_path), spec_file=spec_file, export=[])
-    report_args.write(args, [planned])  # type: ignore[arg-type]
+    plan_file = PlanFile(title="From the file", claims=[CLAIMS[1]])  # type: ignore[list-item]
+    result = PlanResult(options=PlanOptions(model=MODEL), name="wide_mlp", plan=planned)
+    write_report(plan_report([result], plan_file), tmp_path)
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["title"] == "From the file" and data["claims"][0]["what"] == "model size"
 

@@ -3,7 +3,7 @@ with its line, and every `plan` option has a field."""
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import textwrap
 from pathlib import Path
@@ -11,10 +11,19 @@ from pathlib import Path
 import pytest
 
 import trainfit
+from trainfit.cli import plan as plan_command
 from trainfit.cli import spec_file
 from trainfit.cli.main import _parser, main
-from trainfit.errors import SpecFileError
-from trainfit.specfile import FIELDS, ClaimQuantity, load_plan_spec, parse_plan_spec
+from trainfit.errors import SpecFileError, UnknownNameError
+from trainfit.specfile import (
+    FIELDS,
+    ClaimQuantity,
+    ModelOptions,
+    PlanOptions,
+    load_plan_spec,
+    parse_plan_spec,
+    resolve_plan_file,
+)
 from trainfit.specfile.fields import CARRIED, field_for_dest
 
 MLP = "trainfit.models.zoo:emotion_mlp"
@@ -33,18 +42,20 @@ def _problems(text: str) -> list[str]:
     return list(info.value.problems)
 
 
-def _namespaces(path: Path, *typed: str) -> list[argparse.Namespace]:
+def _resolved(path: Path, *typed: str) -> list[PlanOptions]:
+    return [m.options for m in _models(path, *typed)]
+
+
+def _models(path: Path, *typed: str) -> tuple[ModelOptions, ...]:
     planfile = load_plan_spec(path)
-    given = spec_file._typed_options(_parser, ["plan", str(path), *typed])
-    return spec_file.plan_namespaces(planfile, spec_file.plan_parser(_parser), given)
+    given = plan_command.typed_options(
+        spec_file.typed_options(_parser, ["plan", str(path), *typed])
+    )
+    return resolve_plan_file(planfile, given)
 
 
-def _command_line(*argv: str) -> dict[str, object]:
-    return vars(_parser().parse_args(["plan", *argv]))
-
-
-def _options(ns: argparse.Namespace) -> dict[str, object]:
-    return {k: v for k, v in vars(ns).items() if not k.startswith("spec_")}
+def _command_line(*argv: str) -> PlanOptions:
+    return plan_command.options_of(_parser().parse_args(["plan", *argv]))
 
 
 FULL = f"""
@@ -120,14 +131,15 @@ def test_full_file_is_the_command_line_plan(
     assert from_file["effective_batch"] == 64
 
 
-def test_file_gives_the_parsed_namespace(tmp_path: Path) -> None:
-    (ns,) = _namespaces(_write(tmp_path, FULL))
-    assert _options(ns) == _command_line(*FULL_ARGV)
-    assert ns.spec_model == "mlp"
-    assert ns.spec_index == 0
-    assert ns.spec_file.title == "emotion MLP on an H100"
-    assert ns.spec_file.description == "A small classifier, sized for a quick plan.\n"
-    (claim,) = ns.spec_file.claims
+def test_file_gives_the_command_lines_options(tmp_path: Path) -> None:
+    path = _write(tmp_path, FULL)
+    (model,) = _models(path)
+    assert model.options == _command_line(*FULL_ARGV)
+    assert (model.name, model.index) == ("mlp", 0)
+    planfile = load_plan_spec(path)
+    assert planfile.title == "emotion MLP on an H100"
+    assert planfile.description == "A small classifier, sized for a quick plan.\n"
+    (claim,) = planfile.claims or ()
     assert claim.quantity is ClaimQuantity.MEMORY_GIB
     assert claim.value == [1.0, 2.0]
 
@@ -159,12 +171,12 @@ def test_stages_prices_and_relative_paths(tmp_path: Path) -> None:
         outputs: {config_dir: configs, export: [hf, yaml], export_dir: /abs/out}
         """,
     )
-    first, second = _namespaces(path)
+    first, second = _resolved(path)
     assert first.model == str(tmp_path / "hf-model")
     assert second.model == "gpt2"  # NB: no such directory: a catalog name stays one
-    assert first.stage == ["5.0:backbone.*,head.*", "0.5"]
-    assert first.freeze == ["embed.*"]
-    assert first.export == ["hf", "yaml"]
+    assert first.stage == ("5.0:backbone.*,head.*", "0.5")
+    assert first.freeze == ("embed.*",)
+    assert first.export == ("hf", "yaml")
     # several models: each writes under its own subdirectory
     assert first.config_dir == str(tmp_path / "configs" / "hf-model")
     assert second.config_dir == str(tmp_path / "configs" / "gpt2")
@@ -174,8 +186,8 @@ def test_stages_prices_and_relative_paths(tmp_path: Path) -> None:
 def test_command_line_overrides_the_file(tmp_path: Path) -> None:
     path = _write(tmp_path, FULL)
     # --margin 0.1 is the parser's default: typed, it still wins over the file's 0.2
-    (ns,) = _namespaces(path, "--device", "rtx-4060", "--margin", "0.1", "--effective-batch", "8")
-    assert ns.device == ["rtx-4060"]
+    (ns,) = _resolved(path, "--device", "rtx-4060", "--margin", "0.1", "--effective-batch", "8")
+    assert ns.device == ("rtx-4060",)
     assert ns.margin == 0.1
     assert ns.effective_batch == 8
     assert ns.optimizer == "sgd"  # not typed: the file's
@@ -205,7 +217,7 @@ def test_several_models_one_plan_each(tmp_path: Path, capsys: pytest.CaptureFixt
         jobs: 1
         """,
     )
-    small, large = _namespaces(path)
+    small, large = _resolved(path)
     assert (small.effective_batch, small.optimizer) == (64, "adamw")
     assert (large.effective_batch, large.optimizer) == (16, "sgd")
     assert main(["plan", str(path), "--json"]) == 0
@@ -370,7 +382,7 @@ def test_names_are_checked_at_their_lines(tmp_path: Path) -> None:
         """,
     )
     with pytest.raises(SpecFileError) as info:
-        _namespaces(path)
+        _resolved(path)
     assert list(info.value.problems) == [
         f"{path}:4: training.precision: unknown precision 'bf17'; did you mean 'bf16', 'fp16'?",
         f"{path}:7: devices[1]: unknown device 'h10'; did you mean 'h100', 'h200', 'a10g'? "
@@ -382,17 +394,21 @@ def test_names_are_checked_at_their_lines(tmp_path: Path) -> None:
     ]
 
 
-def test_a_field_of_an_option_this_trainfit_lacks(tmp_path: Path) -> None:
+def test_every_field_and_option_is_a_plan_option() -> None:
+    names = {f.name for f in dataclasses.fields(PlanOptions)}
+    assert [f.dest for f in FIELDS if f.dest not in names] == []
     parser = spec_file.plan_parser(_parser)
-    parser._actions = [a for a in parser._actions if a.dest != "jobs"]
-    planfile = parse_plan_spec("model: gpt2\njobs: 2\n")
-    with pytest.raises(SpecFileError) as info:
-        spec_file.plan_namespaces(planfile, parser)
-    assert list(info.value.problems) == [
-        "spec.yaml:1: models[0] (gpt2): no effective batch: add training.effective_batch "
-        "(or effective_batch in the model entry)",
-        "spec.yaml:2: jobs: this trainfit's `plan` has no --jobs option",
-    ]
+    assert sorted(a.dest for a in parser._actions if a.dest != "help") == sorted(names)
+
+
+def test_the_command_lines_defaults_are_the_plan_options() -> None:
+    assert _command_line("gpt2") == PlanOptions(model="gpt2")
+
+
+def test_an_unknown_override_lists_the_options() -> None:
+    planfile = parse_plan_spec("model: gpt2\ntraining: {effective_batch: 8}\n")
+    with pytest.raises(UnknownNameError, match="unknown plan option 'sed'"):
+        resolve_plan_file(planfile, {"sed": 128})
 
 
 def test_no_effective_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -406,7 +422,7 @@ def test_no_effective_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_a_models_error_names_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "models:\n  - gpt2\n  - gpt3\ntraining: {effective_batch: 8}\n")
-    assert len(_namespaces(path)) == 2  # NB: a model's name is checked when it is planned
+    assert len(_resolved(path)) == 2  # NB: a model's name is checked when it is planned
     assert main(["plan", str(path), "--json", "--device", "h100"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"trainfit: error: {path}:3: models[1] (gpt3): unknown model 'gpt3'")
@@ -452,12 +468,12 @@ def test_nearer_alternative_replaces_the_other(tmp_path: Path) -> None:
         training: {{effective_batch: 8, epochs: 3}}
         """,
     )
-    a, b = _namespaces(path)
-    assert (a.samples, a.tokens, a.epochs, a.stage) == (100, None, 3.0, [])
-    assert (b.samples, b.tokens, b.epochs, b.stage) == (None, 5000, 1.0, ["2.0"])
-    a, b = _namespaces(path, "--stage", "4")
-    assert (a.epochs, a.stage) == (1.0, ["4"])
-    assert (b.epochs, b.stage) == (1.0, ["4"])
+    a, b = _resolved(path)
+    assert (a.samples, a.tokens, a.epochs, a.stage) == (100, None, 3.0, ())
+    assert (b.samples, b.tokens, b.epochs, b.stage) == (None, 5000, 1.0, ("2.0",))
+    a, b = _resolved(path, "--stage", "4")
+    assert (a.epochs, a.stage) == (1.0, ("4",))
+    assert (b.epochs, b.stage) == (1.0, ("4",))
 
 
 def test_yaml_merge_keys_share_settings() -> None:
@@ -484,7 +500,7 @@ def test_yaml_merge_keys_share_settings() -> None:
 
 def test_dot_relative_model_is_a_path(tmp_path: Path) -> None:
     path = _write(tmp_path, "model: ./missing-dir\ntraining: {effective_batch: 8}\n")
-    (ns,) = _namespaces(path)
+    (ns,) = _resolved(path)
     assert ns.model == str(tmp_path / "missing-dir")
 
 
@@ -501,12 +517,12 @@ def test_a_models_devices_and_gpus_replace_the_top_level(tmp_path: Path) -> None
         gpus: 2
         """,
     )
-    a, b, c = _namespaces(path)
-    assert (a.device, a.gpus) == (["a100-80gb", "rtx-4060"], 2)
-    assert (b.device, b.gpus) == (["h100"], 4)
-    assert (c.device, c.gpus) == (["rtx-4060"], 2)
-    (typed, *_) = _namespaces(path, "--device", "v100-16gb")
-    assert typed.device == ["v100-16gb"]  # NB: the command line wins over the entry
+    a, b, c = _resolved(path)
+    assert (a.device, a.gpus) == (("a100-80gb", "rtx-4060"), 2)
+    assert (b.device, b.gpus) == (("h100",), 4)
+    assert (c.device, c.gpus) == (("rtx-4060",), 2)
+    (typed, *_) = _resolved(path, "--device", "v100-16gb")
+    assert typed.device == ("v100-16gb",)  # NB: the command line wins over the entry
 
 
 def test_a_models_unknown_device_names_its_line(tmp_path: Path) -> None:
@@ -520,7 +536,7 @@ def test_a_models_unknown_device_names_its_line(tmp_path: Path) -> None:
         """,
     )
     with pytest.raises(SpecFileError, match=r"spec.yaml:3: models\[0\].devices\[0\]: unknown"):
-        _namespaces(path)
+        _resolved(path)
 
 
 def test_inference_without_an_effective_batch_is_serving_only(tmp_path: Path) -> None:
@@ -532,9 +548,9 @@ def test_inference_without_an_effective_batch_is_serving_only(tmp_path: Path) ->
         inference: {{precision: [fp32], batch: [1, 4]}}
         """,
     )
-    (ns,) = _namespaces(path)
+    (ns,) = _resolved(path)
     assert ns.inference is True and ns.effective_batch is None
-    assert ns.inference_precision == "fp32" and ns.batch == [1, 4]
+    assert ns.inference_precision == "fp32" and ns.batch == (1, 4)
 
 
 def test_inference_claims_take_a_precision_and_batch() -> None:

@@ -106,12 +106,14 @@ def _estimate(args: argparse.Namespace) -> int:
 
             print(max_batch_text(found))
         return 0
-    run = run_args.run_spec(args)
-    run_args.check_sized(run, args)
-    measured = run_args.measured(args, args.device)
+    from trainfit.specfile import checks
+
+    run = checks.run_spec(args)
+    checks.check_sized(run, args, gpus_need_size=True)
+    measured = checks.measured(args.measured_step, args.measured_on, args.device)
     # NB: a data size, a measured step or stages ask for the time without --time
     args.time = args.time or run.sized or measured is not None
-    stage_specs = run_args.stages(args.stage, spec)
+    stage_specs = checks.stages(args.stage, spec)
     result = estimate(spec)
     reference = None
     if measured is not None:
@@ -160,11 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv or DEFAULT_EXAMPLE)
     try:
         if args.command == "plan":
-            # spec files (helper specfile): `trainfit plan spec.yaml` plans each of its models
+            # `trainfit plan spec.yaml` plans each of the spec file's models
             from trainfit.cli import spec_file
 
             if spec_file.is_spec_file(args.model):
-                return spec_file.run(args, argv, _parser, plan_command.run)
+                return spec_file.run(args, argv, _parser)
             return plan_command.run(args)
         if args.command == "models":
             return _models()
@@ -178,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return doctor.run(args)
         with using_catalogs(args.catalog):
             return _estimate(args)
-    except SpecFileError as exc:  # a spec file's problems: one a line (helper specfile)
+    except SpecFileError as exc:  # a spec file's problems: one a line
         from trainfit.cli import spec_file
 
         spec_file.print_error(exc)

@@ -1,21 +1,22 @@
-"""`trainfit plan`: the settings that fit each device, a verdict, tiers and the ladder."""
+"""`trainfit plan`: the settings that fit each device, a verdict, tiers and the ladder.
+
+The options are read into `PlanOptions` and planned by `trainfit.specfile.run.run_plan`
+(a spec file: `cli.spec_file`); this module renders the results."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
-"""Devices planned when none is named (the rows every catalog version has)."""
-
+from trainfit.hardware.catalog import DEFAULT_DEVICES
 
 if TYPE_CHECKING:
-    from trainfit.plan.core import Plan
-    from trainfit.spec import Precision, TrainSpec
-    from trainfit.timing.run import RunSpec
+    from trainfit.specfile.options import PlanOptions
+    from trainfit.specfile.run import FilesWritten, PlanResult
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -120,179 +121,86 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     report_args.add_arguments(parser)
 
 
+def options_of(args: argparse.Namespace) -> PlanOptions:
+    """The parsed `plan` options, typed (lists become tuples)."""
+    from trainfit.specfile.options import PlanOptions
+
+    return PlanOptions(**typed_options(vars(args)))
+
+
+def typed_options(values: dict[str, Any]) -> dict[str, Any]:
+    """Parsed option values by name, as `PlanOptions` holds them (lists become tuples)."""
+    from trainfit.specfile.options import PlanOptions
+
+    names = {f.name for f in dataclasses.fields(PlanOptions)}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if k in names}
+
+
 def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
-    from trainfit.cli import spec_args
-    from trainfit.errors import SpecError
-    from trainfit.plan.core import plan
-    from trainfit.spec import Precision, TrainSpec, parse_enum
-
-    devices = tuple(args.device) or DEFAULT_DEVICES
-    if args.inference and args.effective_batch is None:  # NB: serving only
-        from trainfit.cli.inference import run_inference
-
-        return run_inference(args, devices)
-    if args.effective_batch is None:  # NB: not argparse-required: a spec file may give it
-        raise SpecError(["trainfit plan needs --effective-batch N (or --inference)"])
-    if args.export_dir is not None and not args.export:
-        raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
-    if args.export:
-        from trainfit.export.core import check_directory, require_packages
-
-        require_packages(args.export)  # NB: before planning, which takes seconds
-        check_directory(args.export_dir or ".")  # NB: so is an unwritable directory
-    if args.config_dir:
-        from trainfit.export.core import check_directory
-
-        check_directory(args.config_dir, "config directory")
-    spec = TrainSpec(
-        model=args.model,
-        seq_len=args.seq,
-        inputs=tuple(args.input),
-        multiplier=args.multiplier,
-        optimizer=args.optimizer,
-        freeze=tuple(args.freeze),
-        loss=args.loss,
-        step_fn=args.step_fn,
-        task=args.task,
-        preference=args.preference,
-        reference=args.reference,
-        device=devices[0],
-        lora=spec_args.lora(args),
-    )
-    from trainfit.cli import run_args
-
-    run = run_args.run_spec(args)
-    run_args.check_sized(run, args)
     from trainfit.cli import report_args
+    from trainfit.specfile.run import run_plan
 
-    report_args.check(args)
-    precision = parse_enum(Precision, "precision", args.precision) if args.precision else None
-    multi = _multi_gpu(args)
-    if args.stage:
-        return _staged(args, spec, devices, precision, run)
-    result = plan(
-        spec,
-        args.effective_batch,
-        devices,
-        margin=args.margin,
-        precision=precision,
-        jobs=args.jobs,
-        run=run,
-        measured_step=run_args.measured(args, devices[0]),
-        progress=report_args.start(args),
-        **multi,
-    )
-    report_args.stop()
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+    options = options_of(args)
+    with report_args.progress(options.report) as say:
+        result = run_plan(options, progress=say)
+    if options.json:
+        print(json.dumps(as_json(result), indent=2))
     else:
-        from rich.console import Console
-
-        from trainfit.report.plan import plan_renderable
-
-        Console().print(plan_renderable(result))
-    _write_files(args, result, "")
-    report_args.write(args, [result], inference=_serving(args, devices))
+        render(result)
+    print_files(result)
+    report_args.write(options.report, [result])
     return 0
 
 
-def _multi_gpu(args: argparse.Namespace) -> dict[str, object]:
-    """plan()'s multi-GPU arguments from --strategy, --offload, --gpus and --nodes."""
-    from trainfit.distributed.strategy import Offload, Strategy
-    from trainfit.spec import parse_enum
+def as_json(result: PlanResult) -> object:
+    """A model's result as the JSON printed with --json."""
+    if result.plan is not None:
+        return result.plan.to_dict()
+    if result.generation:
+        return {"inference": [e.to_dict() for e in result.generation]}
+    from trainfit.report.document.planned import serving_rows
 
-    strategy = offload = None
-    asked = args.strategy is not None or args.offload is not None or args.nodes is not None
-    if args.strategy not in (None, "auto"):
-        strategy = parse_enum(Strategy, "strategy", args.strategy)
-    if args.offload is not None:
-        offload = parse_enum(Offload, "offload", args.offload)
-    if strategy is not None and offload is not None:
-        from trainfit.distributed.strategy import check_offload
-
-        check_offload(strategy, offload)  # NB: before planning, which takes seconds
-    # NB: --gpus 1 is the default: the GPU count is then searched
-    gpus = args.gpus if args.gpus != 1 else None
-    if not asked and gpus is None:
-        return {}
-    return dict(strategy=strategy, offload=offload, gpus=gpus, nodes=args.nodes, multi_gpu=True)
+    return {"inference": [dataclasses.asdict(r) for r in serving_rows(result)]}
 
 
-def _staged(
-    args: argparse.Namespace,
-    spec: TrainSpec,
-    devices: tuple[str, ...],
-    precision: Precision | None,
-    run: RunSpec | None,
-) -> int:
-    """`--stage ...`: every stage planned; configs and exports per stage (DIR/stageN)."""
+def render(result: PlanResult) -> None:
+    """A model's result as tables on stdout: the plan (or each stage), then inference."""
+    from rich.console import Console
 
-    from trainfit.cli import run_args
-    from trainfit.plan.stages import plan_stages
+    from trainfit.cli.inference import print_rows
+    from trainfit.plan.stages import StagedPlan
+    from trainfit.report.document.planned import serving_rows
 
-    stages = run_args.stages(args.stage, spec)
-    from trainfit.cli import report_args
-
-    report_args.start(args, f"planning {len(stages)} stages")
-    staged = plan_stages(
-        spec,
-        stages,
-        args.effective_batch,
-        devices,
-        margin=args.margin,
-        precision=precision,
-        jobs=args.jobs,
-        run=run,
-        measured_step=run_args.measured(args, devices[0]),
-    )
-    report_args.stop()
-    if args.json:
-        print(json.dumps(staged.to_dict(), indent=2))
-    else:
-        from rich.console import Console
-
+    if isinstance(result.plan, StagedPlan):
         from trainfit.report.stages import staged_renderable
 
-        Console().print(staged_renderable(staged))
-    rows = _serving(args, devices)
-    for number, stage in enumerate(staged.stages, 1):
-        _write_files(args, stage.plan, f"stage{number}")
-    report_args.write(args, [staged], inference=rows)
-    return 0
+        Console().print(staged_renderable(result.plan))
+    elif result.plan is not None:
+        from trainfit.report.plan import plan_renderable
+
+        Console().print(plan_renderable(result.plan))
+    if result.generation:
+        from trainfit.report.inference import inference_renderable
+
+        Console().print(inference_renderable(result.generation))
+    elif result.serving:
+        print_rows(serving_rows(result))
 
 
-def _serving(args: argparse.Namespace, devices: tuple[str, ...]) -> tuple:
-    """With --inference beside a training plan: the inference rows on the same devices
-    (printed unless --json; the report's Inference section)."""
-    if not args.inference:
-        return ()
-    from trainfit.cli.inference import print_rows, serving_rows, serving_spec
-
-    # NB: the model as served: no LoRA, preference pair or frozen layers of the training spec
-    rows = serving_rows(args, serving_spec(args), devices)
-    if not args.json:
-        print_rows(rows)
-    return rows
+def print_files(result: PlanResult) -> None:
+    """The files a model's plan wrote, one line each on stderr."""
+    for files in result.files:
+        _print_written(files)
 
 
-def _write_files(args: argparse.Namespace, result: Plan, subdirectory: str) -> None:
-    """`--config-dir` and `--export` files of one plan, under `subdirectory` of each."""
-    from pathlib import Path
-
-    if args.config_dir:
-        from trainfit.export.configs import write_configs
-
-        for path in write_configs(result, Path(args.config_dir) / subdirectory):
-            print(f"wrote {path}", file=sys.stderr)
-    if args.export:
-        from trainfit.export.core import write_exports
-
-        where = Path(args.export_dir or ".") / subdirectory
-        exported = write_exports(result, args.export, where)
-        for line in exported.skipped:
+def _print_written(files: FilesWritten) -> None:
+    for path in files.configs:
+        print(f"wrote {path}", file=sys.stderr)
+    if files.exported is not None:
+        for line in files.exported.skipped:
             print(f"skipped {line}", file=sys.stderr)
-        for path in exported.written:
+        for path in files.exported.written:
             print(f"wrote {path}", file=sys.stderr)
-        for note in exported.notes:
+        for note in files.exported.notes:
             print(f"note: {note}", file=sys.stderr)

@@ -4,14 +4,14 @@ report written after planning (the library's `trainfit.report.document`)."""
 from __future__ import annotations
 
 import argparse
-import atexit
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainfit.plan.core import Plan
-    from trainfit.plan.stages import StagedPlan
+    from trainfit.specfile.run import PlanResult
+    from trainfit.specfile.schema import PlanFile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,30 +25,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check(args: argparse.Namespace) -> None:
-    """Before planning (which takes seconds): the report directory can be written."""
-    if getattr(args, "report", None):
-        from trainfit.export.core import check_directory
-
-        check_directory(args.report, "report directory")
-
-
-_LIVE: list[object] = []
-"""The progress display started by `start` (at most one), stopped by `stop`."""
-
-_PENDING: dict[str, dict[int, tuple[Sequence[object], str, tuple[object, ...]]]] = {}
-"""A spec file's plans so far, per report directory: {model index: (plans, model name,
-inference rows)}."""
-
-
-def start(args: argparse.Namespace, what: str = "planning") -> Callable[[str], None] | None:
-    """With --report: show what is being done on stderr (a rich progress line, removed when
-    done) and return the callback that updates it; None without --report, so a plan without
-    a report prints as before."""
-    if not getattr(args, "report", None):
-        return None
-    if _LIVE:
-        return _LIVE[1]  # type: ignore[return-value]
+@contextlib.contextmanager
+def progress(
+    directory: str | None, what: str = "planning"
+) -> Iterator[Callable[[str], None] | None]:
+    """With a report directory: show what is being done on stderr (a rich progress line,
+    removed when done) and give the callback that updates it; None without one, so a plan
+    without a report prints as before."""
+    if not directory:
+        yield None
+        return
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -65,84 +51,25 @@ def start(args: argparse.Namespace, what: str = "planning") -> Callable[[str], N
         bar.update(task, description=text)
 
     bar.start()
-    _LIVE[:] = [bar, say]
-    atexit.register(stop)  # NB: also on an error, which the CLI turns into one line
-    return say
-
-
-def stop() -> None:
-    """Remove the progress display, if one is shown."""
-    if _LIVE:
-        bar = _LIVE[0]
-        _LIVE.clear()
-        bar.stop()  # type: ignore[attr-defined]
-
-
-def write_serving(args: argparse.Namespace, rows: Sequence[object]) -> None:
-    """`write` for a serving-only plan (no training plan): the report's inference section."""
-    from trainfit.cli.inference import serving_spec
-    from trainfit.estimator.forward import parameter_count
-    from trainfit.report.document import ServingOnly
-
-    if not getattr(args, "report", None):
-        return
-    spec = serving_spec(args)
-    one = ServingOnly(model=args.model, parameters=parameter_count(spec))  # type: ignore[arg-type]
-    write(args, [one], inference=tuple(rows))  # type: ignore[list-item]
+    try:
+        yield say
+    finally:
+        bar.stop()
 
 
 def write(
-    args: argparse.Namespace,
-    plans: Sequence[Plan | StagedPlan],
-    names: Sequence[str] | None = None,
-    inference: tuple[object, ...] = (),
+    directory: str | None, models: Sequence[PlanResult], plan_file: PlanFile | None = None
 ) -> None:
-    """Build and write the report of `plans` under `args.report` (nothing without it).
-
-    The title, description and claims come from `args.spec_file` (a spec file's PlanFile)
-    when there is one; exports asked for with --export go under DIR/configs too; `inference`
-    (InferenceRows) is the report's inference table of the (one) model planned."""
-    directory = getattr(args, "report", None)
+    """Build and write the report of `models` under `directory` (nothing without one)."""
     if not directory:
         return
     from pathlib import Path
 
-    from trainfit.report.document import build_report, write_report
+    from trainfit.report.document import plan_report, write_report
 
-    spec_file = getattr(args, "spec_file", None)
-    index = getattr(args, "spec_index", None)
-    if names is None and index is not None and hasattr(spec_file, "entries"):
-        # NB: `cli.spec_file.run` plans a file's models one after another; their report is one,
-        # written when the last model is planned, each model under its entry's name (the name
-        # the claims use)
-        key = str(Path(directory).resolve())
-        if index == 0:
-            _PENDING.pop(key, None)
-        pending = _PENDING.setdefault(key, {})
-        pending[index] = (plans, args.spec_model, inference)
-        if len(pending) < len(spec_file.entries()):
-            return
-        del _PENDING[key]
-        plans = [plan for index in sorted(pending) for plan in pending[index][0]]  # type: ignore[misc]
-        names = [pending[index][1] for index in sorted(pending) for _ in pending[index][0]]
-        tables = [pending[index][2] for index in sorted(pending) for _ in pending[index][0]]
-    else:
-        tables = [inference for _ in plans]
-    say = start(args, "report")
-    try:
-        report = build_report(
-            plans,
-            title=getattr(spec_file, "title", None) or None,
-            description=getattr(spec_file, "description", None) or "",
-            claims=getattr(spec_file, "claims", None) or (),
-            names=names,
-            inference=tables if any(tables) else None,  # type: ignore[arg-type]
-            exports=tuple(getattr(args, "export", None) or ()),
-            progress=say,
-        )
+    with progress(directory, "report") as say:
+        report = plan_report(models, plan_file, progress=say)
         written = write_report(report, Path(directory), progress=say)
-    finally:
-        stop()
     for path in written:
         if path.name in ("report.md", "report.json", "report.html"):
             print(f"wrote {path}", file=sys.stderr)

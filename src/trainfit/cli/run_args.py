@@ -1,4 +1,5 @@
-"""Command-line options for a run's size and prices (`estimate --time`, `plan`)."""
+"""Command-line options for a run's size and prices (`estimate --time`, `plan`); the values are
+read by `trainfit.specfile.checks`."""
 
 from __future__ import annotations
 
@@ -6,17 +7,12 @@ import argparse
 from typing import TYPE_CHECKING
 
 from trainfit.errors import SpecError
-from trainfit.timing.run import (
-    DEFAULT_HOURS_PER_YEAR,
-    DEFAULT_KWH_PRICE,
-    DEFAULT_YEARS,
-    MAX_EPOCHS,
-)
+from trainfit.timing.run import DEFAULT_HOURS_PER_YEAR, DEFAULT_KWH_PRICE, DEFAULT_YEARS
 
 if TYPE_CHECKING:
     from trainfit.estimator.step import Estimate
     from trainfit.spec import TrainSpec
-    from trainfit.timing.run import RunSpec, Stage
+    from trainfit.timing.run import Stage
     from trainfit.timing.step import StepTime
 
 
@@ -59,111 +55,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="INSTANCE=USD_PER_HOUR",
         help="replace an instance's on-demand price (repeatable)",
     )
-
-
-def run_spec(args: argparse.Namespace) -> RunSpec:
-    """The RunSpec the options describe (SpecError lists every bad value)."""
-    overrides: dict[str, float] = {}
-    problems = []
-    for item in args.price:
-        name, _, value = item.partition("=")
-        try:
-            overrides[name.strip()] = float(value)
-        except ValueError:
-            problems.append(
-                f"--price {item!r}: expected INSTANCE=USD_PER_HOUR, e.g. aws-g5.xlarge=1.0"
-            )
-    if problems:
-        raise SpecError(problems)
-    from trainfit.timing.run import RunSpec
-
-    return RunSpec(
-        samples=args.samples,
-        tokens=args.tokens,
-        epochs=args.epochs,
-        eval_fraction=args.eval_fraction,
-        gpus=args.gpus,
-        kwh_price=args.kwh_price,
-        currency=args.currency.upper(),
-        usd_rate=args.fx,
-        years=args.years,
-        hours_per_year=args.hours_per_year,
-        watts=args.watts,
-        deadline_hours=args.deadline,
-        price_overrides=overrides,
-    )
-
-
-def stages(items: list[str], spec: TrainSpec) -> list[tuple[str, float, TrainSpec]]:
-    """`--stage EPOCHS[:PATTERN,...]` items as (name, epochs, the stage's spec)."""
-    import dataclasses
-
-    out = []
-    problems = []
-    for number, item in enumerate(items, 1):
-        epochs_text, _, patterns = item.partition(":")
-        try:
-            epochs = float(epochs_text)
-        except ValueError:
-            problems.append(
-                f"--stage {item!r}: expected EPOCHS[:PATTERN,...], e.g. --stage '5:backbone.*'"
-            )
-            continue
-        if not 0 < epochs <= MAX_EPOCHS:
-            problems.append(
-                f"--stage {item!r}: epochs must be positive and at most {MAX_EPOCHS:g}, "
-                f"got {epochs_text}"
-            )
-            continue
-        freeze = tuple(p for p in patterns.split(",") if p) if patterns else spec.freeze
-        name = f"stage {number}" + (f" (frozen {', '.join(freeze)})" if freeze else "")
-        out.append((name, epochs, dataclasses.replace(spec, freeze=freeze)))
-    if problems:
-        raise SpecError(problems)
-    return out
-
-
-def measured(args: argparse.Namespace, default_device: str) -> tuple[float, str] | None:
-    """`--measured-step` and `--measured-on` (default `default_device`), checked."""
-    import math
-
-    if args.measured_step is None:
-        if args.measured_on:
-            raise SpecError(["--measured-on needs --measured-step SECONDS"])
-        return None
-    if not 0 < args.measured_step < math.inf:
-        raise SpecError(
-            [f"--measured-step must be a positive number of seconds, got {args.measured_step}"]
-        )
-    return args.measured_step, args.measured_on or default_device
-
-
-def check_sized(run: RunSpec, args: argparse.Namespace) -> None:
-    """Options that only mean something with a data size must come with one; --epochs and
-    --stage exclude each other."""
-    loose = [
-        flag
-        for flag, given in (
-            ("--deadline", args.deadline is not None),
-            ("--stage", bool(getattr(args, "stage", []))),
-            ("--eval-fraction", args.eval_fraction != 0.0),
-            ("--price", bool(args.price)),
-            # NB: `trainfit plan` plans a multi-GPU run from --gpus without a data size
-            ("--gpus", args.gpus != 1 and not hasattr(args, "strategy")),
-            ("--watts", args.watts is not None),
-            ("--fx", args.fx is not None),
-            ("--currency", args.currency.upper() != "USD"),
-            ("--kwh-price", args.kwh_price != DEFAULT_KWH_PRICE),
-            ("--epochs", args.epochs != 1.0),
-        )
-        if given
-    ]
-    if loose and not run.sized:
-        raise SpecError(
-            [f"{', '.join(loose)} need the data size: give --samples or --tokens per epoch"]
-        )
-    if getattr(args, "stage", []) and args.epochs != 1.0:
-        raise SpecError(["give --epochs or --stage, not both: the stages set the epochs"])
 
 
 def stage_times(

@@ -84,31 +84,15 @@ def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
 
 def lora(args: argparse.Namespace) -> dict[str, object] | None:
     """The LoRA settings the options describe (a dict of LoraSpec's fields), or None."""
-    from trainfit.errors import SpecError
+    from trainfit.specfile.checks import lora_fields
 
-    rank = getattr(args, "lora", None)
-    qlora = getattr(args, "qlora", False)
-    if rank is None and not qlora:
-        given = [
-            flag
-            for flag, value in (
-                ("--lora-alpha", args.lora_alpha),
-                ("--lora-dropout", args.lora_dropout),
-                ("--lora-targets", args.lora_targets),
-            )
-            if value is not None
-        ]
-        if given:
-            raise SpecError([f"{', '.join(given)} given without --lora RANK: add --lora RANK"])
-        return None
-    fields: dict[str, object] = {"rank": 8 if rank is None else rank, "qlora": qlora}
-    if args.lora_alpha is not None:
-        fields["alpha"] = args.lora_alpha
-    if args.lora_dropout is not None:
-        fields["dropout"] = args.lora_dropout
-    if args.lora_targets is not None:
-        fields["targets"] = tuple(args.lora_targets.split(","))
-    return fields
+    return lora_fields(
+        getattr(args, "lora", None),
+        args.lora_alpha,
+        args.lora_dropout,
+        args.lora_targets,
+        getattr(args, "qlora", False),
+    )
 
 
 def add_preference_arguments(parser: argparse.ArgumentParser) -> None:

@@ -3,12 +3,17 @@
 schema    the typed sections (PlanFile, ModelEntry, Training, Data, Cost, Claim ...)
 loader    safe YAML nodes -> PlanFile, every problem with its line (SpecFileError)
 fields    which `trainfit plan` option each field sets
+options   PlanOptions (one model's plan, typed) and a file resolved into them
+checks    the run, stage, LoRA and calibration options read into typed values
+run       run_plan / run_plan_file: typed options in, typed results (PlanResult) out
 """
 
 from __future__ import annotations
 
 from trainfit.specfile.fields import FIELDS, Field
 from trainfit.specfile.loader import load_plan_spec, parse_plan_spec
+from trainfit.specfile.options import ModelOptions, PlanOptions, resolve_plan_file
+from trainfit.specfile.run import FilesWritten, PlanFileResult, PlanResult, run_plan, run_plan_file
 from trainfit.specfile.schema import (
     Claim,
     ClaimQuantity,
@@ -32,15 +37,23 @@ __all__ = [
     "Cost",
     "Data",
     "Field",
+    "FilesWritten",
     "Inference",
     "Lora",
     "Measured",
     "ModelEntry",
+    "ModelOptions",
     "Outputs",
     "PlanFile",
+    "PlanFileResult",
+    "PlanOptions",
+    "PlanResult",
     "Preference",
     "StageEntry",
     "Training",
     "load_plan_spec",
     "parse_plan_spec",
+    "resolve_plan_file",
+    "run_plan",
+    "run_plan_file",
 ]

@@ -18,6 +18,7 @@ from trainfit.report.document.model import (
     StageSection,
     Verify,
 )
+from trainfit.report.document.planned import plan_report, serving_rows
 from trainfit.report.document.plots import render_plots, write_plots
 from trainfit.report.document.render import to_html, to_json, to_markdown
 from trainfit.report.document.serving import inference_row, inference_rows
@@ -40,7 +41,9 @@ __all__ = [
     "check_claims",
     "inference_row",
     "inference_rows",
+    "plan_report",
     "render_plots",
+    "serving_rows",
     "to_html",
     "to_json",
     "to_markdown",

@@ -1,0 +1,336 @@
+"""Running a plan: `run_plan(options)` for one model, `run_plan_file(plan_file)` for a spec file.
+
+Both take typed values (`PlanOptions`, a loaded `PlanFile`) and return typed results: per
+model the plan (or staged plan), the serving estimates asked for with `inference`, and the
+files written (`config_dir`, `export`). Nothing is printed; the report (`report`) is built
+from the results by `trainfit.report.document.plan_report`.
+
+Known limitations: a model is planned after the one before it, not in parallel (each plan
+uses `jobs` processes); with several models, `config_dir` and `export_dir` get a subdirectory
+per model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainfit.errors import SpecError, SpecFileError, TrainfitError
+from trainfit.estimator.forward import ServingResult
+from trainfit.estimator.generation import InferenceEstimate, InferencePrecision
+from trainfit.export.core import Exported
+from trainfit.hardware.catalog import DEFAULT_DEVICES
+from trainfit.plan.core import Plan
+from trainfit.plan.stages import StagedPlan
+from trainfit.spec import Precision, TrainSpec
+from trainfit.specfile.checks import check_sized, lora_fields, measured, run_spec, stages
+from trainfit.specfile.options import PlanOptions, resolve_plan_file, where_model
+from trainfit.specfile.schema import PlanFile
+from trainfit.timing.run import RunSpec
+
+Progress = Callable[[str], None]
+"""Told what is being done (a progress display's callback)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FilesWritten:
+    """The files one plan (or one stage's plan) wrote."""
+
+    configs: tuple[Path, ...]
+    """config_<device>.yaml files (`config_dir`)."""
+    exported: Exported | None
+    """Trainer configs written and skipped (`export`); None without it."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanResult:
+    """One model planned."""
+
+    options: PlanOptions
+    """What was asked."""
+    name: str | None = None
+    """The spec file's name for the model; None for a model planned alone."""
+    plan: Plan | StagedPlan | None = None
+    """The training plan; None when the model is planned for serving only."""
+    serving_spec: TrainSpec | None = None
+    """The model as served (with `inference`)."""
+    serving: tuple[ServingResult, ...] = ()
+    """The serving estimates: beside a training plan, or a non-generative model served."""
+    generation: tuple[InferenceEstimate, ...] = ()
+    """Serving only, a causal LM: every (device, precision, batch) generation estimate."""
+    files: tuple[FilesWritten, ...] = ()
+    """The files written, per plan (one per stage of a staged plan)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanFileResult:
+    """A spec file planned: one `PlanResult` per model, in the file's order."""
+
+    plan_file: PlanFile
+    """The file (its title, description and claims are the report's)."""
+    models: tuple[PlanResult, ...]
+    """Each model's result."""
+
+
+def run_plan_file(
+    plan_file: PlanFile,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    progress: Progress | None = None,
+) -> PlanFileResult:
+    """Plan every model of `plan_file` (see `resolve_plan_file` for `overrides`); a model's
+    error is a SpecFileError naming the model and its line."""
+    resolved = resolve_plan_file(plan_file, overrides)
+    out = []
+    for model in resolved:
+        try:
+            result = run_plan(model.options, progress=progress)
+        except SpecFileError:
+            raise
+        except TrainfitError as exc:
+            where = where_model(plan_file, model)
+            raise SpecFileError(plan_file.source, [f"{where}: {exc}"]) from exc
+        out.append(dataclasses.replace(result, name=model.name))
+    return PlanFileResult(plan_file=plan_file, models=tuple(out))
+
+
+def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanResult:
+    """Plan one model: the settings that fit each device (per stage with `stage`), the
+    serving estimates with `inference`, and the config and export files asked for."""
+    devices = options.device or DEFAULT_DEVICES
+    if options.inference and options.effective_batch is None:  # NB: serving only
+        return _serve_only(options, devices)
+    if options.effective_batch is None:  # NB: a spec file may give it
+        raise SpecError(["trainfit plan needs --effective-batch N (or --inference)"])
+    _check_outputs(options)
+    spec = TrainSpec(
+        model=options.model,
+        seq_len=options.seq,
+        inputs=options.input,
+        multiplier=options.multiplier,
+        optimizer=options.optimizer,
+        freeze=options.freeze,
+        loss=options.loss,
+        step_fn=options.step_fn,
+        task=options.task,
+        preference=options.preference,
+        reference=options.reference,
+        device=devices[0],
+        lora=lora_fields(
+            options.lora,
+            options.lora_alpha,
+            options.lora_dropout,
+            options.lora_targets,
+            options.qlora,
+        ),
+    )
+    run = run_spec(options)
+    check_sized(run, options)
+    if options.report:
+        from trainfit.export.core import check_directory
+
+        check_directory(options.report, "report directory")
+    precision = _precision(options)
+    multi = _multi_gpu(options)
+    if options.stage:
+        planned: Plan | StagedPlan = _staged(options, spec, devices, run, precision, progress)
+        plans = [stage.plan for stage in planned.stages]
+        subdirectories = [f"stage{number}" for number in range(1, len(plans) + 1)]
+    else:
+        planned = _plan(options, spec, devices, run, precision, multi, progress)
+        plans, subdirectories = [planned], [""]
+    files = tuple(_write_files(options, p, s) for p, s in zip(plans, subdirectories, strict=True))
+    serving_spec = _serving_spec(options) if options.inference else None
+    return PlanResult(
+        options=options,
+        plan=planned,
+        serving_spec=serving_spec,
+        serving=_serving(options, serving_spec, devices) if serving_spec else (),
+        files=files,
+    )
+
+
+def _check_outputs(options: PlanOptions) -> None:
+    """Before planning (which takes seconds): the export formats' packages, and the
+    directories can be written."""
+    if options.export_dir is not None and not options.export:
+        raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
+    from trainfit.export.core import check_directory, require_packages
+
+    if options.export:
+        require_packages(options.export)
+        check_directory(options.export_dir or ".")
+    if options.config_dir:
+        check_directory(options.config_dir, "config directory")
+
+
+def _plan(
+    options: PlanOptions,
+    spec: TrainSpec,
+    devices: tuple[str, ...],
+    run: RunSpec,
+    precision: Precision | None,
+    multi: dict[str, Any],
+    progress: Progress | None,
+) -> Plan:
+    from trainfit.plan.core import plan
+
+    return plan(
+        spec,
+        options.effective_batch or 0,
+        devices,
+        margin=options.margin,
+        precision=precision,
+        jobs=options.jobs,
+        run=run,
+        measured_step=measured(options.measured_step, options.measured_on, devices[0]),
+        progress=progress,
+        **multi,
+    )
+
+
+def _precision(options: PlanOptions) -> Precision | None:
+    from trainfit.spec import parse_enum
+
+    if not options.precision:
+        return None
+    return parse_enum(Precision, "precision", options.precision)
+
+
+def _multi_gpu(options: PlanOptions) -> dict[str, Any]:
+    """plan()'s multi-GPU arguments from strategy, offload, gpus and nodes."""
+    from trainfit.distributed.strategy import Offload, Strategy, check_offload
+    from trainfit.spec import parse_enum
+
+    strategy = offload = None
+    asked = any(v is not None for v in (options.strategy, options.offload, options.nodes))
+    if options.strategy not in (None, "auto"):
+        strategy = parse_enum(Strategy, "strategy", options.strategy)
+    if options.offload is not None:
+        offload = parse_enum(Offload, "offload", options.offload)
+    if strategy is not None and offload is not None:
+        check_offload(strategy, offload)  # NB: before planning, which takes seconds
+    # NB: one GPU is the default: the GPU count is then searched
+    gpus = options.gpus if options.gpus != 1 else None
+    if not asked and gpus is None:
+        return {}
+    return dict(strategy=strategy, offload=offload, gpus=gpus, nodes=options.nodes, multi_gpu=True)
+
+
+def _staged(
+    options: PlanOptions,
+    spec: TrainSpec,
+    devices: tuple[str, ...],
+    run: RunSpec,
+    precision: Precision | None,
+    progress: Progress | None,
+) -> StagedPlan:
+    """Every stage planned."""
+    from trainfit.plan.stages import plan_stages
+
+    items = stages(options.stage, spec)
+    if progress is not None:
+        progress(f"planning {len(items)} stages")
+    return plan_stages(
+        spec,
+        items,
+        options.effective_batch or 0,
+        devices,
+        margin=options.margin,
+        precision=precision,
+        jobs=options.jobs,
+        run=run,
+        measured_step=measured(options.measured_step, options.measured_on, devices[0]),
+    )
+
+
+def _write_files(options: PlanOptions, plan: Plan, subdirectory: str) -> FilesWritten:
+    """`config_dir` and `export` files of one plan, under `subdirectory` of each."""
+    configs: list[Path] = []
+    if options.config_dir:
+        from trainfit.export.configs import write_configs
+
+        configs = write_configs(plan, Path(options.config_dir) / subdirectory)
+    exported = None
+    if options.export:
+        from trainfit.export.core import write_exports
+
+        where = Path(options.export_dir or ".") / subdirectory
+        exported = write_exports(plan, options.export, where)
+    return FilesWritten(configs=tuple(configs), exported=exported)
+
+
+def _serving_spec(options: PlanOptions) -> TrainSpec:
+    """The model as served: no LoRA, preference pair or frozen layers of the training spec."""
+    return TrainSpec(
+        model=options.model,
+        seq_len=options.seq,
+        inputs=options.input,
+        multiplier=options.multiplier,
+        loss=options.loss,
+        step_fn=options.step_fn,
+        task=options.task,
+    )
+
+
+def _inference_precisions(options: PlanOptions) -> list[InferencePrecision]:
+    from trainfit.spec import parse_enum
+
+    return [
+        parse_enum(InferencePrecision, "inference precision", p)
+        for p in options.inference_precision.split(",")
+        if p.strip()
+    ]
+
+
+def _serving(
+    options: PlanOptions, spec: TrainSpec, devices: tuple[str, ...]
+) -> tuple[ServingResult, ...]:
+    """Generation for a causal LM, one forward for any other model, per device, precision
+    and batch (what trainfit does not estimate is a refusal saying why)."""
+    from trainfit.estimator.forward import estimate_serving
+
+    return tuple(
+        estimate_serving(
+            spec,
+            devices=devices,
+            precisions=_inference_precisions(options),
+            batches=options.batch or [1],
+            context=options.context,
+            new_tokens=options.new_tokens,
+        )
+    )
+
+
+def _serve_only(options: PlanOptions, devices: tuple[str, ...]) -> PlanResult:
+    """Serving only (no effective batch): every (device, precision, batch) estimate."""
+    from trainfit.estimator.forward import is_generative
+    from trainfit.estimator.generation import estimate_inference_table
+
+    if options.report:
+        from trainfit.export.core import check_directory
+
+        check_directory(options.report, "report directory")
+    spec = _serving_spec(options)
+    if not is_generative(spec):
+        serving = _serving(options, spec, devices)
+        return PlanResult(options=options, serving_spec=spec, serving=serving)
+    problems = []
+    if options.context is None:
+        problems.append("--inference needs --context N (prompt tokens)")
+    if options.new_tokens is None:
+        problems.append("--inference needs --new-tokens N (tokens generated per sequence)")
+    if options.context is None or options.new_tokens is None:
+        raise SpecError(problems)
+    generation = estimate_inference_table(
+        options.model,
+        context=options.context,
+        new_tokens=options.new_tokens,
+        batches=options.batch or [1],
+        precisions=_inference_precisions(options),
+        devices=devices,
+    )
+    return PlanResult(options=options, serving_spec=spec, generation=tuple(generation))
