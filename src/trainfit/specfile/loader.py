@@ -9,7 +9,7 @@ wrong type, duplicate key, missing model, YAML syntax) is collected with its lin
 
 Known limitations: only the structure and types are checked here; names (devices, precisions,
 optimizers) are checked when the file is turned into `trainfit plan` options
-(`trainfit.cli.spec_file`), and a model itself only when it is planned.
+(`trainfit.specfile.options.resolve_plan_file`), and a model itself only when it is planned.
 """
 
 from __future__ import annotations
