@@ -34,16 +34,15 @@ from trainfit.hardware.figures import (
     Problems,
     Source,
     SourceKind,
-    list_of,
     number_in,
     one_of,
     parse_figure,
     parse_sources,
 )
 from trainfit.hardware.instances import Instance, parse_instance
+from trainfit.hardware.row_figures import aliases_of, check_cc, figure_specs, memory_of, tflops_of
 
 GiB = 1 << 30
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 
 class DeviceKind(str, Enum):
@@ -110,7 +109,7 @@ class Device:
     """Dense peak TFLOP/s per precision (no 2:4 sparsity); each figure's note says which
     tensor-core accumulate variant it is."""
     precisions: Figure = UNKNOWN
-    """Training precisions the hardware supports natively (of PRECISIONS)."""
+    """Training precisions the hardware supports natively (of `row_figures.PRECISIONS`)."""
     tdp_watts: Figure = UNKNOWN
     price: Price | None = None
     pcie_gen: Figure = UNKNOWN
@@ -243,28 +242,6 @@ def _shipped(name: str) -> dict:
     return json.loads(text)
 
 
-def _figure_specs() -> dict[str, object]:
-    return {
-        "memory_gb": number_in(1, 1024, "GB"),
-        "memory_visible_bytes": number_in(2**30, 2**40, "bytes"),
-        "memory_bandwidth_gbs": number_in(10, 20000, "GB/s"),
-        "tdp_watts": number_in(5, 2000, "W"),
-        "pcie_gen": number_in(3, 6, "PCIe generation"),
-        "nvlink_gbs": number_in(0, 3600, "GB/s"),
-        "precisions": list_of(PRECISIONS),
-    }
-
-
-def _check_cc(value: object) -> str | None:
-    if (
-        not isinstance(value, list)
-        or len(value) != 2
-        or not all(isinstance(v, int) and 0 <= v <= 20 for v in value)
-    ):
-        return f"expected [major, minor], got {value!r}"
-    return None
-
-
 def _parse_device(
     name: str,
     row: object,
@@ -280,7 +257,7 @@ def _parse_device(
     kind = _kind(row, where, problems)
     if kind is None:
         return None
-    aliases = _aliases(row, where, problems)
+    aliases = aliases_of(row, where, problems)
 
     def fig(key: str, check: object) -> Figure:
         value = row.get(key)
@@ -290,9 +267,9 @@ def _parse_device(
             value, f"{where}, field {key!r}", problems, sources, check, default_source
         )
 
-    figures = {key: fig(key, check) for key, check in _figure_specs().items()}
-    cc = fig("compute_capability", _check_cc)
-    tflops = _tflops(row.get("tflops", {}), where, sources, default_source, problems)
+    figures = {key: fig(key, check) for key, check in figure_specs().items()}
+    cc = fig("compute_capability", check_cc)
+    tflops = tflops_of(row.get("tflops", {}), where, sources, default_source, problems)
     price = _price(row.get("price"), where, sources, default_source, problems)
     if kind is DeviceKind.CUDA and not cc.known:
         problems.add(
@@ -300,7 +277,7 @@ def _parse_device(
         )
     if len(problems.items) > before:
         return None
-    memory_bytes, memory_figure = _memory(figures["memory_visible_bytes"], figures["memory_gb"])
+    memory_bytes, memory_figure = memory_of(figures["memory_visible_bytes"], figures["memory_gb"])
     spec = next(
         (f for f in (cc, figures["memory_gb"], figures["memory_bandwidth_gbs"]) if f.source), None
     )
@@ -350,44 +327,6 @@ def _kind(row: dict, where: str, problems: Problems) -> DeviceKind | None:
     return DeviceKind(row["kind"])
 
 
-def _aliases(row: dict, where: str, problems: Problems) -> tuple[str, ...]:
-    aliases = row.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
-        problems.add(f"{where}, field 'aliases'", f"expected a list of names, got {aliases!r}")
-        return ()
-    return tuple(aliases)
-
-
-def _tflops(
-    raw: object,
-    where: str,
-    sources: Mapping[str, Source],
-    default_source: Source | None,
-    problems: Problems,
-) -> dict[str, Figure]:
-    """The dense peak TFLOP/s per precision."""
-    tflops: dict[str, Figure] = {}
-    if not isinstance(raw, dict):
-        problems.add(f"{where}, field 'tflops'", f"expected an object, got {raw!r}")
-        return tflops
-    for precision, value in raw.items():
-        if precision not in PRECISIONS:
-            problems.add(
-                f"{where}, field 'tflops.{precision}'",
-                f"unknown precision; expected one of {', '.join(PRECISIONS)}",
-            )
-            continue
-        tflops[precision] = parse_figure(
-            value,
-            f"{where}, field 'tflops.{precision}'",
-            problems,
-            sources,
-            number_in(0.1, 20000, "TFLOP/s"),
-            default_source,
-        )
-    return tflops
-
-
 def _price(
     raw: object,
     where: str,
@@ -416,17 +355,6 @@ def _price(
         kind=str(raw.get("kind", "list")),
         date=str(raw.get("date", "")),
     )
-
-
-def _memory(visible: Figure, nominal: Figure) -> tuple[int, Figure]:
-    """The bytes the estimate compares with, and the figure they come from."""
-    # NB: without a measurement the datasheet's "GB" is read as GiB (HBM and GDDR sizes are
-    # binary); the runtime reports 0.5-1 GiB less (driver reservation, ECC).
-    if visible.known:
-        return int(visible.value), visible
-    if nominal.known:
-        return int(nominal.value * GiB), nominal
-    return 0, nominal
 
 
 def _user_source(path: str) -> Source:

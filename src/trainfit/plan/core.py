@@ -47,7 +47,7 @@ from trainfit.timing.run import (
     run_estimate,
     run_time,
 )
-from trainfit.timing.step import CALIBRATED, RateMissing, StepTime, scaled, step_time
+from trainfit.timing.step import RateMissing, StepTime, TimeLabel, scaled, step_time
 from trainfit.trace.autocast import WEIGHT_CAST
 from trainfit.trace.kernels.attention import kernel_family, traced_kernel
 from trainfit.trace.step import Category, StepTrace, trace_step
@@ -873,7 +873,8 @@ def with_measured_step(result: Plan, seconds: float, on: str) -> Plan:
             step_time=scale(d.step_time),
             # NB: other micro-batches than the one measured: calibrated, not measured
             step_times=tuple(
-                (n, dataclasses.replace(scale(t), label=CALIBRATED)) for n, t in d.step_times
+                (n, dataclasses.replace(scale(t), label=TimeLabel.CALIBRATED))
+                for n, t in d.step_times
             ),
         )
         if d.step_time is not None

@@ -33,7 +33,7 @@ from trainfit.hardware.catalog import get_device
 from trainfit.plan.core import DEFAULT_MARGIN, DevicePlan, Plan, plan, with_run
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
-from trainfit.timing.step import CALIBRATED, StepTime, scaled
+from trainfit.timing.step import StepTime, TimeLabel, scaled
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -155,7 +155,7 @@ def _measured(planned: list[StagePlan], seconds: float, on: str) -> list[StagePl
             # NB: another stage (on the measured device too): calibrated by the last stage's step
             return dataclasses.replace(
                 result,
-                label=CALIBRATED,
+                label=TimeLabel.CALIBRATED,
                 basis=f"{seconds:.4g} s measured on {on} for the last stage ({last.name}), "
                 f"scaled by the modelled ratio {step.seconds / ref.seconds:.3g}",
             )
@@ -167,7 +167,8 @@ def _measured(planned: list[StagePlan], seconds: float, on: str) -> list[StagePl
                 d,
                 step_time=scale(d.step_time),
                 step_times=tuple(
-                    (n, dataclasses.replace(scale(t), label=CALIBRATED)) for n, t in d.step_times
+                    (n, dataclasses.replace(scale(t), label=TimeLabel.CALIBRATED))
+                    for n, t in d.step_times
                 ),
             )
 

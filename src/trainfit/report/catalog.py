@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from trainfit.hardware.catalog import Device, DeviceKind, GiB
@@ -27,7 +28,7 @@ def devices_table(devices: Iterable[Device]) -> Table:
     The 16-bit column is bf16 where known, else fp16 (dense tensor-core rate)."""
     devices = list(devices)
     table = Table(title="device catalog (? = not sourced; `--json` for every source)")
-    for column, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("name", "left"),
         ("kind", "left"),
         ("memory", "right"),
@@ -36,14 +37,15 @@ def devices_table(devices: Iterable[Device]) -> Table:
         ("fp32 TFLOP/s", "right"),
         ("CC", "right"),
         ("TDP W", "right"),
-    ):
-        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    )
+    for column, justify in columns:
+        table.add_column(column, justify=justify, no_wrap=True)
     table.columns[0].min_width = max((len(d.name) for d in devices), default=4)
     for d in devices:
         bf16 = d.tflops.get("bf16") or d.tflops.get("fp16")
         table.add_row(
             d.name,
-            d.kind,
+            d.kind.value,
             _memory(d),
             _num(d.memory_bandwidth_gbs),
             _num(bf16) if bf16 else "?",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.console import Group
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -45,8 +45,8 @@ def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
             "tok/s",
             "total ms",
         ):
-            justify = "left" if column in ("weights", "fits") else "right"
-            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+            justify: JustifyMethod = "left" if column in ("weights", "fits") else "right"
+            table.add_column(column, justify=justify)
         for e in rows:
             m = e.memory
             rest = m.runtime_context + m.workspaces + m.allocator_overhead

@@ -23,19 +23,13 @@ def gib(n: int) -> str:
 
 def estimate_renderable(result: Estimate) -> Group:
     """A rich renderable: headline, breakdown table, and notes."""
+    return Group(_headline(result), _breakdown_table(result), _notes(result))
+
+
+def _spec_line(result: Estimate) -> str:
+    """What was estimated: batch, sequence, precision, optimizer ... and the device."""
     spec = result.spec
-    device = result.device
-    verdict = ""
-    if result.fits is not None:
-        share = result.device_memory_needed_bytes / device.memory_bytes
-        verdict = (
-            f"fits ({share:.0%} of {gib(device.memory_bytes)})"
-            if result.fits
-            else f"does NOT fit ({share:.0%} of {gib(device.memory_bytes)})"
-        )
-    head = Text()
-    head.append(f"{result.model_description}\n", style="bold")
-    head.append(
+    return (
         f"batch {spec.batch}"
         + (
             f" pairs ({spec.preference.value}, reference {spec.reference.value})"
@@ -49,8 +43,24 @@ def estimate_renderable(result: Estimate) -> Group:
         + (f", frozen {', '.join(spec.freeze)}" if spec.freeze else "")
         + (f", accumulation {spec.grad_accum}" if spec.grad_accum > 1 else "")
         + (f", clip {spec.grad_clip}" if spec.grad_clip else "")
-        + f" on {device.display}\n"
+        + f" on {result.device.display}\n"
     )
+
+
+def _headline(result: Estimate) -> Text:
+    """The model, the spec, the memory needed and whether it fits, and where the peak is."""
+    device = result.device
+    verdict = ""
+    if result.fits is not None:
+        share = result.device_memory_needed_bytes / device.memory_bytes
+        verdict = (
+            f"fits ({share:.0%} of {gib(device.memory_bytes)})"
+            if result.fits
+            else f"does NOT fit ({share:.0%} of {gib(device.memory_bytes)})"
+        )
+    head = Text()
+    head.append(f"{result.model_description}\n", style="bold")
+    head.append(_spec_line(result))
     cpu = device.kind is DeviceKind.CPU
     head.append(
         "memory needed (peak RSS increase): " if cpu else "device memory needed: ", style="bold"
@@ -60,6 +70,11 @@ def estimate_renderable(result: Estimate) -> Group:
         head.append(f"  -> {verdict}", style="green" if result.fits else "bold red")
     iteration = "first iteration" if result.peak_iteration == 0 else "steady state"
     head.append(f"\npeak in the {result.peak_phase.value} pass ({iteration})")
+    return head
+
+
+def _breakdown_table(result: Estimate) -> Table:
+    """The memory at the peak by component, with each one's share."""
     table = Table(title="breakdown at the peak", show_edge=False, pad_edge=False)
     table.add_column("component")
     table.add_column("memory", justify="right")
@@ -78,10 +93,19 @@ def estimate_renderable(result: Estimate) -> Group:
     for name, value in rows:
         table.add_row(name, gib(value), f"{value / total:.0%}" if total else "-")
     table.add_row("total", gib(total), "100%", style="bold")
+    return table
+
+
+def _notes(result: Estimate) -> Text:
+    """Peaks, parameters, the loss, LoRA, attention kernels, modelled figures and notes."""
     notes = Text()
     notes.append(
         f"\npeak allocated {gib(result.peak_allocated_bytes)}, "
-        + ("peak resident (malloc replay) " if device.kind is DeviceKind.CPU else "peak reserved ")
+        + (
+            "peak resident (malloc replay) "
+            if result.device.kind is DeviceKind.CPU
+            else "peak reserved "
+        )
         + f"{gib(result.peak_reserved_bytes)}; "
         f"{result.parameter_count / 1e6:,.1f}M parameters "
         f"({result.trainable_parameter_count / 1e6:,.1f}M trainable)\n"
@@ -103,7 +127,7 @@ def estimate_renderable(result: Estimate) -> Group:
     for line in (*result.assumptions, *result.notes):
         notes.append(f"note: {line}\n", style="dim")
     notes.append(f"estimated in {result.seconds:.1f} s", style="dim")
-    return Group(head, table, notes)
+    return notes
 
 
 def render_text(result: Estimate, width: int = 100) -> str:

@@ -26,7 +26,7 @@ from trainfit.hardware.catalog import Device, DeviceKind, catalog
 
 if TYPE_CHECKING:
     from trainfit.estimator.step import Estimate
-    from trainfit.timing.step import StepTime
+    from trainfit.timing.step import StepTime, TimeLabel
 
 DEFAULT_KWH_PRICE = 0.18
 """USD per kWh: the US residential average the EIA forecast for 2026 (18.02 cents; Short-Term
@@ -162,7 +162,7 @@ class RunTime:
     gpus: int
     communication_seconds: float
     """What DDP adds per step (the largest over the stages; 0 on one GPU)."""
-    label: str
+    label: TimeLabel
     evaluation_hours: float = 0.0
 
 
@@ -266,7 +266,10 @@ def run_time(
     steps = 0
     communication = 0.0
     labels = {stage.step.label for stage in stages}
-    label = next((x for x in ("modelled", "calibrated", "measured") if x in labels), "modelled")
+    from trainfit.timing.step import TimeLabel
+
+    order = (TimeLabel.MODELLED, TimeLabel.CALIBRATED, TimeLabel.MEASURED)
+    label = next((x for x in order if x in labels), TimeLabel.MODELLED)
     for stage in stages:
         step = stage.step
         added = 0.0
@@ -274,7 +277,7 @@ def run_time(
             grads = gradient_bytes if stage.gradient_bytes is None else stage.gradient_bytes
             added = ddp_seconds(device, run.gpus, grads)
             communication = max(communication, added)
-            label = "modelled"
+            label = TimeLabel.MODELLED
         stage_steps = math.ceil(steps_per_epoch * stage.epochs)
         training += stage_steps * (step.seconds + added)
         # NB: evaluation is a forward pass per micro-batch over each GPU's share
@@ -486,7 +489,7 @@ class RunEstimate:
             "gpus": self.time.gpus,
             "step_seconds": round(self.time.step_seconds, 6),
             "communication_seconds": round(self.time.communication_seconds, 6),
-            "label": self.time.label,
+            "label": self.time.label.value,
             "costs": [c.to_dict() for c in self.costs],
             "recommendation": self.recommendation.to_dict(),
         }

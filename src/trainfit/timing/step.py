@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -31,9 +32,22 @@ from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
-MODELLED = "modelled"
-CALIBRATED = "calibrated"
-MEASURED = "measured"
+
+class TimeLabel(str, Enum):
+    """How a time was obtained. Its text is its value, as in the JSON."""
+
+    MODELLED = "modelled"
+    """From the step-time model (per-op roofline and host issue time)."""
+    CALIBRATED = "calibrated"
+    """The model scaled by a step measured on this or another device."""
+    MEASURED = "measured"
+    """A step measured on this device with this setting."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,8 +122,8 @@ class StepTime:
     """Share in kernels bound by memory traffic (and the shortest kernel time)."""
     host_bound_share: float
     """Share of the step the device waits for the host to issue work."""
-    label: str
-    """"modelled", "calibrated" (scaled from a measured step) or "measured"."""
+    label: TimeLabel
+    """Modelled, calibrated (scaled from a measured step) or measured."""
     basis: str
     """Where the figure comes from, in words."""
     notes: tuple[str, ...] = field(default=())
@@ -131,7 +145,7 @@ class StepTime:
             "compute_bound_share": round(self.compute_bound_share, 3),
             "memory_bound_share": round(self.memory_bound_share, 3),
             "host_bound_share": round(self.host_bound_share, 3),
-            "label": self.label,
+            "label": self.label.value,
             "basis": self.basis,
             "notes": list(self.notes),
         }
@@ -376,7 +390,7 @@ def step_time(
         compute_bound_share=clock.compute / seconds,
         memory_bound_share=clock.memory / seconds,
         host_bound_share=max(0.0, 1.0 - busy / seconds),
-        label=MODELLED,
+        label=TimeLabel.MODELLED,
         basis=(
             f"per-op roofline with efficiencies measured on this GPU model ({cal.device}, "
             f"{cal.date})"
@@ -412,7 +426,7 @@ def scaled(modelled: StepTime, reference: StepTime, measured_seconds: float, on:
         optimizer_seconds=modelled.optimizer_seconds * factor,
         samples_per_second=samples,
         tokens_per_second=tokens,
-        label=MEASURED if same else CALIBRATED,
+        label=TimeLabel.MEASURED if same else TimeLabel.CALIBRATED,
         basis=(
             f"measured: {measured_seconds:.4g} s per step on {on}"
             if same

@@ -345,51 +345,7 @@ def _oom(stage: StageSection, h: int) -> list[Block]:
 
 
 def _multi_gpu(stage: StageSection, h: int) -> list[Block]:
-    rows, parts, notes = [], [], []
-    for d in _devices(stage):
-        plan = d.get("distributed")
-        if isinstance(plan, dict):
-            rows.append(_distributed_row(str(d["device"]), plan, multi_gpu_run(stage.plan, d)))
-            parts.append(_rank_parts(str(d["device"]), plan))
-            off = plan.get("fewer_with_offload")
-            if isinstance(off, dict):
-                run = multi_gpu_run(stage.plan, {**d, "distributed": off})
-                rows.append(_distributed_row(str(d["device"]), off, run))
-                parts.append(_rank_parts(str(d["device"]), off))
-            continue
-        if d.get("distributed_note"):
-            notes.append(f"{d['device']}: {d['distributed_note']}")
-        sh, off = d.get("sharded"), d.get("offloaded")
-        if isinstance(sh, dict):
-            rows.append(
-                (
-                    str(d["device"]),
-                    f"{sh['gpus']} GPUs sharded",
-                    "-",
-                    gib(sh["per_gpu_bytes"]),
-                    "-",
-                    "-",
-                    f"{sh.get('instance') or '-'} x {sh.get('instances')}",
-                    num(sh.get("usd_per_hour")),
-                    "-",
-                    "-",
-                )
-            )
-        if isinstance(off, dict):
-            rows.append(
-                (
-                    str(d["device"]),
-                    "1 GPU, states offloaded to the CPU",
-                    "-",
-                    gib(off["gpu_bytes"]),
-                    "-",
-                    "-",
-                    f"host {gib(off['host_bytes'])}",
-                    "-",
-                    "-",
-                    "-",
-                )
-            )
+    rows, parts, notes = _multi_gpu_rows(stage)
     if not rows and not notes:
         return []
     out = [
@@ -433,6 +389,68 @@ def _multi_gpu(stage: StageSection, h: int) -> list[Block]:
     if notes:
         out.append(Block(kind="list", rows=tuple((n,) for n in notes)))
     return out
+
+
+def _multi_gpu_rows(
+    stage: StageSection,
+) -> tuple[list[tuple[str, ...]], list[tuple[str, str, dict[str, int]]], list[str]]:
+    """Each device's multi-GPU plans (and the one with fewer GPUs offloading), each plan's
+    per-rank memory, and why a device has none."""
+    rows: list[tuple[str, ...]] = []
+    parts: list[tuple[str, str, dict[str, int]]] = []
+    notes: list[str] = []
+    for d in _devices(stage):
+        plan = d.get("distributed")
+        if isinstance(plan, dict):
+            rows.append(_distributed_row(str(d["device"]), plan, multi_gpu_run(stage.plan, d)))
+            parts.append(_rank_parts(str(d["device"]), plan))
+            off = plan.get("fewer_with_offload")
+            if isinstance(off, dict):
+                run = multi_gpu_run(stage.plan, {**d, "distributed": off})
+                rows.append(_distributed_row(str(d["device"]), off, run))
+                parts.append(_rank_parts(str(d["device"]), off))
+            continue
+        if d.get("distributed_note"):
+            notes.append(f"{d['device']}: {d['distributed_note']}")
+        rows += _sharded_rows(d)
+    return rows, parts, notes
+
+
+def _sharded_rows(d: dict[str, object]) -> list[tuple[str, ...]]:
+    """A device that does not hold the job: its sharded and offloaded one-engine figures."""
+    rows = []
+    sh, off = d.get("sharded"), d.get("offloaded")
+    if isinstance(sh, dict):
+        rows.append(
+            (
+                str(d["device"]),
+                f"{sh['gpus']} GPUs sharded",
+                "-",
+                gib(sh["per_gpu_bytes"]),
+                "-",
+                "-",
+                f"{sh.get('instance') or '-'} x {sh.get('instances')}",
+                num(sh.get("usd_per_hour")),
+                "-",
+                "-",
+            )
+        )
+    if isinstance(off, dict):
+        rows.append(
+            (
+                str(d["device"]),
+                "1 GPU, states offloaded to the CPU",
+                "-",
+                gib(off["gpu_bytes"]),
+                "-",
+                "-",
+                f"host {gib(off['host_bytes'])}",
+                "-",
+                "-",
+                "-",
+            )
+        )
+    return rows
 
 
 def _distributed_how(plan: dict[str, object]) -> str:
