@@ -94,7 +94,7 @@ def _with_m2_row(name: str) -> Device:
 def _without_mps_rows(name: str) -> Device:
     """The catalog lookup with every Apple (mps) row hidden."""
     device = get_device(name)
-    if device.kind == "mps":
+    if device.kind is DeviceKind.MPS:
         raise UnknownNameError("device", name, ())
     return device
 

@@ -11,6 +11,7 @@ import pytest
 from trainfit.cli.main import main
 from trainfit.errors import CatalogError, UnknownNameError
 from trainfit.hardware.catalog import (
+    DeviceKind,
     GiB,
     catalog,
     get_device,
@@ -67,7 +68,7 @@ def test_device_row_is_sourced_and_sane(name: str) -> None:
         else:
             assert source.url.startswith("https://"), source.url
         assert dt.date(2020, 1, 1) <= source.seen <= TODAY, source.seen
-    if device.kind == "cuda":
+    if device.kind is DeviceKind.CUDA:
         assert device.compute_capability_figure.known
         assert (7, 0) <= device.compute_capability <= (12, 9)
         expected = "hopper-h100-torch2.11-cu130" if name == "h100" else "modelled-from-hopper"
@@ -238,7 +239,7 @@ def test_macs_are_limited_to_metals_working_set() -> None:
     assert get_device("m4-pro-24gb").memory_bytes == 16 * 2**30
     for name in ("m1-pro-16gb", "m2-16gb", "m3-max", "m4-pro-16gb", "m4-pro-24gb", "m4-pro-48gb"):
         device = get_device(name)
-        assert device.kind == "mps" and device.memory_visible_bytes.source, name
+        assert device.kind is DeviceKind.MPS and device.memory_visible_bytes.source, name
 
 
 def test_devices_cli_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

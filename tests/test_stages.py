@@ -12,6 +12,7 @@ from trainfit.errors import SpecError
 from trainfit.plan.core import plan
 from trainfit.plan.stages import plan_stages
 from trainfit.timing.run import RunSpec
+from trainfit.timing.step import TimeLabel
 
 MELODY = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
 FROZEN = ("tok.*", "pos.*", "blocks.0.*", "blocks.1.*")
@@ -160,14 +161,14 @@ def test_a_measured_step_is_the_last_stages_and_scales_every_stage(staged):
     )
     (frozen, full), (was_frozen, was_full) = measured.stages, staged.stages
     assert full.plan.devices[0].step_time.seconds == pytest.approx(0.5)
-    assert full.plan.devices[0].step_time.label == "measured"
+    assert full.plan.devices[0].step_time.label is TimeLabel.MEASURED
     # the frozen stage keeps its modelled ratio to the full one: not the measured seconds
     ratio = (
         was_frozen.plan.devices[0].step_time.seconds / was_full.plan.devices[0].step_time.seconds
     )
     assert ratio < 1
     assert frozen.plan.devices[0].step_time.seconds == pytest.approx(0.5 * ratio)
-    assert frozen.plan.devices[0].step_time.label == "calibrated"
+    assert frozen.plan.devices[0].step_time.label is TimeLabel.CALIBRATED
     assert "for the last stage (stage 2)" in frozen.plan.devices[0].step_time.basis
     # the other device: the same factor, and the hours worked out again with it
     factor = 0.5 / was_full.plan.devices[0].step_time.seconds

@@ -26,7 +26,7 @@ from trainfit.timing.run import (
     recommend,
     run_time,
 )
-from trainfit.timing.step import CALIBRATED, MODELLED, calibration, scaled, step_time
+from trainfit.timing.step import TimeLabel, calibration, scaled, step_time
 from trainfit.trace.costs import OpKind
 from trainfit.trace.step import trace_step
 from trainfit.training import Phase
@@ -58,7 +58,7 @@ def test_step_time_grows_with_batch_and_is_faster_on_a_faster_gpu() -> None:
     assert large.step_time.seconds > small.step_time.seconds
     assert slow.step_time is not None and slow.step_time.seconds > 2 * small.step_time.seconds
     t = small.step_time
-    assert t.label == MODELLED
+    assert t.label is TimeLabel.MODELLED
     assert t.tokens_per_second == pytest.approx(t.samples_per_second * 256)
     assert t.seconds >= t.forward_seconds + t.backward_seconds
     shares = t.compute_bound_share + t.memory_bound_share + t.host_bound_share
@@ -92,10 +92,10 @@ def test_a_measured_step_scales_to_another_device() -> None:
     h100 = step_time(trace.costs, spec, get_device("h100"))
     a100 = step_time(trace.costs, spec, get_device("a100-80gb"))
     moved = scaled(a100, h100, 0.1, "h100")
-    assert moved.label == CALIBRATED
+    assert moved.label is TimeLabel.CALIBRATED
     assert moved.seconds == pytest.approx(0.1 * a100.seconds / h100.seconds)
     same = scaled(h100, h100, 0.1, "h100")
-    assert same.label == "measured" and same.seconds == pytest.approx(0.1)
+    assert same.label is TimeLabel.MEASURED and same.seconds == pytest.approx(0.1)
 
 
 def _step(seconds: float = 2.0) -> object:
@@ -345,8 +345,10 @@ def test_plan_scales_every_device_by_a_measured_step() -> None:
     modelled = plan(spec, 64, ("h100", "a100-80gb"), ladder=False)
     measured = plan(spec, 64, ("h100", "a100-80gb"), ladder=False, measured_step=(0.01, "h100"))
     h100, a100 = measured.devices
-    assert h100.step_time.label == "measured" and h100.step_time.seconds == pytest.approx(0.01)
-    assert a100.step_time.label == "calibrated"
+    assert h100.step_time.label is TimeLabel.MEASURED and h100.step_time.seconds == pytest.approx(
+        0.01
+    )
+    assert a100.step_time.label is TimeLabel.CALIBRATED
     ratio = modelled.devices[1].step_time.seconds / modelled.devices[0].step_time.seconds
     assert a100.step_time.seconds == pytest.approx(0.01 * ratio)
     with pytest.raises(SpecError, match="no modelled step time on rtx-4060"):

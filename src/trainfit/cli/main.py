@@ -92,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    from trainfit.estimator.stages import calibrated, stage_times
     from trainfit.estimator.step import estimate
 
     spec = spec_args.spec(args)
@@ -117,12 +118,12 @@ def _estimate(args: argparse.Namespace) -> int:
     result = estimate(spec)
     reference = None
     if measured is not None:
-        result, reference = run_args.calibrated(result, *measured)
+        result, reference = calibrated(result, *measured)
     totals = None
     if run.sized and result.step_time is not None:
         from trainfit.timing.run import estimate_run
 
-        stages = run_args.stage_times(stage_specs, result, reference)
+        stages = stage_times(stage_specs, result, reference)
         totals = estimate_run(result, run, stages)
     if args.json:
         out = result.to_dict()

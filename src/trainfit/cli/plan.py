@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     from trainfit.specfile.run import run_plan
 
     options = options_of(args)
-    with report_args.progress(options.report) as say:
+    with report_args.progress(bool(options.report)) as say:
         result = run_plan(options, progress=say)
     if options.json:
         print(json.dumps(as_json(result), indent=2))

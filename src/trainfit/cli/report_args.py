@@ -26,13 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def progress(
-    directory: str | None, what: str = "planning"
-) -> Iterator[Callable[[str], None] | None]:
-    """With a report directory: show what is being done on stderr (a rich progress line,
-    removed when done) and give the callback that updates it; None without one, so a plan
+def progress(shown: bool, what: str = "planning") -> Iterator[Callable[[str], None] | None]:
+    """When `shown` (a report is written): show what is being done on stderr (a rich progress
+    line, removed when done) and give the callback that updates it; None otherwise, so a plan
     without a report prints as before."""
-    if not directory:
+    if not shown:
         yield None
         return
     from rich.console import Console
@@ -67,7 +65,7 @@ def write(
 
     from trainfit.report.document import plan_report, write_report
 
-    with progress(directory, "report") as say:
+    with progress(True, "report") as say:
         report = plan_report(models, plan_file, progress=say)
         written = write_report(report, Path(directory), progress=say)
     for path in written:

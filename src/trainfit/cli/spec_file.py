@@ -28,14 +28,13 @@ def run(
     """Plan every model of the spec file `args.model`; `argv` tells which options were typed."""
     from trainfit.cli import plan, report_args
     from trainfit.specfile.loader import load_plan_spec
-    from trainfit.specfile.options import resolve_plan_file
     from trainfit.specfile.run import run_plan_file
 
     plan_file = load_plan_spec(args.model)
     overrides = plan.typed_options(typed_options(make_parser, argv))
-    models = resolve_plan_file(plan_file, overrides)
-    directory = models[-1].options.report
-    with report_args.progress(directory) as say:
+    outputs = plan_file.outputs
+    shown = bool(overrides.get("report") or (outputs is not None and outputs.report))
+    with report_args.progress(shown) as say:
         result = run_plan_file(plan_file, overrides, progress=say)
     several = len(result.models) > 1
     if result.models[0].options.json:
@@ -52,7 +51,7 @@ def run(
                 Console().rule(f"model {model.name} ({model.options.model})")
             plan.render(model)
             plan.print_files(model)
-    report_args.write(directory, result.models, plan_file)
+    report_args.write(result.models[-1].options.report, result.models, plan_file)
     return 0
 
 

@@ -89,8 +89,8 @@ def build_report(
         description=description,
         models=tuple(sections),
         claims=check_claims(claims, sections),
-        run=None if run is None else _plain(dataclasses.asdict(run)),
-        extra=dict(_plain(dict(extra or {}))),  # type: ignore[call-overload]
+        run=None if run is None else _plain_dict(dataclasses.asdict(run)),
+        extra=_plain_dict(extra or {}),
     )
 
 
@@ -98,9 +98,14 @@ def _run_of(one: Plan | StagedPlan) -> RunSpec | None:
     return (one.stages[-1].plan if isinstance(one, StagedPlan) else one).run
 
 
+def _plain_dict(value: Mapping[str, object]) -> dict[str, object]:
+    """A mapping as JSON-ready values, its keys sorted."""
+    return {str(k): _plain(v) for k, v in sorted(value.items())}
+
+
 def _plain(value: object) -> object:
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in sorted(value.items())}
+        return _plain_dict(value)
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
