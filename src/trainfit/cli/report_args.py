@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from trainfit.specfile.run import PlanResult
     from trainfit.specfile.schema import PlanFile
 
@@ -25,34 +27,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class ProgressLine:
+    """What is being done, as a rich progress line on stderr (removed when done): started
+    when first told, stopped by `stop` (before anything else is printed)."""
+
+    def __init__(self) -> None:
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __call__(self, text: str) -> None:
+        if self._bar is None or self._task is None:
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._task = self._bar.add_task(text, total=None)
+            self._bar.start()
+        self._bar.update(self._task, description=text)
+
+    def stop(self) -> None:
+        """Remove the line, if shown."""
+        if self._bar is not None:
+            self._bar.stop()
+        self._bar = self._task = None
+
+
 @contextlib.contextmanager
-def progress(shown: bool, what: str = "planning") -> Iterator[Callable[[str], None] | None]:
-    """When `shown` (a report is written): show what is being done on stderr (a rich progress
-    line, removed when done) and give the callback that updates it; None otherwise, so a plan
-    without a report prints as before."""
+def progress(shown: bool, what: str = "planning") -> Iterator[ProgressLine | None]:
+    """When `shown` (a report is written): a progress line on stderr, removed when done;
+    None otherwise, so a plan without a report prints as before."""
     if not shown:
         yield None
         return
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    task = bar.add_task(what, total=None)
-
-    def say(text: str) -> None:
-        bar.update(task, description=text)
-
-    bar.start()
+    line = ProgressLine()
+    line(what)
     try:
-        yield say
+        yield line
     finally:
-        bar.stop()
+        line.stop()
 
 
 def write(

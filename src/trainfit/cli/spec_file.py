@@ -12,9 +12,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainfit.errors import SpecFileError
+
+if TYPE_CHECKING:
+    from trainfit.specfile.options import ModelOptions
+    from trainfit.specfile.run import PlanResult
 
 
 def is_spec_file(model: str) -> bool:
@@ -26,6 +30,8 @@ def run(
     args: argparse.Namespace, argv: list[str], make_parser: Callable[[], argparse.ArgumentParser]
 ) -> int:
     """Plan every model of the spec file `args.model`; `argv` tells which options were typed."""
+    from rich.console import Console
+
     from trainfit.cli import plan, report_args
     from trainfit.specfile.loader import load_plan_spec
     from trainfit.specfile.run import run_plan_file
@@ -34,23 +40,30 @@ def run(
     overrides = plan.typed_options(typed_options(make_parser, argv))
     outputs = plan_file.outputs
     shown = bool(overrides.get("report") or (outputs is not None and outputs.report))
-    with report_args.progress(shown) as say:
-        result = run_plan_file(plan_file, overrides, progress=say)
-    several = len(result.models) > 1
-    if result.models[0].options.json:
-        out = {m.name: plan.as_json(m) for m in result.models}
-        value = out if several else plan.as_json(result.models[0])
-        print(json.dumps(value, indent=2))
-        for model in result.models:
-            plan.print_files(model)
-    else:
-        from rich.console import Console
+    several = len(plan_file.entries()) > 1
+    as_json: dict[str, object] = {}
 
-        for model in result.models:
-            if several:
-                Console().rule(f"model {model.name} ({model.options.model})")
+    def start(model: ModelOptions) -> None:
+        """With several models, a rule naming the next one."""
+        if several and not model.options.json:
+            if say is not None:
+                say.stop()
+            Console().rule(f"model {model.name} ({model.options.model})")
+
+    def show(model: PlanResult) -> None:
+        """A model's result, as soon as it is planned (the progress line removed first)."""
+        if say is not None:
+            say.stop()
+        if model.options.json:
+            as_json[str(model.name)] = plan.as_json(model)
+        else:
             plan.render(model)
-            plan.print_files(model)
+        plan.print_files(model)
+
+    with report_args.progress(shown) as say:
+        result = run_plan_file(plan_file, overrides, progress=say, on_start=start, on_model=show)
+    if as_json:
+        print(json.dumps(as_json if several else next(iter(as_json.values())), indent=2))
     report_args.write(result.models[-1].options.report, result.models, plan_file)
     return 0
 

@@ -27,7 +27,7 @@ from trainfit.plan.core import Plan
 from trainfit.plan.stages import StagedPlan
 from trainfit.spec import Precision, TrainSpec
 from trainfit.specfile.checks import check_sized, lora_fields, measured, run_spec, stages
-from trainfit.specfile.options import PlanOptions, resolve_plan_file, where_model
+from trainfit.specfile.options import ModelOptions, PlanOptions, resolve_plan_file, where_model
 from trainfit.specfile.schema import PlanFile
 from trainfit.timing.run import RunSpec
 
@@ -80,12 +80,18 @@ def run_plan_file(
     overrides: Mapping[str, Any] | None = None,
     *,
     progress: Progress | None = None,
+    on_start: Callable[[ModelOptions], None] | None = None,
+    on_model: Callable[[PlanResult], None] | None = None,
 ) -> PlanFileResult:
-    """Plan every model of `plan_file` (see `resolve_plan_file` for `overrides`); a model's
-    error is a SpecFileError naming the model and its line."""
+    """Plan every model of `plan_file` (see `resolve_plan_file` for `overrides`), in order;
+    `on_start` is told which model is planned next, `on_model` is given each model's result as
+    soon as it is planned (to show it before the next). A model's error is a SpecFileError
+    naming the model and its line."""
     resolved = resolve_plan_file(plan_file, overrides)
     out = []
     for model in resolved:
+        if on_start is not None:
+            on_start(model)
         try:
             result = run_plan(model.options, progress=progress)
         except SpecFileError:
@@ -94,6 +100,8 @@ def run_plan_file(
             where = where_model(plan_file, model)
             raise SpecFileError(plan_file.source, [f"{where}: {exc}"]) from exc
         out.append(dataclasses.replace(result, name=model.name))
+        if on_model is not None:
+            on_model(out[-1])
     return PlanFileResult(plan_file=plan_file, models=tuple(out))
 
 
