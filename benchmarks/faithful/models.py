@@ -1,0 +1,64 @@
+"""The recurrent language models of the faithful cases, importable by trainfit (`pkg.module:fn`).
+
+Embedding -> cuDNN RNN -> vocabulary logits -> next-token cross-entropy: forward takes the token
+ids and returns the loss, the shape of a melody or character language model.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+VOCAB = 388
+EMBED = 256
+HIDDEN = 512
+
+
+class RnnLM(nn.Module):
+    """One `nn.GRU`, `nn.LSTM` or `nn.RNN` (tanh or relu) between an embedding and a head."""
+
+    def __init__(
+        self, mode: str, layers: int, dropout: float = 0.0, bi: bool = False, proj: int = 0
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, EMBED)
+        common = dict(num_layers=layers, dropout=dropout, bidirectional=bi, batch_first=True)
+        if mode == "GRU":
+            self.rnn: nn.Module = nn.GRU(EMBED, HIDDEN, **common)
+        elif mode == "LSTM":
+            self.rnn = nn.LSTM(EMBED, HIDDEN, proj_size=proj, **common)
+        else:
+            act = {"RNN_TANH": "tanh", "RNN_RELU": "relu"}[mode]
+            self.rnn = nn.RNN(EMBED, HIDDEN, nonlinearity=act, **common)
+        self.head = nn.Linear((proj or HIDDEN) * (2 if bi else 1), VOCAB)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        out, _ = self.rnn(self.embed(tokens))
+        logits = self.head(out)
+        return nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, VOCAB), tokens[:, 1:].reshape(-1)
+        )
+
+
+def gru_2l_drop() -> nn.Module:
+    return RnnLM("GRU", 2, dropout=0.2)
+
+
+def rnn_tanh_2l() -> nn.Module:
+    return RnnLM("RNN_TANH", 2)
+
+
+def rnn_relu_2l() -> nn.Module:
+    return RnnLM("RNN_RELU", 2)
+
+
+def lstm_bi_2l() -> nn.Module:
+    return RnnLM("LSTM", 2, bi=True)
+
+
+def lstm_proj_2l() -> nn.Module:
+    return RnnLM("LSTM", 2, proj=128)
+
+
+def gru_bi_1l() -> nn.Module:
+    return RnnLM("GRU", 1, bi=True)
