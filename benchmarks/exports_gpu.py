@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from trainfit import TrainSpec
-from trainfit.export.core import write_exports
+from trainfit.export.write import write_exports
 from trainfit.plan.core import DevicePlan, Plan, Sharded, Verdict, plan
 from trainfit.spec import OptimizerKind, Precision
 

@@ -19,14 +19,9 @@ from trainfit.hardware.probe import (
     TorchProbe,
     tiny_train_step,
 )
-from trainfit.measure.doctor import (
-    Check,
-    Diagnosis,
-    Status,
-    diagnose,
-    has_kernels,
-    wheel_command,
-)
+from trainfit.measure.cuda_stack import has_kernels, wheel_command
+from trainfit.measure.diagnosis import Check, Diagnosis, Status
+from trainfit.measure.doctor import diagnose
 from trainfit.report.doctor import render_doctor_text
 
 GiB = 1 << 30

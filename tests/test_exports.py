@@ -15,17 +15,12 @@ import torch
 from trainfit import TrainSpec
 from trainfit.cli.main import main
 from trainfit.errors import SpecError, TrainfitError, UnknownNameError
-from trainfit.export.core import (
-    ExportFormat,
-    accelerate_config,
-    export_name,
-    export_text,
-    hf_training_arguments,
-    layout,
-    lightning_arguments,
-    require_packages,
-    write_exports,
-)
+from trainfit.export.accelerate import accelerate_config
+from trainfit.export.formats import ExportFormat, export_name, require_packages
+from trainfit.export.hf import hf_training_arguments
+from trainfit.export.layout import trainer_layout
+from trainfit.export.lightning import lightning_arguments
+from trainfit.export.write import export_text, write_exports
 from trainfit.plan.core import DevicePlan, Plan, Setting, Sharded, Verdict, plan
 from trainfit.spec import OptimizerKind, Precision
 
@@ -207,7 +202,7 @@ def _write_accelerate(tmp_path: Path, result: Plan, device: DevicePlan, gpus: in
 
 
 def test_hf_bf16_on_an_ampere_gpu(small: Plan, training_arguments) -> None:
-    args = training_arguments(hf_training_arguments(layout(small, _of(small, "h100"))))
+    args = training_arguments(hf_training_arguments(trainer_layout(small, _of(small, "h100"))))
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (64, 1)
     assert args.bf16 and not args.fp16 and args.mixed_precision == "bf16"
     assert args.tf32 is True
@@ -218,7 +213,7 @@ def test_hf_bf16_on_an_ampere_gpu(small: Plan, training_arguments) -> None:
 
 
 def test_hf_fp16_before_ampere_has_no_tf32(small: Plan, training_arguments) -> None:
-    kwargs = hf_training_arguments(layout(small, _of(small, "t4")))
+    kwargs = hf_training_arguments(trainer_layout(small, _of(small, "t4")))
     assert "tf32" not in kwargs  # NB: TrainingArguments raises for tf32 before Ampere
     args = training_arguments(kwargs)
     assert args.fp16 and not args.bf16 and args.mixed_precision == "fp16"
@@ -227,7 +222,7 @@ def test_hf_fp16_before_ampere_has_no_tf32(small: Plan, training_arguments) -> N
 
 
 def test_hf_fp32_on_the_cpu(small: Plan, training_arguments) -> None:
-    args = training_arguments(hf_training_arguments(layout(small, _of(small, "cpu"))))
+    args = training_arguments(hf_training_arguments(trainer_layout(small, _of(small, "cpu"))))
     assert args.use_cpu and args.device.type == "cpu"
     assert not args.bf16 and not args.fp16 and args.mixed_precision == "no"
     assert args.optim == "adamw_torch"  # NB: the fused kernel is the CUDA choice
@@ -237,7 +232,7 @@ def test_hf_fp32_on_the_cpu(small: Plan, training_arguments) -> None:
 def test_hf_accumulation_from_a_real_plan(accumulating: Plan, training_arguments) -> None:
     device = accumulating.devices[0]
     assert device.setting is not None and device.setting.grad_accum > 1
-    args = training_arguments(hf_training_arguments(layout(accumulating, device)))
+    args = training_arguments(hf_training_arguments(trainer_layout(accumulating, device)))
     assert args.per_device_train_batch_size == device.setting.micro_batch
     assert args.gradient_accumulation_steps == device.setting.grad_accum
     assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 64
@@ -248,7 +243,9 @@ def test_hf_checkpointing_and_8bit(training_arguments) -> None:
     pytest.importorskip("transformers")
     from transformers import Trainer
 
-    args = training_arguments(hf_training_arguments(layout(_hand_plan(EIGHT_BIT), EIGHT_BIT)))
+    args = training_arguments(
+        hf_training_arguments(trainer_layout(_hand_plan(EIGHT_BIT), EIGHT_BIT))
+    )
     assert args.gradient_checkpointing
     assert args.gradient_checkpointing_kwargs == {"use_reentrant": False}
     assert args.optim == "adamw_bnb_8bit"
@@ -262,20 +259,20 @@ def test_hf_sgd_momentum_reaches_the_optimizer(training_arguments) -> None:
     pytest.importorskip("transformers")
     from transformers import Trainer
 
-    args = training_arguments(hf_training_arguments(layout(_hand_plan(MOMENTUM), MOMENTUM)))
+    args = training_arguments(hf_training_arguments(trainer_layout(_hand_plan(MOMENTUM), MOMENTUM)))
     cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args)
     assert cls is torch.optim.SGD and kwargs["momentum"] == 0.9
 
 
 def test_hf_pure_bf16_has_no_autocast(training_arguments) -> None:
-    lay = layout(_hand_plan(PURE), PURE)
+    lay = trainer_layout(_hand_plan(PURE), PURE)
     args = training_arguments(hf_training_arguments(lay))
     assert not args.bf16 and not args.fp16 and args.tf32 is None
     assert any("dtype=torch.bfloat16" in note for note in lay.notes)
 
 
 def test_hf_sharded_is_fsdp2_with_the_engine_checkpointing(training_arguments) -> None:
-    args = training_arguments(hf_training_arguments(layout(_hand_plan(SHARDED), SHARDED)))
+    args = training_arguments(hf_training_arguments(trainer_layout(_hand_plan(SHARDED), SHARDED)))
     assert args.fsdp is True
     assert args.fsdp_plugin_args["fsdp_version"] == 2
     assert args.fsdp_plugin_args["activation_checkpointing"] is True
@@ -298,23 +295,23 @@ def _trainer_classes():
 def test_lightning_single_gpu_bf16_and_fp16(small: Plan, lightning_trainer) -> None:
     _, cuda, _, _, single = _trainer_classes()
     for name, precision in (("h100", "bf16-mixed"), ("t4", "16-mixed")):
-        exported = lightning_arguments(layout(small, _of(small, name)))
+        exported = lightning_arguments(trainer_layout(small, _of(small, name)))
         trainer = lightning_trainer(exported["trainer"])
         assert trainer.precision == precision
         assert isinstance(trainer.accelerator, cuda) and isinstance(trainer.strategy, single)
         assert trainer.num_devices == 1 and trainer.accumulate_grad_batches == 1
         assert trainer.gradient_clip_val == 1.0
-    h100 = lightning_arguments(layout(small, _of(small, "h100")))
+    h100 = lightning_arguments(trainer_layout(small, _of(small, "h100")))
     assert h100["module"]["float32_matmul_precision"] == "high"
     assert (
         "float32_matmul_precision"
-        not in lightning_arguments(layout(small, _of(small, "t4")))["module"]
+        not in lightning_arguments(trainer_layout(small, _of(small, "t4")))["module"]
     )
 
 
 def test_lightning_cpu_and_the_rest_of_the_file(small: Plan, lightning_trainer) -> None:
     cpu_accelerator, *_ = _trainer_classes()
-    exported = lightning_arguments(layout(small, _of(small, "cpu")))
+    exported = lightning_arguments(trainer_layout(small, _of(small, "cpu")))
     trainer = lightning_trainer(exported["trainer"])
     assert isinstance(trainer.accelerator, cpu_accelerator) and trainer.precision == "32-true"
     # NB: the DataLoader and the optimizer the module builds, from the other sections
@@ -333,10 +330,12 @@ def test_lightning_accumulation_checkpointing_and_8bit(
 ) -> None:
     device = accumulating.devices[0]
     assert device.setting is not None
-    trainer = lightning_trainer(lightning_arguments(layout(accumulating, device))["trainer"])
+    trainer = lightning_trainer(
+        lightning_arguments(trainer_layout(accumulating, device))["trainer"]
+    )
     assert trainer.accumulate_grad_batches == device.setting.grad_accum
     assert trainer.gradient_clip_val is None  # NB: the spec does not clip
-    exported = lightning_arguments(layout(_hand_plan(EIGHT_BIT), EIGHT_BIT))
+    exported = lightning_arguments(trainer_layout(_hand_plan(EIGHT_BIT), EIGHT_BIT))
     assert exported["module"] == {
         "gradient_checkpointing": True,
         "optimizer": "bitsandbytes.optim.AdamW8bit",
@@ -348,19 +347,19 @@ def test_lightning_accumulation_checkpointing_and_8bit(
 
 def test_lightning_data_parallel_and_sharded(small: Plan, lightning_trainer) -> None:
     _, _, ddp, fsdp, _ = _trainer_classes()
-    lay = layout(small, _of(small, "h100"), gpus=4)
+    lay = trainer_layout(small, _of(small, "h100"), gpus=4)
     assert (lay.micro_batch, lay.grad_accum, lay.effective_batch) == (16, 1, 64)
     trainer = lightning_trainer(lightning_arguments(lay)["trainer"])
     assert isinstance(trainer.strategy, ddp) and trainer.num_devices == 4
     assert trainer.device_ids == [0, 1, 2, 3]
 
     trainer = lightning_trainer(
-        lightning_arguments(layout(_hand_plan(SHARDED), SHARDED))["trainer"]
+        lightning_arguments(trainer_layout(_hand_plan(SHARDED), SHARDED))["trainer"]
     )
     assert isinstance(trainer.strategy, fsdp) and trainer.num_devices == 4
     assert trainer.precision == "bf16-mixed" and trainer.accumulate_grad_batches == 8
 
-    lay = layout(_hand_plan(TWO_MACHINES), TWO_MACHINES)
+    lay = trainer_layout(_hand_plan(TWO_MACHINES), TWO_MACHINES)
     trainer = lightning_trainer(lightning_arguments(lay)["trainer"])
     assert isinstance(trainer.strategy, fsdp)
     assert (trainer.num_devices, trainer.num_nodes) == (8, 2)
@@ -368,7 +367,9 @@ def test_lightning_data_parallel_and_sharded(small: Plan, lightning_trainer) -> 
 
 
 def test_lightning_pure_bf16(lightning_trainer) -> None:
-    trainer = lightning_trainer(lightning_arguments(layout(_hand_plan(PURE), PURE))["trainer"])
+    trainer = lightning_trainer(
+        lightning_arguments(trainer_layout(_hand_plan(PURE), PURE))["trainer"]
+    )
     assert trainer.precision == "bf16-true"
 
 
@@ -408,7 +409,7 @@ def test_accelerate_sharded(tmp_path: Path) -> None:
     text = export_text(result, SHARDED, "accelerate")
     assert "Accelerator(gradient_accumulation_steps=8), DataLoader batch_size=1" in text
 
-    two = accelerate_config(layout(_hand_plan(TWO_MACHINES), TWO_MACHINES))
+    two = accelerate_config(trainer_layout(_hand_plan(TWO_MACHINES), TWO_MACHINES))
     assert (two["num_machines"], two["num_processes"]) == (2, 16)
 
 
@@ -417,29 +418,29 @@ def test_accelerate_sharded(tmp_path: Path) -> None:
 
 def test_a_batch_that_does_not_split_over_the_gpus(small: Plan) -> None:
     with pytest.raises(SpecError, match="effective batch of 64 does not split over 3 GPUs"):
-        layout(small, _of(small, "h100"), gpus=3)
+        trainer_layout(small, _of(small, "h100"), gpus=3)
     with pytest.raises(SpecError, match="CUDA GPUs only"):
-        layout(small, _of(small, "cpu"), gpus=2)
+        trainer_layout(small, _of(small, "cpu"), gpus=2)
 
 
 def test_a_sharded_batch_that_rounds_up_says_so() -> None:
-    lay = layout(_hand_plan(SHARDED, batch=30), SHARDED)
+    lay = trainer_layout(_hand_plan(SHARDED, batch=30), SHARDED)
     assert (lay.micro_batch, lay.grad_accum, lay.effective_batch) == (1, 8, 32)
     assert any("rounds from 30 to 32" in note for note in lay.notes)
-    lay = layout(_hand_plan(SHARDED), SHARDED, gpus=8)
+    lay = trainer_layout(_hand_plan(SHARDED), SHARDED, gpus=8)
     assert lay.gpus == 4 and "sharded over the plan's 4 GPUs, not the 8 asked for" in lay.notes
 
 
 def test_tf32_precision_before_ampere_runs_as_fp32() -> None:
     t4 = _device("t4", precision=Precision.TF32)
-    lay = layout(_hand_plan(t4), t4)
+    lay = trainer_layout(_hand_plan(t4), t4)
     assert not lay.tf32 and "tf32" not in hf_training_arguments(lay)
     assert any("runs as fp32" in note for note in lay.notes)
 
 
 def test_a_device_that_does_not_fit_has_nothing_to_export() -> None:
     with pytest.raises(TrainfitError, match="t4: does not fit; nothing to export"):
-        layout(_hand_plan(NO), NO)
+        trainer_layout(_hand_plan(NO), NO)
     with pytest.raises(TrainfitError, match="nothing to export: t4: does not fit"):
         write_exports(_hand_plan(NO), ["hf"], "unused")
 
@@ -620,13 +621,13 @@ def test_the_yaml_of_a_data_parallel_run_agrees_with_the_other_files(
 
 
 def test_lightning_fsdp_says_the_plan_assumes_each_layer_wrapped(tmp_path: Path) -> None:
-    exported = lightning_arguments(layout(_hand_plan(SHARDED), SHARDED))
+    exported = lightning_arguments(trainer_layout(_hand_plan(SHARDED), SHARDED))
     assert exported["trainer"]["strategy"] == "fsdp"  # type: ignore[index]
     (note,) = exported["notes"]  # type: ignore[misc]
     assert "wraps the root module only" in note
     assert "FSDPStrategy(auto_wrap_policy={Block}" in note
     assert "ModelParallelStrategy" in note
-    assert "notes" not in lightning_arguments(layout(_hand_plan(EIGHT_BIT), EIGHT_BIT))
+    assert "notes" not in lightning_arguments(trainer_layout(_hand_plan(EIGHT_BIT), EIGHT_BIT))
     written = write_exports(_hand_plan(SHARDED), ["lightning", "hf"], tmp_path)
     assert f"h100: {note}" in written.notes
     assert not any(

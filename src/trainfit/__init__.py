@@ -70,7 +70,7 @@ _HOMES = {
     "find_max_batch": "trainfit.measure.max_batch",
     "LatencyTable": "trainfit.measure.latency",
     "measure_latency": "trainfit.measure.latency",
-    "Diagnosis": "trainfit.measure.doctor",
+    "Diagnosis": "trainfit.measure.diagnosis",
     "diagnose": "trainfit.measure.doctor",
     "Monitor": "trainfit.monitor.core",
     "OomReport": "trainfit.monitor.oom",

@@ -137,12 +137,13 @@ def run(args: argparse.Namespace) -> int:
     if args.export_dir is not None and not args.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
     if args.export:
-        from trainfit.export.core import check_directory, require_packages
+        from trainfit.export.formats import require_packages
+        from trainfit.export.write import check_directory
 
         require_packages(args.export)  # NB: before planning, which takes seconds
         check_directory(args.export_dir or ".")  # NB: so is an unwritable directory
     if args.config_dir:
-        from trainfit.export.core import check_directory
+        from trainfit.export.write import check_directory
 
         check_directory(args.config_dir, "config directory")
     spec = TrainSpec(
@@ -286,7 +287,7 @@ def _write_files(args: argparse.Namespace, result: Plan, subdirectory: str) -> N
         for path in write_configs(result, Path(args.config_dir) / subdirectory):
             print(f"wrote {path}", file=sys.stderr)
     if args.export:
-        from trainfit.export.core import write_exports
+        from trainfit.export.write import write_exports
 
         where = Path(args.export_dir or ".") / subdirectory
         exported = write_exports(result, args.export, where)

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def check(args: argparse.Namespace) -> None:
     """Before planning (which takes seconds): the report directory can be written."""
     if getattr(args, "report", None):
-        from trainfit.export.core import check_directory
+        from trainfit.export.write import check_directory
 
         check_directory(args.report, "report directory")
 

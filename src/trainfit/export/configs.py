@@ -8,10 +8,10 @@ checkpoint and logging entries are conventional defaults and say so in a comment
 written atomically (a temporary file renamed into place), so an interrupted run leaves no
 half-written config.
 
-Given the export's `Layout` (`trainfit.export.core.layout`, as `plan --export yaml` does), the
-batch fields are the layout's: each GPU's micro-batch and accumulation, the GPU count and the
-effective batch over all GPUs, as in the hf, lightning and accelerate files beside it; without
-one, the plan's one-device setting.
+Given the export's `TrainerLayout` (`trainfit.export.layout.trainer_layout`, as `plan --export
+yaml` does), the batch fields are the layout's: each GPU's micro-batch and accumulation, the GPU
+count and the effective batch over all GPUs, as in the hf, lightning and accelerate files beside
+it; without one, the plan's one-device setting.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import datetime
 from pathlib import Path
 
 from trainfit.errors import TrainfitError
-from trainfit.export.core import SGD_MOMENTUM, Layout, hf_optim
+from trainfit.export.hf import SGD_MOMENTUM, hf_optim
+from trainfit.export.layout import TrainerLayout
 from trainfit.hardware.catalog import get_device
 from trainfit.io import write_atomically
 from trainfit.plan.core import DevicePlan, Plan, Setting
@@ -43,14 +44,16 @@ def _kind(name: str) -> str:
         return "cuda"  # a plan's device was resolved when planned; a GPU unless named cpu
 
 
-def _batch(s: Setting, lay: Layout | None) -> tuple[int, int, int]:
+def _batch(s: Setting, lay: TrainerLayout | None) -> tuple[int, int, int]:
     """(micro-batch per GPU, accumulation, GPUs): the layout's when given, else the setting's."""
     if lay is None:
         return s.micro_batch, s.grad_accum, 1
     return lay.micro_batch, lay.grad_accum, lay.gpus
 
 
-def device_config(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> dict[str, object]:
+def device_config(
+    plan: Plan, device: DevicePlan, lay: TrainerLayout | None = None
+) -> dict[str, object]:
     """The config of one device's chosen setting as nested dicts (YAML-ready); with `lay`,
     its batch split (per GPU, over `lay.gpus` GPUs)."""
     s = _setting(device)
@@ -85,7 +88,7 @@ def device_config(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> 
     }
 
 
-def trainfit_flags(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> str:
+def trainfit_flags(plan: Plan, device: DevicePlan, lay: TrainerLayout | None = None) -> str:
     """The `trainfit estimate` command that re-checks this setting (one GPU's step)."""
     s = _setting(device)
     micro, accum, _ = _batch(s, lay)
@@ -106,7 +109,7 @@ def trainfit_flags(plan: Plan, device: DevicePlan, lay: Layout | None = None) ->
     return " ".join(parts)
 
 
-def hf_trainer_flags(device: DevicePlan, lay: Layout | None = None) -> str:
+def hf_trainer_flags(device: DevicePlan, lay: TrainerLayout | None = None) -> str:
     """The same setting as Hugging Face `TrainingArguments` command-line flags."""
     s = _setting(device)
     micro, accum, _ = _batch(s, lay)
@@ -152,7 +155,7 @@ def to_yaml(data: dict[str, object], header: list[str]) -> str:
 
 
 def config_text(
-    plan: Plan, device: DevicePlan, lay: Layout | None = None, *, dated: bool = True
+    plan: Plan, device: DevicePlan, lay: TrainerLayout | None = None, *, dated: bool = True
 ) -> str:
     """The YAML file of one device, with what trainfit predicted in its header; with `lay`,
     its batch split and notes (see the module). `dated=False` leaves today's date out (a

@@ -161,7 +161,9 @@ def _model_section(
 def _configs(plan: Plan, where: str, exports: Sequence[str]) -> tuple[ConfigFile, ...]:
     """Each device's seed-style config (undated) and the export files asked for."""
     from trainfit.export.configs import config_text
-    from trainfit.export.core import ExportFormat, export_name, export_text, layout
+    from trainfit.export.formats import ExportFormat, export_name
+    from trainfit.export.layout import trainer_layout
+    from trainfit.export.write import export_text
 
     files = []
     for d in plan.devices:
@@ -176,7 +178,7 @@ def _configs(plan: Plan, where: str, exports: Sequence[str]) -> tuple[ConfigFile
         for fmt in exports:
             fmt = ExportFormat(fmt)
             try:
-                lay = layout(plan, d)
+                lay = trainer_layout(plan, d)
                 if fmt is ExportFormat.YAML:
                     if d.setting is None:
                         continue

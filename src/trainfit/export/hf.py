@@ -1,0 +1,77 @@
+"""A plan's `TrainerLayout` as Hugging Face `TrainingArguments` keyword arguments (JSON), and
+the HF names of its optimizers and FSDP2 settings (accelerate's config takes the same).
+
+The hf export needs transformers and accelerate installed (`TrainingArguments` needs
+accelerate): `trainfit.export.formats.require_packages` names what to install.
+"""
+
+from __future__ import annotations
+
+from trainfit.export.layout import DATALOADER_WORKERS, TrainerLayout
+from trainfit.spec import OptimizerKind, Precision
+
+SGD_MOMENTUM = 0.9
+"""Momentum written for the sgd-momentum optimizer (the plan models the buffer only)."""
+
+_HF_OPTIM = {
+    OptimizerKind.ADAMW: "adamw_torch",
+    OptimizerKind.ADAM: "adamw_torch",
+    OptimizerKind.SGD: "sgd",
+    OptimizerKind.SGD_MOMENTUM: "sgd",
+    OptimizerKind.ADAFACTOR: "adafactor",
+    OptimizerKind.ADAMW_8BIT: "adamw_bnb_8bit",
+}
+
+
+def hf_optim(optimizer: OptimizerKind, kind: str) -> str:
+    """The `TrainingArguments.optim` string of `optimizer` on a device of `kind`: the fused
+    AdamW kernel on CUDA, the plain one elsewhere."""
+    name = _HF_OPTIM[optimizer]
+    return "adamw_torch_fused" if name == "adamw_torch" and kind == "cuda" else name
+
+
+def fsdp_fields(lay: TrainerLayout) -> dict[str, object]:
+    """FSDP2 full sharding, the keys without accelerate's `fsdp_` prefix (HF takes either)."""
+    return {
+        "version": 2,
+        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+        "reshard_after_forward": True,
+        "offload_params": False,
+        "state_dict_type": "SHARDED_STATE_DICT",
+        "cpu_ram_efficient_loading": True,
+        "activation_checkpointing": lay.checkpointing,
+    }
+
+
+def hf_training_arguments(lay: TrainerLayout) -> dict[str, object]:
+    """Keyword arguments of `transformers.TrainingArguments` (all but `output_dir`)."""
+    kwargs: dict[str, object] = {
+        "per_device_train_batch_size": lay.micro_batch,
+        "gradient_accumulation_steps": lay.grad_accum,
+        "bf16": lay.precision is Precision.BF16,
+        "fp16": lay.precision is Precision.FP16,
+    }
+    if lay.tf32:
+        kwargs["tf32"] = True
+    # NB: under FSDP the engine checkpoints (fsdp_config), not the model
+    checkpointing = lay.checkpointing and not lay.sharded
+    kwargs["gradient_checkpointing"] = checkpointing
+    if checkpointing:
+        kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+    kwargs["optim"] = hf_optim(lay.optimizer, lay.kind)
+    if lay.optimizer is OptimizerKind.SGD_MOMENTUM:
+        kwargs["optim_args"] = f"momentum={SGD_MOMENTUM}"
+    if lay.grad_clip is not None:
+        kwargs["max_grad_norm"] = lay.grad_clip
+    kwargs["dataloader_num_workers"] = DATALOADER_WORKERS
+    kwargs["dataloader_pin_memory"] = lay.kind == "cuda"
+    kwargs["dataloader_persistent_workers"] = DATALOADER_WORKERS > 0
+    if lay.kind == "cpu":
+        kwargs["use_cpu"] = True
+    if lay.sharded:
+        kwargs["fsdp"] = True
+        kwargs["fsdp_config"] = fsdp_fields(lay)
+    return kwargs
+
+
+__all__ = ["SGD_MOMENTUM", "fsdp_fields", "hf_optim", "hf_training_arguments"]
