@@ -12,7 +12,7 @@ from torch import nn
 
 from trainfit.autofitter.apply import make_optimizer
 from trainfit.errors import SpecError
-from trainfit.estimator.step import Estimate
+from trainfit.estimator.result import Estimate
 from trainfit.models.live import UserBatch, rebuild_sequence
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
