@@ -23,7 +23,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trainfit.errors import TraceError, TrainfitError
 from trainfit.models.lora import effective_optimizer, parameter_counts
-from trainfit.models.source import StepProgram, build_program
+from trainfit.models.program import StepProgram
+from trainfit.models.source import build_program
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.compat import check_torch, internal_moved
 from trainfit.trace.costs import MODULE_CALL, StepCosts
