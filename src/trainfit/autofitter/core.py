@@ -201,6 +201,7 @@ def autofit(
             estimate=predicted,
             changes=found.changes,
             request=request,
+            planner=autofit,
             live=live.registration,
         )
         if confirm:
