@@ -146,8 +146,10 @@ def test_ctrl_c_in_the_first_step_is_not_swallowed():
 
 
 def test_bad_counts_and_devices_are_one_line_errors():
-    with pytest.raises(MeasureError, match=r"--steps must be at least 1 .* got steps=0, warmup=1"):
+    with pytest.raises(MeasureError, match=r"at least 1 timed step .* got steps=0, warmup=1"):
         measure(TrainSpec(**CAPPED), steps=0, warmup=1, device="cpu")
+    with pytest.raises(MeasureError, match=r"phase times are read from CUDA events; .* has none"):
+        measure(TrainSpec(**CAPPED), steps=1, warmup=0, device="cpu", phase_times=True)
     with pytest.raises(MeasureError, match=r"unknown local device 'tpu:0': use cuda, cuda:N"):
         backend_for("tpu:0")
     if not torch.cuda.is_available():
@@ -489,6 +491,7 @@ def test_measure_command_max_batch_and_latency_tables(capsys):
         (["--effective-batch", "8"], "--effective-batch only apply with --max-batch or --latency"),
         (["--max-batch", "--latency"], "choose one of --max-batch and --latency"),
         (["--steps", "0"], "--steps must be at least 1"),
+        (["--warmup", "0"], "--warmup at least 1 (the first step creates the optimizer state)"),
         (["--on", "tpu"], "unknown local device 'tpu'"),
     ],
 )

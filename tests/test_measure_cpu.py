@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from trainfit import TrainSpec
-from trainfit.measure.cpu import current_rss_bytes, measure_cpu
+from trainfit.measure.cpu import measure_cpu
+from trainfit.measure.rss import current_rss_bytes
 from trainfit.training import Phase
 
 SPEC = TrainSpec(model="trainfit.models.zoo:emotion_mlp", batch=16, device="cpu")

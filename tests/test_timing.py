@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from trainfit.cli.main import main
-from trainfit.errors import SpecError
+from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.step import estimate
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
@@ -27,7 +28,7 @@ from trainfit.timing.run import (
     run_time,
 )
 from trainfit.timing.step import CALIBRATED, MODELLED, calibration, scaled, step_time
-from trainfit.trace.costs import OpKind
+from trainfit.trace.costs import OpKind, op_cost
 from trainfit.trace.step import trace_step
 from trainfit.training import Phase
 
@@ -489,3 +490,9 @@ def test_run_option_conflicts(
     assert main(["estimate", "gpt2", "--batch", "2", "--seq", "64", *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_unknown_floating_dtype_is_an_error_naming_the_known_ones() -> None:
+    x = torch.empty((4, 4), dtype=torch.float8_e4m3fn, device="meta")
+    with pytest.raises(TraceError, match=r"dtype float8_e4m3fn: .*float32, bfloat16, float16"):
+        op_cost(torch.ops.aten.mm.default, (x, x), {}, x)

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
         InferencePrecision,
         estimate_inference,
     )
+    from trainfit.estimator.result import Breakdown, Estimate
     from trainfit.estimator.scaling import MaxBatch, max_micro_batch
-    from trainfit.estimator.step import Breakdown, Estimate, estimate
+    from trainfit.estimator.step import estimate
     from trainfit.spec import (
         InputSpec,
         LoraSpec,
@@ -50,8 +51,8 @@ _HOMES = {
     "TraceError": "trainfit.errors",
     "TrainfitError": "trainfit.errors",
     "UnknownNameError": "trainfit.errors",
-    "Breakdown": "trainfit.estimator.step",
-    "Estimate": "trainfit.estimator.step",
+    "Breakdown": "trainfit.estimator.result",
+    "Estimate": "trainfit.estimator.result",
     "estimate": "trainfit.estimator.step",
     "LoraSpec": "trainfit.spec",
     "MaxBatch": "trainfit.estimator.scaling",

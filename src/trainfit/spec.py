@@ -309,7 +309,6 @@ class TrainSpec:
         )
         coerce(self, "freeze", tuple(self.freeze))
         if self.lora is not None:
-
             try:
                 coerce(self, "lora", LoraSpec.of(self.lora))
             except SpecError as exc:

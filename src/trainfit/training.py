@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError, TrainfitError
-from trainfit.models.source import Batch, StepProgram
+from trainfit.models.program import Batch, StepProgram
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 

@@ -248,6 +248,7 @@ def _apply(
             estimate=predicted,
             changes=chosen.found.changes,
             request=request,
+            planner=autofit,
             live=chosen.live.registration,
         )
         if request.confirm:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +98,19 @@ def print_rows(rows: tuple) -> None:
     Console().print(table)
 
 
+def write_serving(args: argparse.Namespace, rows: Sequence[object]) -> None:
+    """`write` for a serving-only plan (no training plan): the report's inference section."""
+    from trainfit.cli import report_args
+    from trainfit.estimator.forward import parameter_count
+    from trainfit.report.document import ServingOnly
+
+    if not getattr(args, "report", None):
+        return
+    spec = serving_spec(args)
+    one = ServingOnly(model=args.model, parameters=parameter_count(spec))  # type: ignore[arg-type]
+    report_args.write(args, [one], inference=tuple(rows))  # type: ignore[list-item]
+
+
 def run_inference(args: argparse.Namespace, devices: tuple[str, ...]) -> int:
     """Serving only (no effective batch): estimate every (device, precision, batch) and print
     the tables or JSON; with --report, write a report of the inference section only."""
@@ -115,7 +129,7 @@ def run_inference(args: argparse.Namespace, devices: tuple[str, ...]) -> int:
             print(json.dumps({"inference": [dataclasses.asdict(r) for r in rows]}, indent=2))
         else:
             print_rows(rows)
-        report_args.write_serving(args, rows)
+        write_serving(args, rows)
         return 0
     problems = []
     if args.context is None:
@@ -144,5 +158,5 @@ def run_inference(args: argparse.Namespace, devices: tuple[str, ...]) -> int:
     if getattr(args, "report", None):
         from trainfit.report.document.serving import inference_rows
 
-        report_args.write_serving(args, inference_rows(estimates))
+        write_serving(args, inference_rows(estimates))
     return 0

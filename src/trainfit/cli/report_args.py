@@ -78,19 +78,6 @@ def stop() -> None:
         bar.stop()  # type: ignore[attr-defined]
 
 
-def write_serving(args: argparse.Namespace, rows: Sequence[object]) -> None:
-    """`write` for a serving-only plan (no training plan): the report's inference section."""
-    from trainfit.cli.inference import serving_spec
-    from trainfit.estimator.forward import parameter_count
-    from trainfit.report.document import ServingOnly
-
-    if not getattr(args, "report", None):
-        return
-    spec = serving_spec(args)
-    one = ServingOnly(model=args.model, parameters=parameter_count(spec))  # type: ignore[arg-type]
-    write(args, [one], inference=tuple(rows))  # type: ignore[list-item]
-
-
 def write(
     args: argparse.Namespace,
     plans: Sequence[Plan | StagedPlan],

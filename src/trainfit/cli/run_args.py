@@ -14,7 +14,7 @@ from trainfit.timing.run import (
 )
 
 if TYPE_CHECKING:
-    from trainfit.estimator.step import Estimate
+    from trainfit.estimator.result import Estimate
     from trainfit.spec import TrainSpec
     from trainfit.timing.run import RunSpec, Stage
     from trainfit.timing.step import StepTime

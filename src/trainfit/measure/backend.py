@@ -34,6 +34,7 @@ import torch
 
 from trainfit.errors import MeasureError
 from trainfit.hardware import nvml
+from trainfit.measure.rss import HighWater, current_rss_bytes
 
 OOM_MARKERS = (
     "out of memory",
@@ -287,11 +288,9 @@ class CpuBackend:
     kind = "cpu"
 
     def __init__(self) -> None:
-        from trainfit.measure.cpu import _HighWater, current_rss_bytes
-
         self.device = torch.device("cpu")
         self._rss = current_rss_bytes
-        self._high = _HighWater()
+        self._high = HighWater()
         self._baseline = 0
 
     def name(self) -> str:

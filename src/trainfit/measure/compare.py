@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainfit.errors import MeasureError
-from trainfit.estimator.step import Estimate
+from trainfit.estimator.result import Estimate
 from trainfit.measure.backend import Backend
 from trainfit.measure.steps import Measured
 from trainfit.memory.allocator import round_size

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import ModelLoadError, SpecError
+from trainfit.models.quantized import Linear4bitStandIn, linear_classes, quantize_linears
 from trainfit.spec import LoraSpec, OptimizerKind, Precision
 
 
@@ -44,18 +45,10 @@ def effective_optimizer(kind: OptimizerKind, lora: LoraSpec | None) -> Optimizer
     return kind
 
 
-def _linear_classes() -> tuple[type[nn.Module], ...]:
-    try:
-        from transformers.pytorch_utils import Conv1D
-    except ImportError:
-        return (nn.Linear,)
-    return (nn.Linear, Conv1D)
-
-
 def candidate_names(model: nn.Module) -> list[str]:
     """Distinct leaf names of the model's Linear (and transformers Conv1D) modules, the output
     head left out."""
-    classes = _linear_classes()
+    classes = linear_classes()
     head = output_head(model)
     names = {
         n.rsplit(".", 1)[-1]
@@ -72,7 +65,7 @@ def output_head(model: nn.Module) -> nn.Module | None:
     head = get() if callable(get) else None
     if head is None:
         # NB: a plain module's head is taken to be its last Linear (peft cannot tell either)
-        linears = [m for n, m in model.named_modules() if isinstance(m, _linear_classes())]
+        linears = [m for n, m in model.named_modules() if isinstance(m, linear_classes())]
         head = linears[-1] if linears else None
     return head
 
@@ -88,7 +81,7 @@ def default_targets(model: nn.Module) -> list[str] | str:
     return sorted(
         n
         for n, m in model.named_modules()
-        if n and m is not head and isinstance(m, _linear_classes())
+        if n and m is not head and isinstance(m, linear_classes())
     )
 
 
@@ -148,8 +141,6 @@ def wrap_with_lora(
                 ]
             ) from exc
     if lora.qlora:
-        from trainfit.models.quantized import quantize_linears
-
         quantize_linears(wrapped, skip=head, dtype=compute_dtype(precision))
     named = ",".join(targets) if isinstance(targets, list) and len(targets) <= 8 else None
     described = lora.describe() if lora.targets or named is None else lora.describe(named)
@@ -160,8 +151,6 @@ def parameter_counts(model: nn.Module, exclude: set[int] = frozenset()) -> tuple
     """(all, trainable) parameter elements, ties counted once; a 4-bit base layer counts the
     weights it stands for, not its packed bytes. Parameters whose id is in `exclude` (a DPO
     reference copy's) are left out."""
-    from trainfit.models.quantized import Linear4bitStandIn
-
     quantized = {
         id(m.weight): m.in_features * m.out_features
         for m in model.modules()
