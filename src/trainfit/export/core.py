@@ -64,6 +64,7 @@ from pathlib import Path
 from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError, UnknownNameError
 from trainfit.hardware.catalog import get_device
+from trainfit.optim import optimizer_entry
 from trainfit.plan.core import DevicePlan, Plan, _split
 from trainfit.spec import OptimizerKind, Precision
 
@@ -110,25 +111,6 @@ _PACKAGES: dict[ExportFormat, tuple[tuple[tuple[str, ...], ...], str]] = {
 DATALOADER_WORKERS = 4
 """Worker processes per DataLoader (a conventional default, as the seed-style YAML's)."""
 
-SGD_MOMENTUM = 0.9
-"""Momentum written for the sgd-momentum optimizer (the plan models the buffer only)."""
-
-_HF_OPTIM = {
-    OptimizerKind.ADAMW: "adamw_torch",
-    OptimizerKind.ADAM: "adamw_torch",
-    OptimizerKind.SGD: "sgd",
-    OptimizerKind.SGD_MOMENTUM: "sgd",
-    OptimizerKind.ADAFACTOR: "adafactor",
-    OptimizerKind.ADAMW_8BIT: "adamw_bnb_8bit",
-}
-_TORCH_OPTIMIZER = {
-    OptimizerKind.ADAMW: "torch.optim.AdamW",
-    OptimizerKind.ADAM: "torch.optim.Adam",
-    OptimizerKind.SGD: "torch.optim.SGD",
-    OptimizerKind.SGD_MOMENTUM: "torch.optim.SGD",
-    OptimizerKind.ADAFACTOR: "torch.optim.Adafactor",
-    OptimizerKind.ADAMW_8BIT: "bitsandbytes.optim.AdamW8bit",
-}
 _LIGHTNING_PRECISION = {
     Precision.FP32: "32-true",
     Precision.TF32: "32-true",
@@ -144,13 +126,6 @@ _ACCELERATE_PRECISION = {
     Precision.PURE_BF16: "no",
 }
 _LIGHTNING_ACCELERATOR = {"cuda": "gpu", "cpu": "cpu", "mps": "mps"}
-
-
-def hf_optim(optimizer: OptimizerKind, kind: str) -> str:
-    """The `TrainingArguments.optim` string of `optimizer` on a device of `kind`: the fused
-    AdamW kernel on CUDA, the plain one elsewhere."""
-    name = _HF_OPTIM[optimizer]
-    return "adamw_torch_fused" if name == "adamw_torch" and kind == "cuda" else name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -316,9 +291,10 @@ def hf_training_arguments(lay: Layout) -> dict[str, object]:
     kwargs["gradient_checkpointing"] = checkpointing
     if checkpointing:
         kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
-    kwargs["optim"] = hf_optim(lay.optimizer, lay.kind)
-    if lay.optimizer is OptimizerKind.SGD_MOMENTUM:
-        kwargs["optim_args"] = f"momentum={SGD_MOMENTUM}"
+    optimizer = optimizer_entry(lay.optimizer)
+    kwargs["optim"] = optimizer.hf_name(lay.kind)
+    if (args := optimizer.hf_optim_args()) is not None:
+        kwargs["optim_args"] = args
     if lay.grad_clip is not None:
         kwargs["max_grad_norm"] = lay.grad_clip
     kwargs["dataloader_num_workers"] = DATALOADER_WORKERS
@@ -363,14 +339,14 @@ def lightning_arguments(lay: Layout) -> dict[str, object]:
         trainer["num_nodes"] = lay.machines
     if lay.grad_clip is not None:
         trainer["gradient_clip_val"] = lay.grad_clip
+    optimizer = optimizer_entry(lay.optimizer)
     optimizer_kwargs: dict[str, object] = {}
-    if lay.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM) and lay.kind == "cuda":
+    if optimizer.fused and lay.kind == "cuda":
         optimizer_kwargs["fused"] = True
-    if lay.optimizer is OptimizerKind.SGD_MOMENTUM:
-        optimizer_kwargs["momentum"] = SGD_MOMENTUM
+    optimizer_kwargs.update(optimizer.settings)
     module: dict[str, object] = {
         "gradient_checkpointing": lay.checkpointing,
-        "optimizer": _TORCH_OPTIMIZER[lay.optimizer],
+        "optimizer": optimizer.class_path,
         "optimizer_kwargs": optimizer_kwargs,
     }
     if lay.tf32:
@@ -431,7 +407,7 @@ def accelerate_text(plan: Plan, lay: Layout, display: str = "") -> str:
         f"trainfit plan for {plan.spec.model} on {display or lay.device}: "
         f"accelerate launch --config_file accelerate_{lay.device}.yaml train.py",
         f"in train.py: Accelerator(gradient_accumulation_steps={lay.grad_accum}), DataLoader "
-        f"batch_size={lay.micro_batch}, optimizer {_TORCH_OPTIMIZER[lay.optimizer]}"
+        f"batch_size={lay.micro_batch}, optimizer {optimizer_entry(lay.optimizer).class_path}"
         + (", gradient checkpointing" if lay.checkpointing and not lay.sharded else "")
         + (f", clip_grad_norm_ at {lay.grad_clip:g}" if lay.grad_clip is not None else ""),
         *lay.notes,
@@ -665,7 +641,6 @@ __all__ = [
     "check_directory",
     "export_name",
     "export_text",
-    "hf_optim",
     "hf_training_arguments",
     "launch_files",
     "layout",

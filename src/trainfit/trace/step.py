@@ -22,15 +22,15 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trainfit.errors import TraceError, TrainfitError
-from trainfit.models.lora import effective_optimizer, parameter_counts
+from trainfit.models.lora import parameter_counts
 from trainfit.models.source import StepProgram, build_program
+from trainfit.optim import effective_optimizer, traced_optimizer
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.compat import check_torch, internal_moved
 from trainfit.trace.costs import MODULE_CALL, StepCosts
 from trainfit.trace.kernels.attention import SdpaBackend, SdpaCall
 from trainfit.trace.kernels.cudnn_conv import CudnnConv
 from trainfit.trace.kernels.cudnn_rnn import LIBRARY_OP, CudnnLstm
-from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse, RecordedPass
 from trainfit.trace.target import Target, TargetKind
@@ -306,7 +306,7 @@ def trace_step(
         if program.is_hf:
             stack.enter_context(_not_tracing_for_transformers())
         kind = effective_optimizer(spec.optimizer, spec.lora)
-        optimizer = make_optimizer(kind, trainable, foreach=rules.foreach)
+        optimizer = traced_optimizer(kind, trainable, foreach=rules.foreach)
         rig = StepRig(
             program=program,
             optimizer=optimizer,
