@@ -31,8 +31,6 @@ from trainfit.autofitter.apply import (
     apply_freeze,
     apply_numerics,
     check_freeze,
-    has_bitsandbytes,
-    optimizer_kind,
     remove_checkpointing,
     spec_freeze,
 )
@@ -43,6 +41,7 @@ from trainfit.hardware.catalog import get_device
 from trainfit.measure.backend import Backend, backend_for
 from trainfit.measure.compare import local_catalog_device
 from trainfit.models.live import LiveModel, UserBatch, registered
+from trainfit.optim import optimizer_entry, optimizer_kind
 from trainfit.plan.core import DEFAULT_MARGIN, DevicePlan, plan
 from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
 
@@ -380,8 +379,9 @@ def _validate(request: Request, freeze: Any) -> tuple[OptimizerKind, Precision |
         kind = optimizer_kind(request.optimizer)
     except (SpecError, UnknownNameError) as exc:
         problems.append(str(exc))
-    if kind is OptimizerKind.ADAMW_8BIT and not has_bitsandbytes():
-        problems.append("optimizer adamw-8bit needs bitsandbytes: pip install bitsandbytes")
+    if not (entry := optimizer_entry(kind)).installed():
+        package = entry.package
+        problems.append(f"optimizer {kind.value} needs {package}: pip install {package}")
     precision = None
     if request.precision is not None:
         try:
@@ -502,7 +502,8 @@ def _check_setting(request: Request, found: DevicePlan, kind: OptimizerKind) -> 
             )
         else:
             how = "install bitsandbytes (pip install bitsandbytes)"
-        if isinstance(request.optimizer, torch.optim.Optimizer) or not has_bitsandbytes():
+        installed = optimizer_entry(setting.optimizer).installed()
+        if isinstance(request.optimizer, torch.optim.Optimizer) or not installed:
             raise SpecError([f"{name} fits {found.display} only with 8-bit AdamW state: {how}"])
     effective, micro = request.effective_batch, request.micro_batch
     if micro is not None:

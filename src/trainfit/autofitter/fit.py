@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainfit.autofitter.apply import make_optimizer
 from trainfit.errors import SpecError
 from trainfit.estimator.result import Estimate
 from trainfit.models.live import UserBatch, rebuild_sequence
+from trainfit.optim import build_optimizer
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 GIB = 2**30
@@ -174,7 +174,7 @@ class Fit:
         if params is None:
             params = [p for p in self.request.model.parameters() if p.requires_grad]
         like = self.request.optimizer
-        return make_optimizer(
+        return build_optimizer(
             self.optimizer_kind,
             params,
             like if isinstance(like, torch.optim.Optimizer) else None,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from trainfit.export.configs import to_yaml
 from trainfit.export.hf import fsdp_fields
-from trainfit.export.layout import TORCH_OPTIMIZER, TrainerLayout
+from trainfit.export.layout import TrainerLayout
+from trainfit.optim import optimizer_entry
 from trainfit.plan.core import Plan
 from trainfit.spec import Precision
 
@@ -63,7 +64,7 @@ def accelerate_text(plan: Plan, lay: TrainerLayout, display: str = "") -> str:
         f"trainfit plan for {plan.spec.model} on {display or lay.device}: "
         f"accelerate launch --config_file accelerate_{lay.device}.yaml train.py",
         f"in train.py: Accelerator(gradient_accumulation_steps={lay.grad_accum}), DataLoader "
-        f"batch_size={lay.micro_batch}, optimizer {TORCH_OPTIMIZER[lay.optimizer]}"
+        f"batch_size={lay.micro_batch}, optimizer {optimizer_entry(lay.optimizer).class_path}"
         + (", gradient checkpointing" if lay.checkpointing and not lay.sharded else "")
         + (f", clip_grad_norm_ at {lay.grad_clip:g}" if lay.grad_clip is not None else ""),
         *lay.notes,

@@ -20,21 +20,12 @@ import datetime
 from pathlib import Path
 
 from trainfit.errors import TrainfitError
-from trainfit.export.hf import SGD_MOMENTUM, hf_optim
 from trainfit.export.layout import TrainerLayout
 from trainfit.hardware.catalog import get_device
 from trainfit.io import write_atomically
+from trainfit.optim import optimizer_entry
 from trainfit.plan.core import DevicePlan, Plan, Setting
-from trainfit.spec import OptimizerKind, Precision
-
-_OPTIMIZER_NAME = {
-    OptimizerKind.ADAMW: "AdamW",
-    OptimizerKind.ADAM: "Adam",
-    OptimizerKind.SGD: "SGD",
-    OptimizerKind.SGD_MOMENTUM: "SGD",
-    OptimizerKind.ADAFACTOR: "Adafactor",
-    OptimizerKind.ADAMW_8BIT: "AdamW8bit (bitsandbytes)",
-}
+from trainfit.spec import Precision
 
 
 def _kind(name: str) -> str:
@@ -80,7 +71,7 @@ def device_config(
             "gradient_checkpointing": s.checkpointing,
             "gradient_clipping": plan.spec.grad_clip,
         },
-        "optimizer": {"type": _OPTIMIZER_NAME[s.optimizer]},
+        "optimizer": {"type": optimizer_entry(s.optimizer).short_name},
         "checkpoint": {"save_best": True, "save_latest": True, "save_interval": 1000},
         # NB: pinned memory speeds up copies to a discrete GPU; a Mac's memory is unified
         "data": {"num_workers": 4, "pin_memory": kind == "cuda"},
@@ -123,9 +114,10 @@ def hf_trainer_flags(device: DevicePlan, lay: TrainerLayout | None = None) -> st
         parts.append("--fp16")
     if s.checkpointing:
         parts.append("--gradient_checkpointing")
-    parts.append(f"--optim {hf_optim(s.optimizer, _kind(device.device))}")
-    if s.optimizer is OptimizerKind.SGD_MOMENTUM:
-        parts.append(f"--optim_args momentum={SGD_MOMENTUM}")
+    optimizer = optimizer_entry(s.optimizer)
+    parts.append(f"--optim {optimizer.hf_name(_kind(device.device))}")
+    if (args := optimizer.hf_optim_args()) is not None:
+        parts.append(f"--optim_args {args}")
     return " ".join(parts)
 
 

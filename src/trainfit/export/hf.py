@@ -8,26 +8,8 @@ accelerate): `trainfit.export.formats.require_packages` names what to install.
 from __future__ import annotations
 
 from trainfit.export.layout import DATALOADER_WORKERS, TrainerLayout
-from trainfit.spec import OptimizerKind, Precision
-
-SGD_MOMENTUM = 0.9
-"""Momentum written for the sgd-momentum optimizer (the plan models the buffer only)."""
-
-_HF_OPTIM = {
-    OptimizerKind.ADAMW: "adamw_torch",
-    OptimizerKind.ADAM: "adamw_torch",
-    OptimizerKind.SGD: "sgd",
-    OptimizerKind.SGD_MOMENTUM: "sgd",
-    OptimizerKind.ADAFACTOR: "adafactor",
-    OptimizerKind.ADAMW_8BIT: "adamw_bnb_8bit",
-}
-
-
-def hf_optim(optimizer: OptimizerKind, kind: str) -> str:
-    """The `TrainingArguments.optim` string of `optimizer` on a device of `kind`: the fused
-    AdamW kernel on CUDA, the plain one elsewhere."""
-    name = _HF_OPTIM[optimizer]
-    return "adamw_torch_fused" if name == "adamw_torch" and kind == "cuda" else name
+from trainfit.optim import optimizer_entry
+from trainfit.spec import Precision
 
 
 def fsdp_fields(lay: TrainerLayout) -> dict[str, object]:
@@ -58,9 +40,10 @@ def hf_training_arguments(lay: TrainerLayout) -> dict[str, object]:
     kwargs["gradient_checkpointing"] = checkpointing
     if checkpointing:
         kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
-    kwargs["optim"] = hf_optim(lay.optimizer, lay.kind)
-    if lay.optimizer is OptimizerKind.SGD_MOMENTUM:
-        kwargs["optim_args"] = f"momentum={SGD_MOMENTUM}"
+    optimizer = optimizer_entry(lay.optimizer)
+    kwargs["optim"] = optimizer.hf_name(lay.kind)
+    if (args := optimizer.hf_optim_args()) is not None:
+        kwargs["optim_args"] = args
     if lay.grad_clip is not None:
         kwargs["max_grad_norm"] = lay.grad_clip
     kwargs["dataloader_num_workers"] = DATALOADER_WORKERS
@@ -74,4 +57,4 @@ def hf_training_arguments(lay: TrainerLayout) -> dict[str, object]:
     return kwargs
 
 
-__all__ = ["SGD_MOMENTUM", "fsdp_fields", "hf_optim", "hf_training_arguments"]
+__all__ = ["fsdp_fields", "hf_training_arguments"]

@@ -49,15 +49,6 @@ from trainfit.spec import OptimizerKind, Precision
 DATALOADER_WORKERS = 4
 """Worker processes per DataLoader (a conventional default, as the seed-style YAML's)."""
 
-TORCH_OPTIMIZER = {
-    OptimizerKind.ADAMW: "torch.optim.AdamW",
-    OptimizerKind.ADAM: "torch.optim.Adam",
-    OptimizerKind.SGD: "torch.optim.SGD",
-    OptimizerKind.SGD_MOMENTUM: "torch.optim.SGD",
-    OptimizerKind.ADAFACTOR: "torch.optim.Adafactor",
-    OptimizerKind.ADAMW_8BIT: "bitsandbytes.optim.AdamW8bit",
-}
-"""The optimizer class each kind is built with, by import path (Lightning, accelerate)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -243,4 +234,4 @@ def _kind(name: str) -> tuple[str, tuple[int, int]]:
     return found.kind, found.compute_capability
 
 
-__all__ = ["DATALOADER_WORKERS", "TORCH_OPTIMIZER", "TrainerLayout", "trainer_layout"]
+__all__ = ["DATALOADER_WORKERS", "TrainerLayout", "trainer_layout"]

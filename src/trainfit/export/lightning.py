@@ -13,9 +13,9 @@ wraps the root module only, not each layer as the plan's memory assumes: the fil
 
 from __future__ import annotations
 
-from trainfit.export.hf import SGD_MOMENTUM
-from trainfit.export.layout import DATALOADER_WORKERS, TORCH_OPTIMIZER, TrainerLayout
-from trainfit.spec import OptimizerKind, Precision
+from trainfit.export.layout import DATALOADER_WORKERS, TrainerLayout
+from trainfit.optim import optimizer_entry
+from trainfit.spec import Precision
 
 _LIGHTNING_PRECISION = {
     Precision.FP32: "32-true",
@@ -58,14 +58,14 @@ def lightning_arguments(lay: TrainerLayout) -> dict[str, object]:
         trainer["num_nodes"] = lay.machines
     if lay.grad_clip is not None:
         trainer["gradient_clip_val"] = lay.grad_clip
+    optimizer = optimizer_entry(lay.optimizer)
     optimizer_kwargs: dict[str, object] = {}
-    if lay.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM) and lay.kind == "cuda":
+    if optimizer.fused and lay.kind == "cuda":
         optimizer_kwargs["fused"] = True
-    if lay.optimizer is OptimizerKind.SGD_MOMENTUM:
-        optimizer_kwargs["momentum"] = SGD_MOMENTUM
+    optimizer_kwargs.update(optimizer.settings)
     module: dict[str, object] = {
         "gradient_checkpointing": lay.checkpointing,
-        "optimizer": TORCH_OPTIMIZER[lay.optimizer],
+        "optimizer": optimizer.class_path,
         "optimizer_kwargs": optimizer_kwargs,
     }
     if lay.tf32:

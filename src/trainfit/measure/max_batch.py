@@ -51,8 +51,9 @@ from trainfit.errors import MeasureError
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import ModuleTracker, device_rig, first_line, setup_failure
 from trainfit.models.source import build_program
+from trainfit.optim import measured_optimizer
 from trainfit.spec import TrainSpec
-from trainfit.training import Phase, StepRig, needs_scaler, run_iteration, torch_optimizer
+from trainfit.training import Phase, StepRig, needs_scaler, run_iteration
 
 GiB = 1 << 30
 
@@ -226,7 +227,7 @@ class _Prober:
     def _train(self, micro: int, state: dict[str, Any]) -> None:
         spec = dataclasses.replace(self.spec, batch=micro)
         program = self._program(micro)
-        optimizer = torch_optimizer(spec.optimizer, self.trainable)
+        optimizer = measured_optimizer(spec.optimizer, self.trainable)
         scaler = torch.amp.GradScaler(self.backend.kind) if needs_scaler(spec.precision) else None
         rig = StepRig(
             program=program, optimizer=optimizer, autocast=self.autocast, scaler=scaler, spec=spec

@@ -29,6 +29,7 @@ from trainfit.errors import MeasureError
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.models.lora import check_runnable
 from trainfit.models.source import build_program
+from trainfit.optim import measured_optimizer
 from trainfit.spec import Precision, TrainSpec
 from trainfit.training import (
     Phase,
@@ -37,7 +38,6 @@ from trainfit.training import (
     needs_scaler,
     no_context,
     run_iteration,
-    torch_optimizer,
 )
 
 GiB = 1 << 30
@@ -196,7 +196,7 @@ def device_rig(
             torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
         elif spec.precision is Precision.TF32:
             torch.backends.cuda.matmul.allow_tf32 = True
-    optimizer = torch_optimizer(spec.optimizer, trainable)
+    optimizer = measured_optimizer(spec.optimizer, trainable)
     autocast_dtype = spec.precision.autocast_dtype
     autocast: Callable[[], Any] = no_context
     if autocast_dtype is not None:

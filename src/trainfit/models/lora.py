@@ -8,7 +8,7 @@ the traced step (and the real one `trainfit measure` runs) is the real wrapped g
 QLoRA is modelled without bitsandbytes (see `trainfit.models.quantized`): the base is loaded in
 the compute dtype (as `from_pretrained(torch_dtype=..., quantization_config=...)` does), every
 Linear but the output head is replaced by a stand-in holding what `bnb.nn.Linear4bit` holds, and
-the optimizer is bitsandbytes' paged 8-bit AdamW (`trace.optimizers.EightBitAdamWStandIn`).
+the optimizer is bitsandbytes' paged 8-bit AdamW (`trainfit.optim.EightBitAdamWStandIn`).
 
 Known limitations:
 - peft's `prepare_model_for_kbit_training` (which casts the non-quantised weights, embeddings
@@ -28,7 +28,7 @@ from torch import nn
 
 from trainfit.errors import ModelLoadError, SpecError
 from trainfit.models.quantized import Linear4bitStandIn, linear_classes, quantize_linears
-from trainfit.spec import LoraSpec, OptimizerKind, Precision
+from trainfit.spec import LoraSpec, Precision
 
 
 def compute_dtype(precision: Precision) -> torch.dtype:
@@ -38,11 +38,6 @@ def compute_dtype(precision: Precision) -> torch.dtype:
     return precision.autocast_dtype or torch.float32
 
 
-def effective_optimizer(kind: OptimizerKind, lora: LoraSpec | None) -> OptimizerKind:
-    """QLoRA's recipe trains with paged 8-bit AdamW: AdamW becomes 8-bit AdamW under QLoRA."""
-    if lora is not None and lora.qlora and kind is OptimizerKind.ADAMW:
-        return OptimizerKind.ADAMW_8BIT
-    return kind
 
 
 def candidate_names(model: nn.Module) -> list[str]:

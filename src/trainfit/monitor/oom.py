@@ -26,6 +26,7 @@ from torch import nn
 from trainfit.errors import TrainfitError
 from trainfit.monitor.phase import StepPhase
 from trainfit.monitor.sample import gib
+from trainfit.optim import optimizer_entries, optimizer_entry
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 _REQUESTED = re.compile(r"[Tt]ried to allocate ([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)")
@@ -195,17 +196,20 @@ def _checkpointing(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
 
 def _eight_bit_words(seen: Observed) -> str | None:
     if seen.optimizer is None:
-        return "8-bit AdamW state (bitsandbytes.optim.AdamW8bit), if you train with Adam(W)"
-    if seen.optimizer in ("Adam", "AdamW"):
-        return f"8-bit AdamW state (bitsandbytes.optim.AdamW8bit instead of {seen.optimizer})"
+        eight_bit = optimizer_entry(OptimizerKind.ADAMW_8BIT).class_path
+        return f"8-bit AdamW state ({eight_bit}), if you train with Adam(W)"
+    for entry in optimizer_entries():
+        if entry.eight_bit is not None and entry.class_name == seen.optimizer:
+            eight_bit = optimizer_entry(entry.eight_bit).class_path
+            return f"8-bit AdamW state ({eight_bit} instead of {seen.optimizer})"
     return None
 
 
 @_rung("8-bit AdamW", _eight_bit_words)
 def _eight_bit(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    if spec.optimizer not in (OptimizerKind.ADAMW, OptimizerKind.ADAM):
+    if (eight_bit := optimizer_entry(spec.optimizer).eight_bit) is None:
         return None
-    return "8-bit AdamW state", dataclasses.replace(spec, optimizer=OptimizerKind.ADAMW_8BIT)
+    return "8-bit AdamW state", dataclasses.replace(spec, optimizer=eight_bit)
 
 
 def _one_words(seen: Observed) -> str | None:

@@ -36,6 +36,7 @@ from trainfit.estimator.step import gpu_fits, gpu_memory
 from trainfit.hardware.catalog import Device, cheapest_instance, get_device
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes, nccl_bytes
 from trainfit.memory.states import model_states, parameter_counts
+from trainfit.optim import optimizer_entry
 from trainfit.spec import OptimizerKind, Precision, ReferenceKind, TrainSpec
 from trainfit.timing.run import (
     CostLine,
@@ -668,8 +669,9 @@ def _rungs(
         changes.append("gradient checkpointing")
         rungs.append((base, tuple(changes)))
     # NB: bitsandbytes' 8-bit optimizers are CUDA kernels; not offered on an Apple GPU
-    if base.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM) and device.kind == "cuda":
-        base = dataclasses.replace(base, optimizer=OptimizerKind.ADAMW_8BIT)
+    eight_bit = optimizer_entry(base.optimizer).eight_bit
+    if eight_bit is not None and device.kind == "cuda":
+        base = dataclasses.replace(base, optimizer=eight_bit)
         changes.append("8-bit AdamW state")
         rungs.append((base, tuple(changes)))
     return rungs
@@ -1367,8 +1369,8 @@ def _ladder_steps(
         ("gradient checkpointing", dataclasses.replace(amp, checkpointing=True), quarter),
     ]
     last_spec = steps[-1][1]
-    if last_spec.optimizer in (OptimizerKind.ADAMW, OptimizerKind.ADAM):
-        eight = dataclasses.replace(last_spec, optimizer=OptimizerKind.ADAMW_8BIT)
+    if (eight_bit := optimizer_entry(last_spec.optimizer).eight_bit) is not None:
+        eight = dataclasses.replace(last_spec, optimizer=eight_bit)
         steps.append(("8-bit AdamW state", eight, quarter))
         last_spec = eight
     steps.append(("1 sample per step with accumulation", last_spec, 1))

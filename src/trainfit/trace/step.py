@@ -17,15 +17,15 @@ from enum import Enum
 import torch
 from torch import nn
 
-from trainfit.models.lora import effective_optimizer, parameter_counts
+from trainfit.models.lora import parameter_counts
 from trainfit.models.program import Batch, StepProgram
 from trainfit.models.source import build_program
+from trainfit.optim import effective_optimizer, traced_optimizer
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.compat import check_torch
 from trainfit.trace.context import Tracer, tracing
 from trainfit.trace.costs import StepCosts
 from trainfit.trace.kernels.attention import SdpaBackend, SdpaCall
-from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse, RecordedPass
 from trainfit.trace.target import Target
@@ -186,7 +186,7 @@ def trace_step(
         recorder, rules = tracer.recorder, tracer.rules
         trainable = [p for p in program.model.parameters() if p.requires_grad]
         kind = effective_optimizer(spec.optimizer, spec.lora)
-        optimizer = make_optimizer(kind, trainable, foreach=rules.foreach)
+        optimizer = traced_optimizer(kind, trainable, foreach=rules.foreach)
         scaler = _ScalerStandIn() if needs_scaler(spec.precision) else None
         rig = StepRig(
             program=program, optimizer=optimizer, autocast=rules.autocast, scaler=scaler, spec=spec
