@@ -63,6 +63,7 @@ def test_spec_claims_are_well_formed(spec: Path) -> None:
         assert len(values) in (1, 2) and values == sorted(values), claim
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_committed_report_is_up_to_date(spec: Path) -> None:
     missing = regenerate.features_available()
@@ -160,6 +161,7 @@ def test_a_spec_without_a_report_folder_is_refused(tmp_path: Path) -> None:
         regenerate.report_dir(spec)
 
 
+@pytest.mark.slow
 def test_a_spec_files_models_share_one_report(tmp_path: Path) -> None:
     from trainfit.cli.main import main
 

@@ -33,6 +33,7 @@ SPECS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_cached_outputs_trace_like_dispatched_ones(
     name: str, monkeypatch: pytest.MonkeyPatch

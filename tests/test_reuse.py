@@ -103,6 +103,7 @@ COPIED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(COPIED))
 @pytest.mark.parametrize(
     ("source", "target"), [("adamw", "adamw-8bit"), ("adamw-8bit", "sgd"), ("sgd", "adafactor")]
