@@ -476,12 +476,12 @@ def test_write_exports_skips_what_cannot_be_exported(tmp_path: Path) -> None:
 
 
 def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch) -> None:
-    import trainfit.export.configs
+    import trainfit.io
 
     def fail(source: str, target: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(trainfit.export.configs.os, "replace", fail)
+    monkeypatch.setattr(trainfit.io.os, "replace", fail)
     with pytest.raises(TrainfitError, match=r"cannot write .*hf_rtx-4060\.json: disk full"):
         write_exports(_hand_plan(EIGHT_BIT), ["hf"], tmp_path)
     assert list(tmp_path.iterdir()) == []
