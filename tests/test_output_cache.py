@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from tests.test_reuse import _canonical
+from tests.trace.test_reuse import _canonical
 from trainfit import TrainSpec
 from trainfit.trace import recorder
 from trainfit.trace.step import trace_step

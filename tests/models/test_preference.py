@@ -247,6 +247,6 @@ def test_plan_plans_pairs(
 
 @pytest.mark.slow
 def test_docs_example_runs() -> None:
-    text = (Path(__file__).parent.parent / "docs" / "preference.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "preference.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "docs/preference.md", "exec"), {})

@@ -128,7 +128,7 @@ def test_op_without_fake_kernel_names_op_and_module() -> None:
         TraceError,
         match=r"op trainfit_test.opaque.default in module '_UsesOpaque'.*trainfit measure",
     ):
-        estimate(TrainSpec(model="tests.test_estimate:opaque_model", inputs=("x=B,4",)))
+        estimate(TrainSpec(model="tests.estimator.test_step:opaque_model", inputs=("x=B,4",)))
 
 
 def test_shape_mismatch_is_named_as_the_users_error() -> None:
