@@ -41,6 +41,7 @@ def planned():
     return plan(SPEC, 16, ("rtx-4060",), ladder=False)
 
 
+@pytest.mark.slow
 def test_the_verdict_and_the_multi_gpu_plan_name_the_same_gpu_count(planned) -> None:
     (d,) = planned.devices
     assert d.verdict is Verdict.NO
@@ -58,6 +59,7 @@ def test_the_verdict_and_the_multi_gpu_plan_name_the_same_gpu_count(planned) -> 
         assert d.offloaded is None
 
 
+@pytest.mark.slow
 def test_when_no_multi_gpu_plan_holds_it_the_verdict_says_so() -> None:
     (d,) = plan(SPEC, 16, ("rtx-4060",), ladder=False, strategy=Strategy.FSDP2, gpus=2).devices
     assert d.verdict is Verdict.NO and d.distributed is None

@@ -367,6 +367,7 @@ def test_phases_follow_the_step() -> None:
 # -- out of memory -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_oom_in_forward_with_spec(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -400,6 +401,7 @@ def test_oom_in_forward_with_spec(capsys: pytest.CaptureFixture[str], tmp_path) 
     assert "trainfit/out_of_memory/text_summary" in events.Tags()["tensors"]
 
 
+@pytest.mark.slow
 def test_rung_that_does_not_fit_names_the_rungs_until_a_fit() -> None:
     from trainfit.monitor.oom import _rung_text, next_rung_for_spec
 
@@ -616,6 +618,7 @@ def test_lightning_callback_reports_oom(tmp_path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_hf_trainer_callback(tmp_path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 

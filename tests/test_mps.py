@@ -152,6 +152,7 @@ def mac_plan():
     return plan(GPT_SMALL, effective_batch=64, devices=(MAC, "m4-pro-24gb"), ladder=False)
 
 
+@pytest.mark.slow
 def test_a_mac_gets_a_plan_in_fp32_first(mac_plan) -> None:
     for device in mac_plan.devices:
         assert device.verdict in (Verdict.COMFORTABLE, Verdict.WITH_CHANGES), device
@@ -181,6 +182,7 @@ def test_mac_rungs_fp32_then_fp16_autocast_then_checkpointing_never_8_bit() -> N
     assert cuda[-1][0].optimizer is OptimizerKind.ADAMW_8BIT
 
 
+@pytest.mark.slow
 def test_fp16_autocast_on_a_mac_keeps_attention_in_fp32() -> None:
     """Training attention on MPS is PyTorch's math path, which upcasts fp16 inputs to fp32
     (`allow_fp16_bf16_reduction_math_sdp` off by default): fp16 autocast then saves nothing
@@ -207,6 +209,7 @@ def test_a_model_too_big_for_a_mac_does_not_fit() -> None:
     assert "over the 9.60 GiB usable" in big.note  # 90% of 2/3 of 16 GiB
 
 
+@pytest.mark.slow
 def test_a_macs_config_file_runs_on_mps_without_pinned_memory(mac_plan) -> None:
     from trainfit.export.configs import config_text, device_config
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from tests.test_reuse import _canonical
+from tests.trace.test_reuse import _canonical
 from trainfit import TrainSpec
 from trainfit.trace import output_cache
 from trainfit.trace.step import trace_step
@@ -33,6 +33,7 @@ SPECS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_cached_outputs_trace_like_dispatched_ones(
     name: str, monkeypatch: pytest.MonkeyPatch

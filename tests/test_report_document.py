@@ -286,6 +286,7 @@ def test_html_is_self_contained_and_escaped(report, tmp_path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_same_inputs_give_the_same_bytes(report, planned, tmp_path) -> None:
     again = build_report(
         [planned],
@@ -355,6 +356,7 @@ def test_names_must_match_the_plans(planned) -> None:
         build_report([planned], names=["a", "b"])
 
 
+@pytest.mark.slow
 def test_plan_command_writes_the_report(tmp_path, capsys) -> None:
     out = tmp_path / "rep"
     argv = ["plan", MODEL, "--input", INPUT, "--effective-batch", "32", "--device", "rtx-4060"]
@@ -375,6 +377,7 @@ def test_plan_command_writes_the_report(tmp_path, capsys) -> None:
     assert "# trainfit plan: wide_mlp" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_plan_command_with_stages_writes_each_stage(tmp_path, capsys) -> None:
     out = tmp_path / "rep"
     argv = ["plan", MODEL, "--input", INPUT, "--effective-batch", "32", "--device", "rtx-4060"]
@@ -404,6 +407,7 @@ def test_an_unwritable_report_directory_fails_before_planning(tmp_path, capsys) 
     assert "report directory" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_docs_example_runs(tmp_path, monkeypatch) -> None:
     text = (Path(__file__).parent.parent / "docs" / "report.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
@@ -549,6 +553,7 @@ def test_rows_from_estimates_and_a_serving_only_report(tmp_path) -> None:
     assert (tmp_path / "rep" / "report.html").is_file()
 
 
+@pytest.mark.slow
 def test_plan_with_inference_and_an_effective_batch_reports_both(tmp_path, capsys) -> None:
     out = tmp_path / "rep"
     argv = ["plan", "trainfit.models.zoo:emotion_mlp", "--effective-batch", "32", "--device",

@@ -48,6 +48,7 @@ def test_matmul_flops_are_counted_exactly() -> None:
     assert foreach and all(op.bytes > 0 for op in foreach)
 
 
+@pytest.mark.slow
 def test_step_time_grows_with_batch_and_is_faster_on_a_faster_gpu() -> None:
     spec = TrainSpec(model="gpt2", batch=2, seq_len=256, precision="bf16")
     small = estimate(spec)
@@ -87,6 +88,7 @@ def test_a_device_without_rates_says_so() -> None:
     assert any("no bf16 compute rate" in n for n in result.notes)
 
 
+@pytest.mark.slow
 def test_a_measured_step_scales_to_another_device() -> None:
     spec = TrainSpec(model="gpt2", batch=4, seq_len=256, precision="bf16")
     trace = trace_step(spec)
@@ -246,6 +248,7 @@ def test_cli_bad_run_input_is_one_line(
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["timing_h100", "timing_heldout_h100"])
 def test_committed_step_time_table_is_current(name: str) -> None:
     """A committed H100 table (and its summary line, which the READMEs quote) is what the
@@ -317,6 +320,7 @@ def test_unaligned_matmul_is_flagged() -> None:
     assert sum(op.detail for op in matmuls) == 1
 
 
+@pytest.mark.slow
 def test_cli_stages_and_a_measured_step(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["estimate", "trainfit.models.zoo:redimnet_like", "--batch", "16", "--precision"]
     args += ["bf16", "--device", "rtx-4060", "--time", "--samples", "1000", "--json"]
@@ -339,6 +343,7 @@ def test_cli_bad_stage(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--stage 'x:foo': expected EPOCHS[:PATTERN,...]" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_plan_scales_every_device_by_a_measured_step() -> None:
     from trainfit.plan.core import plan
 
@@ -371,6 +376,7 @@ def test_estimate_on_several_gpus_and_their_costs() -> None:
     )
 
 
+@pytest.mark.slow
 def test_plan_run_times_each_gpu_count_with_its_own_step() -> None:
     from trainfit.plan.core import plan
 
@@ -427,6 +433,7 @@ def test_samples_alone_give_the_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["run"]["steps"] == 500 and data["time"]["label"] == "modelled"
 
 
+@pytest.mark.slow
 def test_stages_take_the_measured_scaling_and_their_own_gradients(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -453,6 +460,7 @@ def test_estimate_on_two_gpus_prices_every_instance_size() -> None:
     assert eight.hours < run.time.hours < one.hours
 
 
+@pytest.mark.slow
 def test_plan_counts_steps_with_the_batch_it_really_takes() -> None:
     from trainfit.plan.core import plan
 

@@ -66,6 +66,7 @@ def _created(spec: TrainSpec, category: Category) -> int:
     )
 
 
+@pytest.mark.slow
 def test_reference_model_adds_its_weights_and_precomputed_does_not(tiny_lm: str) -> None:
     common = dict(model=tiny_lm, batch=2, seq_len=SEQ, precision="bf16")
     sft = trainfit.estimate(**common)
@@ -84,6 +85,7 @@ def test_reference_model_adds_its_weights_and_precomputed_does_not(tiny_lm: str)
     assert "precomputed" in pre.loss_note
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reference", ["model", "precomputed"])
 def test_activations_double_for_pairs(tiny_lm: str, reference: str) -> None:
     """fp32 (no autocast weight copies, which do not grow with the batch): every tensor the
@@ -128,6 +130,7 @@ def test_reference_is_frozen_eval_and_kept_out_of_training(tiny_lm: str) -> None
     assert shapes["chosen_input_ids"] == (3, 16)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reference", list(ReferenceKind))
 def test_real_cpu_step_matches_the_estimate_state_bytes(tiny_lm: str, reference: str) -> None:
     """A real DPO step on the CPU (the same build_program path) holds the parameter, gradient
@@ -216,6 +219,7 @@ def test_cli_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.count("\n") == 0 and "causal language models only" in err
 
 
+@pytest.mark.slow
 def test_plan_plans_pairs(
     tiny_lm: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -241,7 +245,8 @@ def test_plan_plans_pairs(
     assert "effective batch 8 pairs" in out and "pairs/s" in out
 
 
+@pytest.mark.slow
 def test_docs_example_runs() -> None:
-    text = (Path(__file__).parent.parent / "docs" / "preference.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "preference.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "docs/preference.md", "exec"), {})

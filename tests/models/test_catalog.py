@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-CATALOG_PATH = Path(__file__).resolve().parents[1] / "src" / "trainfit" / "models" / "catalog.json"
+CATALOG_PATH = Path(__file__).resolve().parents[2] / "src" / "trainfit" / "models" / "catalog.json"
 
 REQUIRED_KEYS = {
     "kind",

@@ -176,6 +176,7 @@ def test_forward_backward_on_meta(name: str) -> None:
     assert all(p.grad is not None and p.grad.is_meta for p in model.parameters())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(zoo.FACTORIES) - META_ONLY))
 def test_forward_backward_on_cpu(name: str) -> None:
     torch.manual_seed(0)

@@ -27,6 +27,7 @@ def staged():
     return plan_stages(MELODY, stages, 256, ("h100", "rtx-4060"), run=run)
 
 
+@pytest.mark.slow
 def test_each_stage_is_the_plan_of_its_own_spec(staged):
     frozen, full = staged.stages
     assert (frozen.epochs, full.epochs) == (5.0, 20.0)
@@ -52,6 +53,7 @@ def test_each_stage_is_the_plan_of_its_own_spec(staged):
     assert not frozen.plan.ladder and full.plan.ladder  # the ladder of the last stage only
 
 
+@pytest.mark.slow
 def test_the_schedule_sums_hours_and_costs_and_takes_the_largest_stage(staged):
     for i, schedule in enumerate(staged.devices):
         per_stage = [s.plan.devices[i] for s in staged.stages]
@@ -70,6 +72,7 @@ def test_no_stage_is_an_error():
         plan_stages(MELODY, [], 256, ("h100",))
 
 
+@pytest.mark.slow
 def test_the_schedule_is_rendered_after_each_stage(staged):
     from rich.console import Console
 
@@ -90,6 +93,7 @@ def test_the_schedule_is_rendered_after_each_stage(staged):
     assert f"{h100.peak_needed_bytes / 2**30:.2f} GiB" in text
 
 
+@pytest.mark.slow
 def test_plan_command_with_stages_writes_each_stages_exports(tmp_path, capsys):
     import json
 
@@ -149,6 +153,7 @@ def test_plan_command_refuses_epochs_with_stages(capsys):
     assert "give --epochs or --stage, not both" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_measured_step_is_the_last_stages_and_scales_every_stage(staged):
     stages = [
         ("stage 1 (frozen)", 5.0, dataclasses.replace(MELODY, freeze=FROZEN)),
@@ -203,6 +208,7 @@ def _tiny_catalog(tmp_path) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_a_device_that_fits_one_stage_names_the_stage_that_does_not(tmp_path):
     from rich.console import Console
 

@@ -80,6 +80,7 @@ def test_spec_unknown_field() -> None:
 # --- the wrapped graph ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_trainable_count_is_peft_s(llama_dir: str, gpt2_dir: str) -> None:
     for directory, targets in ((llama_dir, ("q_proj", "v_proj")), (gpt2_dir, ("c_attn",))):
         est = estimate(model=directory, batch=2, seq_len=64, lora={"rank": 8})
@@ -242,6 +243,7 @@ def test_cli_estimate_text(capsys: pytest.CaptureFixture[str], gpt2_dir: str) ->
     assert "trainable with LoRA: 4,096 of" in out
 
 
+@pytest.mark.slow
 def test_real_cpu_run_state_agrees(llama_dir: str) -> None:
     """`trainfit measure --lora` on the CPU runs peft; its state bytes are the estimate's."""
     spec = TrainSpec(model=llama_dir, batch=2, seq_len=32, device="cpu", lora={"rank": 4})
@@ -261,6 +263,7 @@ def dataclass_replace(spec: TrainSpec, **changes: object) -> TrainSpec:
     return dataclasses.replace(spec, **changes)
 
 
+@pytest.mark.slow
 def test_plan_keeps_lora(capsys: pytest.CaptureFixture[str], llama_dir: str) -> None:
     argv = ["plan", llama_dir, "--effective-batch", "8", "--seq", "64", "--device", "h100"]
     assert main([*argv, "--lora", "4", "--lora-targets", "q_proj", "--jobs", "1", "--json"]) == 0

@@ -74,7 +74,7 @@ def lazy_state_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.T
 def test_a_pass_that_keeps_new_state_is_traced_in_full() -> None:
     # the first pass keeps a tensor that is not a gradient: the steady iteration is traced
     spec = TrainSpec(
-        model=f"{ZOO}:emotion_mlp", batch=64, step_fn="tests.test_reuse:lazy_state_step"
+        model=f"{ZOO}:emotion_mlp", batch=64, step_fn="tests.trace.test_reuse:lazy_state_step"
     )
     assert not trace_step(spec).replayed_passes
 
@@ -103,6 +103,7 @@ COPIED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(COPIED))
 @pytest.mark.parametrize(
     ("source", "target"), [("adamw", "adamw-8bit"), ("adamw-8bit", "sgd"), ("sgd", "adafactor")]

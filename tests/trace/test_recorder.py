@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 import torch
 
 from trainfit.estimator.scaling import scale_batch
@@ -49,6 +50,7 @@ def test_a_storage_freed_before_finish_is_recorded() -> None:
     assert [e.alloc for e in recorder.events] == [True, False]
 
 
+@pytest.mark.slow
 def test_scaling_survives_cycles_collected_after_its_traces() -> None:
     spec = TrainSpec(
         model="trainfit.models.zoo:melody_transformer", batch=2, seq_len=64, device="rtx-4060"

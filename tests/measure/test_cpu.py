@@ -14,6 +14,7 @@ from trainfit.training import Phase
 SPEC = TrainSpec(model="trainfit.models.zoo:emotion_mlp", batch=16, device="cpu")
 
 
+@pytest.mark.slow
 def test_rss_is_measured_per_phase() -> None:
     m = measure_cpu(SPEC, steps=2)
     assert m.steps == 2 and len(m.step_seconds) == 2

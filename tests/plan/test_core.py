@@ -22,6 +22,7 @@ def melody_plan():
     return plan(MELODY, effective_batch=2048, devices=("rtx-4060", "h100", "cpu"), margin=0.1)
 
 
+@pytest.mark.slow
 def test_each_device_gets_a_verdict(melody_plan) -> None:
     verdicts = {d.device: d.verdict for d in melody_plan.devices}
     assert verdicts["h100"] is Verdict.COMFORTABLE  # 2048 samples fit in one micro-batch
@@ -29,6 +30,7 @@ def test_each_device_gets_a_verdict(melody_plan) -> None:
     assert verdicts["cpu"] in (Verdict.COMFORTABLE, Verdict.WITH_CHANGES)
 
 
+@pytest.mark.slow
 def test_setting_holds_the_effective_batch_and_is_a_real_estimate(melody_plan) -> None:
     small = next(d for d in melody_plan.devices if d.device == "rtx-4060")
     s = small.setting
@@ -47,6 +49,7 @@ def test_setting_holds_the_effective_batch_and_is_a_real_estimate(melody_plan) -
     assert s.needed_bytes == full <= 0.9 * RTX_4060
 
 
+@pytest.mark.slow
 def test_tiers_grow_with_their_share(melody_plan) -> None:
     small = next(d for d in melody_plan.devices if d.device == "rtx-4060")
     micro = [t.micro_batch for t in small.tiers]
@@ -55,6 +58,7 @@ def test_tiers_grow_with_their_share(melody_plan) -> None:
     assert all(t.needed_bytes <= t.share * RTX_4060 for t in small.tiers)
 
 
+@pytest.mark.slow
 def test_ladder_goes_down(melody_plan) -> None:
     rungs = melody_plan.ladder
     assert rungs[0].change.startswith("fp32") and rungs[-1].micro_batch == 1
@@ -104,6 +108,7 @@ def test_model_states_are_a_floor() -> None:
     assert full.peak_allocated_bytes > adamw.total()
 
 
+@pytest.mark.slow
 def test_settings_whose_states_cannot_fit_are_not_traced(monkeypatch: pytest.MonkeyPatch) -> None:
     import trainfit.plan.core as plan_module
 
@@ -123,6 +128,7 @@ def test_forced_precision_the_device_lacks_is_an_error() -> None:
         plan(MELODY, effective_batch=8, devices=("h100", "t4"), precision=Precision.BF16)
 
 
+@pytest.mark.slow
 def test_devices_share_traces_only_when_attention_traces_alike(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -148,6 +154,7 @@ def test_devices_share_traces_only_when_attention_traces_alike(
     assert calls == ["h100", "a100-80gb"]
 
 
+@pytest.mark.slow
 def test_ladder_traced_in_a_worker_equals_the_one_traced_here(
     melody_plan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,6 +184,7 @@ def test_jobs_must_be_positive() -> None:
         plan(MELODY, effective_batch=8, devices=("h100",), jobs=0)
 
 
+@pytest.mark.slow
 def test_the_cpu_is_planned_against_the_host_ram(melody_plan) -> None:
     from trainfit.hardware.host import total_ram_bytes
 
@@ -191,6 +199,7 @@ def test_the_cpu_is_planned_against_the_host_ram(melody_plan) -> None:
     assert [t.micro_batch for t in cpu.tiers] == sorted(t.micro_batch for t in cpu.tiers)
 
 
+@pytest.mark.slow
 def test_a_cpu_too_small_for_one_sample(tmp_path) -> None:
     import json
 
@@ -232,6 +241,7 @@ def _small_gpu_catalog(tmp_path) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_a_gpu_too_small_is_told_how_many_would_hold_the_job_sharded(tmp_path) -> None:
     from trainfit.hardware.catalog import using_catalogs
     from trainfit.memory.states import model_states
@@ -264,6 +274,7 @@ def test_a_gpu_too_small_is_told_how_many_would_hold_the_job_sharded(tmp_path) -
     assert "with the model states in CPU memory" in found.note
 
 
+@pytest.mark.slow
 def test_fewer_shards_do_not_fit(tmp_path) -> None:
     """The GPU count is the smallest of SHARD_COUNTS that fits: the one before it does not."""
     from trainfit.hardware.catalog import get_device, using_catalogs
@@ -286,6 +297,7 @@ def test_fewer_shards_do_not_fit(tmp_path) -> None:
         assert offloaded.host_bytes == model_states(spec).total()
 
 
+@pytest.mark.slow
 def test_a_batchnorm_model_skips_the_one_sample_rung_of_the_ladder() -> None:
     """BatchNorm cannot train on one sample: the ladder's last rung is left out, not an error."""
     spec = TrainSpec(model="trainfit.models.zoo:redimnet_like")
@@ -294,6 +306,7 @@ def test_a_batchnorm_model_skips_the_one_sample_rung_of_the_ladder() -> None:
     assert not any(r.change.startswith("1 sample per step") for r in found.ladder)
 
 
+@pytest.mark.slow
 def test_a_model_that_cannot_checkpoint_and_does_not_fit_gets_a_verdict() -> None:
     spec = TrainSpec(model="tests.timing_models:wide_sequential", inputs=("input=B,16384:float32",))
     result = plan(spec, effective_batch=8, devices=("rtx-4060",), ladder=False)

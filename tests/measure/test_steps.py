@@ -78,6 +78,7 @@ class FakeCuda(CpuBackend):
 # measure()
 
 
+@pytest.mark.slow
 def test_measure_runs_real_cpu_steps_and_counts_the_model_states():
     spec = TrainSpec(**CAPPED)
     m = measure(spec, steps=3, warmup=1, device="cpu")
@@ -96,6 +97,7 @@ def test_measure_runs_real_cpu_steps_and_counts_the_model_states():
     assert json.loads(json.dumps(m.to_dict()))["steps"] == 3
 
 
+@pytest.mark.slow
 def test_measure_with_cuda_counters_gives_needed_as_reserved_plus_context():
     spec = TrainSpec(**CAPPED)
     fake = FakeCuda(context=600 << 20)
@@ -131,6 +133,7 @@ def test_out_of_memory_names_the_phase_the_batch_and_what_was_free():
         measure(TrainSpec(**CAPPED), steps=2, warmup=1, backend=FakeCuda())
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_timed_steps_keeps_what_was_measured():
     # 1 warm-up + 2 timed steps complete, the 4th forward is interrupted
     measure_models.LIMITS["interrupt_after"] = 3
@@ -139,6 +142,7 @@ def test_ctrl_c_during_timed_steps_keeps_what_was_measured():
     assert m.parameter_bytes > 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_first_step_is_not_swallowed():
     measure_models.LIMITS["interrupt_after"] = 0
     with pytest.raises(KeyboardInterrupt):
@@ -169,6 +173,7 @@ def test_out_of_memory_is_told_from_other_errors():
 # compare()
 
 
+@pytest.mark.slow
 def test_compare_lines_up_estimate_and_measurement_with_the_error():
     spec = TrainSpec(**CAPPED)
     result = estimate(spec)
@@ -251,6 +256,7 @@ def test_an_evaluation_out_of_memory_does_not_lower_the_training_maximum():
     assert all(micro == 37 for micro, _ in calls[-4:])
 
 
+@pytest.mark.slow
 def test_the_effective_batch_is_kept_with_the_largest_dividing_micro_batch():
     found = find_max_batch(
         TrainSpec(**CAPPED),
@@ -278,6 +284,7 @@ def test_max_batch_bad_input_lists_every_problem():
         find_max_batch(TrainSpec(**CAPPED), steps=0, limit=0, eval_batch=-1, device="cpu")
 
 
+@pytest.mark.slow
 def test_real_attempts_recover_from_out_of_memory_and_leave_nothing_behind():
     measure_models.LIMITS.update(train=13, eval=9)
     found = find_max_batch(TrainSpec(**CAPPED), start=4, steps=2, device="cpu")
@@ -289,6 +296,7 @@ def test_real_attempts_recover_from_out_of_memory_and_leave_nothing_behind():
     assert not [o for o in gc.get_objects() if torch.optim.Optimizer in type(o).__mro__]
 
 
+@pytest.mark.slow
 def test_an_attempt_past_the_free_ram_fails_before_the_kernel_kills_the_run():
     class Swelling(CpuBackend):
         def free_memory(self) -> int | None:
@@ -314,6 +322,7 @@ def test_an_attempt_past_the_free_ram_fails_before_the_kernel_kills_the_run():
     assert "past the 10.00 GiB of RAM available at the start" in failed.message
 
 
+@pytest.mark.slow
 def test_weights_that_do_not_fit_are_one_line_in_every_mode():
     spec = TrainSpec(model="tests.measure_models:too_big", inputs=("x=B,16:float32",), device="cpu")
     expected = "while moving the model to the device"
@@ -346,6 +355,7 @@ def test_an_interrupted_search_reports_its_bounds(capsys):
     assert "interrupted: at least 23 fits" in console.export_text()
 
 
+@pytest.mark.slow
 def test_real_attempts_stop_on_an_error_that_is_not_out_of_memory():
     with pytest.raises(
         MeasureError,
@@ -400,6 +410,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_an_error_on_one_rank_stops_every_rank_with_one_line():
     results = mp.Manager().dict()
     mp.spawn(_failing_rank, args=(_free_port(), results), nprocs=2, join=True)
@@ -410,6 +421,7 @@ def test_an_error_on_one_rank_stops_every_rank_with_one_line():
     assert results[0] == "another rank failed: see its error"
 
 
+@pytest.mark.slow
 def test_ranks_agree_on_the_largest_micro_batch():
     results = mp.Manager().dict()
     mp.spawn(_rank, args=(_free_port(), [23, 17], results), nprocs=2, join=True)
@@ -473,6 +485,7 @@ def test_measure_command_json_and_out_file(tmp_path, capsys):
     assert printed["estimate"]["device"] == "cpu"
 
 
+@pytest.mark.slow
 def test_measure_command_max_batch_and_latency_tables(capsys):
     measure_models.LIMITS.update(train=5, eval=5)
     base = ["measure", CAPPED["model"], "--input", "x=B,16:float32", "--on", "cpu"]
@@ -525,6 +538,7 @@ def test_measure_command_interrupted_prints_what_it_has_and_exits_130(capsys):
     assert "1 warm-up + 2 timed steps (interrupted)" in out
 
 
+@pytest.mark.slow
 def test_busy_gpu_says_what_is_free_and_what_fits(monkeypatch):
     from trainfit.cli.measure import _room
 
@@ -613,6 +627,7 @@ def test_measure_command_refuses_flags_it_would_ignore(extra, message, capsys):
     assert message in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_max_batch_keeps_the_batch_given_and_needs_no_gpu_prediction(capsys):
     measure_models.LIMITS.update(train=5, eval=5)
     args = [

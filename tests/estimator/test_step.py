@@ -62,6 +62,7 @@ def test_json_keys(gpt2_bf16) -> None:
     assert data["spec"]["precision"] == "bf16"
 
 
+@pytest.mark.slow
 def test_pure_bf16_halves_parameters() -> None:
     mixed = estimate(TrainSpec(model="gpt2", batch=1, seq_len=64, precision="bf16"))
     pure = estimate(TrainSpec(model="gpt2", batch=1, seq_len=64, precision="pure-bf16"))
@@ -69,6 +70,7 @@ def test_pure_bf16_halves_parameters() -> None:
     assert ratio == pytest.approx(0.5, rel=0.03)  # 512-byte rounding of small tensors
 
 
+@pytest.mark.slow
 def test_checkpointing_and_freezing_save_memory() -> None:
     base = estimate(TrainSpec(model="gpt2", batch=8, seq_len=512, precision="bf16"))
     ckpt = estimate(
@@ -126,7 +128,7 @@ def test_op_without_fake_kernel_names_op_and_module() -> None:
         TraceError,
         match=r"op trainfit_test.opaque.default in module '_UsesOpaque'.*trainfit measure",
     ):
-        estimate(TrainSpec(model="tests.test_estimate:opaque_model", inputs=("x=B,4",)))
+        estimate(TrainSpec(model="tests.estimator.test_step:opaque_model", inputs=("x=B,4",)))
 
 
 def test_shape_mismatch_is_named_as_the_users_error() -> None:

@@ -23,17 +23,20 @@ def melody_scaling():
     return scale_batch(MELODY)
 
 
+@pytest.mark.slow
 def test_transformer_allocations_are_affine_in_the_batch(melody_scaling) -> None:
     assert melody_scaling.affine, melody_scaling.why_not
     assert any(melody_scaling.per_sample) and not all(melody_scaling.per_sample)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 4, 9])
 def test_replayed_batches_equal_full_estimates(melody_scaling, batch: int) -> None:
     full = estimate(dataclasses.replace(MELODY, batch=batch))
     assert melody_scaling.needed_bytes(batch) == full.device_memory_needed_bytes
 
 
+@pytest.mark.slow
 def test_conv_workspaces_scale_too() -> None:
     scaling = scale_batch(VQ)
     assert scaling.affine, scaling.why_not
@@ -41,6 +44,7 @@ def test_conv_workspaces_scale_too() -> None:
     assert scaling.needed_bytes(6) == full.device_memory_needed_bytes
 
 
+@pytest.mark.slow
 def test_max_micro_batch_is_the_boundary(melody_scaling) -> None:
     found = max_micro_batch(MELODY, margin=0.1, scaling=melody_scaling)
     assert found.exact and found.batch > 1
@@ -52,6 +56,7 @@ def test_max_micro_batch_is_the_boundary(melody_scaling) -> None:
     assert found.next_needed_bytes == over > budget
 
 
+@pytest.mark.slow
 def test_searches_reuse_what_earlier_ones_found() -> None:
     # a search inside a smaller limit, at other margins, then the full search: the answers
     # are those of searches on fresh scalings

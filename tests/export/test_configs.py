@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
+import pytest
+
 from trainfit import TrainSpec
 from trainfit.export.configs import config_text, hf_trainer_flags, trainfit_flags, write_configs
 from trainfit.plan.core import DevicePlan, Plan, Setting, Verdict
@@ -96,6 +98,7 @@ def test_write_configs_only_for_devices_that_fit(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "configs").iterdir()) == ["config_rtx-4060.yaml"]
 
 
+@pytest.mark.slow
 def test_a_cpu_config_runs_on_the_cpu(tmp_path) -> None:
     from trainfit import TrainSpec
     from trainfit.export.configs import device_config

@@ -63,6 +63,7 @@ def _python(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_command_process_exits_with_the_code_and_all_output() -> None:
     """`python -m trainfit` skips the interpreter's teardown; nothing printed is lost."""
     ok = _python(
@@ -76,6 +77,7 @@ def test_command_process_exits_with_the_code_and_all_output() -> None:
     assert line.startswith("trainfit: error: unknown model 'gpt3'")
 
 
+@pytest.mark.slow
 def test_package_and_cli_import_without_torch() -> None:
     """The CLI sets up its process before the heavy imports: importing it loads no torch."""
     probe = _python(
@@ -86,6 +88,7 @@ def test_package_and_cli_import_without_torch() -> None:
     assert probe.stdout.split() == ["False", "TrainSpec", "True"], probe.stderr
 
 
+@pytest.mark.slow
 def test_estimate_is_the_function_whichever_import_comes_first() -> None:
     probe = _python(
         "-c",
@@ -95,6 +98,7 @@ def test_estimate_is_the_function_whichever_import_comes_first() -> None:
     assert probe.stdout.split() == ["True", "function"], probe.stderr
 
 
+@pytest.mark.slow
 def test_plan_with_a_worker_exits_cleanly() -> None:
     """A plan whose ladder ran in a worker process: the command ends, with nothing on stderr
     (no leaked semaphores) and no process left holding its output (run() would hang)."""

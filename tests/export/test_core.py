@@ -229,6 +229,7 @@ def test_hf_fp32_on_the_cpu(small: Plan, training_arguments) -> None:
     assert args.dataloader_pin_memory is False
 
 
+@pytest.mark.slow
 def test_hf_accumulation_from_a_real_plan(accumulating: Plan, training_arguments) -> None:
     device = accumulating.devices[0]
     assert device.setting is not None and device.setting.grad_accum > 1
@@ -325,6 +326,7 @@ def test_lightning_cpu_and_the_rest_of_the_file(small: Plan, lightning_trainer) 
     assert isinstance(optimizer, torch.optim.AdamW)
 
 
+@pytest.mark.slow
 def test_lightning_accumulation_checkpointing_and_8bit(
     accumulating: Plan, lightning_trainer
 ) -> None:
@@ -486,6 +488,7 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch) ->
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cli_export_writes_every_format(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], training_arguments
 ) -> None:

@@ -40,6 +40,7 @@ def test_local_directory_config_only(tmp_path: Path) -> None:
     assert batch["labels"] is batch["input_ids"]
 
 
+@pytest.mark.slow
 def test_unreachable_hub_id_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("transformers")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

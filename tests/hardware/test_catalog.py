@@ -63,7 +63,7 @@ def test_device_row_is_sourced_and_sane(name: str) -> None:
         assert source is not None, field
         assert source.kind is not SourceKind.USER
         if source.kind is SourceKind.MEASURED:
-            assert (Path(__file__).parents[1] / source.url).exists(), source.url
+            assert (Path(__file__).parents[2] / source.url).exists(), source.url
         else:
             assert source.url.startswith("https://"), source.url
         assert dt.date(2020, 1, 1) <= source.seen <= TODAY, source.seen

@@ -28,7 +28,7 @@ from trainfit.report.local import render_local_text
 
 GiB = 1 << 30
 MiB = 1 << 20
-H100_FIXTURE = Path(__file__).parent / "fixtures" / "detect_h100.json"
+H100_FIXTURE = Path(__file__).parents[1] / "fixtures" / "detect_h100.json"
 CPUINFO = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7R13 Processor\n"
 
 
