@@ -267,3 +267,15 @@ def test_a_packed_sequence_is_one_trace_error_naming_the_module() -> None:
         TraceError, match=r"module 'rnn': cuDNN's gru over a packed sequence .* not emulated"
     ):
         trace_step(spec)
+
+
+def test_a_gru_under_autocast_keeps_a_half_precision_reserve() -> None:
+    spec = TrainSpec(
+        model="tests.test_cudnn_rnn:gru_model",
+        inputs=("tokens=B,16:int64<50",),
+        batch=4,
+        precision="bf16",
+    )
+    trace = trace_step(spec)
+    half = reserve_bytes(_shape(32, 48, 2, 4, 16, 0.1, el=2, mode=GRU))
+    assert [e.phase for e in trace.events if e.alloc and e.nbytes == half] == [Phase.FORWARD] * 2
