@@ -1,6 +1,14 @@
 """What trainfit predicts today for the faithful cases, beside what the H100 showed.
 
     PYTHONPATH=src:. python -m benchmarks.faithful.compare
+    PYTHONPATH=src:. python -m benchmarks.faithful.compare --case-list heldout-rnn --predict
+    PYTHONPATH=src:. python -m benchmarks.faithful.compare --case-list heldout-rnn \
+        --measured results/rnn_heldout_h100.json --out results/rnn_heldout_h100.md
+
+`--case-list heldout-rnn` works on the held-out cases of the cuDNN RNN rules
+(`measure_gpu.HELDOUT_RNN`): `--predict` writes trainfit's predictions for them to
+`results/rnn_heldout_predictions.json` (to be committed before the first run); without it, the
+committed predictions (never recomputed) are set beside the measurement.
 
 Reads `results/faithful_h100.json` (two runs of `measure_gpu.py`) and writes
 `results/faithful_h100.md`: per case the device memory in use and the median step time
@@ -16,10 +24,14 @@ import argparse
 import json
 import statistics
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.faithful.measure_gpu import HELDOUT_RNN, VOCAB
+
 RESULTS = Path(__file__).parent / "results"
+HELDOUT_PREDICTIONS = RESULTS / "rnn_heldout_predictions.json"
 GiB = 2**30
 FAITHFUL = "benchmarks.faithful.models"
 
@@ -127,12 +139,26 @@ def _distilbert_dir(root: Path) -> str:
     return str(root)
 
 
+def heldout_spec(name: str) -> dict[str, Any]:
+    """The TrainSpec keyword arguments of a held-out RNN case (the same model as the run)."""
+    case = HELDOUT_RNN[name]
+    return dict(
+        model=f"{FAITHFUL}:{case['factory']}",
+        inputs=(f"tokens=B,{case['seq']}:int64<{VOCAB}",),
+        batch=case["batch"],
+        precision="bf16" if case["amp"] else "fp32",
+    )
+
+
 def estimate_case(name: str, root: Path) -> dict[str, Any]:
     """trainfit's estimate (device memory needed, step time) for a case on the catalog's h100."""
+    kwargs = dict(heldout_spec(name) if name in HELDOUT_RNN else SPECS[name][0])
+    return _estimate(kwargs, root)
+
+
+def _estimate(kwargs: dict[str, Any], root: Path) -> dict[str, Any]:
     import trainfit
 
-    kwargs, _ = SPECS[name]
-    kwargs = dict(kwargs)
     if kwargs["model"] == "<distilbert-seqcls-dir>":
         kwargs["model"] = _distilbert_dir(root / "distilbert")
     try:
@@ -217,12 +243,92 @@ def render(record: dict[str, Any], estimates: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def predict_heldout(out: Path) -> None:
+    """Write trainfit's predictions for the held-out RNN cases, with the date and versions."""
+    import importlib.metadata
+    import platform
+    import subprocess
+
+    import torch
+
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    cases: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in HELDOUT_RNN:
+            spec = heldout_spec(name)
+            cases[name] = {"spec": spec, "run": HELDOUT_RNN[name], **_estimate(spec, Path(tmp))}
+            print(name, cases[name], flush=True)
+    record = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "device": "h100",
+        "versions": {
+            "trainfit": importlib.metadata.version("trainfit"),
+            "rules_commit": commit,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+        "note": "predicted on a CPU-only machine before any run of these cases",
+        "cases": cases,
+    }
+    out.write_text(json.dumps(record, indent=1) + "\n")
+
+
+def render_heldout(record: dict[str, Any], predictions: dict[str, Any]) -> str:
+    """The held-out RNN cases: the H100 against the predictions committed before the runs."""
+    env = record["environment"]
+    versions = predictions["versions"]
+    lines = [
+        "# cuDNN RNN rules, held out: the H100 against trainfit's committed predictions",
+        "",
+        f"Measured {env['date'][:10]} on {env['device']} ({env['nvidia_smi']}), torch "
+        f"{env['torch']} (CUDA {env['cuda']}, cuDNN {env['cudnn']}), Python {env['python']}; "
+        "each case in a fresh process (`benchmarks/faithful/measure_gpu.py --case-list "
+        "heldout-rnn`). Step time: the median of the timed steps after 3 untimed ones, per run.",
+        "",
+        f"Predicted {predictions['date'][:10]} on a CPU-only machine before any run "
+        f"(`results/rnn_heldout_predictions.json`; trainfit {versions['trainfit']}, rules at "
+        f"{versions['rules_commit'][:10]}, torch {versions['torch']}), device h100.",
+        "",
+        "| case | device used GiB | trainfit GiB | error | step ms (runs) | trainfit ms | error |",
+        "|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for name, e in predictions["cases"].items():
+        m = _measured(record["runs"], name)
+        if not m["runs"]:
+            lines.append(f"| {name} | — | — | — | — | — | — |")
+            continue
+        used = m["device_used_bytes"][-1]
+        times = m["step_medians"]
+        need, t = e.get("device_memory_needed_bytes"), e.get("step_seconds")
+        need_cell = "—" if need is None else f"{need / GiB:.3f}"
+        need_err = "—" if need is None else _pct(need, used)
+        t_cell = "—" if t is None else f"{t * 1000:.1f}"
+        t_err = "—" if t is None else _pct(t, statistics.median(times))
+        lines.append(
+            f"| {name} | {used / GiB:.3f} | {need_cell} | {need_err} | "
+            f"{', '.join(f'{x * 1000:.1f}' for x in times)} | {t_cell} | {t_err} |"
+        )
+    return "\n".join([*lines, ""])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--case-list", choices=("faithful", "heldout-rnn"), default="faithful")
+    parser.add_argument("--predict", action="store_true", help="heldout-rnn: write predictions")
     parser.add_argument("--measured", type=Path, default=RESULTS / "faithful_h100.json")
     parser.add_argument("--out", type=Path, default=RESULTS / "faithful_h100.md")
     parser.add_argument("--estimates", type=Path, default=RESULTS / "faithful_estimates.json")
     args = parser.parse_args()
+    if args.case_list == "heldout-rnn":
+        if args.predict:
+            predict_heldout(HELDOUT_PREDICTIONS)
+            return
+        predictions = json.loads(HELDOUT_PREDICTIONS.read_text())
+        record = json.loads(args.measured.read_text())
+        args.out.write_text(render_heldout(record, predictions))
+        return
     record = json.loads(args.measured.read_text())
     estimates: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:

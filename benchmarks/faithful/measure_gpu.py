@@ -1,6 +1,7 @@
 """Measure training steps built the way users' own code builds them, on a real CUDA GPU.
 
     PYTHONPATH=src:. python -m benchmarks.faithful.measure_gpu --out DIR [--cases a,b] [--repeat 2]
+        [--case-list faithful|heldout-rnn]
 
 The accuracy suite (benchmarks/accuracy) builds every model the way trainfit traces it: fp32
 weights on the CPU, `use_cache=False`, transformers' auto class for the catalog's task. Users'
@@ -63,6 +64,31 @@ CASES: dict[str, dict[str, Any]] = {
     "mlp-small-fp32": dict(zoo="emotion_mlp", batch=256, inputs={"x": (256, 128)}),
     "resnet50-sgd-fp32-b32": dict(zoo="resnet50", batch=32, optim="sgd", inputs={"x": None}),
 }
+
+# Held-out cases of the cuDNN RNN rules: trainfit's predictions for them were committed
+# (results/rnn_heldout_predictions.json) before their first run. `factory` names the model in
+# benchmarks.faithful.models; the tokens are (batch, seq) ids < VOCAB; `amp`: bf16 autocast.
+HELDOUT_RNN: dict[str, dict[str, Any]] = {
+    "gru-3l-drop-h384-b48-t300-fp32": dict(
+        factory="heldout_gru_3l_drop", batch=48, seq=300, amp=False
+    ),
+    "rnn-relu-bi-2l-h768-b32-t384-bf16": dict(
+        factory="heldout_rnn_relu_bi", batch=32, seq=384, amp=True
+    ),
+    "lstm-proj256-2l-h1024-b32-t200-fp32": dict(
+        factory="heldout_lstm_proj256", batch=32, seq=200, amp=False
+    ),
+    "gru-char-h1024-b16-t1024-bf16": dict(factory="heldout_gru_char", batch=16, seq=1024, amp=True),
+    "rnn-tanh-4l-drop-h256-b128-t128-fp32": dict(
+        factory="heldout_rnn_tanh_4l_drop", batch=128, seq=128, amp=False
+    ),
+    "gru-bi-2l-drop-h320-b24-t500-bf16": dict(
+        factory="heldout_gru_bi_2l_drop", batch=24, seq=500, amp=True
+    ),
+}
+
+CASE_LISTS: dict[str, dict[str, dict[str, Any]]] = {"faithful": CASES, "heldout-rnn": HELDOUT_RNN}
+"""The case lists `--case-list` picks from."""
 
 DEV = os.environ.get("FAITHFUL_DEVICE", "cuda")
 """Where cases run: 'cuda', or 'cpu' for a smoke test of the harness (no figures kept)."""
@@ -160,14 +186,19 @@ def _build(case: dict[str, Any]) -> tuple[Any, Callable[[], Any], Any, bool]:
 
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[case.get("dtype", "fp32")]
     autocast = case.get("autocast", True)
-    if "rnn" in case:
-        model = _rnn_lm(
-            case["rnn"],
-            case["layers"],
-            case.get("dropout", 0.0),
-            case.get("bi", False),
-            case.get("proj", 0),
-        )
+    if "rnn" in case or "factory" in case:
+        if "factory" in case:
+            from benchmarks.faithful import models
+
+            model = getattr(models, case["factory"])().to(DEV)
+        else:
+            model = _rnn_lm(
+                case["rnn"],
+                case["layers"],
+                case.get("dropout", 0.0),
+                case.get("bi", False),
+                case.get("proj", 0),
+            )
         tokens = torch.randint(0, VOCAB, (case["batch"], case["seq"]), device=DEV)
         autocast = case["amp"]
 
@@ -239,7 +270,7 @@ def _build(case: dict[str, Any]) -> tuple[Any, Callable[[], Any], Any, bool]:
 def run_one(name: str, timed: int) -> dict[str, Any]:
     import torch
 
-    case = CASES[name]
+    case = {**CASES, **HELDOUT_RNN}[name]
     free0, total = torch.cuda.mem_get_info()
     model, loss_fn, optimizer, autocast = _build(case)
     params = sum(p.numel() for p in model.parameters())
@@ -278,6 +309,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cases", default="")
+    parser.add_argument("--case-list", choices=sorted(CASE_LISTS), default="faithful")
     parser.add_argument("--timed", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -287,7 +319,7 @@ def main() -> None:
         print(json.dumps(run_one(args.one, args.timed)))
         return
     started = time.perf_counter()
-    names = [n for n in args.cases.split(",") if n] or list(CASES)
+    names = [n for n in args.cases.split(",") if n] or list(CASE_LISTS[args.case_list])
     record: dict[str, Any] = {"environment": _environment(), "runs": []}
     args.out.mkdir(parents=True, exist_ok=True)
     for repeat in range(args.repeat):

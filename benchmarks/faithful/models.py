@@ -18,19 +18,26 @@ class RnnLM(nn.Module):
     """One `nn.GRU`, `nn.LSTM` or `nn.RNN` (tanh or relu) between an embedding and a head."""
 
     def __init__(
-        self, mode: str, layers: int, dropout: float = 0.0, bi: bool = False, proj: int = 0
+        self,
+        mode: str,
+        layers: int,
+        dropout: float = 0.0,
+        bi: bool = False,
+        proj: int = 0,
+        hidden: int = HIDDEN,
+        embed: int = EMBED,
     ) -> None:
         super().__init__()
-        self.embed = nn.Embedding(VOCAB, EMBED)
+        self.embed = nn.Embedding(VOCAB, embed)
         common = dict(num_layers=layers, dropout=dropout, bidirectional=bi, batch_first=True)
         if mode == "GRU":
-            self.rnn: nn.Module = nn.GRU(EMBED, HIDDEN, **common)
+            self.rnn: nn.Module = nn.GRU(embed, hidden, **common)
         elif mode == "LSTM":
-            self.rnn = nn.LSTM(EMBED, HIDDEN, proj_size=proj, **common)
+            self.rnn = nn.LSTM(embed, hidden, proj_size=proj, **common)
         else:
             act = {"RNN_TANH": "tanh", "RNN_RELU": "relu"}[mode]
-            self.rnn = nn.RNN(EMBED, HIDDEN, nonlinearity=act, **common)
-        self.head = nn.Linear((proj or HIDDEN) * (2 if bi else 1), VOCAB)
+            self.rnn = nn.RNN(embed, hidden, nonlinearity=act, **common)
+        self.head = nn.Linear((proj or hidden) * (2 if bi else 1), VOCAB)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         out, _ = self.rnn(self.embed(tokens))
@@ -62,3 +69,31 @@ def lstm_proj_2l() -> nn.Module:
 
 def gru_bi_1l() -> nn.Module:
     return RnnLM("GRU", 1, bi=True)
+
+
+# Held-out cases of the cuDNN RNN rules (`measure_gpu.HELDOUT_RNN`): shapes unlike the faithful
+# cases above and the probe grid (`benchmarks/accuracy/probe_cudnn.py`), predicted before any run.
+
+
+def heldout_gru_3l_drop() -> nn.Module:
+    return RnnLM("GRU", 3, dropout=0.25, hidden=384)
+
+
+def heldout_rnn_relu_bi() -> nn.Module:
+    return RnnLM("RNN_RELU", 2, bi=True, hidden=768)
+
+
+def heldout_lstm_proj256() -> nn.Module:
+    return RnnLM("LSTM", 2, proj=256, hidden=1024)
+
+
+def heldout_gru_char() -> nn.Module:
+    return RnnLM("GRU", 1, hidden=1024, embed=128)
+
+
+def heldout_rnn_tanh_4l_drop() -> nn.Module:
+    return RnnLM("RNN_TANH", 4, dropout=0.1, hidden=256)
+
+
+def heldout_gru_bi_2l_drop() -> nn.Module:
+    return RnnLM("GRU", 2, dropout=0.3, bi=True, hidden=320, embed=192)
