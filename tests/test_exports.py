@@ -26,7 +26,8 @@ from trainfit.export.core import (
     require_packages,
     write_exports,
 )
-from trainfit.plan.core import DevicePlan, Plan, Setting, Sharded, Verdict, plan
+from trainfit.plan.options import DevicePlan, Plan, Setting, Sharded, Verdict
+from trainfit.plan.search import plan
 from trainfit.spec import OptimizerKind, Precision
 
 MLP = "trainfit.models.zoo:emotion_mlp"

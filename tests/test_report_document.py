@@ -15,7 +15,8 @@ from torch import nn
 from trainfit import TrainSpec
 from trainfit.cli.main import _parser, main
 from trainfit.errors import SpecError
-from trainfit.plan.core import Plan, Verdict, plan
+from trainfit.plan.options import Plan, Verdict
+from trainfit.plan.search import plan
 from trainfit.report.document import (
     InferenceRow,
     Report,

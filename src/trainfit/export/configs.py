@@ -23,7 +23,7 @@ from trainfit.errors import TrainfitError
 from trainfit.export.core import SGD_MOMENTUM, Layout, hf_optim
 from trainfit.hardware.catalog import get_device
 from trainfit.io import write_atomically
-from trainfit.plan.core import DevicePlan, Plan, Setting
+from trainfit.plan.options import DevicePlan, Plan, Setting
 from trainfit.spec import OptimizerKind, Precision
 
 _OPTIMIZER_NAME = {

@@ -40,7 +40,7 @@ GPU for a device that fits alone) as launch files: `trainfit.export.torchrun` an
 
 Known limitations: the four trainer files above do not carry CPU offload; data parallel and
 sharded runs are modelled with one GPU's figures (DDP's gradient buckets and the engines'
-gathered layers are not counted, see `trainfit.plan.core.Sharded`); multi-machine files leave the
+gathered layers are not counted, see `trainfit.plan.options.Sharded`); multi-machine files leave the
 main process address and each machine's rank to the user; the Lightning file's `module` and
 `dataloader` sections are for the user's own LightningModule and DataLoader (the Trainer has no
 such arguments); the Lightning file's `strategy: "fsdp"` is Lightning 2.x's FSDPStrategy
@@ -64,7 +64,9 @@ from pathlib import Path
 from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError, UnknownNameError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.core import DevicePlan, Plan, _split
+from trainfit.plan.options import DevicePlan, Plan
+from trainfit.plan.tiers import split
+from trainfit.plan.words import multi_gpu_text
 from trainfit.spec import OptimizerKind, Precision
 
 
@@ -216,7 +218,7 @@ def layout(plan: Plan, device: DevicePlan, gpus: int | None = None) -> Layout:
                     ]
                 )
             # NB: each GPU's share split as the plan times it (the chosen micro-batch or less)
-            micro, accum = _split(effective // requested, s.micro_batch)
+            micro, accum = split(effective // requested, s.micro_batch)
             notes.append(
                 f"data parallel over {requested} GPUs: the plan's memory is one GPU's; DDP adds "
                 "its gradient buckets (about one more copy of the gradients) per GPU"
@@ -589,7 +591,7 @@ def launch_files(plan: Plan, device: DevicePlan, fmt: ExportFormat) -> list[tupl
     if found is None:
         if device.setting is None or get_device(device.device).kind != "cuda":
             raise TrainfitError(
-                device.distributed_note
+                multi_gpu_text(device.no_multi_gpu)
                 or f"{device.verdict.value}, and no multi-GPU plan (CUDA GPUs only)"
             )
         found = _one_gpu(plan, device)

@@ -2,7 +2,7 @@
 everything trainable.
 
 `plan_stages(spec, stages, ...)` plans each stage's spec (its own frozen parameters) on the
-same devices with `trainfit.plan.core.plan`, so each stage gets its own setting, memory and step
+same devices with `trainfit.plan.search.plan`, so each stage gets its own setting, memory and step
 time; a stage that freezes the backbone trains fewer parameters and may fit a larger
 micro-batch. The schedule fits a device when every stage does; its peak memory is the
 largest stage's; with the run's data size, its hours are the sum of the stages' (each stage
@@ -30,7 +30,10 @@ from dataclasses import dataclass
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.core import DEFAULT_MARGIN, DevicePlan, Plan, plan, with_run
+from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
+from trainfit.plan.search import plan
+from trainfit.plan.times import with_run
+from trainfit.plan.words import note_text, plan_dict
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
 from trainfit.timing.step import CALIBRATED, StepTime, scaled
@@ -78,7 +81,7 @@ class StagedPlan:
                     "name": s.name,
                     "epochs": s.epochs,
                     "freeze": list(s.freeze),
-                    "plan": s.plan.to_dict(),
+                    "plan": plan_dict(s.plan),
                 }
                 for s in self.stages
             ],
@@ -188,8 +191,8 @@ def _failing(name: str, d: DevicePlan) -> tuple[str, str]:
             f": {sh.gpus} of these GPUs would hold it sharded ({sh.per_gpu_bytes / 2**30:.2f} GiB "
             "each, modelled); --export writes that sharded setting for this stage"
         )
-    elif d.note:
-        why += f": {d.note}"
+    elif d.note is not None:
+        why += f": {note_text(d)}"
     return name, why
 
 

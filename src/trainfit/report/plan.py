@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.core import DevicePlan, Plan, Verdict
+from trainfit.plan.options import DevicePlan, Plan, Verdict
+from trainfit.plan.words import multi_gpu_text, note_text, rung_text
 
 GIB = 2**30
 
@@ -61,7 +62,7 @@ def plan_renderable(plan: Plan) -> Group:
             f"{s.needed_bytes / GIB:.2f} GiB" if s else "-",
             str(d.max_micro_batch) if s else "-",
             *cells,
-            "; ".join(d.changes) if s else d.note,
+            "; ".join(d.changes) if s else note_text(d),
         )
     parts: list[object] = [head, devices]
     if timed:
@@ -126,7 +127,7 @@ def plan_renderable(plan: Plan) -> Group:
                 "the gradients' size\n"
             )
         parts.append(Text(words))
-    multi = [_multi_gpu_words(d) for d in plan.devices if d.distributed or d.distributed_note]
+    multi = [_multi_gpu_words(d) for d in plan.devices if d.distributed or d.no_multi_gpu]
     if multi:
         parts.append(Text("\n".join(multi) + "\n"))
     notes = [f"{d.device}: {d.time_note}" for d in plan.devices if d.time_note]
@@ -156,7 +157,7 @@ def plan_renderable(plan: Plan) -> Group:
             ladder.add_column(column, justify="left" if column == "change" else "right")
         for rung in plan.ladder:
             ladder.add_row(
-                rung.change,
+                rung_text(rung),
                 f"{rung.micro_batch} x {rung.grad_accum}",
                 f"{rung.needed_bytes / GIB:.2f} GiB",
                 f"{rung.saved_bytes / GIB:+.2f} GiB" if rung.saved_bytes else "",
@@ -169,7 +170,7 @@ def _multi_gpu_words(d: DevicePlan) -> str:
     """One device's multi-GPU plan in a line (trainfit.distributed, modelled)."""
     m = d.distributed
     if m is None:
-        return f"{d.device} over several GPUs: {d.distributed_note}"
+        return f"{d.device} over several GPUs: {multi_gpu_text(d.no_multi_gpu)}"
     offload = f" + offload {m.offload.value}" if m.offload.value != "none" else ""
     host = (
         f", host RAM {m.memory.host_bytes_per_node / GIB:.0f} GiB per node"
