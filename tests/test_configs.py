@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trainfit import TrainSpec
 from trainfit.export.configs import config_text, hf_trainer_flags, trainfit_flags, write_configs
-from trainfit.plan.options import DevicePlan, Plan, Setting, Verdict
+from trainfit.plan.options import Accumulation, Change, DevicePlan, Plan, Setting, Verdict
 from trainfit.spec import OptimizerKind, Precision
 
 SPEC = TrainSpec(model="gpt2", seq_len=512, grad_clip=1.0)
@@ -23,7 +23,7 @@ FITS = DevicePlan(
         grad_accum=8,
         needed_bytes=6 * 2**30,
     ),
-    changes=("gradient checkpointing", "micro-batch 4 x 8 accumulation steps"),
+    changes=(Change.CHECKPOINTING, Accumulation(micro_batch=4, grad_accum=8)),
     max_micro_batch=5,
     tiers=(),
 )
@@ -35,7 +35,6 @@ NO = DevicePlan(
     changes=(),
     max_micro_batch=0,
     tiers=(),
-    note="too big",
 )
 PLAN = Plan(
     spec=SPEC, effective_batch=32, margin=0.1, devices=(FITS, NO), ladder=(), ladder_device=""

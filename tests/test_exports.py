@@ -77,7 +77,6 @@ def _sharded(name: str, gpus: int, instances: int = 1) -> DevicePlan:
         changes=(),
         max_micro_batch=0,
         tiers=(),
-        note="too big",
         sharded=Sharded(
             gpus=gpus,
             per_gpu_bytes=60 * 2**30,
@@ -100,7 +99,6 @@ NO = DevicePlan(
     changes=(),
     max_micro_batch=0,
     tiers=(),
-    note="too big",
 )
 EIGHT_BIT = _device(
     "rtx-4060", checkpointing=True, optimizer=OptimizerKind.ADAMW_8BIT, micro_batch=4, grad_accum=8

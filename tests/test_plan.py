@@ -13,7 +13,7 @@ from trainfit.hardware.catalog import get_device
 from trainfit.plan.options import Verdict
 from trainfit.plan.search import plan
 from trainfit.plan.tiers import split
-from trainfit.plan.words import multi_gpu_text, note_text, rung_text
+from trainfit.plan.words import changes_text, multi_gpu_text, note_text, rung_text
 from trainfit.spec import Precision
 
 MELODY = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
@@ -37,7 +37,7 @@ def test_setting_holds_the_effective_batch_and_is_a_real_estimate(melody_plan) -
     s = small.setting
     assert s is not None and s.precision is Precision.BF16
     assert s.micro_batch * s.grad_accum == 2048 and s.grad_accum > 1
-    assert any("accumulation" in change for change in small.changes)
+    assert any("accumulation" in change for change in changes_text(small))
     spec = dataclasses.replace(
         MELODY,
         batch=s.micro_batch,

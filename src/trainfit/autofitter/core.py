@@ -45,7 +45,7 @@ from trainfit.measure.compare import local_catalog_device
 from trainfit.models.live import UserBatch, registered
 from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan
 from trainfit.plan.search import plan
-from trainfit.plan.words import note_text
+from trainfit.plan.words import changes_text, note_text
 from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
 
 GIB = 2**30
@@ -201,7 +201,7 @@ def autofit(
             ),
             spec=chosen,
             estimate=predicted,
-            changes=found.changes,
+            changes=changes_text(found),
             request=request,
             live=live.registration,
         )

@@ -10,11 +10,14 @@ from collections.abc import Callable
 from trainfit.errors import SpecError, TraceError
 from trainfit.hardware.catalog import Device
 from trainfit.plan.options import (
+    Change,
+    CpuFp32,
     CpuShort,
     CpuSized,
     DevicePlan,
     RamUnknown,
     Setting,
+    SettingChange,
     Verdict,
     no_setting,
 )
@@ -32,9 +35,9 @@ def plan_cpu(spec: TrainSpec, effective: int, device: Device, margin: float) -> 
         return no_setting(device, Verdict.NOT_ESTIMATED, RamUnknown())
     budget = int((1.0 - margin) * ram)
     base = dataclasses.replace(spec, precision=Precision.FP32, device=device.name)
-    rungs: list[tuple[TrainSpec, tuple[str, ...]]] = [(base, ())]
+    rungs: list[tuple[TrainSpec, tuple[SettingChange, ...]]] = [(base, ())]
     if not base.checkpointing:
-        rungs.append((dataclasses.replace(base, checkpointing=True), ("gradient checkpointing",)))
+        rungs.append((dataclasses.replace(base, checkpointing=True), (Change.CHECKPOINTING,)))
     from_catalog = bool(device.memory_bytes)
     one_needed = 0
     for rung_spec, changes in rungs:
@@ -57,7 +60,7 @@ def plan_cpu(spec: TrainSpec, effective: int, device: Device, margin: float) -> 
         micro, accum = split(effective, found)
         changes = with_split(changes, micro, accum, effective)
         if spec.precision is not Precision.FP32:
-            changes = ("fp32 (no mixed precision planned on the CPU)", *changes)
+            changes = (CpuFp32(), *changes)
         return DevicePlan(
             device=device.name,
             display=device.display,

@@ -17,7 +17,10 @@ from trainfit.plan.options import (
     DevicePlan,
     GpuShort,
     MemoryUnknown,
+    NoStepTime,
+    NoTime,
     Setting,
+    SettingChange,
     Verdict,
     no_setting,
 )
@@ -46,7 +49,7 @@ def plan_device(
     if device.kind == "cpu":
         return dataclasses.replace(
             plan_cpu(spec, effective, device, margin),
-            time_note="step time not modelled on the CPU (GPUs and Apple GPUs only)",
+            no_time=NoStepTime(why=NoTime.CPU),
         )
     if not device.memory_bytes:
         return no_setting(device, Verdict.NOT_ESTIMATED, MemoryUnknown())
@@ -106,10 +109,10 @@ def _cannot_checkpoint(last: TrainSpec, spec: TrainSpec) -> list[str]:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class _Fit:
-    """The first rung that fits: its setting, changes in words, scaling and largest batch."""
+    """The first rung that fits: its setting, changes, scaling and largest batch."""
 
     spec: TrainSpec
-    changes: tuple[str, ...]
+    changes: tuple[SettingChange, ...]
     scaling: BatchScaling
     largest: int
     """The largest micro-batch inside the margin, up to the effective batch."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from trainfit.errors import SpecError, TraceError
 from trainfit.hardware.catalog import Device
-from trainfit.plan.options import Change, Rung
+from trainfit.plan.options import Change, MpsAutocast, Rung, SettingChange
 from trainfit.plan.traces import TraceCache, needed_once, other_optimizer, traced
 from trainfit.plan.worker import LadderWorker
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
@@ -116,11 +116,11 @@ def ladder_steps(spec: TrainSpec, effective: int, device: Device) -> list[Ladder
 
 def setting_rungs(
     spec: TrainSpec, device: Device, auto_precision: bool
-) -> list[tuple[TrainSpec, tuple[str, ...]]]:
-    """The settings a device is planned with, cheapest change first, with the changes in
-    words: the ladder's setting changes (its batch changes are the micro-batch search)."""
+) -> list[tuple[TrainSpec, tuple[SettingChange, ...]]]:
+    """The settings a device is planned with, cheapest change first, with the changes made:
+    the ladder's setting changes (its batch changes are the micro-batch search)."""
     base = spec
-    changes: list[str] = []
+    changes: list[SettingChange] = []
     rungs = []
     if auto_precision and device.kind == "mps":
         # NB: fp32 first on a Mac (what small models' Mac configs run; MPS autocast is
@@ -128,18 +128,18 @@ def setting_rungs(
         base = dataclasses.replace(spec, precision=Precision.FP32)
         rungs.append((base, ()))
         base = setting_after(Change.MIXED_PRECISION, base, device)
-        changes.append("fp16 autocast (torch 2.5 or later; its GradScaler needs torch 2.8)")
+        changes.append(MpsAutocast(precision=base.precision))
     elif auto_precision:
         base = setting_after(Change.MIXED_PRECISION, spec, device)
     rungs.append((base, tuple(changes)))
     if applies(Change.CHECKPOINTING, base):
         base = setting_after(Change.CHECKPOINTING, base, device)
-        changes.append("gradient checkpointing")
+        changes.append(Change.CHECKPOINTING)
         rungs.append((base, tuple(changes)))
     # NB: bitsandbytes' 8-bit optimizers are CUDA kernels; not offered on an Apple GPU
     if applies(Change.EIGHT_BIT_ADAMW, base) and device.kind == "cuda":
         base = setting_after(Change.EIGHT_BIT_ADAMW, base, device)
-        changes.append("8-bit AdamW state")
+        changes.append(Change.EIGHT_BIT_ADAMW)
         rungs.append((base, tuple(changes)))
     return rungs
 

@@ -105,6 +105,40 @@ class Offloaded:
     micro_batch: int
 
 
+# -- what differs from the requested settings --------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MpsAutocast:
+    """Mixed precision on an Apple GPU (planned after fp32 there)."""
+
+    precision: Precision
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CpuFp32:
+    """fp32 on the CPU for a job asked in mixed precision (none is planned there)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Accumulation:
+    """The effective batch in several micro-batches, with gradient accumulation."""
+
+    micro_batch: int
+    grad_accum: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RoundedBatch:
+    """Micro-batch x accumulation is not the effective batch asked for (a prime one)."""
+
+    effective: int
+    asked: int
+
+
+SettingChange = Change | MpsAutocast | CpuFp32 | Accumulation | RoundedBatch
+
+
 # -- the facts of a device's note ---------------------------------------------------------
 
 
@@ -159,6 +193,32 @@ class GpuShort:
 Note = MemoryUnknown | RamUnknown | CpuSized | CpuShort | GpuShort
 
 
+class NoTime(str, Enum):
+    """Why a device plan has no step time."""
+
+    CPU = "cpu"
+    """Step times are modelled for GPUs and Apple GPUs only."""
+    NOT_MODELLED = "not modelled"
+    """The timing model lacks something (`NoStepTime.detail` says what)."""
+    PROBES_DIFFER = "probes differ"
+    """The batch probes ran different ops, so no line through them."""
+    MULTI_GPU_NOT_CUDA = "multi-gpu not cuda"
+    """A run over several GPUs, planned for CUDA GPUs only."""
+    NO_GPU_COUNT = "no gpu count"
+    """No step time for the run's GPU count (`NoStepTime.gpus`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoStepTime:
+    """Why a device plan has no step time, with the detail the reason takes."""
+
+    why: NoTime
+    detail: str = ""
+    """What the timing model lacks (`NoTime.NOT_MODELLED`), as its error says."""
+    gpus: int = 0
+    """The run's GPU count (`NoTime.NO_GPU_COUNT`)."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NoMultiGpu:
     """No multi-GPU plan holds one sample per GPU, with what was fixed for the search."""
@@ -177,8 +237,8 @@ class DevicePlan:
     display: str
     verdict: Verdict
     setting: Setting | None
-    changes: tuple[str, ...]
-    """What differs from the requested settings, in words."""
+    changes: tuple[SettingChange, ...]
+    """What differs from the requested settings (`trainfit.plan.words.change_text`)."""
     max_micro_batch: int
     """Largest micro-batch of the chosen setting inside the margin (0: none)."""
     tiers: tuple[Tier, ...]
@@ -194,8 +254,8 @@ class DevicePlan:
     step_times: tuple[tuple[int, StepTime], ...] = ()
     """For 2, 4, 8 and 16 GPUs (those the effective batch splits over): one GPU's step over
     its share, the chosen micro-batch or less (data parallel)."""
-    time_note: str = ""
-    """Why there is no step time, when there is none."""
+    no_time: NoStepTime | None = None
+    """Why there is no step time, when there is none (`trainfit.plan.words.time_text`)."""
     run: RunTime | None = None
     """The whole run's hours, when the plan was given its data size."""
     costs: tuple[CostLine, ...] = ()

@@ -33,7 +33,7 @@ from trainfit.hardware.catalog import get_device
 from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
 from trainfit.plan.search import plan
 from trainfit.plan.times import with_run
-from trainfit.plan.words import note_text, plan_dict
+from trainfit.plan.words import failing_text, plan_dict
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
 from trainfit.timing.step import CALIBRATED, StepTime, scaled
@@ -62,9 +62,9 @@ class ScheduleOnDevice:
     """The stages' run hours summed (None without a data size, or when a stage has none)."""
     costs: tuple[tuple[str, float], ...]
     """(option, total over the stages), for options priced in every stage."""
-    failing_stages: tuple[tuple[str, str], ...] = ()
-    """(stage name, why) for each stage without a setting on this device: its verdict, and
-    its note (e.g. how many of these GPUs would hold it sharded)."""
+    failing_stages: tuple[tuple[str, DevicePlan], ...] = ()
+    """(stage name, its plan on this device) for each stage without a setting there (why, in
+    words: `trainfit.plan.words.failing_text`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,9 +87,14 @@ class StagedPlan:
             ],
             "schedule": [
                 {
-                    **dataclasses.asdict(d),
+                    "device": d.device,
+                    "fits": d.fits,
+                    "peak_needed_bytes": d.peak_needed_bytes,
+                    "hours": d.hours,
+                    "costs": d.costs,
                     "failing_stages": [
-                        {"stage": name, "why": why} for name, why in d.failing_stages
+                        {"stage": name, "why": failing_text(plan)}
+                        for name, plan in d.failing_stages
                     ],
                 }
                 for d in self.devices
@@ -183,19 +188,6 @@ def _measured(planned: list[StagePlan], seconds: float, on: str) -> list[StagePl
     return out
 
 
-def _failing(name: str, d: DevicePlan) -> tuple[str, str]:
-    why = d.verdict.value
-    if d.sharded is not None:
-        sh = d.sharded
-        why += (
-            f": {sh.gpus} of these GPUs would hold it sharded ({sh.per_gpu_bytes / 2**30:.2f} GiB "
-            "each, modelled); --export writes that sharded setting for this stage"
-        )
-    elif d.note is not None:
-        why += f": {note_text(d)}"
-    return name, why
-
-
 def _schedule(planned: list[StagePlan]) -> tuple[ScheduleOnDevice, ...]:
     out = []
     for i, first in enumerate(planned[0].plan.devices):
@@ -222,7 +214,7 @@ def _schedule(planned: list[StagePlan]) -> tuple[ScheduleOnDevice, ...]:
                 hours=hours,
                 costs=costs,
                 failing_stages=tuple(
-                    _failing(s.name, d)
+                    (s.name, d)
                     for s, d in zip(planned, per_stage, strict=True)
                     if d.setting is None
                 ),

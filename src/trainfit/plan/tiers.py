@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 
 from trainfit.estimator.scaling import BatchScaling, max_micro_batch
-from trainfit.plan.options import TIERS, Tier
+from trainfit.plan.options import TIERS, Accumulation, RoundedBatch, SettingChange, Tier
 from trainfit.spec import TrainSpec
 
 
@@ -26,12 +26,14 @@ def split(effective: int, largest: int) -> tuple[int, int]:
     return math.ceil(effective / accum), accum
 
 
-def with_split(changes: tuple[str, ...], micro: int, accum: int, effective: int) -> tuple[str, ...]:
+def with_split(
+    changes: tuple[SettingChange, ...], micro: int, accum: int, effective: int
+) -> tuple[SettingChange, ...]:
     """`changes` plus the batch split, when it is not one step of the effective batch."""
     if accum > 1:
-        changes = (*changes, f"micro-batch {micro} x {accum} accumulation steps")
+        changes = (*changes, Accumulation(micro_batch=micro, grad_accum=accum))
     if micro * accum != effective:
-        changes = (*changes, f"effective batch {micro * accum} (not {effective})")
+        changes = (*changes, RoundedBatch(effective=micro * accum, asked=effective))
     return changes
 
 

@@ -13,7 +13,7 @@ import dataclasses
 from trainfit.errors import SpecError
 from trainfit.estimator.scaling import BatchScaling
 from trainfit.hardware.catalog import Device, get_device
-from trainfit.plan.options import Plan
+from trainfit.plan.options import NoStepTime, NoTime, Plan
 from trainfit.plan.tiers import split
 from trainfit.spec import TrainSpec
 from trainfit.timing.run import CostLine, RunSpec, Stage, recommend, run_estimate, run_time
@@ -33,15 +33,15 @@ def step_times(
     effective: int,
     gpu_counts: tuple[int, ...],
 ) -> dict[str, object]:
-    """DevicePlan's step_time, step_times and time_note for the chosen setting; each GPU
+    """DevicePlan's step_time, step_times and no_time for the chosen setting; each GPU
     count's step takes its share of the effective batch split as one GPU's is (the chosen
     micro-batch or less)."""
     try:
         one = _step_time(spec, device, scaling, micro, accum)
     except (RateMissing, SpecError) as exc:
-        return {"time_note": f"step time not modelled: {exc}"}
+        return {"no_time": NoStepTime(why=NoTime.NOT_MODELLED, detail=str(exc))}
     if one is None:
-        return {"time_note": "step time not modelled: the probes' ops differ between batch sizes"}
+        return {"no_time": NoStepTime(why=NoTime.PROBES_DIFFER)}
     if device.kind != "cuda":
         return {"step_time": one}
     shares = []
@@ -133,11 +133,11 @@ def with_run(result: Plan, run: RunSpec) -> Plan:
 
         if run.gpus not in per_gpu:
             why = (
-                "runs over several GPUs are planned for CUDA GPUs only"
+                NoStepTime(why=NoTime.MULTI_GPU_NOT_CUDA)
                 if device.kind != "cuda"
-                else f"no step time for {run.gpus} GPUs"
+                else NoStepTime(why=NoTime.NO_GPU_COUNT, gpus=run.gpus)
             )
-            devices.append(dataclasses.replace(d, time_note=why))
+            devices.append(dataclasses.replace(d, no_time=why))
             continue
         step = per_gpu[run.gpus]
         estimate = run_estimate(

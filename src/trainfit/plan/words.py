@@ -12,22 +12,52 @@ from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload
 from trainfit.plan.options import (
     GIB,
+    Accumulation,
     Change,
+    CpuFp32,
     CpuShort,
     CpuSized,
     DevicePlan,
     GpuShort,
     MemoryUnknown,
+    MpsAutocast,
     NoMultiGpu,
+    NoTime,
     Plan,
     RamUnknown,
+    RoundedBatch,
     Rung,
+    SettingChange,
 )
 
 
-def samples(count: int) -> str:
-    """ "1 sample", "4 samples"."""
+def _samples(count: int) -> str:
+    """A count of samples in words ("1 sample", "4 samples")."""
     return f"{count} sample{'s' if count > 1 else ''}"
+
+
+def change_text(change: SettingChange) -> str:
+    """One change from the requested settings in words."""
+    if isinstance(change, MpsAutocast):
+        return (
+            f"{change.precision.value} autocast (torch 2.5 or later; its GradScaler needs "
+            "torch 2.8)"
+        )
+    if isinstance(change, CpuFp32):
+        return "fp32 (no mixed precision planned on the CPU)"
+    if isinstance(change, Accumulation):
+        return f"micro-batch {change.micro_batch} x {change.grad_accum} accumulation steps"
+    if isinstance(change, RoundedBatch):
+        return f"effective batch {change.effective} (not {change.asked})"
+    return {
+        Change.CHECKPOINTING: "gradient checkpointing",
+        Change.EIGHT_BIT_ADAMW: "8-bit AdamW state",
+    }[change]
+
+
+def changes_text(d: DevicePlan) -> tuple[str, ...]:
+    """The device's changes from the requested settings, each in words."""
+    return tuple(change_text(c) for c in d.changes)
 
 
 def note_text(d: DevicePlan) -> str:
@@ -50,7 +80,6 @@ def note_text(d: DevicePlan) -> str:
             f"over the {note.usable_bytes / GIB:.1f} GiB usable of {_whose(note.from_catalog)} "
             f"{note.ram_bytes / GIB:.1f} GiB"
         )
-    assert isinstance(note, GpuShort)
     return _gpu_short(note, d)
 
 
@@ -79,7 +108,7 @@ def _gpu_short(note: GpuShort, d: DevicePlan) -> str:
         off = d.offloaded
         beyond += (
             f"; with the model states in CPU memory (FSDP2 CPU offload) one of these GPUs would "
-            f"need {off.gpu_bytes / GIB:.2f} GiB at {samples(off.micro_batch)} and the host "
+            f"need {off.gpu_bytes / GIB:.2f} GiB at {_samples(off.micro_batch)} and the host "
             f"{off.host_bytes / GIB:.1f} GiB of RAM (modelled)"
         )
     return (
@@ -105,8 +134,37 @@ def _several(found: DistributedPlan, note: GpuShort) -> str:
         f"; it would fit {found.gpus} of these GPUs with {how} ({found.precision.value}"
         + (", gradient checkpointing" if found.checkpointing else "")
         + f", {note.optimizer.value}), {found.memory.total_bytes / GIB:.2f} GiB each at "
-        f"{samples(found.micro_batch)} per GPU ({found.memory.label}; the multi-GPU plan){where}"
+        f"{_samples(found.micro_batch)} per GPU ({found.memory.label}; the multi-GPU plan){where}"
     )
+
+
+def time_text(d: DevicePlan) -> str:
+    """Why the device has no step time, in words ("" when it has one)."""
+    gap = d.no_time
+    if gap is None:
+        return ""
+    return {
+        NoTime.CPU: "step time not modelled on the CPU (GPUs and Apple GPUs only)",
+        NoTime.NOT_MODELLED: f"step time not modelled: {gap.detail}",
+        NoTime.PROBES_DIFFER: "step time not modelled: the probes' ops differ between batch sizes",
+        NoTime.MULTI_GPU_NOT_CUDA: "runs over several GPUs are planned for CUDA GPUs only",
+        NoTime.NO_GPU_COUNT: f"no step time for {gap.gpus} GPUs",
+    }[gap.why]
+
+
+def failing_text(d: DevicePlan) -> str:
+    """Why a stage of a schedule has no setting on a device: its verdict, and what several of
+    these GPUs would hold, or its note."""
+    why = d.verdict.value
+    if d.sharded is not None:
+        sh = d.sharded
+        why += (
+            f": {sh.gpus} of these GPUs would hold it sharded ({sh.per_gpu_bytes / GIB:.2f} GiB "
+            "each, modelled); --export writes that sharded setting for this stage"
+        )
+    elif d.note is not None:
+        why += f": {note_text(d)}"
+    return why
 
 
 def multi_gpu_text(missing: NoMultiGpu | None) -> str:
@@ -185,13 +243,13 @@ def device_dict(d: DevicePlan) -> dict[str, object]:
         "display": d.display,
         "verdict": d.verdict.value,
         "setting": _asdict(d.setting),
-        "changes": list(d.changes),
+        "changes": list(changes_text(d)),
         "max_micro_batch": d.max_micro_batch,
         "tiers": [_asdict(t) for t in d.tiers],
         "note": note_text(d),
         "sharded": _asdict(d.sharded),
         "offloaded": _asdict(d.offloaded),
-        "time_note": d.time_note,
+        "time_note": time_text(d),
         "distributed_note": multi_gpu_text(d.no_multi_gpu),
         "distributed": None if d.distributed is None else d.distributed.to_dict(),
         "time": None if d.step_time is None else d.step_time.to_dict(),
