@@ -16,7 +16,7 @@ from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MiB, MpsAllocator, heap_size
 from trainfit.plan.options import Verdict
 from trainfit.plan.search import plan
-from trainfit.plan.words import note_text
+from trainfit.plan.words import change_text, note_text
 from trainfit.spec import OptimizerKind, Precision
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
@@ -178,7 +178,7 @@ def test_mac_rungs_fp32_then_fp16_autocast_then_checkpointing_never_8_bit() -> N
         (Precision.FP16, False, OptimizerKind.ADAMW),
         (Precision.FP16, True, OptimizerKind.ADAMW),
     ]
-    assert rungs[1][1][0].startswith("fp16 autocast (torch 2.5 or later")
+    assert change_text(rungs[1][1][0]).startswith("fp16 autocast (torch 2.5 or later")
     cuda = setting_rungs(GPT_SMALL, get_device("rtx-4060"), auto_precision=True)
     assert cuda[-1][0].optimizer is OptimizerKind.ADAMW_8BIT
 

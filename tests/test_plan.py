@@ -285,3 +285,44 @@ def test_a_model_that_cannot_checkpoint_and_does_not_fit_gets_a_verdict() -> Non
     # plan (which the verdict takes what would hold it from) finds no GPU count that holds it
     assert device.distributed is None and device.sharded is None
     assert multi_gpu_text(device.no_multi_gpu) in note_text(device)
+
+
+def test_the_typed_facts_render_as_the_plan_words_them() -> None:
+    from trainfit.plan.ladder import LADDER
+    from trainfit.plan.options import Accumulation, Change, MpsAutocast, RoundedBatch, Rung
+    from trainfit.plan.words import change_text
+
+    rung = Rung(
+        change=None,
+        precision=Precision.FP32,
+        micro_batch=32,
+        grad_accum=1,
+        needed_bytes=0,
+        saved_bytes=0,
+    )
+    words = [
+        rung_text(dataclasses.replace(rung, change=c, precision=Precision.BF16, micro_batch=8))
+        for c in (None, *LADDER)
+    ]
+    assert words == [
+        "fp32, 8 samples per step",
+        "bf16 mixed precision",
+        "8 samples per step with accumulation",
+        "gradient checkpointing",
+        "8-bit AdamW state",
+        "1 sample per step with accumulation",
+    ]
+    assert [
+        change_text(c)
+        for c in (
+            MpsAutocast(precision=Precision.FP16),
+            Change.CHECKPOINTING,
+            Accumulation(micro_batch=4, grad_accum=16),
+            RoundedBatch(effective=70, asked=67),
+        )
+    ] == [
+        "fp16 autocast (torch 2.5 or later; its GradScaler needs torch 2.8)",
+        "gradient checkpointing",
+        "micro-batch 4 x 16 accumulation steps",
+        "effective batch 70 (not 67)",
+    ]

@@ -17,6 +17,7 @@ from trainfit.cli.main import _parser, main
 from trainfit.errors import SpecError
 from trainfit.plan.options import NoStepTime, NoTime, Plan, Verdict
 from trainfit.plan.search import plan
+from trainfit.plan.words import note_text
 from trainfit.report.document import (
     InferenceRow,
     Report,
@@ -131,7 +132,7 @@ def test_breakdown_sums_to_the_plans_memory_and_the_curve_meets_it(report, plann
         assert points[largest].fits and not points[largest + 1].fits
     tiny = memory["tiny-gpu"]
     assert not tiny.breakdown and not tiny.curve and tiny.limit_bytes == GIB
-    assert tiny.note == _device(planned, "tiny-gpu").note
+    assert tiny.note == note_text(_device(planned, "tiny-gpu"))
 
 
 def _headings(md: str) -> list[str]:
