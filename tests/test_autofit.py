@@ -20,7 +20,7 @@ from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.step import estimate
 from trainfit.models.imports import resolve
 from trainfit.models.live import CHECKPOINT_MARK
-from trainfit.plan.core import plan
+from trainfit.plan.search import plan
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -519,25 +519,30 @@ def test_rung_without_spec(seen: Observed, change: str) -> None:
 def test_ladder_order_matches_the_planner() -> None:
     from trainfit.hardware.catalog import get_device
     from trainfit.monitor import oom
-    from trainfit.plan.core import _ladder_steps
+    from trainfit.plan.ladder import LADDER, ladder_steps
 
     spec = TrainSpec(model="gpt2", batch=8, seq_len=128)
-    steps = _ladder_steps(spec, 8, get_device("h100"))
+    steps = ladder_steps(spec, 8, get_device("h100"))
     changed = []
-    for (_, before, micro_before), (_, after, micro_after) in itertools.pairwise(steps):
+    for before, after in itertools.pairwise(steps):
         fields = [
             f.name
             for f in dataclasses.fields(TrainSpec)
-            if getattr(before, f.name) != getattr(after, f.name)
+            if getattr(before.spec, f.name) != getattr(after.spec, f.name)
         ]
-        changed.append(fields or (["batch"] if micro_after != micro_before else []))
+        changed.append(fields or (["batch"] if after.micro_batch != before.micro_batch else []))
     assert changed == [["precision"], ["batch"], ["checkpointing"], ["optimizer"], ["batch"]]
-    assert oom.RUNG_NAMES == (
-        "mixed precision",
-        "quarter micro-batch",
-        "gradient checkpointing",
-        "8-bit AdamW",
-        "micro-batch 1",
+    assert [s.change for s in steps[1:]] == list(LADDER)
+    assert (
+        oom.RUNG_NAMES
+        == tuple(c.value for c in LADDER)
+        == (
+            "mixed precision",
+            "quarter micro-batch",
+            "gradient checkpointing",
+            "8-bit AdamW",
+            "micro-batch 1",
+        )
     )
 
 

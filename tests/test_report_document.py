@@ -15,7 +15,9 @@ from torch import nn
 from trainfit import TrainSpec
 from trainfit.cli.main import _parser, main
 from trainfit.errors import SpecError
-from trainfit.plan.core import Plan, Verdict, plan
+from trainfit.plan.options import NoStepTime, NoTime, Plan, Verdict
+from trainfit.plan.search import plan
+from trainfit.plan.words import note_text
 from trainfit.report.document import (
     InferenceRow,
     Report,
@@ -130,7 +132,7 @@ def test_breakdown_sums_to_the_plans_memory_and_the_curve_meets_it(report, plann
         assert points[largest].fits and not points[largest + 1].fits
     tiny = memory["tiny-gpu"]
     assert not tiny.breakdown and not tiny.curve and tiny.limit_bytes == GIB
-    assert tiny.note == _device(planned, "tiny-gpu").note
+    assert tiny.note == note_text(_device(planned, "tiny-gpu"))
 
 
 def _headings(md: str) -> list[str]:
@@ -435,9 +437,11 @@ def test_several_models_get_a_section_each_and_claims_name_theirs(planned) -> No
 def test_a_claim_on_a_device_whose_time_is_not_modelled_says_so(planned) -> None:
     # a GPU with a setting but no step time (a catalog GPU with no compute rate for its
     # precision, e.g. the RTX 5060 Ti's bf16): not "no setting fits"
-    why = "step time not modelled: the catalog has no bf16 compute rate for Test GPU"
+    detail = "the catalog has no bf16 compute rate for Test GPU"
+    why = f"step time not modelled: {detail}"
+    gap = NoStepTime(why=NoTime.NOT_MODELLED, detail=detail)
     devices = tuple(
-        dataclasses.replace(d, step_time=None, step_times=(), run=None, costs=(), time_note=why)
+        dataclasses.replace(d, step_time=None, step_times=(), run=None, costs=(), no_time=gap)
         if d.device == "rtx-4060"
         else d
         for d in planned.devices

@@ -345,7 +345,7 @@ def test_cli_bad_stage(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.slow
 def test_plan_scales_every_device_by_a_measured_step() -> None:
-    from trainfit.plan.core import plan
+    from trainfit.plan.search import plan
 
     spec = TrainSpec(**MLP, device="h100")
     modelled = plan(spec, 64, ("h100", "a100-80gb"), ladder=False)
@@ -378,7 +378,8 @@ def test_estimate_on_several_gpus_and_their_costs() -> None:
 
 @pytest.mark.slow
 def test_plan_run_times_each_gpu_count_with_its_own_step() -> None:
-    from trainfit.plan.core import plan
+    from trainfit.plan.search import plan
+    from trainfit.plan.words import plan_dict
 
     spec = TrainSpec(model="gpt2", seq_len=256, precision="bf16", device="h100")
     result = plan(spec, 32, ("h100",), ladder=False, run=RunSpec(samples=10_000, gpus=2))
@@ -392,7 +393,7 @@ def test_plan_run_times_each_gpu_count_with_its_own_step() -> None:
     clouds = {c.option: c for c in d.costs if c.kind == "cloud"}
     eight = clouds["lambda-8x-h100-sxm"]
     assert eight.hours < clouds["lambda-1x-h100-sxm"].hours
-    data = result.to_dict()["devices"][0]
+    data = plan_dict(result)["devices"][0]
     assert data["time"]["step_seconds"] == pytest.approx(d.step_time.seconds, rel=1e-4)
     assert set(data["time_by_gpus"]) == {"2", "4", "8", "16"}
     assert data["costs"][0]["total"] is not None
@@ -462,7 +463,7 @@ def test_estimate_on_two_gpus_prices_every_instance_size() -> None:
 
 @pytest.mark.slow
 def test_plan_counts_steps_with_the_batch_it_really_takes() -> None:
-    from trainfit.plan.core import plan
+    from trainfit.plan.search import plan
 
     spec = TrainSpec(model="gpt2", seq_len=512, precision="bf16", device="rtx-4060")
     result = plan(spec, 34, ("rtx-4060",), ladder=False, run=RunSpec(samples=10_000))

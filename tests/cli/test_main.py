@@ -119,11 +119,13 @@ def test_a_closed_worker_leaves_no_process() -> None:
     import multiprocessing
 
     from trainfit.hardware.catalog import get_device
-    from trainfit.plan.core import _ladder_steps, _LadderWorker
+    from trainfit.plan.ladder import ladder_steps
+    from trainfit.plan.worker import LadderWorker
     from trainfit.spec import TrainSpec
 
     spec = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
     device = get_device("h100")
-    worker = _LadderWorker(_ladder_steps(spec, 64, device), device)
+    steps = [(s.spec, s.micro_batch) for s in ladder_steps(spec, 64, device)]
+    worker = LadderWorker(steps, device)
     worker.close()  # NB: while it is still starting or tracing
     assert multiprocessing.active_children() == []

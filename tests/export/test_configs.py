@@ -9,7 +9,7 @@ import pytest
 
 from trainfit import TrainSpec
 from trainfit.export.configs import config_text, hf_trainer_flags, trainfit_flags, write_configs
-from trainfit.plan.core import DevicePlan, Plan, Setting, Verdict
+from trainfit.plan.options import Accumulation, Change, DevicePlan, Plan, Setting, Verdict
 from trainfit.spec import OptimizerKind, Precision
 
 SPEC = TrainSpec(model="gpt2", seq_len=512, grad_clip=1.0)
@@ -25,7 +25,7 @@ FITS = DevicePlan(
         grad_accum=8,
         needed_bytes=6 * 2**30,
     ),
-    changes=("gradient checkpointing", "micro-batch 4 x 8 accumulation steps"),
+    changes=(Change.CHECKPOINTING, Accumulation(micro_batch=4, grad_accum=8)),
     max_micro_batch=5,
     tiers=(),
 )
@@ -37,7 +37,6 @@ NO = DevicePlan(
     changes=(),
     max_micro_batch=0,
     tiers=(),
-    note="too big",
 )
 PLAN = Plan(
     spec=SPEC, effective_batch=32, margin=0.1, devices=(FITS, NO), ladder=(), ladder_device=""
@@ -102,7 +101,7 @@ def test_write_configs_only_for_devices_that_fit(tmp_path: Path) -> None:
 def test_a_cpu_config_runs_on_the_cpu(tmp_path) -> None:
     from trainfit import TrainSpec
     from trainfit.export.configs import device_config
-    from trainfit.plan.core import plan
+    from trainfit.plan.search import plan
 
     spec = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
     result = plan(spec, effective_batch=64, devices=("cpu", "rtx-4060"), ladder=False)

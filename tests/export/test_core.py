@@ -21,7 +21,8 @@ from trainfit.export.hf import hf_training_arguments
 from trainfit.export.layout import trainer_layout
 from trainfit.export.lightning import lightning_arguments
 from trainfit.export.write import export_text, write_exports
-from trainfit.plan.core import DevicePlan, Plan, Setting, Sharded, Verdict, plan
+from trainfit.plan.options import DevicePlan, Plan, Setting, Sharded, Verdict
+from trainfit.plan.search import plan
 from trainfit.spec import OptimizerKind, Precision
 
 MLP = "trainfit.models.zoo:emotion_mlp"
@@ -71,7 +72,6 @@ def _sharded(name: str, gpus: int, instances: int = 1) -> DevicePlan:
         changes=(),
         max_micro_batch=0,
         tiers=(),
-        note="too big",
         sharded=Sharded(
             gpus=gpus,
             per_gpu_bytes=60 * 2**30,
@@ -94,7 +94,6 @@ NO = DevicePlan(
     changes=(),
     max_micro_batch=0,
     tiers=(),
-    note="too big",
 )
 EIGHT_BIT = _device(
     "rtx-4060", checkpointing=True, optimizer=OptimizerKind.ADAMW_8BIT, micro_batch=4, grad_accum=8

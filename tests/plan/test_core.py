@@ -10,7 +10,10 @@ from trainfit import TrainSpec, estimate
 from trainfit.cli.main import main
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.core import Verdict, _split, plan
+from trainfit.plan.options import Verdict
+from trainfit.plan.search import plan
+from trainfit.plan.tiers import split
+from trainfit.plan.words import changes_text, multi_gpu_text, note_text, rung_text
 from trainfit.spec import Precision
 
 MELODY = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
@@ -36,7 +39,7 @@ def test_setting_holds_the_effective_batch_and_is_a_real_estimate(melody_plan) -
     s = small.setting
     assert s is not None and s.precision is Precision.BF16
     assert s.micro_batch * s.grad_accum == 2048 and s.grad_accum > 1
-    assert any("accumulation" in change for change in small.changes)
+    assert any("accumulation" in change for change in changes_text(small))
     spec = dataclasses.replace(
         MELODY,
         batch=s.micro_batch,
@@ -61,15 +64,15 @@ def test_tiers_grow_with_their_share(melody_plan) -> None:
 @pytest.mark.slow
 def test_ladder_goes_down(melody_plan) -> None:
     rungs = melody_plan.ladder
-    assert rungs[0].change.startswith("fp32") and rungs[-1].micro_batch == 1
+    assert rung_text(rungs[0]).startswith("fp32") and rungs[-1].micro_batch == 1
     assert rungs[-1].needed_bytes < rungs[0].needed_bytes
     assert melody_plan.ladder_device == "rtx-4060"
 
 
 def test_split_keeps_the_effective_batch() -> None:
-    assert _split(64, 6) == (4, 16)
-    assert _split(64, 100) == (64, 1)
-    assert _split(67, 10) == (10, 7)  # prime: rounds up to 70, said in the changes
+    assert split(64, 6) == (4, 16)
+    assert split(64, 100) == (64, 1)
+    assert split(67, 10) == (10, 7)  # prime: rounds up to 70, said in the changes
 
 
 def test_bad_requests() -> None:
@@ -83,7 +86,7 @@ def test_model_without_blocks_skips_checkpointing(capsys: pytest.CaptureFixture[
     # the MLP has no ModuleList to checkpoint: the ladder leaves that rung out
     mlp = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
     result = plan(mlp, effective_batch=256, devices=("h100",))
-    assert not any("checkpointing" in r.change for r in result.ladder)
+    assert not any("checkpointing" in rung_text(r) for r in result.ladder)
     assert result.devices[0].verdict is Verdict.COMFORTABLE
 
 
@@ -110,7 +113,7 @@ def test_model_states_are_a_floor() -> None:
 
 @pytest.mark.slow
 def test_settings_whose_states_cannot_fit_are_not_traced(monkeypatch: pytest.MonkeyPatch) -> None:
-    import trainfit.plan.core as plan_module
+    import trainfit.plan.traces as plan_module
 
     def no_trace(*args: object, **kwargs: object) -> None:
         raise AssertionError("traced a setting whose model states exceed the device")
@@ -120,7 +123,7 @@ def test_settings_whose_states_cannot_fit_are_not_traced(monkeypatch: pytest.Mon
     result = plan(spec, effective_batch=8, devices=("t4",), ladder=False)
     only = result.devices[0]
     assert only.verdict is Verdict.NO
-    assert "weights, gradients and optimizer state alone need at least" in only.note
+    assert "weights, gradients and optimizer state alone need at least" in note_text(only)
 
 
 def test_forced_precision_the_device_lacks_is_an_error() -> None:
@@ -132,7 +135,7 @@ def test_forced_precision_the_device_lacks_is_an_error() -> None:
 def test_devices_share_traces_only_when_attention_traces_alike(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import trainfit.plan.core as plan_module
+    import trainfit.plan.traces as plan_module
 
     calls: list[str] = []
     real = plan_module.scale_batch
@@ -158,19 +161,20 @@ def test_devices_share_traces_only_when_attention_traces_alike(
 def test_ladder_traced_in_a_worker_equals_the_one_traced_here(
     melody_plan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import trainfit.plan.core as planning
+    import trainfit.plan.search as planning
+    from trainfit.plan.worker import LadderWorker
 
     monkeypatch.setattr(planning, "WORKER_PARAMETERS", 0)
     calls: list[int] = []
-    real_needed = planning._LadderWorker.needed
+    real_needed = LadderWorker.needed
 
-    def counted(self: planning._LadderWorker, index: int) -> int | None:
+    def counted(self: LadderWorker, index: int) -> int | None:
         found = real_needed(self, index)
         if found is not None:
             calls.append(index)
         return found
 
-    monkeypatch.setattr(planning._LadderWorker, "needed", counted)
+    monkeypatch.setattr(LadderWorker, "needed", counted)
     spread = plan(
         MELODY, effective_batch=2048, devices=("rtx-4060", "h100", "cpu"), margin=0.1, jobs=2
     )
@@ -195,7 +199,7 @@ def test_the_cpu_is_planned_against_the_host_ram(melody_plan) -> None:
     assert ram and cpu.setting.needed_bytes <= 0.9 * ram
     at = dataclasses.replace(MELODY, batch=cpu.setting.micro_batch, precision="fp32", device="cpu")
     assert estimate(at).device_memory_needed_bytes == cpu.setting.needed_bytes
-    assert "RAM" in cpu.note
+    assert "RAM" in note_text(cpu)
     assert [t.micro_batch for t in cpu.tiers] == sorted(t.micro_batch for t in cpu.tiers)
 
 
@@ -212,7 +216,7 @@ def test_a_cpu_too_small_for_one_sample(tmp_path) -> None:
         result = plan(spec, effective_batch=8, devices=("cpu",), ladder=False)
     (cpu,) = result.devices
     assert cpu.verdict is Verdict.NO
-    assert "one sample needs" in cpu.note and "catalog's" in cpu.note
+    assert "one sample needs" in note_text(cpu) and "catalog's" in note_text(cpu)
 
 
 def _small_gpu_catalog(tmp_path) -> str:
@@ -245,7 +249,6 @@ def _small_gpu_catalog(tmp_path) -> str:
 def test_a_gpu_too_small_is_told_how_many_would_hold_the_job_sharded(tmp_path) -> None:
     from trainfit.hardware.catalog import using_catalogs
     from trainfit.memory.states import model_states
-    from trainfit.plan.core import SHARD_COUNTS
 
     spec = TrainSpec(model="gpt2-medium", seq_len=128)
     # NB: an effective batch of 64 lets the multi-GPU plan (which the verdict's count is
@@ -254,7 +257,7 @@ def test_a_gpu_too_small_is_told_how_many_would_hold_the_job_sharded(tmp_path) -
         found = plan(spec, effective_batch=64, devices=("tiny-card",), ladder=False).devices[0]
     assert found.verdict is Verdict.NO and found.setting is None
     sharded = found.sharded
-    assert sharded is not None and sharded.gpus in SHARD_COUNTS
+    assert sharded is not None
     assert found.distributed is not None and sharded.gpus == found.distributed.gpus
     budget = 0.9 * 3.5 * 2**30
     assert sharded.per_gpu_bytes <= budget
@@ -268,33 +271,10 @@ def test_a_gpu_too_small_is_told_how_many_would_hold_the_job_sharded(tmp_path) -
         -(-sharded.gpus // 8),
         10.0 * -(-sharded.gpus // 8),
     )
-    assert f"it would fit {sharded.gpus} of these GPUs" in found.note
-    assert "(modelled)" in found.note
+    assert f"it would fit {sharded.gpus} of these GPUs" in note_text(found)
+    assert "(modelled)" in note_text(found)
     assert found.offloaded is not None and found.offloaded.gpu_bytes <= budget
-    assert "with the model states in CPU memory" in found.note
-
-
-@pytest.mark.slow
-def test_fewer_shards_do_not_fit(tmp_path) -> None:
-    """The GPU count is the smallest of SHARD_COUNTS that fits: the one before it does not."""
-    from trainfit.hardware.catalog import get_device, using_catalogs
-    from trainfit.memory.states import model_states
-    from trainfit.plan.core import SHARD_COUNTS, _beyond, _Cache, beyond_one_gpu
-
-    spec = TrainSpec(model="gpt2-medium", seq_len=128, precision="bf16", checkpointing=True)
-    with using_catalogs([_small_gpu_catalog(tmp_path)]):
-        device = get_device("tiny-card")
-        budget = int(0.9 * device.memory_bytes)
-        worked_out, found, offloaded = _beyond(spec, device, _Cache(), budget)
-        assert worked_out and found is not None and found.gpus > SHARD_COUNTS[0]
-        one = dataclasses.replace(spec, batch=1)
-        assert beyond_one_gpu(one, device, found.gpus) == found.per_gpu_bytes <= budget
-        fewer = SHARD_COUNTS[SHARD_COUNTS.index(found.gpus) - 1]
-        assert beyond_one_gpu(one, device, fewer) > budget
-        # CPU offload takes every state off the GPU: less than any sharding leaves
-        assert offloaded is not None and offloaded.gpu_bytes < found.per_gpu_bytes
-        assert offloaded.gpu_bytes == beyond_one_gpu(one, device, 0)
-        assert offloaded.host_bytes == model_states(spec).total()
+    assert "with the model states in CPU memory" in note_text(found)
 
 
 @pytest.mark.slow
@@ -303,7 +283,7 @@ def test_a_batchnorm_model_skips_the_one_sample_rung_of_the_ladder() -> None:
     spec = TrainSpec(model="trainfit.models.zoo:redimnet_like")
     found = plan(spec, effective_batch=64, devices=("rtx-4060",))
     assert found.ladder and all(r.micro_batch > 1 for r in found.ladder)
-    assert not any(r.change.startswith("1 sample per step") for r in found.ladder)
+    assert not any(rung_text(r).startswith("1 sample per step") for r in found.ladder)
 
 
 @pytest.mark.slow
@@ -312,8 +292,49 @@ def test_a_model_that_cannot_checkpoint_and_does_not_fit_gets_a_verdict() -> Non
     result = plan(spec, effective_batch=8, devices=("rtx-4060",), ladder=False)
     (device,) = result.devices
     assert device.verdict is Verdict.NO
-    assert "no gradient checkpointing" in device.note
+    assert "no gradient checkpointing" in note_text(device)
     # NB: no blocks to shard by: FSDP2 gathers the whole model as one unit, and the multi-GPU
     # plan (which the verdict takes what would hold it from) finds no GPU count that holds it
     assert device.distributed is None and device.sharded is None
-    assert device.distributed_note in device.note
+    assert multi_gpu_text(device.no_multi_gpu) in note_text(device)
+
+
+def test_the_typed_facts_render_as_the_plan_words_them() -> None:
+    from trainfit.plan.ladder import LADDER
+    from trainfit.plan.options import Accumulation, Change, MpsAutocast, RoundedBatch, Rung
+    from trainfit.plan.words import change_text
+
+    rung = Rung(
+        change=None,
+        precision=Precision.FP32,
+        micro_batch=32,
+        grad_accum=1,
+        needed_bytes=0,
+        saved_bytes=0,
+    )
+    words = [
+        rung_text(dataclasses.replace(rung, change=c, precision=Precision.BF16, micro_batch=8))
+        for c in (None, *LADDER)
+    ]
+    assert words == [
+        "fp32, 8 samples per step",
+        "bf16 mixed precision",
+        "8 samples per step with accumulation",
+        "gradient checkpointing",
+        "8-bit AdamW state",
+        "1 sample per step with accumulation",
+    ]
+    assert [
+        change_text(c)
+        for c in (
+            MpsAutocast(precision=Precision.FP16),
+            Change.CHECKPOINTING,
+            Accumulation(micro_batch=4, grad_accum=16),
+            RoundedBatch(effective=70, asked=67),
+        )
+    ] == [
+        "fp16 autocast (torch 2.5 or later; its GradScaler needs torch 2.8)",
+        "gradient checkpointing",
+        "micro-batch 4 x 16 accumulation steps",
+        "effective batch 70 (not 67)",
+    ]

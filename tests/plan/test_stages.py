@@ -9,8 +9,9 @@ import pytest
 
 from trainfit import TrainSpec, estimate
 from trainfit.errors import SpecError
-from trainfit.plan.core import plan
+from trainfit.plan.search import plan
 from trainfit.plan.stages import plan_stages
+from trainfit.plan.words import failing_text, note_text
 from trainfit.timing.run import RunSpec
 
 MELODY = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
@@ -226,10 +227,12 @@ def test_a_device_that_fits_one_stage_names_the_stage_that_does_not(tmp_path):
     assert frozen.setting is not None and full.setting is None
     (schedule,) = staged.devices
     assert not schedule.fits and schedule.peak_needed_bytes is None
-    ((name, why),) = schedule.failing_stages
+    ((name, failing),) = schedule.failing_stages
+    assert failing == full
+    why = failing_text(failing)
     assert name == "stage 2" and why.startswith("does not fit")
     # one sample is too many for this card even sharded: the stage's note says so
-    assert full.sharded is None and why == f"does not fit: {full.note}"
+    assert full.sharded is None and why == f"does not fit: {note_text(full)}"
     assert staged.to_dict()["schedule"][0]["failing_stages"] == [{"stage": name, "why": why}]
     console = Console(width=200, record=True)
     console.print(staged_renderable(staged))

@@ -1,7 +1,7 @@
 """`autofit()`: settings for a plain PyTorch loop, chosen from the estimate of the live model.
 
 The live model is registered as a meta copy (`trainfit.models.live`) and planned like any
-other spec (`trainfit.plan.core.plan`, one device, no ladder): the precision the device supports,
+other spec (`trainfit.plan.search.plan`, one device, no ladder): the precision the device supports,
 then gradient checkpointing, then 8-bit AdamW state (only with bitsandbytes installed and an
 optimizer autofit makes), on the first that fits one sample the largest micro-batch inside the
 margin that divides the effective batch. The chosen step is then estimated once more as it will
@@ -42,7 +42,9 @@ from trainfit.measure.backend import Backend, backend_for
 from trainfit.measure.compare import local_catalog_device
 from trainfit.models.live import LiveModel, UserBatch, registered
 from trainfit.optim import optimizer_entry, optimizer_kind
-from trainfit.plan.core import DEFAULT_MARGIN, DevicePlan, plan
+from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan
+from trainfit.plan.search import plan
+from trainfit.plan.words import changes_text, note_text
 from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
 
 GIB = 2**30
@@ -245,7 +247,7 @@ def _apply(
             ),
             spec=spec,
             estimate=predicted,
-            changes=chosen.found.changes,
+            changes=changes_text(chosen.found),
             request=request,
             planner=autofit,
             live=chosen.live.registration,
@@ -486,7 +488,7 @@ def _check_setting(request: Request, found: DevicePlan, kind: OptimizerKind) -> 
     name = type(request.model).__name__
     setting = found.setting
     if setting is None:
-        raise SpecError([f"{name} does not fit {found.display}: {found.note}"])
+        raise SpecError([f"{name} does not fit {found.display}: {note_text(found)}"])
     if request.checkpointing is False and setting.checkpointing:
         raise SpecError(
             [

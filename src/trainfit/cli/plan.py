@@ -13,7 +13,7 @@ DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
 
 
 if TYPE_CHECKING:
-    from trainfit.plan.core import Plan
+    from trainfit.plan.options import Plan
     from trainfit.spec import Precision, TrainSpec
     from trainfit.timing.run import RunSpec
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
     from trainfit.cli import spec_args
     from trainfit.errors import SpecError
-    from trainfit.plan.core import plan
+    from trainfit.plan.search import plan
     from trainfit.spec import Precision, TrainSpec, parse_enum
 
     devices = tuple(args.device) or DEFAULT_DEVICES
@@ -186,7 +186,9 @@ def run(args: argparse.Namespace) -> int:
     )
     report_args.stop()
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        from trainfit.plan.words import plan_dict
+
+        print(json.dumps(plan_dict(result), indent=2))
     else:
         from rich.console import Console
 

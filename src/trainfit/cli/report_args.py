@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainfit.plan.core import Plan
+    from trainfit.plan.options import Plan
     from trainfit.plan.stages import StagedPlan
 
 

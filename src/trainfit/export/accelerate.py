@@ -10,7 +10,7 @@ from trainfit.export.configs import to_yaml
 from trainfit.export.hf import fsdp_fields
 from trainfit.export.layout import TrainerLayout
 from trainfit.optim import optimizer_entry
-from trainfit.plan.core import Plan
+from trainfit.plan.options import Plan
 from trainfit.spec import Precision
 
 _ACCELERATE_PRECISION = {

@@ -24,7 +24,8 @@ from trainfit.export.layout import TrainerLayout
 from trainfit.hardware.catalog import get_device
 from trainfit.io import write_atomically
 from trainfit.optim import optimizer_entry
-from trainfit.plan.core import DevicePlan, Plan, Setting
+from trainfit.plan.options import DevicePlan, Plan, Setting
+from trainfit.plan.words import changes_text
 from trainfit.spec import Precision
 
 
@@ -158,7 +159,7 @@ def config_text(
         f"trainfit plan for {plan.spec.model} on {device.display}"
         + (f", {datetime.date.today().isoformat()}" if dated else ""),
         f"verdict: {device.verdict.value}"
-        + (f" ({'; '.join(device.changes)})" if device.changes else ""),
+        + (f" ({'; '.join(changes_text(device))})" if device.changes else ""),
         f"predicted device memory needed: {s.needed_bytes / 2**30:.2f} GiB "
         f"(plan keeps {plan.margin:.0%} of the device free"
         + ("; modelled for an Apple GPU, not measured)" if _kind(device.device) == "mps" else ")"),

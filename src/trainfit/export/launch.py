@@ -14,7 +14,8 @@ from trainfit.export.deepspeed import deepspeed_files
 from trainfit.export.formats import ExportFormat
 from trainfit.export.torchrun import torchrun_files
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.core import DevicePlan, Plan, Setting
+from trainfit.plan.options import DevicePlan, Plan, Setting
+from trainfit.plan.words import multi_gpu_text
 
 
 def launch_files(plan: Plan, device: DevicePlan, fmt: ExportFormat) -> list[tuple[str, str]]:
@@ -24,7 +25,7 @@ def launch_files(plan: Plan, device: DevicePlan, fmt: ExportFormat) -> list[tupl
     if found is None:
         if device.setting is None or get_device(device.device).kind != "cuda":
             raise TrainfitError(
-                device.distributed_note
+                multi_gpu_text(device.no_multi_gpu)
                 or f"{device.verdict.value}, and no multi-GPU plan (CUDA GPUs only)"
             )
         found = _one_gpu(device.device, device.setting)

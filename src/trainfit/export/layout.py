@@ -32,7 +32,7 @@ offloaded-only verdict), or one the GPU count does not suit, has no layout (Trai
 
 Known limitations: the trainer files do not carry CPU offload; data parallel and sharded runs
 are modelled with one GPU's figures (DDP's gradient buckets and the engines' gathered layers
-are not counted, see `trainfit.plan.core.Sharded`); multi-machine files leave the main process
+are not counted, see `trainfit.plan.options.Sharded`); multi-machine files leave the main process
 address and each machine's rank to the user.
 """
 
@@ -43,7 +43,8 @@ from dataclasses import dataclass
 
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.core import DevicePlan, Plan, Setting, Sharded, _split
+from trainfit.plan.options import DevicePlan, Plan, Setting, Sharded
+from trainfit.plan.tiers import split
 from trainfit.spec import OptimizerKind, Precision
 
 DATALOADER_WORKERS = 4
@@ -165,7 +166,7 @@ def _data_parallel(
                 ]
             )
         # NB: each GPU's share split as the plan times it (the chosen micro-batch or less)
-        micro, accum = _split(effective // requested, s.micro_batch)
+        micro, accum = split(effective // requested, s.micro_batch)
         notes.append(
             f"data parallel over {requested} GPUs: the plan's memory is one GPU's; DDP adds "
             "its gradient buckets (about one more copy of the gradients) per GPU"

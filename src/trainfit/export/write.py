@@ -31,7 +31,7 @@ from trainfit.export.launch import launch_files
 from trainfit.export.layout import trainer_layout
 from trainfit.export.lightning import lightning_arguments, lightning_fsdp_note
 from trainfit.io import write_atomically
-from trainfit.plan.core import DevicePlan, Plan
+from trainfit.plan.options import DevicePlan, Plan
 
 
 def export_text(

@@ -25,6 +25,10 @@ from trainfit.training import Phase
 LSTM = "trainfit.models.zoo:melody_lstm"
 
 
+HERE = "tests.trace.kernels.test_cudnn_rnn"
+"""This module's import path: the tests' model factories are loaded through it."""
+
+
 def _shape(
     i: int,
     h: int,
@@ -248,7 +252,7 @@ def packed_gru_model() -> nn.Module:
 )
 def test_every_mode_is_traced_through_cudnns_emulation(factory: str, shape: RnnShape) -> None:
     spec = TrainSpec(
-        model=f"tests.trace.kernels.test_cudnn_rnn:{factory}", inputs=("tokens=B,16:int64<50",), batch=4
+        model=f"{HERE}:{factory}", inputs=("tokens=B,16:int64<50",), batch=4
     )
     trace = trace_step(spec)
     reserves = [e for e in trace.events if e.alloc and e.nbytes == reserve_bytes(shape)]
@@ -261,7 +265,7 @@ def test_every_mode_is_traced_through_cudnns_emulation(factory: str, shape: RnnS
 
 def test_a_packed_sequence_is_one_trace_error_naming_the_module() -> None:
     spec = TrainSpec(
-        model="tests.trace.kernels.test_cudnn_rnn:packed_gru_model", inputs=("tokens=B,16:int64<50",), batch=4
+        model=f"{HERE}:packed_gru_model", inputs=("tokens=B,16:int64<50",), batch=4
     )
     with pytest.raises(
         TraceError, match=r"module 'rnn': cuDNN's gru over a packed sequence .* not emulated"
@@ -271,7 +275,7 @@ def test_a_packed_sequence_is_one_trace_error_naming_the_module() -> None:
 
 def test_a_gru_under_autocast_keeps_a_half_precision_reserve() -> None:
     spec = TrainSpec(
-        model="tests.trace.kernels.test_cudnn_rnn:gru_model",
+        model=f"{HERE}:gru_model",
         inputs=("tokens=B,16:int64<50",),
         batch=4,
         precision="bf16",

@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from trainfit.errors import SpecError, TrainfitError
-from trainfit.plan.core import Plan
+from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
+from trainfit.plan.words import plan_dict
 from trainfit.report.document.claims import check_claims
 from trainfit.report.document.memory import device_memory
 from trainfit.report.document.model import (
@@ -136,7 +137,7 @@ def _model_section(
                 name=stage,
                 epochs=epochs,
                 freeze=tuple(freeze),
-                plan=plan.to_dict(),
+                plan=plan_dict(plan),
                 memory=tuple(device_memory(plan, d) for d in plan.devices),
                 verify=tuple(v for d in plan.devices if (v := verify_commands(plan, d))),
                 configs=_configs(plan, where, exports),
