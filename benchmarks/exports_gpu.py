@@ -40,8 +40,9 @@ from typing import Any
 import torch
 
 from trainfit import TrainSpec
-from trainfit.export.core import write_exports
-from trainfit.plan.core import DevicePlan, Plan, Sharded, Verdict, plan
+from trainfit.export.write import write_exports
+from trainfit.plan.options import DevicePlan, Plan, Sharded, Verdict
+from trainfit.plan.search import plan
 from trainfit.spec import OptimizerKind, Precision
 
 DEVICES = ("h100", "t4", "rtx-4060", "cpu")

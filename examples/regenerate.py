@@ -9,13 +9,15 @@ several, each with its own ``outputs.report``) is planned with
 ``trainfit plan SPEC --report DIR`` through the CLI's ``main`` in this process (the tables it
 prints are swallowed). The report is always
 written to a fresh temporary folder first: ``--check`` compares that folder with the committed
-``outputs.report`` folder byte for byte (Markdown, JSON, HTML and PNG alike); without it the
-committed folder is replaced by the new one as a whole, so files a report no longer has go too.
+``outputs.report`` folder: the report's data (Markdown, JSON, the exported configs) byte for byte,
+the HTML with its embedded images left out, and a PNG plot only by its presence (matplotlib and
+zlib versions change a PNG's bytes, not its data); without it the committed folder is replaced by
+the new one as a whole, so files a report no longer has go too.
 
 Known limitations:
-    A report is compared byte for byte, so anything in it that depends on the machine (the
-    host's RAM, a timestamp, a library version baked into a PNG) makes it stale elsewhere; the
-    specs name only catalog devices for that reason, never ``cpu``.
+    The data is compared byte for byte, so anything in it that depends on the machine (the
+    host's RAM, a timestamp) makes it stale elsewhere; the specs name only catalog devices for
+    that reason, never ``cpu``. A plot that changed while its data did not goes unnoticed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import contextlib
 import io
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -106,6 +109,20 @@ def _files(root: Path) -> dict[str, Path]:
     return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+_EMBEDDED_IMAGE = re.compile(rb"data:image/png;base64,[A-Za-z0-9+/=]*")
+
+
+def _data(path: Path) -> bytes | None:
+    """What of a report file is compared: None for a PNG (only its presence counts), the HTML
+    without its embedded images, any other file whole."""
+    if path.suffix == ".png":
+        return None
+    data = path.read_bytes()
+    if path.suffix == ".html":
+        return _EMBEDDED_IMAGE.sub(b"data:image/png;base64,", data)
+    return data
+
+
 def differences(fresh: Path, committed: Path) -> list[str]:
     """Each file that differs between the two folders, with why, relative to ``committed``."""
     new, old = _files(fresh), _files(committed)
@@ -116,7 +133,7 @@ def differences(fresh: Path, committed: Path) -> list[str]:
             out.append(f"{where}: not committed (the report now has it)")
         elif name not in new:
             out.append(f"{where}: no longer generated")
-        elif new[name].read_bytes() != old[name].read_bytes():
+        elif _data(new[name]) != _data(old[name]):
             out.append(f"{where}: stale")
     return out
 

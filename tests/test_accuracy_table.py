@@ -22,7 +22,14 @@ def test_every_case_has_a_committed_estimate() -> None:
     assert set(_recorded()["cases"]) == set(CASES)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+def _cases() -> list:
+    """Every case; those that took over a second to estimate when recorded are `slow`."""
+    seconds = {name: case["seconds"] for name, case in _recorded()["cases"].items()}
+    slow = pytest.mark.slow
+    return [n if seconds[n] <= 1.0 else pytest.param(n, marks=slow) for n in sorted(CASES)]
+
+
+@pytest.mark.parametrize("name", _cases())
 def test_estimate_has_not_drifted(name: str) -> None:
     transformers = pytest.importorskip("transformers")
     env = _recorded()["environment"]

@@ -23,7 +23,15 @@ def test_every_case_is_measured_and_estimated() -> None:
     assert set(_recorded("measured_cpu.json")["cases"]) == set(CASES)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+def _cases() -> list:
+    """Every case; those that took over a second to estimate when recorded are `slow`."""
+    recorded = _recorded("estimates_cpu.json")["cases"]
+    seconds = {name: case["seconds"] for name, case in recorded.items()}
+    slow = pytest.mark.slow
+    return [n if seconds[n] <= 1.0 else pytest.param(n, marks=slow) for n in sorted(CASES)]
+
+
+@pytest.mark.parametrize("name", _cases())
 def test_cpu_estimate_has_not_drifted(name: str) -> None:
     transformers = pytest.importorskip("transformers")
     env = _recorded("estimates_cpu.json")["environment"]

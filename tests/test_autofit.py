@@ -20,7 +20,7 @@ from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.step import estimate
 from trainfit.models.imports import resolve
 from trainfit.models.live import CHECKPOINT_MARK
-from trainfit.plan.core import plan
+from trainfit.plan.search import plan
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +83,7 @@ def gpt2_sample(rows: int = 2) -> dict[str, torch.Tensor]:
 # --- the chosen settings against the estimate ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_cpu_fit_is_the_estimate_of_the_equivalent_spec() -> None:
     model = MLP()
     fit = autofit(model, mlp_sample(), 64, loss_fn=F.cross_entropy, device="cpu")
@@ -164,6 +165,7 @@ class Stack(nn.Module):
         return x
 
 
+@pytest.mark.slow
 def test_eight_bit_state_is_never_chosen_without_bitsandbytes() -> None:
     # 537 M parameters on an 8 GB card: fp32 AdamW state does not fit, 8-bit state would
     model = Stack(nn.Linear(16384, 16384), nn.Linear(16384, 16384)).to("meta")
@@ -181,6 +183,7 @@ def test_eight_bit_state_is_never_chosen_without_bitsandbytes() -> None:
 # --- the user's model ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_weights_are_not_copied_and_confirm_restores_them() -> None:
     model = MLP()
     params = list(model.parameters())
@@ -204,6 +207,7 @@ def test_weights_are_not_copied_and_confirm_restores_them() -> None:
     assert "confirmed by one real step on" in fit.summary
 
 
+@pytest.mark.slow
 def test_checkpointing_named_blocks_of_a_plain_module() -> None:
     model = MLP()
     x = torch.randn(4, 32)
@@ -233,6 +237,7 @@ def test_checkpointing_defaults_to_the_largest_module_list() -> None:
         autofit(nn.Sequential(nn.Linear(32, 4)), torch.randn(2, 32), 8, checkpointing=True)
 
 
+@pytest.mark.slow
 def test_transformers_checkpointing_on_a_gpt2() -> None:
     model = tiny_gpt2()
     fit = autofit(model, gpt2_sample(), 16, device="h100", checkpointing=True)
@@ -248,6 +253,7 @@ def test_transformers_checkpointing_on_a_gpt2() -> None:
 # --- stages ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stage_switch_replans_with_everything_trainable() -> None:
     model = tiny_gpt2()
     frozen = autofit(
@@ -387,12 +393,14 @@ def test_other_bad_input_is_collected_in_one_error() -> None:
 # --- the docs and the example ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_docs_first_example_runs() -> None:
     text = (ROOT / "docs" / "autofit.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "docs/autofit.md", "exec"), {"print": lambda *args: None})
 
 
+@pytest.mark.slow
 def test_example_script_trains_on_the_cpu() -> None:
     pytest.importorskip("transformers")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
@@ -508,6 +516,7 @@ class Named(nn.Module):
         return self.body(self.norm(x)).pow(2).mean()
 
 
+@pytest.mark.slow
 def test_confirm_restores_each_modules_mode_and_takes_mappings_and_namedtuples() -> None:
     import collections
 
@@ -538,6 +547,7 @@ def real_only_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -
     return F.cross_entropy(model(batch[0]), batch[1])
 
 
+@pytest.mark.slow
 def test_argument_errors_and_a_failed_confirm_leave_the_model_as_given() -> None:
     from trainfit.errors import MeasureError
 
@@ -607,6 +617,7 @@ def test_bad_arguments_are_worded_for_python() -> None:
             autofit(MLP(), mlp_sample(), 8, device="cuda")
 
 
+@pytest.mark.slow
 def test_a_tied_weight_is_frozen_by_either_name() -> None:
     model = tiny_gpt2()
     fit = autofit(model, gpt2_sample(), 4, device="cpu", freeze=["lm_head.*"])

@@ -15,7 +15,9 @@ import re
 import pytest
 
 from trainfit.distributed import Strategy, units
-from trainfit.plan.core import Verdict, plan
+from trainfit.plan.options import Verdict
+from trainfit.plan.search import plan
+from trainfit.plan.words import multi_gpu_text, note_text
 from trainfit.spec import TrainSpec
 
 # a 1.5B model: its states do not fit one 8 GB RTX 4060 even with 8-bit AdamW
@@ -41,12 +43,14 @@ def planned():
     return plan(SPEC, 16, ("rtx-4060",), ladder=False)
 
 
+@pytest.mark.slow
 def test_the_verdict_and_the_multi_gpu_plan_name_the_same_gpu_count(planned) -> None:
     (d,) = planned.devices
     assert d.verdict is Verdict.NO
     assert d.distributed is not None and d.distributed.gpus > 1
-    assert _counts(d.note) == [d.distributed.gpus], d.note
-    assert "the multi-GPU plan" in d.note
+    note = note_text(d)
+    assert _counts(note) == [d.distributed.gpus], note
+    assert "the multi-GPU plan" in note
     assert d.sharded is not None and d.sharded.gpus == d.distributed.gpus
     assert d.sharded.per_gpu_bytes == d.distributed.memory.total_bytes
     # the one-GPU offload alternative is the multi-GPU plan's too
@@ -58,8 +62,10 @@ def test_the_verdict_and_the_multi_gpu_plan_name_the_same_gpu_count(planned) -> 
         assert d.offloaded is None
 
 
+@pytest.mark.slow
 def test_when_no_multi_gpu_plan_holds_it_the_verdict_says_so() -> None:
     (d,) = plan(SPEC, 16, ("rtx-4060",), ladder=False, strategy=Strategy.FSDP2, gpus=2).devices
     assert d.verdict is Verdict.NO and d.distributed is None
-    assert _counts(d.note) == [] and d.sharded is None and d.offloaded is None
-    assert d.distributed_note in d.note
+    note = note_text(d)
+    assert _counts(note) == [] and d.sharded is None and d.offloaded is None
+    assert multi_gpu_text(d.no_multi_gpu) in note

@@ -177,6 +177,7 @@ def test_layout_rejects_uneven_nodes() -> None:
         Layout(gpus=12, nodes=5)
 
 
+@pytest.mark.slow
 def test_plan_picks_the_fewest_gpus() -> None:
     # a 1.5B model with fp32 AdamW states (24.7 GB) on a 24 GB card: not on one
     spec = TrainSpec(model="qwen2-1.5b", seq_len=128, precision="bf16", device="l4")
@@ -197,6 +198,7 @@ def test_plan_picks_the_fewest_gpus() -> None:
         assert smaller is None
 
 
+@pytest.mark.slow
 def test_plan_uses_ddp_when_one_gpu_holds_the_states() -> None:
     spec = TrainSpec(model="gpt2", seq_len=128, precision="bf16", device="h100")
     found = plan_distributed(spec, 8, H100, gpus=2)
@@ -220,6 +222,7 @@ def hybrid_plan() -> tuple:
     return spec, found
 
 
+@pytest.mark.slow
 def test_torchrun_files_parse(hybrid_plan: tuple) -> None:
     spec, found = hybrid_plan
     files = dict(torchrun_files(spec, found, "h100", 32))
@@ -235,6 +238,7 @@ def test_torchrun_files_parse(hybrid_plan: tuple) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_single_node_launch_is_standalone(hybrid_plan: tuple) -> None:
     spec, found = hybrid_plan
     one = dataclasses.replace(found, gpus=2, nodes=1, strategy=Strategy.FSDP2)
@@ -242,6 +246,7 @@ def test_single_node_launch_is_standalone(hybrid_plan: tuple) -> None:
     assert fsdp2_settings(spec, one, 32)["mesh_shape"] == [2]
 
 
+@pytest.mark.slow
 def test_deepspeed_config_passes_its_schema_check(hybrid_plan: tuple) -> None:
     spec, found = hybrid_plan
     zero2 = dataclasses.replace(found, strategy=Strategy.ZERO2, offload=Offload.OPTIMIZER)
@@ -253,6 +258,7 @@ def test_deepspeed_config_passes_its_schema_check(hybrid_plan: tuple) -> None:
     assert names == ["ds_config_h100.json", "accelerate_ds_h100.yaml"]
 
 
+@pytest.mark.slow
 def test_deepspeed_schema_check_catches_a_wrong_batch_product(hybrid_plan: tuple) -> None:
     spec, found = hybrid_plan
     config = ds_config(spec, found)
@@ -289,6 +295,7 @@ def test_deepspeed_schema_check_lists_every_problem() -> None:
 # --- the template on a CPU --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 def test_fsdp2_template_trains_one_step_on_two_cpu_ranks(tmp_path: Path, strategy: str) -> None:
     model_dir = tmp_path / "tiny"
@@ -351,6 +358,7 @@ def test_cli_world_size_error_is_one_line(capsys: pytest.CaptureFixture[str]) ->
     assert "--offload optimizer is not offered by fsdp2" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_plan_json_and_torchrun_export(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

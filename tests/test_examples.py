@@ -1,7 +1,8 @@
 """The committed example reports (``examples/seeds/*/report/``) are what the specs produce now.
 
-Each seed's spec is planned in process and its report compared byte for byte with the committed
-one (``examples/regenerate.py --check``). Skipped, with the reason, only while this trainfit
+Each seed's spec is planned in process and its report's data (Markdown, JSON, configs, the HTML
+without its images) compared byte for byte with the committed one; a PNG plot only has to be there
+(``examples/regenerate.py --check``). Skipped, with the reason, only while this trainfit
 cannot read a spec file or write a report.
 """
 
@@ -62,6 +63,7 @@ def test_spec_claims_are_well_formed(spec: Path) -> None:
         assert len(values) in (1, 2) and values == sorted(values), claim
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_committed_report_is_up_to_date(spec: Path) -> None:
     missing = regenerate.features_available()
@@ -84,10 +86,27 @@ def test_differences_names_each_changed_missing_and_extra_file(tmp_path: Path) -
     (committed / "plots/a.png").write_bytes(b"\x89PNG old")
     (fresh / "new.json").write_text("{}")
     (committed / "gone.html").write_text("<p>")
+    (fresh / "report.json").write_text('{"gib": 5.6}')
+    (committed / "report.json").write_text('{"gib": 5.5}')
     assert regenerate.differences(fresh, committed) == [
         f"{committed / 'gone.html'}: no longer generated",
         f"{committed / 'new.json'}: not committed (the report now has it)",
-        f"{committed / 'plots/a.png'}: stale",
+        f"{committed / 'report.json'}: stale",
+    ]
+
+
+def test_plots_count_by_presence_and_html_without_its_images(tmp_path: Path) -> None:
+    fresh, committed = tmp_path / "fresh", tmp_path / "committed"
+    for root, png in ((fresh, "iVBORnew+/="), (committed, "iVBORold")):
+        (root / "plots").mkdir(parents=True)
+        (root / "plots/a.png").write_bytes(f"\x89PNG {png}".encode())
+        (root / "report.html").write_text(f'<p>5.5 GiB</p><img src="data:image/png;base64,{png}">')
+    assert regenerate.differences(fresh, committed) == []
+    (fresh / "report.html").write_text('<p>5.6 GiB</p><img src="data:image/png;base64,x">')
+    (fresh / "plots/a.png").unlink()
+    assert regenerate.differences(fresh, committed) == [
+        f"{committed / 'plots/a.png'}: no longer generated",
+        f"{committed / 'report.html'}: stale",
     ]
 
 
@@ -142,6 +161,7 @@ def test_a_spec_without_a_report_folder_is_refused(tmp_path: Path) -> None:
         regenerate.report_dir(spec)
 
 
+@pytest.mark.slow
 def test_a_spec_files_models_share_one_report(tmp_path: Path) -> None:
     from trainfit.cli.main import main
 

@@ -35,11 +35,11 @@ CASES = {
 
 _MEASURE = """
 import json, sys
-from dataclasses import asdict
+from benchmarks.accuracy.measure_gpu import measurement_record
 from trainfit import TrainSpec
-from trainfit.measure.runner import measure_cuda
-m = measure_cuda(TrainSpec(**json.loads(sys.argv[1])), steps=3)
-print(json.dumps({k: v for k, v in asdict(m).items() if k.endswith("_bytes")}))
+from trainfit.measure.steps import measure
+m = measure(TrainSpec(**json.loads(sys.argv[1])), steps=3, warmup=0, device="cuda")
+print(json.dumps({k: v for k, v in measurement_record(m).items() if k.endswith("_bytes")}))
 """
 
 

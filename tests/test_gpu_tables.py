@@ -38,6 +38,7 @@ def test_the_lora_table_is_regenerated_from_its_raw_results() -> None:
     assert out == (results / "lora_h100.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_inference_and_preference_tables_are_regenerated(tmp_path: Path) -> None:
     results = BENCH / "inference" / "results"
     _run(
@@ -74,6 +75,7 @@ def test_the_multigpu_table_is_regenerated_from_its_raw_results(tmp_path: Path) 
     assert "| gpt2-medium-s1024-b4-fsdp2 | fsdp2 |" in text and "+15.7%" in text
 
 
+@pytest.mark.slow
 def test_the_multigpu_predictions_are_what_the_code_plans_now() -> None:
     from benchmarks.sharded.multigpu import CASES, CONFIGS, plan_case
 

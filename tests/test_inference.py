@@ -264,6 +264,7 @@ def test_cli_errors_are_one_line(
     assert "\n" not in err and message in err
 
 
+@pytest.mark.slow
 def test_docs_example_runs() -> None:
     text = (Path(__file__).parent.parent / "docs" / "inference.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
@@ -344,6 +345,7 @@ def test_serving_picks_generation_or_forward_and_says_why_not(tiny_lm: str) -> N
         )
 
 
+@pytest.mark.slow
 def test_serving_only_cli_writes_a_report(tiny_lm: str, tmp_path: Path, capsys) -> None:
     out = tmp_path / "rep"
     argv = ["plan", tiny_lm, "--inference", "--context", "16", "--new-tokens", "4",

@@ -367,6 +367,7 @@ def test_phases_follow_the_step() -> None:
 # -- out of memory -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_oom_in_forward_with_spec(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -400,6 +401,7 @@ def test_oom_in_forward_with_spec(capsys: pytest.CaptureFixture[str], tmp_path) 
     assert "trainfit/out_of_memory/text_summary" in events.Tags()["tensors"]
 
 
+@pytest.mark.slow
 def test_rung_that_does_not_fit_names_the_rungs_until_a_fit() -> None:
     from trainfit.monitor.oom import _rung_text, next_rung_for_spec
 
@@ -517,25 +519,30 @@ def test_rung_without_spec(seen: Observed, change: str) -> None:
 def test_ladder_order_matches_the_planner() -> None:
     from trainfit.hardware.catalog import get_device
     from trainfit.monitor import oom
-    from trainfit.plan.core import _ladder_steps
+    from trainfit.plan.ladder import LADDER, ladder_steps
 
     spec = TrainSpec(model="gpt2", batch=8, seq_len=128)
-    steps = _ladder_steps(spec, 8, get_device("h100"))
+    steps = ladder_steps(spec, 8, get_device("h100"))
     changed = []
-    for (_, before, micro_before), (_, after, micro_after) in itertools.pairwise(steps):
+    for before, after in itertools.pairwise(steps):
         fields = [
             f.name
             for f in dataclasses.fields(TrainSpec)
-            if getattr(before, f.name) != getattr(after, f.name)
+            if getattr(before.spec, f.name) != getattr(after.spec, f.name)
         ]
-        changed.append(fields or (["batch"] if micro_after != micro_before else []))
+        changed.append(fields or (["batch"] if after.micro_batch != before.micro_batch else []))
     assert changed == [["precision"], ["batch"], ["checkpointing"], ["optimizer"], ["batch"]]
-    assert oom.RUNG_NAMES == (
-        "mixed precision",
-        "quarter micro-batch",
-        "gradient checkpointing",
-        "8-bit AdamW",
-        "micro-batch 1",
+    assert [s.change for s in steps[1:]] == list(LADDER)
+    assert (
+        oom.RUNG_NAMES
+        == tuple(c.value for c in LADDER)
+        == (
+            "mixed precision",
+            "quarter micro-batch",
+            "gradient checkpointing",
+            "8-bit AdamW",
+            "micro-batch 1",
+        )
     )
 
 
@@ -616,6 +623,7 @@ def test_lightning_callback_reports_oom(tmp_path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_hf_trainer_callback(tmp_path) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 

@@ -14,7 +14,9 @@ from trainfit import TrainSpec, estimate
 from trainfit.errors import SpecError
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MiB, MpsAllocator, heap_size
-from trainfit.plan.core import Verdict, plan
+from trainfit.plan.options import Verdict
+from trainfit.plan.search import plan
+from trainfit.plan.words import change_text, note_text
 from trainfit.spec import OptimizerKind, Precision
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
@@ -152,6 +154,7 @@ def mac_plan():
     return plan(GPT_SMALL, effective_batch=64, devices=(MAC, "m4-pro-24gb"), ladder=False)
 
 
+@pytest.mark.slow
 def test_a_mac_gets_a_plan_in_fp32_first(mac_plan) -> None:
     for device in mac_plan.devices:
         assert device.verdict in (Verdict.COMFORTABLE, Verdict.WITH_CHANGES), device
@@ -168,19 +171,20 @@ def device_memory(name: str) -> int:
 
 def test_mac_rungs_fp32_then_fp16_autocast_then_checkpointing_never_8_bit() -> None:
     from trainfit.hardware.catalog import get_device
-    from trainfit.plan.core import _rungs
+    from trainfit.plan.ladder import setting_rungs
 
-    rungs = _rungs(GPT_SMALL, get_device(MAC), auto_precision=True)
+    rungs = setting_rungs(GPT_SMALL, get_device(MAC), auto_precision=True)
     assert [(r.precision, r.checkpointing, r.optimizer) for r, _ in rungs] == [
         (Precision.FP32, False, OptimizerKind.ADAMW),
         (Precision.FP16, False, OptimizerKind.ADAMW),
         (Precision.FP16, True, OptimizerKind.ADAMW),
     ]
-    assert rungs[1][1][0].startswith("fp16 autocast (torch 2.5 or later")
-    cuda = _rungs(GPT_SMALL, get_device("rtx-4060"), auto_precision=True)
+    assert change_text(rungs[1][1][0]).startswith("fp16 autocast (torch 2.5 or later")
+    cuda = setting_rungs(GPT_SMALL, get_device("rtx-4060"), auto_precision=True)
     assert cuda[-1][0].optimizer is OptimizerKind.ADAMW_8BIT
 
 
+@pytest.mark.slow
 def test_fp16_autocast_on_a_mac_keeps_attention_in_fp32() -> None:
     """Training attention on MPS is PyTorch's math path, which upcasts fp16 inputs to fp32
     (`allow_fp16_bf16_reduction_math_sdp` off by default): fp16 autocast then saves nothing
@@ -204,9 +208,10 @@ def test_a_model_too_big_for_a_mac_does_not_fit() -> None:
     spec = TrainSpec(model="llama-3.2-1b", seq_len=512)
     big = plan(spec, effective_batch=8, devices=(MAC,), ladder=False).devices[0]
     assert big.verdict is Verdict.NO and big.setting is None
-    assert "over the 9.60 GiB usable" in big.note  # 90% of 2/3 of 16 GiB
+    assert "over the 9.60 GiB usable" in note_text(big)  # 90% of 2/3 of 16 GiB
 
 
+@pytest.mark.slow
 def test_a_macs_config_file_runs_on_mps_without_pinned_memory(mac_plan) -> None:
     from trainfit.export.configs import config_text, device_config
 

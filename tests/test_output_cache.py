@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from tests.test_reuse import _canonical
+from tests.trace.test_reuse import _canonical
 from trainfit import TrainSpec
-from trainfit.trace import recorder
+from trainfit.trace import output_cache
 from trainfit.trace.step import trace_step
 
 ZOO = "trainfit.models.zoo"
@@ -33,23 +33,24 @@ SPECS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_cached_outputs_trace_like_dispatched_ones(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = TrainSpec(**SPECS[name])
     hits: list[int] = []
-    real_replay = recorder.OutputCache.replay
+    real_replay = output_cache.OutputCache.replay
 
-    def counted(self: recorder.OutputCache, key: tuple[object, ...], args: tuple) -> object:
+    def counted(self: output_cache.OutputCache, key: tuple[object, ...], args: tuple) -> object:
         out = real_replay(self, key, args)
-        if out is not recorder.MISS:
+        if out is not output_cache.MISS:
             hits.append(1)
         return out
 
-    monkeypatch.setattr(recorder.OutputCache, "replay", counted)
+    monkeypatch.setattr(output_cache.OutputCache, "replay", counted)
     cached = trace_step(spec)
-    monkeypatch.setattr(recorder.OutputCache, "key", lambda self, func, args, kwargs: None)
+    monkeypatch.setattr(output_cache.OutputCache, "key", lambda self, func, args, kwargs: None)
     dispatched = trace_step(spec)
     assert len(hits) > 100
     assert _canonical(cached) == _canonical(dispatched)
@@ -58,7 +59,7 @@ def test_cached_outputs_trace_like_dispatched_ones(
 def test_an_unsafe_view_is_made_over_its_input_storage() -> None:
     # NB: `_unsafe_view` declares no alias but returns a view: made again as a fresh tensor it
     # would be a second allocation
-    cache = recorder.OutputCache()
+    cache = output_cache.OutputCache()
     with FakeTensorMode() as mode:
         x = mode.from_tensor(torch.empty(4, 6))
         for _ in range(2):
@@ -66,7 +67,7 @@ def test_an_unsafe_view_is_made_over_its_input_storage() -> None:
             key = cache.key(torch.ops.aten._unsafe_view.default, args, {})
             assert key is not None
             out = cache.replay(key, args)
-            if out is recorder.MISS:
+            if out is output_cache.MISS:
                 out = torch.ops.aten._unsafe_view.default(*args)
                 cache.remember(key, out, args, {})
             assert out.untyped_storage() is x.untyped_storage()

@@ -14,7 +14,9 @@ from torch import nn
 from trainfit import TrainSpec
 from trainfit.cli.main import _parser, main
 from trainfit.errors import SpecError
-from trainfit.plan.core import Plan, Verdict, plan
+from trainfit.plan.options import NoStepTime, NoTime, Plan, Verdict
+from trainfit.plan.search import plan
+from trainfit.plan.words import note_text
 from trainfit.report.document import (
     InferenceRow,
     Report,
@@ -129,7 +131,7 @@ def test_breakdown_sums_to_the_plans_memory_and_the_curve_meets_it(report, plann
         assert points[largest].fits and not points[largest + 1].fits
     tiny = memory["tiny-gpu"]
     assert not tiny.breakdown and not tiny.curve and tiny.limit_bytes == GIB
-    assert tiny.note == _device(planned, "tiny-gpu").note
+    assert tiny.note == note_text(_device(planned, "tiny-gpu"))
 
 
 def _headings(md: str) -> list[str]:
@@ -285,6 +287,7 @@ def test_html_is_self_contained_and_escaped(report, tmp_path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_same_inputs_give_the_same_bytes(report, planned, tmp_path) -> None:
     again = build_report(
         [planned],
@@ -354,6 +357,7 @@ def test_names_must_match_the_plans(planned) -> None:
         build_report([planned], names=["a", "b"])
 
 
+@pytest.mark.slow
 def test_plan_command_writes_the_report(tmp_path, capsys) -> None:
     out = tmp_path / "rep"
     argv = ["plan", MODEL, "--input", INPUT, "--effective-batch", "32", "--device", "rtx-4060"]
@@ -374,6 +378,7 @@ def test_plan_command_writes_the_report(tmp_path, capsys) -> None:
     assert "# trainfit plan: wide_mlp" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_plan_command_with_stages_writes_each_stage(tmp_path, capsys) -> None:
     out = tmp_path / "rep"
     argv = ["plan", MODEL, "--input", INPUT, "--effective-batch", "32", "--device", "rtx-4060"]
@@ -404,6 +409,7 @@ def test_an_unwritable_report_directory_fails_before_planning(tmp_path, capsys) 
     assert "report directory" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_docs_example_runs(tmp_path, monkeypatch) -> None:
     text = (Path(__file__).parent.parent / "docs" / "report.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
@@ -431,9 +437,11 @@ def test_several_models_get_a_section_each_and_claims_name_theirs(planned) -> No
 def test_a_claim_on_a_device_whose_time_is_not_modelled_says_so(planned) -> None:
     # a GPU with a setting but no step time (a catalog GPU with no compute rate for its
     # precision, e.g. the RTX 5060 Ti's bf16): not "no setting fits"
-    why = "step time not modelled: the catalog has no bf16 compute rate for Test GPU"
+    detail = "the catalog has no bf16 compute rate for Test GPU"
+    why = f"step time not modelled: {detail}"
+    gap = NoStepTime(why=NoTime.NOT_MODELLED, detail=detail)
     devices = tuple(
-        dataclasses.replace(d, step_time=None, step_times=(), run=None, costs=(), time_note=why)
+        dataclasses.replace(d, step_time=None, step_times=(), run=None, costs=(), no_time=gap)
         if d.device == "rtx-4060"
         else d
         for d in planned.devices
@@ -549,6 +557,7 @@ def test_rows_from_estimates_and_a_serving_only_report(tmp_path) -> None:
     assert (tmp_path / "rep" / "report.html").is_file()
 
 
+@pytest.mark.slow
 def test_plan_with_inference_and_an_effective_batch_reports_both(tmp_path, capsys) -> None:
     out = tmp_path / "rep"
     argv = ["plan", "trainfit.models.zoo:emotion_mlp", "--effective-batch", "32", "--device",

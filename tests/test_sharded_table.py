@@ -15,6 +15,7 @@ from trainfit.memory.runtime import nccl_bytes
 PREDICTED = Path(__file__).parent.parent / "benchmarks" / "sharded" / "results" / "predicted.json"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_sharded_prediction_has_not_drifted(name: str) -> None:
     recorded = json.loads(PREDICTED.read_text())

@@ -118,6 +118,7 @@ FULL_ARGV = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_full_file_is_the_command_line_plan(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -193,6 +194,7 @@ def test_command_line_overrides_the_file(tmp_path: Path) -> None:
     assert ns.optimizer == "sgd"  # not typed: the file's
 
 
+@pytest.mark.slow
 def test_override_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, FULL)
     typed = ["--device", "rtx-4060", "--measured-on", "rtx-4060", "--effective-batch", "32"]
@@ -202,6 +204,7 @@ def test_override_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert out["effective_batch"] == 32
 
 
+@pytest.mark.slow
 def test_several_models_one_plan_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(
         tmp_path,
@@ -420,6 +423,7 @@ def test_no_effective_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     )
 
 
+@pytest.mark.slow
 def test_a_models_error_names_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "models:\n  - gpt2\n  - gpt3\ntraining: {effective_batch: 8}\n")
     assert len(_resolved(path)) == 2  # NB: a model's name is checked when it is planned
@@ -572,6 +576,7 @@ claims:
     assert memory.quantity is ClaimQuantity.INFERENCE_MEMORY_GIB
 
 
+@pytest.mark.slow
 def test_spec_file_with_training_and_inference_reports_both(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import trainfit
 from trainfit.errors import SpecFileError
-from trainfit.plan.core import Plan
+from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
 from trainfit.specfile import (
     FilesWritten,

@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from trainfit.cli.main import main
-from trainfit.errors import SpecError
+from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.step import estimate
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
@@ -27,7 +28,7 @@ from trainfit.timing.run import (
     run_time,
 )
 from trainfit.timing.step import TimeLabel, calibration, scaled, step_time
-from trainfit.trace.costs import OpKind
+from trainfit.trace.costs import OpKind, op_cost
 from trainfit.trace.step import trace_step
 from trainfit.training import Phase
 
@@ -47,6 +48,7 @@ def test_matmul_flops_are_counted_exactly() -> None:
     assert foreach and all(op.bytes > 0 for op in foreach)
 
 
+@pytest.mark.slow
 def test_step_time_grows_with_batch_and_is_faster_on_a_faster_gpu() -> None:
     spec = TrainSpec(model="gpt2", batch=2, seq_len=256, precision="bf16")
     small = estimate(spec)
@@ -86,6 +88,7 @@ def test_a_device_without_rates_says_so() -> None:
     assert any("no bf16 compute rate" in n for n in result.notes)
 
 
+@pytest.mark.slow
 def test_a_measured_step_scales_to_another_device() -> None:
     spec = TrainSpec(model="gpt2", batch=4, seq_len=256, precision="bf16")
     trace = trace_step(spec)
@@ -245,6 +248,7 @@ def test_cli_bad_run_input_is_one_line(
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["timing_h100", "timing_heldout_h100"])
 def test_committed_step_time_table_is_current(name: str) -> None:
     """A committed H100 table (and its summary line, which the READMEs quote) is what the
@@ -316,6 +320,7 @@ def test_unaligned_matmul_is_flagged() -> None:
     assert sum(op.detail for op in matmuls) == 1
 
 
+@pytest.mark.slow
 def test_cli_stages_and_a_measured_step(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["estimate", "trainfit.models.zoo:redimnet_like", "--batch", "16", "--precision"]
     args += ["bf16", "--device", "rtx-4060", "--time", "--samples", "1000", "--json"]
@@ -338,8 +343,9 @@ def test_cli_bad_stage(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--stage 'x:foo': expected EPOCHS[:PATTERN,...]" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_plan_scales_every_device_by_a_measured_step() -> None:
-    from trainfit.plan.core import plan
+    from trainfit.plan.search import plan
 
     spec = TrainSpec(**MLP, device="h100")
     modelled = plan(spec, 64, ("h100", "a100-80gb"), ladder=False)
@@ -372,8 +378,10 @@ def test_estimate_on_several_gpus_and_their_costs() -> None:
     )
 
 
+@pytest.mark.slow
 def test_plan_run_times_each_gpu_count_with_its_own_step() -> None:
-    from trainfit.plan.core import plan
+    from trainfit.plan.search import plan
+    from trainfit.plan.words import plan_dict
 
     spec = TrainSpec(model="gpt2", seq_len=256, precision="bf16", device="h100")
     result = plan(spec, 32, ("h100",), ladder=False, run=RunSpec(samples=10_000, gpus=2))
@@ -387,7 +395,7 @@ def test_plan_run_times_each_gpu_count_with_its_own_step() -> None:
     clouds = {c.option: c for c in d.costs if c.kind == "cloud"}
     eight = clouds["lambda-8x-h100-sxm"]
     assert eight.hours < clouds["lambda-1x-h100-sxm"].hours
-    data = result.to_dict()["devices"][0]
+    data = plan_dict(result)["devices"][0]
     assert data["time"]["step_seconds"] == pytest.approx(d.step_time.seconds, rel=1e-4)
     assert set(data["time_by_gpus"]) == {"2", "4", "8", "16"}
     assert data["costs"][0]["total"] is not None
@@ -428,6 +436,7 @@ def test_samples_alone_give_the_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["run"]["steps"] == 500 and data["time"]["label"] == "modelled"
 
 
+@pytest.mark.slow
 def test_stages_take_the_measured_scaling_and_their_own_gradients(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -454,8 +463,9 @@ def test_estimate_on_two_gpus_prices_every_instance_size() -> None:
     assert eight.hours < run.time.hours < one.hours
 
 
+@pytest.mark.slow
 def test_plan_counts_steps_with_the_batch_it_really_takes() -> None:
-    from trainfit.plan.core import plan
+    from trainfit.plan.search import plan
 
     spec = TrainSpec(model="gpt2", seq_len=512, precision="bf16", device="rtx-4060")
     result = plan(spec, 34, ("rtx-4060",), ladder=False, run=RunSpec(samples=10_000))
@@ -491,3 +501,9 @@ def test_run_option_conflicts(
     assert main(["estimate", "gpt2", "--batch", "2", "--seq", "64", *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_unknown_floating_dtype_is_an_error_naming_the_known_ones() -> None:
+    x = torch.empty((4, 4), dtype=torch.float8_e4m3fn, device="meta")
+    with pytest.raises(TraceError, match=r"dtype float8_e4m3fn: .*float32, bfloat16, float16"):
+        op_cost(torch.ops.aten.mm.default, (x, x), {}, x)

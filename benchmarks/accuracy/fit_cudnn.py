@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainfit.trace.kernels.cudnn_rnn import LstmShape, reserve_bytes
+from trainfit.trace.kernels.cudnn_rnn import RnnShape, reserve_bytes
 
 RESULTS = Path(__file__).parent / "results"
 CASE = (256, 256, 4, 32, 256)  # input, hidden, layers, batch, time of lstm-cudnn-fp32
@@ -60,7 +60,7 @@ def main() -> None:
     exact = 0
     for r in rows:
         i, h, layers, b, t, p = r["cfg"]  # type: ignore[misc]
-        shape = LstmShape(
+        shape = RnnShape(
             input_size=i, hidden=h, layers=layers, directions=r["d"], seq=t, batch=b,
             element=r["el"], dropout=p,
         )  # fmt: skip

@@ -10,7 +10,6 @@ Python frame that asked), used to study what the CUDA runtime allocates beyond t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import gzip
 import json
@@ -20,9 +19,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.accuracy.cases import CASES, TRACED
+
+if TYPE_CHECKING:
+    from trainfit.measure.steps import Measured
 
 
 def _environment() -> dict[str, Any]:
@@ -72,18 +74,48 @@ def _compact_trace(snapshot: dict[str, Any]) -> list[list[Any]]:
     return events
 
 
+def measurement_record(m: Measured) -> dict[str, Any]:
+    """What the results hold of a run of three steps (`measure(spec, steps=3, warmup=0)`, all
+    three timed): the allocator's peaks, the card's use after the steps and before the model
+    (cudaMemGetInfo: this process's CUDA context included, the CUDA context of other processes
+    too), the model's parts, and the allocated peak of each phase."""
+    assert m.total_memory_bytes is not None and m.free_at_start_bytes is not None
+    assert m.free_at_end_bytes is not None
+    return {
+        "device_name": m.device_name,
+        "steps": m.steps,
+        "peak_allocated_bytes": m.peak_allocated_bytes,
+        "peak_reserved_bytes": m.peak_reserved_bytes,
+        "device_used_bytes": m.total_memory_bytes - m.free_at_end_bytes,
+        "baseline_used_bytes": m.total_memory_bytes - m.free_at_start_bytes,
+        "parameter_bytes": m.parameter_bytes,
+        "gradient_bytes": m.gradient_bytes,
+        "optimizer_state_bytes": m.optimizer_state_bytes,
+        "activation_bytes": m.activation_bytes,
+        "phase_peaks": [
+            {
+                "iteration": p.iteration,
+                "phase": p.phase,
+                "peak_allocated_bytes": p.peak_allocated_bytes,
+            }
+            for p in m.phases
+        ],
+        "step_seconds": list(m.step_seconds),
+        "versions": m.versions,
+    }
+
+
 def run_one(name: str, out_json: Path, trace_path: Path | None) -> None:
     import torch
 
-    from trainfit.measure.runner import measure_cuda
+    from trainfit.measure.steps import measure
     from trainfit.spec import TrainSpec
 
     if trace_path is not None:
         torch.cuda.memory._record_memory_history(max_entries=400_000, stacks="python")
     started = time.perf_counter()
     spec = TrainSpec(**CASES[name])
-    m = measure_cuda(spec, steps=3)
-    record = dataclasses.asdict(m)
+    record = measurement_record(measure(spec, steps=3, warmup=0, device="cuda"))
     record["case"] = name
     record["wall_seconds"] = time.perf_counter() - started
     record["segments_at_end"] = [

@@ -4,7 +4,7 @@
         [--deadline 510] [--case-budget 80] [--attempt-timeout 120]
 
 A micro-batch *fits* when three training steps complete without running out of memory
-(`trainfit.measure.runner.measure_cuda(spec, steps=3)`, the model built as the accuracy harness
+(`trainfit.measure.steps.measure(spec, steps=3, warmup=0)`, the model built as the accuracy harness
 builds it: on the CPU in fp32, moved to the GPU, allocator defaults, no `empty_cache`). Every
 attempt runs in a fresh Python process, so that no allocator state, cached block or library
 handle carries over from one batch to the next. To save the import time, the next process is
@@ -59,8 +59,9 @@ def _worker() -> None:
     import torch
     import transformers  # noqa: F401  (imported ahead of the job: that is the point)
 
+    from benchmarks.accuracy.measure_gpu import measurement_record
     from trainfit.errors import MeasureError
-    from trainfit.measure.runner import measure_cuda
+    from trainfit.measure.steps import measure
     from trainfit.spec import TrainSpec
 
     print("ready", flush=True)
@@ -69,13 +70,15 @@ def _worker() -> None:
     record: dict[str, Any] = {"batch": job["batch"]}
     try:
         spec = TrainSpec(**CASES[job["case"]], batch=job["batch"])
-        m = measure_cuda(spec, steps=3)
+        m = measure(spec, steps=3, warmup=0, device="cuda")
+        full = measurement_record(m)
+        assert m.peak_phase is not None
         record.update(
             status="ok",
             peak_reserved_bytes=m.peak_reserved_bytes,
             peak_allocated_bytes=m.peak_allocated_bytes,
-            device_used_bytes=m.device_used_bytes,
-            baseline_used_bytes=m.baseline_used_bytes,
+            device_used_bytes=full["device_used_bytes"],
+            baseline_used_bytes=full["baseline_used_bytes"],
             peak_phase=f"{m.peak_phase.phase.value} (iteration {m.peak_phase.iteration})",
             step_seconds=[round(s, 3) for s in m.step_seconds],
         )

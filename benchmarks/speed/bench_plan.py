@@ -23,7 +23,8 @@ import transformers
 
 from benchmarks.speed.bench_estimate import LLAMA_7B
 from trainfit import TrainSpec, estimate
-from trainfit.plan.core import plan
+from trainfit.plan.search import plan
+from trainfit.plan.words import note_text
 
 HERE = Path(__file__).parent
 DEVICES = (
@@ -83,7 +84,7 @@ def main() -> None:
             f"{s.optimizer.value}, {s.micro_batch} x {s.grad_accum}, "
             f"{s.needed_bytes / 2**30:.1f} GiB"
             if s
-            else d.note
+            else note_text(d)
         )
         lines.append(f"| {d.device} | {d.verdict.value} | {setting} |")
     lines += [

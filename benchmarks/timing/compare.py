@@ -22,11 +22,18 @@ import transformers
 
 from benchmarks.accuracy.cases import CASES
 from benchmarks.timing.heldout import HELDOUT
-from trainfit.hardware.catalog import get_device
+from trainfit.hardware.catalog import Device, get_device
 from trainfit.spec import TrainSpec
-from trainfit.timing.step import calibration, step_time
+from trainfit.timing.step import StepTime, calibration, step_time
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
+
+
+def predict(name: str, device: Device) -> StepTime:
+    """The modelled step time of an accuracy or held-out case on `device`."""
+    spec = TrainSpec(**{**CASES, **HELDOUT}[name], device=device.name)
+    trace = trace_step(spec, target=Target.of(device))
+    return step_time(trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors)
 
 
 def main() -> None:
@@ -40,10 +47,7 @@ def main() -> None:
     for name, record in measured["cases"].items():
         spec = TrainSpec(**cases[name], device=device.name)
         started = time.perf_counter()
-        trace = trace_step(spec, target=Target.of(device))
-        predicted = step_time(
-            trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors
-        )
+        predicted = predict(name, device)
         took = time.perf_counter() - started
         real = record["median_step_seconds"]
         accum = spec.grad_accum  # the measured phases sum every micro-batch

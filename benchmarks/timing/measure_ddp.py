@@ -69,7 +69,7 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    from trainfit.measure.runner import cuda_rig
+    from trainfit.measure.steps import device_rig
     from trainfit.spec import TrainSpec
     from trainfit.training import run_iteration
 
@@ -99,7 +99,7 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = True
         spec = TrainSpec(**kwargs)
-        rig, _ = cuda_rig(spec, dev, build_on="device")
+        rig, _ = device_rig(spec, dev, build_on="device")
         if world > 1:
             ddp = torch.nn.parallel.DistributedDataParallel(rig.program.model, device_ids=[local])
             rig.program = dataclasses.replace(rig.program, model=ddp)

@@ -282,8 +282,8 @@ def _host_per_op(fn: Any, repeat: int = 200) -> dict[str, float]:
 def _host_training() -> dict[str, Any]:
     """Host cost per op as a training step issues them: forward ops that record autograd
     nodes inside modules, their backward, a convolution, and each optimizer's step."""
+    from trainfit.optim import measured_optimizer
     from trainfit.spec import OptimizerKind
-    from trainfit.training import torch_optimizer
 
     torch.manual_seed(0)
     blocks = torch.nn.Sequential(
@@ -313,11 +313,11 @@ def _host_training() -> dict[str, Any]:
     for p in params:
         p.grad = torch.zeros_like(p)
     for kind in ("adamw", "sgd", "sgd-momentum", "adafactor"):
-        opt = torch_optimizer(OptimizerKind(kind), params)
+        opt = measured_optimizer(OptimizerKind(kind), params)
         out[f"optimizer_{kind}"] = _host_per_op(opt.step, repeat=50)
         out[f"optimizer_{kind}"]["params"] = len(params)
     scaler = torch.amp.GradScaler("cuda")
-    opt = torch_optimizer(OptimizerKind("adamw"), params)
+    opt = measured_optimizer(OptimizerKind("adamw"), params)
 
     one = torch.ones((), device="cuda")
 
@@ -423,8 +423,8 @@ def _memory_mix_one(dtype: torch.dtype, tokens: int, hidden: int) -> list[dict[s
 
 def _optimizer_sizes() -> list[dict[str, Any]]:
     """Host seconds of an AdamW/SGD step over 4 and 256 tiny parameters (fixed + per tensor)."""
+    from trainfit.optim import measured_optimizer
     from trainfit.spec import OptimizerKind
-    from trainfit.training import torch_optimizer
 
     out = []
     for count in (4, 256):
@@ -432,7 +432,7 @@ def _optimizer_sizes() -> list[dict[str, Any]]:
         for p in params:
             p.grad = torch.zeros_like(p)
         for kind in ("adamw", "sgd", "adafactor"):
-            opt = torch_optimizer(OptimizerKind(kind), params)
+            opt = measured_optimizer(OptimizerKind(kind), params)
 
             def step(opt=opt) -> None:
                 opt.step()

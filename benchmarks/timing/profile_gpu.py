@@ -24,7 +24,7 @@ def main() -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from trainfit.measure.runner import cuda_rig
+    from trainfit.measure.steps import device_rig
     from trainfit.spec import TrainSpec
     from trainfit.training import run_iteration
 
@@ -34,7 +34,7 @@ def main() -> None:
         torch.backends.cudnn.allow_tf32 = True
         spec = TrainSpec(**CASES[name])
         dev = torch.device("cuda", 0)
-        rig, _ = cuda_rig(spec, dev, build_on="device")
+        rig, _ = device_rig(spec, dev, build_on="device")
         batch = rig.program.make_batch(dev, True)
         for _ in range(3):
             run_iteration(rig, batch)

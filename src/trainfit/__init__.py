@@ -30,8 +30,9 @@ if TYPE_CHECKING:
         InferencePrecision,
         estimate_inference,
     )
+    from trainfit.estimator.result import Breakdown, Estimate
     from trainfit.estimator.scaling import MaxBatch, max_micro_batch
-    from trainfit.estimator.step import Breakdown, Estimate, estimate
+    from trainfit.estimator.step import estimate
     from trainfit.spec import (
         InputSpec,
         LoraSpec,
@@ -52,10 +53,10 @@ if TYPE_CHECKING:
     )
 
 _HOMES = {
-    "Breakdown": "trainfit.estimator.step",
-    "Diagnosis": "trainfit.measure.doctor",
+    "Breakdown": "trainfit.estimator.result",
+    "Diagnosis": "trainfit.measure.diagnosis",
     "DistributedPlan": "trainfit.distributed.search",
-    "Estimate": "trainfit.estimator.step",
+    "Estimate": "trainfit.estimator.result",
     "Fit": "trainfit.autofitter.fit",
     "ForwardEstimate": "trainfit.estimator.forward",
     "InferenceEstimate": "trainfit.estimator.generation",

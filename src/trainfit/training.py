@@ -4,7 +4,7 @@ would run it, and for real on a device.
 The step is the loop every PyTorch user writes: forward and loss under autocast, backward
 (through a GradScaler for fp16), optional clipping, optimizer step, `zero_grad(set_to_none=True)`.
 What differs between the two ways is injected: the autocast context, the scaler and how the
-optimizer is made.
+optimizer is made (`trainfit.optim`: `measured_optimizer` or `traced_optimizer`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from trainfit.errors import SpecError, TrainfitError
-from trainfit.models.source import Batch, StepProgram
-from trainfit.spec import OptimizerKind, Precision, TrainSpec
+from trainfit.errors import SpecError
+from trainfit.models.program import Batch, StepProgram
+from trainfit.spec import Precision, TrainSpec
 
 
 class Phase(str, Enum):
@@ -129,27 +129,6 @@ def _checkpoint_forward(module: nn.Module) -> None:
         return checkpoint(inner, *args, use_reentrant=False, **kwargs)
 
     module.forward = forward  # type: ignore[method-assign]
-
-
-OptimizerFactory = Callable[[OptimizerKind, list[nn.Parameter]], torch.optim.Optimizer]
-
-
-def torch_optimizer(kind: OptimizerKind, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    """The optimizer with PyTorch's defaults (which pick foreach on CUDA)."""
-    if kind is OptimizerKind.ADAMW:
-        return torch.optim.AdamW(params, lr=1e-4)
-    if kind is OptimizerKind.ADAM:
-        return torch.optim.Adam(params, lr=1e-4)
-    if kind is OptimizerKind.SGD:
-        return torch.optim.SGD(params, lr=1e-3)
-    if kind is OptimizerKind.SGD_MOMENTUM:
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
-    if kind is OptimizerKind.ADAFACTOR:
-        return torch.optim.Adafactor(params, lr=1e-3)
-    raise TrainfitError(
-        f"optimizer {kind.value!r} needs bitsandbytes for a real run; "
-        "it is modelled in estimates only"
-    )
 
 
 def forward_backward(

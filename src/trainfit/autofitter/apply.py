@@ -1,4 +1,5 @@
-"""What autofit does to the user's own model and optimizer: freeze, checkpoint, cast, move.
+"""What autofit does to the user's own model: freeze, checkpoint, cast, move (its optimizers:
+`trainfit.optim`).
 
 Checkpointing on a transformers model is its own `gradient_checkpointing_enable` (non-reentrant);
 on a plain module each block's `forward` is wrapped in `torch.utils.checkpoint.checkpoint`
@@ -10,8 +11,6 @@ earlier fit applied, so a re-plan can turn checkpointing off.
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,72 +20,10 @@ from torch import nn
 from trainfit.errors import SpecError
 from trainfit.models.live import CHECKPOINT_MARK, is_hf_model
 from trainfit.models.source import build_program
-from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
+from trainfit.spec import Precision, TrainSpec
 from trainfit.training import enable_checkpointing
 
 HF_CHECKPOINTING = "transformers' gradient checkpointing (each decoder/encoder layer)"
-
-
-def has_bitsandbytes() -> bool:
-    """Whether bitsandbytes (8-bit optimizers) can be imported here."""
-    return importlib.util.find_spec("bitsandbytes") is not None
-
-
-def optimizer_kind(optimizer: torch.optim.Optimizer | str | OptimizerKind) -> OptimizerKind:
-    """The modelled kind of an optimizer instance or of its name."""
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        return parse_enum(OptimizerKind, "optimizer", optimizer)  # type: ignore[return-value]
-    name = type(optimizer).__name__
-    if "8bit" in name and "AdamW" in name:
-        return OptimizerKind.ADAMW_8BIT
-    if isinstance(optimizer, torch.optim.AdamW):
-        return OptimizerKind.ADAMW
-    if isinstance(optimizer, torch.optim.Adam):
-        return OptimizerKind.ADAM
-    if isinstance(optimizer, torch.optim.SGD):
-        momentum = optimizer.defaults.get("momentum", 0)
-        return OptimizerKind.SGD_MOMENTUM if momentum else OptimizerKind.SGD
-    if isinstance(optimizer, torch.optim.Adafactor):
-        return OptimizerKind.ADAFACTOR
-    raise SpecError(
-        [
-            f"optimizer {type(optimizer).__module__}.{name} is not modelled: give the closest of "
-            "torch.optim.AdamW, Adam, SGD, Adafactor or bitsandbytes' AdamW8bit, or its name "
-            f"({', '.join(k.value for k in OptimizerKind)})"
-        ]
-    )
-
-
-def make_optimizer(
-    kind: OptimizerKind,
-    params: Sequence[nn.Parameter],
-    like: torch.optim.Optimizer | None = None,
-    **kwargs: Any,
-) -> torch.optim.Optimizer:
-    """An optimizer of `kind` over `params`; of `like`'s class and defaults when given."""
-    if like is not None and optimizer_kind(like) is kind:
-        accepted = inspect.signature(type(like).__init__).parameters
-        # NB: `defaults` may hold derived keys the constructor does not take (AdamW's
-        # decoupled_weight_decay)
-        defaults = {k: v for k, v in like.defaults.items() if k in accepted}
-        return type(like)(params, **{**defaults, **kwargs})
-    if kind is OptimizerKind.ADAMW:
-        return torch.optim.AdamW(params, **kwargs)
-    if kind is OptimizerKind.ADAM:
-        return torch.optim.Adam(params, **kwargs)
-    if kind is OptimizerKind.SGD:
-        return torch.optim.SGD(params, **{"lr": 1e-3, **kwargs})
-    if kind is OptimizerKind.SGD_MOMENTUM:
-        return torch.optim.SGD(params, **{"lr": 1e-3, "momentum": 0.9, **kwargs})
-    if kind is OptimizerKind.ADAFACTOR:
-        return torch.optim.Adafactor(params, **kwargs)
-    if not has_bitsandbytes():
-        raise SpecError(
-            ["8-bit AdamW needs bitsandbytes, which is not installed: pip install bitsandbytes"]
-        )
-    import bitsandbytes  # type: ignore[import-not-found]
-
-    return bitsandbytes.optim.AdamW8bit(params, **kwargs)
 
 
 def check_freeze(model: nn.Module, freeze: Sequence[str]) -> None:

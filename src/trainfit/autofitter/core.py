@@ -1,7 +1,7 @@
 """`autofit()`: settings for a plain PyTorch loop, chosen from the estimate of the live model.
 
 The live model is registered as a meta copy (`trainfit.models.live`) and planned like any
-other spec (`trainfit.plan.core.plan`, one device, no ladder): the precision the device supports,
+other spec (`trainfit.plan.search.plan`, one device, no ladder): the precision the device supports,
 then gradient checkpointing, then 8-bit AdamW state (only with bitsandbytes installed and an
 optimizer autofit makes), on the first that fits one sample the largest micro-batch inside the
 margin that divides the effective batch. The chosen step is then estimated once more as it will
@@ -31,19 +31,20 @@ from trainfit.autofitter.apply import (
     apply_freeze,
     apply_numerics,
     check_freeze,
-    has_bitsandbytes,
-    optimizer_kind,
     remove_checkpointing,
     spec_freeze,
 )
 from trainfit.autofitter.fit import Fit, Request
 from trainfit.errors import MeasureError, SpecError, TraceError, UnknownNameError
-from trainfit.estimator.step import estimate
+from trainfit.estimator.step import Estimate, estimate
 from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.measure.backend import Backend, backend_for
 from trainfit.measure.compare import local_catalog_device
-from trainfit.models.live import UserBatch, registered
-from trainfit.plan.core import DEFAULT_MARGIN, DevicePlan, plan
+from trainfit.models.live import LiveModel, UserBatch, registered
+from trainfit.optim import optimizer_entry, optimizer_kind
+from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan
+from trainfit.plan.search import plan
+from trainfit.plan.words import changes_text, note_text
 from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
 
 GIB = 2**30
@@ -109,7 +110,6 @@ def autofit(
     )
     # NB: everything is checked before anything is done to the model
     kind, chosen_precision = _validate(request, freeze)
-    freeze = request.freeze
     catalog, run_on, backend = _target(device)
     _check_precision(chosen_precision, catalog)
     if confirm and (backend is None or not apply):
@@ -124,39 +124,34 @@ def autofit(
                 + ": drop confirm, or fit for this machine (device=None) with apply=True"
             ]
         )
-    if freeze is not None:
-        check_freeze(model, freeze)
+    if request.freeze is not None:
+        check_freeze(model, request.freeze)
+    chosen = _choose(request, kind, chosen_precision, catalog)
+    return _apply(request, chosen, catalog, run_on, backend)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class _Chosen:
+    """The planned setting as the step will run, and its estimate."""
+
+    live: LiveModel
+    """The model's registration as a meta copy (forgotten when the fit fails)."""
+    found: DevicePlan
+    spec: TrainSpec
+    """The chosen step: micro-batch, accumulation, precision, checkpointing, optimizer."""
+    predicted: Estimate
+
+
+def _choose(
+    request: Request, kind: OptimizerKind, precision: Precision | None, catalog: str
+) -> _Chosen:
+    """Plan the live model on `catalog` and estimate the chosen step; the errors of tracing
+    the user's model in the words of their Python."""
     try:
-        with (
-            registered(model, sample, loss_fn, step_fn, trainable_all=freeze is not None) as live,
-            _quiet_tracer(),
-        ):
-            spec = TrainSpec(
-                model=live.model_path,
-                step_fn=live.step_path,
-                inputs=live.inputs,
-                device=catalog,
-                optimizer=kind,
-                checkpointing=bool(checkpointing),
-                checkpoint_modules=checkpoint_modules if checkpointing else None,
-                freeze=spec_freeze(model, freeze or ()),
-            )
-            found = _plan(request, spec, catalog, chosen_precision)
-            setting = _check_setting(request, found, kind)
-            micro = micro_batch or setting.micro_batch
-            chosen = dataclasses.replace(
-                spec,
-                batch=micro,
-                grad_accum=effective_batch // micro,
-                precision=setting.precision,
-                checkpointing=setting.checkpointing,
-                checkpoint_modules=checkpoint_modules if setting.checkpointing else None,
-                optimizer=setting.optimizer,
-            )
-            predicted = estimate(chosen)
+        return _plan_and_estimate(request, kind, precision, catalog)
     except TraceError as exc:
         text = _python_words(str(exc))
-        name = type(model).__name__
+        name = type(request.model).__name__
         if text.startswith("op ") or text.startswith("the training step failed"):
             text = f"the training step of {name} fails on the sample batch: {text}"
         elif not text.startswith("the training step of"):
@@ -166,44 +161,98 @@ def autofit(
         raise SpecError([_python_words(p) for p in exc.problems]) from None
     except MeasureError as exc:
         raise MeasureError(_python_words(str(exc))) from None
+
+
+def _plan_and_estimate(
+    request: Request, kind: OptimizerKind, precision: Precision | None, catalog: str
+) -> _Chosen:
+    """The live model registered, planned on `catalog` and its chosen step estimated."""
+    model, freeze, modules = request.model, request.freeze, request.checkpoint_modules
+    with (
+        registered(
+            model,
+            request.sample,
+            request.loss_fn,
+            request.step_fn,
+            trainable_all=freeze is not None,
+        ) as live,
+        _quiet_tracer(),
+    ):
+        spec = TrainSpec(
+            model=live.model_path,
+            step_fn=live.step_path,
+            inputs=live.inputs,
+            device=catalog,
+            optimizer=kind,
+            checkpointing=bool(request.checkpointing),
+            checkpoint_modules=modules if request.checkpointing else None,
+            freeze=spec_freeze(model, freeze or ()),
+        )
+        found = _plan(request, spec, catalog, precision)
+        setting = _check_setting(request, found, kind)
+        micro = request.micro_batch or setting.micro_batch
+        chosen = dataclasses.replace(
+            spec,
+            batch=micro,
+            grad_accum=request.effective_batch // micro,
+            precision=setting.precision,
+            checkpointing=setting.checkpointing,
+            checkpoint_modules=modules if setting.checkpointing else None,
+            optimizer=setting.optimizer,
+        )
+        predicted = estimate(chosen)
+    return _Chosen(live=live, found=found, spec=chosen, predicted=predicted)
+
+
+def _apply(
+    request: Request,
+    chosen: _Chosen,
+    catalog: str,
+    run_on: torch.device,
+    backend: Backend | None,
+) -> Fit:
+    """Apply the chosen step to the model (unless `request.apply` is off) and make the `Fit`,
+    confirmed by one real step when asked; a failure puts the model back as it was given."""
+    model, spec, predicted = request.model, chosen.spec, chosen.predicted
     checkpointed: tuple[str, ...] = ()
-    undo = _Undo(model) if apply else None
+    undo = _Undo(model) if request.apply else None
     try:
-        if apply:
-            if freeze is not None:
-                apply_freeze(model, freeze)
-            checkpointed = apply_checkpointing(model, chosen)
-            apply_numerics(model, chosen.precision, run_on if backend is not None else None)
+        if request.apply:
+            if request.freeze is not None:
+                apply_freeze(model, request.freeze)
+            checkpointed = apply_checkpointing(model, spec)
+            apply_numerics(model, spec.precision, run_on if backend is not None else None)
         fit = Fit(
-            micro_batch=micro,
-            grad_accum=chosen.grad_accum,
-            effective_batch=effective_batch,
-            precision=chosen.precision,
-            checkpointing=chosen.checkpointing,
+            micro_batch=spec.batch,
+            grad_accum=spec.grad_accum,
+            effective_batch=request.effective_batch,
+            precision=spec.precision,
+            checkpointing=spec.checkpointing,
             checkpointed=checkpointed,
-            optimizer_kind=chosen.optimizer,
+            optimizer_kind=spec.optimizer,
             device=run_on,
             catalog_device=catalog,
             local=backend is not None,
             predicted_bytes=predicted.device_memory_needed_bytes,
             device_memory_bytes=predicted.device.memory_bytes,
-            margin=margin,
-            max_micro_batch=found.max_micro_batch,
+            margin=request.margin,
+            max_micro_batch=chosen.found.max_micro_batch,
             trainable_parameters=predicted.trainable_parameter_count,
             parameters=predicted.parameter_count,
             scaler=(
                 # NB: disabled (a pass-through) where the fit is for another machine's device
                 torch.amp.GradScaler(run_on.type, enabled=backend is not None)
-                if chosen.precision is Precision.FP16
+                if spec.precision is Precision.FP16
                 else None
             ),
-            spec=chosen,
+            spec=spec,
             estimate=predicted,
-            changes=found.changes,
+            changes=changes_text(chosen.found),
             request=request,
-            live=live.registration,
+            planner=autofit,
+            live=chosen.live.registration,
         )
-        if confirm:
+        if request.confirm:
             from trainfit.autofitter.confirm import confirm_step
 
             assert backend is not None
@@ -211,7 +260,7 @@ def autofit(
     except BaseException:
         # NB: a failed fit leaves the model as it was given (requires_grad, checkpointing,
         # dtype and device of each tensor, config.use_cache, the TF32 switch)
-        live.registration.forget()
+        chosen.live.registration.forget()
         if undo is not None:
             undo.restore()
         raise
@@ -332,8 +381,9 @@ def _validate(request: Request, freeze: Any) -> tuple[OptimizerKind, Precision |
         kind = optimizer_kind(request.optimizer)
     except (SpecError, UnknownNameError) as exc:
         problems.append(str(exc))
-    if kind is OptimizerKind.ADAMW_8BIT and not has_bitsandbytes():
-        problems.append("optimizer adamw-8bit needs bitsandbytes: pip install bitsandbytes")
+    if not (entry := optimizer_entry(kind)).installed():
+        package = entry.package
+        problems.append(f"optimizer {kind.value} needs {package}: pip install {package}")
     precision = None
     if request.precision is not None:
         try:
@@ -442,7 +492,7 @@ def _check_setting(request: Request, found: DevicePlan, kind: OptimizerKind) -> 
     name = type(request.model).__name__
     setting = found.setting
     if setting is None:
-        raise SpecError([f"{name} does not fit {found.display}: {found.note}"])
+        raise SpecError([f"{name} does not fit {found.display}: {note_text(found)}"])
     if request.checkpointing is False and setting.checkpointing:
         raise SpecError(
             [
@@ -458,7 +508,8 @@ def _check_setting(request: Request, found: DevicePlan, kind: OptimizerKind) -> 
             )
         else:
             how = "install bitsandbytes (pip install bitsandbytes)"
-        if isinstance(request.optimizer, torch.optim.Optimizer) or not has_bitsandbytes():
+        installed = optimizer_entry(setting.optimizer).installed()
+        if isinstance(request.optimizer, torch.optim.Optimizer) or not installed:
             raise SpecError([f"{name} fits {found.display} only with 8-bit AdamW state: {how}"])
     effective, micro = request.effective_batch, request.micro_batch
     if micro is not None:

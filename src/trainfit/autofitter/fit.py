@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainfit.autofitter.apply import make_optimizer
 from trainfit.errors import SpecError
-from trainfit.estimator.step import Estimate
+from trainfit.estimator.result import Estimate
 from trainfit.models.live import UserBatch, rebuild_sequence
+from trainfit.optim import build_optimizer
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 GIB = 2**30
@@ -124,6 +124,9 @@ class Fit:
     changes: tuple[str, ...] = ()
     """What the plan changed from the request, in words."""
     request: Request = field(repr=False, compare=False)
+    planner: Callable[..., Fit] = field(repr=False, compare=False)
+    """`autofit` itself: what `replan` asks again (passed in, so that this module does not
+    import the one that makes fits)."""
     live: Any = field(default=None, repr=False, compare=False)
     """The live model's registration: `spec`'s import paths resolve while the fit lives."""
 
@@ -171,7 +174,7 @@ class Fit:
         if params is None:
             params = [p for p in self.request.model.parameters() if p.requires_grad]
         like = self.request.optimizer
-        return make_optimizer(
+        return build_optimizer(
             self.optimizer_kind,
             params,
             like if isinstance(like, torch.optim.Optimizer) else None,
@@ -181,8 +184,6 @@ class Fit:
     def replan(self, **changes: Any) -> Fit:
         """Autofit again with some arguments changed, e.g. at a stage switch:
         `fit.replan(freeze=())` makes every parameter trainable and re-plans."""
-        from trainfit.autofitter.core import autofit
-
         unknown = sorted(set(changes) - set(Request.__slots__) - {"model"})
         if unknown or "model" in changes:
             raise SpecError(
@@ -193,7 +194,7 @@ class Fit:
         model = values.pop("model")
         sample = values.pop("sample")
         effective = values.pop("effective_batch")
-        return autofit(model, sample, effective, **values)
+        return self.planner(model, sample, effective, **values)
 
     @property
     def summary(self) -> str:

@@ -186,6 +186,11 @@ def _check(args: argparse.Namespace) -> None:
     if args.effective_batch is not None and args.effective_batch < 1:
         raise MeasureError(f"--effective-batch must be at least 1, got {args.effective_batch}")
     args.steps = 10 if args.steps is None else args.steps
+    if not (args.max_batch or args.latency) and (args.steps < 1 or args.warmup < 1):
+        raise MeasureError(
+            f"--steps must be at least 1 and --warmup at least 1 (the first step creates the "
+            f"optimizer state), got steps={args.steps}, warmup={args.warmup}"
+        )
 
 
 def _init_distributed(args: argparse.Namespace) -> bool:

@@ -155,8 +155,13 @@ def run(args: argparse.Namespace) -> int:
 
 def as_json(result: PlanResult) -> object:
     """A model's result as the JSON printed with --json."""
-    if result.plan is not None:
+    from trainfit.plan.stages import StagedPlan
+    from trainfit.plan.words import plan_dict
+
+    if isinstance(result.plan, StagedPlan):
         return result.plan.to_dict()
+    if result.plan is not None:
+        return plan_dict(result.plan)
     if result.generation:
         return {"inference": [e.to_dict() for e in result.generation]}
     from trainfit.report.document.planned import serving_rows

@@ -47,7 +47,7 @@ from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
 from trainfit.spec import Precision, TrainSpec, parse_enum
-from trainfit.timing.step import _host_costs, _Rates, calibration, step_time
+from trainfit.timing.step import Calibration, _host_costs, _Rates, calibration, step_time
 from trainfit.trace.costs import OpKind
 from trainfit.trace.generation import CacheLayer, GenerationTrace, trace_generation
 from trainfit.trace.recorder import Event
@@ -325,6 +325,56 @@ def estimate_inference(
             ]
         )
     trace = _traced(model, context, new_tokens, batch, Target.of(found), precision.compute_dtype)
+    peak = _peak_memory(trace, found, precision, new_tokens)
+    cal = calibration()
+    time = _generation_time(model, trace, found, precision, batch, new_tokens, peak, cal)
+    return InferenceEstimate(
+        model=model,
+        device=found,
+        precision=precision,
+        batch=batch,
+        context=context,
+        new_tokens=new_tokens,
+        memory=peak.memory,
+        device_memory_needed_bytes=peak.needed,
+        peak_allocated_bytes=peak.allocated,
+        peak_reserved_bytes=peak.reserved,
+        fits=peak.needed <= found.memory_bytes,
+        peak_at=peak.at,
+        prefill_seconds=time.prefill_seconds,
+        decode_seconds_per_token=time.per_token,
+        decode_host_seconds=time.host_seconds,
+        bandwidth_bound_seconds_per_token=time.read / time.bandwidth,
+        prefill_flops=trace.prefill.flops(Phase.FORWARD),
+        decode_bytes_per_token=time.read,
+        model_description=trace.description,
+        labels=_labels(trace, found, precision, peak.context_measured, cal),
+        notes=_notes(trace, precision),
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Peak:
+    """The generation's memory: the replayed prefill and decode at their allocated peak."""
+
+    memory: InferenceMemory
+    needed: int
+    """Peak reserved + runtime context."""
+    allocated: int
+    reserved: int
+    at: str
+    """"prefill" or "decode"."""
+    sixteen: int
+    """The weights' bytes at 16 bit (as the traced decode step read them)."""
+    context_measured: bool
+    """Whether the runtime context is a measured constant of the device's profile."""
+
+
+def _peak_memory(
+    trace: GenerationTrace, found: Device, precision: InferencePrecision, new_tokens: int
+) -> _Peak:
+    """Replay the prefill and `new_tokens` decode steps through the caching allocator, with
+    the weights at `precision`."""
     sizes_of = {
         key: tensor_bytes(owner, name, tensor, precision, key in trace.head_keys)
         for key, (owner, name, tensor) in trace.weights.items()
@@ -370,10 +420,44 @@ def estimate_inference(
         allocator_overhead=result.peak_reserved_bytes - result.peak_allocated_bytes,
         runtime_context=context_held,
     )
-    needed = result.peak_reserved_bytes + context_held
-    peak_at = "prefill" if peak_index < trace.prefill_end else "decode"
-    # time
-    cal = calibration()
+    return _Peak(
+        memory=memory,
+        needed=result.peak_reserved_bytes + context_held,
+        allocated=result.peak_allocated_bytes,
+        reserved=result.peak_reserved_bytes,
+        at="prefill" if peak_index < trace.prefill_end else "decode",
+        sixteen=sixteen,
+        context_measured=profile.measured,
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Time:
+    """The generation's latency: the prefill, and one decode step averaged over the run."""
+
+    prefill_seconds: float
+    per_token: float
+    host_seconds: float
+    """The host's issue time of one decode step, its syncs included."""
+    bandwidth: float
+    """Datasheet bandwidth x calibrated memory efficiency, bytes per second."""
+    read: int
+    """Weights plus the average KV cache, read once per decode step."""
+
+
+def _generation_time(
+    model: str,
+    trace: GenerationTrace,
+    found: Device,
+    precision: InferencePrecision,
+    batch: int,
+    new_tokens: int,
+    peak: _Peak,
+    cal: Calibration,
+) -> _Time:
+    """The traced prefill and decode step timed on `found`, the decode step adjusted for the
+    average cache and the stored weight bytes."""
+    weights, kv_final = peak.memory.weights, peak.memory.kv_cache
     # NB: the step-time model reads the spec's precision (16-bit ops) and batch only
     spec = TrainSpec(
         model=model,
@@ -395,20 +479,36 @@ def estimate_inference(
     kv_average = (kv_first + kv_final) // 2
     # NB: the traced decode step read the weights in 16 bit and a cache of context + 1
     # positions; the average step reads the cache at its mean length and the stored weights
-    adjust = (kv_average - kv_first + weights - sixteen) / bandwidth
+    adjust = (kv_average - kv_first + weights - peak.sixteen) / bandwidth
     syncs = sum(1 for i in ops if table[i].kind is OpKind.SYNC)
     # NB: each sync (the stop check, the mask check) waits for the device: the host cannot
     # run ahead into the next token, so per token the longer of the two plus the syncs
     per_token = max(host_s, device_s + adjust) + syncs * cal.sync_seconds
-    read = weights + kv_average
+    return _Time(
+        prefill_seconds=prefill,
+        per_token=per_token,
+        host_seconds=host_s + syncs * cal.sync_seconds,
+        bandwidth=bandwidth,
+        read=weights + kv_average,
+    )
+
+
+def _labels(
+    trace: GenerationTrace,
+    found: Device,
+    precision: InferencePrecision,
+    context_measured: bool,
+    cal: Calibration,
+) -> dict[str, str]:
+    """How each figure of the estimate was obtained."""
     same = found.name == cal.catalog_row
-    labels = {
+    return {
         "weights": "exact (16-bit)" if precision.value in ("fp16", "bf16") else precision.scheme,
         "kv_cache": "traced (DynamicCache), growth replayed",
         "activations": "traced (no_grad prefill, use_cache=True"
         + (", logits_to_keep=1)" if trace.logits_to_keep else ", logits for every position)"),
         "peak_reserved_bytes": "simulated (caching allocator replay)",
-        "runtime_context": "measured constant" if profile.measured else "modelled (H100)",
+        "runtime_context": "measured constant" if context_measured else "modelled (H100)",
         "prefill": "modelled (per-op roofline, "
         + ("calibrated on this GPU model)" if same else f"efficiencies of an {cal.device})"),
         "decode": "modelled: max(host issue time, device time of the traced decode step, "
@@ -416,6 +516,10 @@ def estimate_inference(
         "bandwidth_efficiency": f"{cal.memory_efficiency:.3f} x datasheet bandwidth "
         f"(timing/calibration.json, {cal.device}, {cal.date})",
     }
+
+
+def _notes(trace: GenerationTrace, precision: InferencePrecision) -> tuple[str, ...]:
+    """The estimate's caveats."""
     notes = []
     if precision in (InferencePrecision.INT8, InferencePrecision.INT4):
         notes.append(
@@ -424,29 +528,7 @@ def estimate_inference(
         )
     if not trace.logits_to_keep:
         notes.append("the model's forward has no logits_to_keep: prefill computes every logit")
-    return InferenceEstimate(
-        model=model,
-        device=found,
-        precision=precision,
-        batch=batch,
-        context=context,
-        new_tokens=new_tokens,
-        memory=memory,
-        device_memory_needed_bytes=needed,
-        peak_allocated_bytes=result.peak_allocated_bytes,
-        peak_reserved_bytes=result.peak_reserved_bytes,
-        fits=needed <= found.memory_bytes,
-        peak_at=peak_at,
-        prefill_seconds=prefill,
-        decode_seconds_per_token=per_token,
-        decode_host_seconds=host_s + syncs * cal.sync_seconds,
-        bandwidth_bound_seconds_per_token=read / bandwidth,
-        prefill_flops=trace.prefill.flops(Phase.FORWARD),
-        decode_bytes_per_token=read,
-        model_description=trace.description,
-        labels=labels,
-        notes=tuple(notes),
-    )
+    return tuple(notes)
 
 
 def _sixteen(tensor: torch.Tensor) -> int:

@@ -292,11 +292,7 @@ def max_micro_batch(
     scaling = scaling or scale_batch(spec)
     budget = int(scaling.device.memory_bytes * (1.0 - margin))
     needed: Callable[[int], int] = scaling.needed_bytes
-
-    def fits(batch: int) -> bool:
-        return scaling.fits(batch, budget)
-
-    if not fits(1):
+    if not scaling.fits(1, budget):
         return MaxBatch(
             batch=0,
             needed_bytes=needed(1),
@@ -319,20 +315,44 @@ def max_micro_batch(
     if low == limit:
         return dataclasses.replace(at_limit, needed_bytes=needed(limit))
     if high is None:
-        # NB: memory grows almost linearly with the batch: gallop up from where the line
-        # through batch 1 and the largest batch known to fit meets the budget
-        base = low if low > 1 else 2
-        slope = (needed(base) - needed(1)) / (base - 1)
-        guess = limit if slope <= 0 else int(1 + (budget - needed(1)) / slope)
-        guess = min(limit, max(low + 1, guess))
-        step = max(1, guess // 16)
-        while high is None:
-            if not fits(guess):
-                high = guess
-            elif guess == limit:
-                return dataclasses.replace(at_limit, needed_bytes=needed(limit))
-            else:
-                low, guess, step = guess, min(limit, guess + step), 2 * step
+        bracket = _gallop(scaling, budget, limit, low)
+        if bracket is None:
+            return dataclasses.replace(at_limit, needed_bytes=needed(limit))
+        low, high = bracket
+    low, high = _regula_falsi(scaling, budget, low, high)
+    scaling.found(budget, low, high)
+    return MaxBatch(
+        batch=low,
+        needed_bytes=needed(low),
+        next_needed_bytes=needed(low + 1),
+        budget_bytes=budget,
+        exact=scaling.affine,
+        device_name=scaling.device.name,
+        margin=margin,
+    )
+
+
+def _gallop(scaling: BatchScaling, budget: int, limit: int, low: int) -> tuple[int, int] | None:
+    """A (fits, does not fit) bracket above `low`, which fits; None when `limit` fits."""
+    needed = scaling.needed_bytes
+    # NB: memory grows almost linearly with the batch: gallop up from where the line
+    # through batch 1 and the largest batch known to fit meets the budget
+    base = low if low > 1 else 2
+    slope = (needed(base) - needed(1)) / (base - 1)
+    guess = limit if slope <= 0 else int(1 + (budget - needed(1)) / slope)
+    guess = min(limit, max(low + 1, guess))
+    step = max(1, guess // 16)
+    while True:
+        if not scaling.fits(guess, budget):
+            return low, guess
+        if guess == limit:
+            return None
+        low, guess, step = guess, min(limit, guess + step), 2 * step
+
+
+def _regula_falsi(scaling: BatchScaling, budget: int, low: int, high: int) -> tuple[int, int]:
+    """Narrow a (fits, does not fit) bracket to neighbours."""
+    needed = scaling.needed_bytes
     # NB: regula falsi between the bracket's ends (the Illinois variant: an end kept twice
     # counts half, so a convex curve, e.g. a peak moving from the optimizer step to the
     # backward pass, does not make it crawl), with a bisection step when a try gains little
@@ -344,7 +364,7 @@ def max_micro_batch(
         width = high - low
         middle = low + int(width * under / (under + over)) if under + over > 0 else low + width // 2
         middle = min(max(middle, low + 1), high - 1)
-        if fits(middle):
+        if scaling.fits(middle, budget):
             low = middle
             weight_high, weight_low = (weight_high / 2 if kept == "high" else 1.0), 1.0
             kept = "high"
@@ -352,13 +372,4 @@ def max_micro_batch(
             high = middle
             weight_low, weight_high = (weight_low / 2 if kept == "low" else 1.0), 1.0
             kept = "low"
-    scaling.found(budget, low, high)
-    return MaxBatch(
-        batch=low,
-        needed_bytes=needed(low),
-        next_needed_bytes=needed(low + 1),
-        budget_bytes=budget,
-        exact=scaling.affine,
-        device_name=scaling.device.name,
-        margin=margin,
-    )
+    return low, high

@@ -8,10 +8,10 @@ checkpoint and logging entries are conventional defaults and say so in a comment
 written atomically (a temporary file renamed into place), so an interrupted run leaves no
 half-written config.
 
-Given the export's `Layout` (`trainfit.export.core.layout`, as `plan --export yaml` does), the
-batch fields are the layout's: each GPU's micro-batch and accumulation, the GPU count and the
-effective batch over all GPUs, as in the hf, lightning and accelerate files beside it; without
-one, the plan's one-device setting.
+Given the export's `TrainerLayout` (`trainfit.export.layout.trainer_layout`, as `plan --export
+yaml` does), the batch fields are the layout's: each GPU's micro-batch and accumulation, the GPU
+count and the effective batch over all GPUs, as in the hf, lightning and accelerate files beside
+it; without one, the plan's one-device setting.
 """
 
 from __future__ import annotations
@@ -20,20 +20,13 @@ import datetime
 from pathlib import Path
 
 from trainfit.errors import TrainfitError
-from trainfit.export.core import SGD_MOMENTUM, Layout, hf_optim
+from trainfit.export.layout import TrainerLayout
 from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.io import write_atomically
-from trainfit.plan.core import DevicePlan, Plan, Setting
-from trainfit.spec import OptimizerKind, Precision
-
-_OPTIMIZER_NAME = {
-    OptimizerKind.ADAMW: "AdamW",
-    OptimizerKind.ADAM: "Adam",
-    OptimizerKind.SGD: "SGD",
-    OptimizerKind.SGD_MOMENTUM: "SGD",
-    OptimizerKind.ADAFACTOR: "Adafactor",
-    OptimizerKind.ADAMW_8BIT: "AdamW8bit (bitsandbytes)",
-}
+from trainfit.optim import optimizer_entry
+from trainfit.plan.options import DevicePlan, Plan, Setting
+from trainfit.plan.words import changes_text
+from trainfit.spec import Precision
 
 
 def _kind(name: str) -> DeviceKind:
@@ -43,14 +36,16 @@ def _kind(name: str) -> DeviceKind:
         return DeviceKind.CUDA  # a plan's device was resolved when planned; a GPU unless named cpu
 
 
-def _batch(s: Setting, lay: Layout | None) -> tuple[int, int, int]:
+def _batch(s: Setting, lay: TrainerLayout | None) -> tuple[int, int, int]:
     """(micro-batch per GPU, accumulation, GPUs): the layout's when given, else the setting's."""
     if lay is None:
         return s.micro_batch, s.grad_accum, 1
     return lay.micro_batch, lay.grad_accum, lay.gpus
 
 
-def device_config(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> dict[str, object]:
+def device_config(
+    plan: Plan, device: DevicePlan, lay: TrainerLayout | None = None
+) -> dict[str, object]:
     """The config of one device's chosen setting as nested dicts (YAML-ready); with `lay`,
     its batch split (per GPU, over `lay.gpus` GPUs)."""
     s = _setting(device)
@@ -77,7 +72,7 @@ def device_config(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> 
             "gradient_checkpointing": s.checkpointing,
             "gradient_clipping": plan.spec.grad_clip,
         },
-        "optimizer": {"type": _OPTIMIZER_NAME[s.optimizer]},
+        "optimizer": {"type": optimizer_entry(s.optimizer).short_name},
         "checkpoint": {"save_best": True, "save_latest": True, "save_interval": 1000},
         # NB: pinned memory speeds up copies to a discrete GPU; a Mac's memory is unified
         "data": {"num_workers": 4, "pin_memory": kind is DeviceKind.CUDA},
@@ -85,7 +80,7 @@ def device_config(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> 
     }
 
 
-def trainfit_flags(plan: Plan, device: DevicePlan, lay: Layout | None = None) -> str:
+def trainfit_flags(plan: Plan, device: DevicePlan, lay: TrainerLayout | None = None) -> str:
     """The `trainfit estimate` command that re-checks this setting (one GPU's step)."""
     s = _setting(device)
     micro, accum, _ = _batch(s, lay)
@@ -106,7 +101,7 @@ def trainfit_flags(plan: Plan, device: DevicePlan, lay: Layout | None = None) ->
     return " ".join(parts)
 
 
-def hf_trainer_flags(device: DevicePlan, lay: Layout | None = None) -> str:
+def hf_trainer_flags(device: DevicePlan, lay: TrainerLayout | None = None) -> str:
     """The same setting as Hugging Face `TrainingArguments` command-line flags."""
     s = _setting(device)
     micro, accum, _ = _batch(s, lay)
@@ -120,9 +115,10 @@ def hf_trainer_flags(device: DevicePlan, lay: Layout | None = None) -> str:
         parts.append("--fp16")
     if s.checkpointing:
         parts.append("--gradient_checkpointing")
-    parts.append(f"--optim {hf_optim(s.optimizer, _kind(device.device))}")
-    if s.optimizer is OptimizerKind.SGD_MOMENTUM:
-        parts.append(f"--optim_args momentum={SGD_MOMENTUM}")
+    optimizer = optimizer_entry(s.optimizer)
+    parts.append(f"--optim {optimizer.hf_name(_kind(device.device))}")
+    if (args := optimizer.hf_optim_args()) is not None:
+        parts.append(f"--optim_args {args}")
     return " ".join(parts)
 
 
@@ -152,7 +148,7 @@ def to_yaml(data: dict[str, object], header: list[str]) -> str:
 
 
 def config_text(
-    plan: Plan, device: DevicePlan, lay: Layout | None = None, *, dated: bool = True
+    plan: Plan, device: DevicePlan, lay: TrainerLayout | None = None, *, dated: bool = True
 ) -> str:
     """The YAML file of one device, with what trainfit predicted in its header; with `lay`,
     its batch split and notes (see the module). `dated=False` leaves today's date out (a
@@ -163,7 +159,7 @@ def config_text(
         f"trainfit plan for {plan.spec.model} on {device.display}"
         + (f", {datetime.date.today().isoformat()}" if dated else ""),
         f"verdict: {device.verdict.value}"
-        + (f" ({'; '.join(device.changes)})" if device.changes else ""),
+        + (f" ({'; '.join(changes_text(device))})" if device.changes else ""),
         f"predicted device memory needed: {s.needed_bytes / 2**30:.2f} GiB "
         f"(plan keeps {plan.margin:.0%} of the device free"
         + (

@@ -35,6 +35,7 @@ import torch
 from trainfit.errors import MeasureError
 from trainfit.hardware import nvml
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.measure.rss import HighWater, current_rss_bytes
 
 OOM_MARKERS = (
     "out of memory",
@@ -288,11 +289,9 @@ class CpuBackend:
     kind = DeviceKind.CPU
 
     def __init__(self) -> None:
-        from trainfit.measure.cpu import _HighWater, current_rss_bytes
-
         self.device = torch.device("cpu")
         self._rss = current_rss_bytes
-        self._high = _HighWater()
+        self._high = HighWater()
         self._baseline = 0
 
     def name(self) -> str:

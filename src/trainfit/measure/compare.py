@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainfit.errors import MeasureError
-from trainfit.estimator.step import Estimate
+from trainfit.estimator.result import Estimate
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend
 from trainfit.measure.steps import Measured
@@ -119,6 +119,18 @@ def compare(
 ) -> Comparison:
     """The estimate of a spec beside its measurement; `totals` from `component_totals` adds
     the model states and activations (GPU estimates only)."""
+    return Comparison(
+        estimated_device=estimate.device.display,
+        measured_device=measured.device_name,
+        rows=tuple(_memory_rows(estimate, measured, totals) + _time_rows(estimate, measured)),
+        notes=tuple(_notes(estimate, measured)),
+    )
+
+
+def _memory_rows(
+    estimate: Estimate, measured: Measured, totals: dict[str, int] | None
+) -> list[Row]:
+    """Device memory needed; on a GPU the allocator's peaks; with `totals`, the components."""
     rows = [
         Row(
             quantity="device memory needed",
@@ -127,8 +139,7 @@ def compare(
             measured=measured.device_needed_bytes,
         )
     ]
-    notes: list[str] = []
-    if measured.kind != DeviceKind.CPU:
+    if measured.kind is not DeviceKind.CPU:
         rows += [
             Row(
                 quantity="peak allocated",
@@ -159,29 +170,39 @@ def compare(
                     measured=value,
                 )
             )
+    return rows
+
+
+def _time_rows(estimate: Estimate, measured: Measured) -> list[Row]:
+    """The median step time and the throughput, when steps were timed."""
     step = estimate.step_time
-    if measured.median_step_seconds is not None:
-        rows.append(
-            Row(
-                quantity="step time (median)",
-                unit="seconds",
-                estimated=None if step is None else step.seconds,
-                measured=measured.median_step_seconds,
-            )
+    if measured.median_step_seconds is None:
+        return []
+    return [
+        Row(
+            quantity="step time (median)",
+            unit="seconds",
+            estimated=None if step is None else step.seconds,
+            measured=measured.median_step_seconds,
+        ),
+        Row(
+            quantity="throughput",
+            unit="samples/s",
+            estimated=None if step is None else step.samples_per_second,
+            measured=measured.samples_per_second,
+        ),
+    ]
+
+
+def _notes(estimate: Estimate, measured: Measured) -> list[str]:
+    """What the rows do not say: a device without a step-time model, where each peak is, an
+    interrupted run."""
+    notes: list[str] = []
+    if measured.median_step_seconds is not None and estimate.step_time is None:
+        notes.append(
+            f"no step time is modelled for {estimate.device.display} (its compute rates are "
+            "not in the catalog)"
         )
-        rows.append(
-            Row(
-                quantity="throughput",
-                unit="samples/s",
-                estimated=None if step is None else step.samples_per_second,
-                measured=measured.samples_per_second,
-            )
-        )
-        if step is None:
-            notes.append(
-                f"no step time is modelled for {estimate.device.display} (its compute rates are "
-                "not in the catalog)"
-            )
     if measured.peak_phase is not None:
         notes.append(
             f"measured peak in the {measured.peak_phase.phase.value} phase of step "
@@ -190,12 +211,7 @@ def compare(
         )
     if measured.interrupted:
         notes.append(f"interrupted: {measured.steps} timed steps completed")
-    return Comparison(
-        estimated_device=estimate.device.display,
-        measured_device=measured.device_name,
-        rows=tuple(rows),
-        notes=tuple(notes),
-    )
+    return notes
 
 
 def local_catalog_device(backend: Backend) -> str:

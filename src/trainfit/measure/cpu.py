@@ -28,16 +28,14 @@ from __future__ import annotations
 import gc
 import os
 import platform
-import resource
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from trainfit.errors import MeasureError
 from trainfit.measure.backend import transformers_version
+from trainfit.measure.rss import HighWater, current_rss_bytes, maxrss_bytes
 from trainfit.measure.steps import device_rig, unique_bytes
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
@@ -47,9 +45,6 @@ from trainfit.training import (
     apply_settings,
     run_iteration,
 )
-
-CLEAR_REFS = "/proc/self/clear_refs"
-STATUS = "/proc/self/status"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,51 +81,6 @@ class CpuMeasurement:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-def current_rss_bytes() -> int | None:
-    """This process's resident set now (Linux /proc), or None where it cannot be read."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _maxrss_bytes() -> int:
-    raw = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return raw if sys.platform == "darwin" else raw * 1024  # NB: kB on Linux, bytes on macOS
-
-
-class _HighWater:
-    """The RSS high-water mark since the last reset."""
-
-    def __init__(self) -> None:
-        self.resettable = self._reset()
-
-    def _reset(self) -> bool:
-        try:
-            with open(CLEAR_REFS, "w") as f:
-                f.write("5")
-            return True
-        except OSError:
-            return False
-
-    def take(self) -> int:
-        """The high-water mark in bytes since the last call (or the start), then reset it."""
-        if not self.resettable:
-            return _maxrss_bytes()
-        peak = _vm_hwm_bytes()
-        self._reset()
-        return peak
-
-
-def _vm_hwm_bytes() -> int:
-    with open(STATUS) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise MeasureError("/proc/self/status has no VmHWM line")
-
-
 def measure_cpu(spec: TrainSpec, steps: int = 3, allocations: bool = False) -> CpuMeasurement:
     """Run `steps` real steps of `spec` on the CPU; measure RSS (or allocations) as above."""
     warm = build_program(spec, "meta")  # imports the model's modules before the baseline
@@ -139,9 +89,9 @@ def measure_cpu(spec: TrainSpec, steps: int = 3, allocations: bool = False) -> C
     gc.collect()
     profiler = _start_profiler() if allocations else None
     baseline = current_rss_bytes()
-    high = _HighWater()
+    high = HighWater()
     if baseline is None:
-        baseline = _maxrss_bytes()  # NB: macOS: the high-water mark stands in for current RSS
+        baseline = maxrss_bytes()  # NB: macOS: the high-water mark stands in for current RSS
     peaks: list[RssPeak] = []
     state: dict[str, Any] = {"phase": Phase.SETUP, "iteration": -1}
 

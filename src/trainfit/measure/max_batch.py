@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -52,8 +52,9 @@ from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import ModuleTracker, device_rig, first_line, setup_failure
 from trainfit.models.source import build_program
+from trainfit.optim import measured_optimizer
 from trainfit.spec import TrainSpec
-from trainfit.training import Phase, StepRig, needs_scaler, run_iteration, torch_optimizer
+from trainfit.training import Phase, StepRig, needs_scaler, run_iteration
 
 GiB = 1 << 30
 
@@ -227,7 +228,7 @@ class _Prober:
     def _train(self, micro: int, state: dict[str, Any]) -> None:
         spec = dataclasses.replace(self.spec, batch=micro)
         program = self._program(micro)
-        optimizer = torch_optimizer(spec.optimizer, self.trainable)
+        optimizer = measured_optimizer(spec.optimizer, self.trainable)
         scaler = (
             torch.amp.GradScaler(self.backend.kind.value) if needs_scaler(spec.precision) else None
         )
@@ -302,98 +303,34 @@ def find_max_batch(
     """The largest micro-batch of `spec` that trains on the local device (see the module)."""
     rank, world_size = world()
     predicted = start
-    problems = []
-    if steps < 1:
-        problems.append(f"steps must be at least 1, got {steps}")
-    if limit < 1:
-        problems.append(f"limit must be at least 1, got {limit}")
-    if effective_batch is not None and (effective_batch < 1 or effective_batch % world_size != 0):
-        problems.append(
-            f"the effective batch {effective_batch} does not split over {world_size} ranks: "
-            f"use a multiple of {world_size}"
-        )
-    if eval_batch is not None and eval_batch < 1:
-        problems.append(f"the evaluation batch must be at least 1, got {eval_batch}")
-    if problems:
-        raise MeasureError("; ".join(problems))
+    _check_arguments(steps, limit, effective_batch, eval_batch, world_size)
     per_rank = None if effective_batch is None else effective_batch // world_size
     if per_rank is not None:
         limit = min(limit, per_rank)
     backend = backend or backend_for(device)
     # NB: every rank searches from the same start to the same limit, or their paths part
     start, limit = agree([max(1, min(start or 1, limit)), limit], backend.device)
-    ram_budget = backend.free_memory() if backend.kind == DeviceKind.CPU else None
+    ram_budget = backend.free_memory() if backend.kind is DeviceKind.CPU else None
     backend.start()
     held = None
-    failure = None
     if probe is None:
-        try:
-            if reserve_bytes:
-                held = torch.empty(reserve_bytes, dtype=torch.uint8, device=backend.device)
-            probe = _Prober(spec, backend, steps, ram_budget)
-        except Exception as exc:
-            failure = setup_failure(exc, backend, ram_budget)
-        if agree([failure is None], backend.device) != [1]:
-            raise failure or MeasureError("another rank could not set the model up: see its error")
-    attempts: list[Attempt] = []
-    known: dict[int, Attempt] = {}
-
-    def attempt(micro: int, evaluation: int | None) -> Attempt:
-        mine = probe(micro, evaluation)
-        train, evaluated = agree(
-            [
-                _status(mine.fits, mine.error if mine.failed_phase != "evaluation" else None),
-                _status(mine.eval_fits, mine.error if mine.failed_phase == "evaluation" else None),
-            ],
-            backend.device,
-        )
-        if FAILED in (train, evaluated):
-            raise MeasureError(mine.error or "another rank failed: see its error")
-        fitted = train == FITS
-        result = dataclasses.replace(
-            mine,
-            fits=fitted,
-            eval_fits=None if evaluation is None or not fitted else evaluated == FITS,
-        )
-        attempts.append(result)
-        return result
-
-    def fits(micro: int) -> bool:
-        if micro not in known:
-            known[micro] = attempt(micro, (eval_batch or micro) if evaluate else None)
-        return known[micro].fits
-
+        probe, held = _set_up(spec, backend, steps, ram_budget, reserve_bytes)
+    tries = _Tries(probe=probe, backend=backend, eval_batch=eval_batch, evaluate=evaluate)
     notes: list[str] = []
     interrupted = False
     low, high, max_eval = 0, None, None
     try:
-        low, high = _search(fits, start, limit)
+        low, high = _search(tries.fits, start, limit)
         if evaluate and low > 0:
-            if known[low].eval_fits:
-                max_eval = eval_batch or low
-            else:
-                max_eval = _eval_search(attempt, low, eval_batch or low)
-                notes.append(
-                    f"evaluation at batch {eval_batch or low} ran out of memory after training "
-                    f"at {low}: the largest evaluation batch that runs there is {max_eval}"
-                )
+            max_eval = _max_eval(tries, low, eval_batch, notes)
     except KeyboardInterrupt:
         interrupted = True
-        low = max((a.micro_batch for a in attempts if a.fits), default=0)
-        high = min((a.micro_batch for a in attempts if not a.fits), default=None)
+        low = max((a.micro_batch for a in tries.attempts if a.fits), default=0)
+        high = min((a.micro_batch for a in tries.attempts if not a.fits), default=None)
         notes.append("interrupted: the answer lies between the bounds reached")
     del held
-    chosen = accum = None
-    if per_rank is not None and low > 0:
-        chosen = max(d for d in range(1, low + 1) if per_rank % d == 0)
-        accum = per_rank // chosen
-        if chosen < low // 2:
-            better = effective_batch_near(per_rank, low) * world_size
-            notes.append(
-                f"{per_rank} samples per rank have no divisor between {chosen} and {low}: an "
-                f"effective batch of {better} would run micro-batches of {low}"
-            )
-    left = [a.left_allocated_bytes for a in attempts if a.left_allocated_bytes is not None]
+    chosen, accum = _per_rank_split(per_rank, low, world_size, notes)
+    left = [a.left_allocated_bytes for a in tries.attempts if a.left_allocated_bytes is not None]
     leaked = max(0, left[-1] - left[0]) if left else 0
     if leaked:
         notes.append(
@@ -412,11 +349,118 @@ def find_max_batch(
         chosen_micro_batch=chosen,
         grad_accum=accum,
         world_size=world_size,
-        attempts=tuple(attempts),
+        attempts=tuple(tries.attempts),
         leaked_bytes=leaked,
         notes=tuple(notes),
         interrupted=interrupted,
     )
+
+
+def _check_arguments(
+    steps: int, limit: int, effective_batch: int | None, eval_batch: int | None, world_size: int
+) -> None:
+    """MeasureError naming every bad argument."""
+    problems = []
+    if steps < 1:
+        problems.append(f"steps must be at least 1, got {steps}")
+    if limit < 1:
+        problems.append(f"limit must be at least 1, got {limit}")
+    if effective_batch is not None and (effective_batch < 1 or effective_batch % world_size != 0):
+        problems.append(
+            f"the effective batch {effective_batch} does not split over {world_size} ranks: "
+            f"use a multiple of {world_size}"
+        )
+    if eval_batch is not None and eval_batch < 1:
+        problems.append(f"the evaluation batch must be at least 1, got {eval_batch}")
+    if problems:
+        raise MeasureError("; ".join(problems))
+
+
+def _set_up(
+    spec: TrainSpec, backend: Backend, steps: int, ram_budget: int | None, reserve_bytes: int
+) -> tuple[Probe, torch.Tensor | None]:
+    """The model built once on the device, and `reserve_bytes` held there beside it; every
+    rank raises when one could not."""
+    held = None
+    failure = None
+    prober = None
+    try:
+        if reserve_bytes:
+            held = torch.empty(reserve_bytes, dtype=torch.uint8, device=backend.device)
+        prober = _Prober(spec, backend, steps, ram_budget)
+    except Exception as exc:
+        failure = setup_failure(exc, backend, ram_budget)
+    if agree([failure is None], backend.device) != [1] or prober is None:
+        raise failure or MeasureError("another rank could not set the model up: see its error")
+    return prober, held
+
+
+@dataclass(kw_only=True, slots=True)
+class _Tries:
+    """Attempts agreed over the ranks, in the order made; each micro-batch trained once."""
+
+    probe: Probe
+    backend: Backend
+    eval_batch: int | None
+    evaluate: bool
+    attempts: list[Attempt] = field(default_factory=list)
+    known: dict[int, Attempt] = field(default_factory=dict)
+
+    def attempt(self, micro: int, evaluation: int | None) -> Attempt:
+        mine = self.probe(micro, evaluation)
+        train, evaluated = agree(
+            [
+                _status(mine.fits, mine.error if mine.failed_phase != "evaluation" else None),
+                _status(mine.eval_fits, mine.error if mine.failed_phase == "evaluation" else None),
+            ],
+            self.backend.device,
+        )
+        if FAILED in (train, evaluated):
+            raise MeasureError(mine.error or "another rank failed: see its error")
+        fitted = train == FITS
+        result = dataclasses.replace(
+            mine,
+            fits=fitted,
+            eval_fits=None if evaluation is None or not fitted else evaluated == FITS,
+        )
+        self.attempts.append(result)
+        return result
+
+    def fits(self, micro: int) -> bool:
+        if micro not in self.known:
+            evaluation = (self.eval_batch or micro) if self.evaluate else None
+            self.known[micro] = self.attempt(micro, evaluation)
+        return self.known[micro].fits
+
+
+def _max_eval(tries: _Tries, low: int, eval_batch: int | None, notes: list[str]) -> int:
+    """The largest evaluation batch that runs after training at `low` (the one asked for, or
+    the training batch, when it does)."""
+    if tries.known[low].eval_fits:
+        return eval_batch or low
+    max_eval = _eval_search(tries.attempt, low, eval_batch or low)
+    notes.append(
+        f"evaluation at batch {eval_batch or low} ran out of memory after training "
+        f"at {low}: the largest evaluation batch that runs there is {max_eval}"
+    )
+    return max_eval
+
+
+def _per_rank_split(
+    per_rank: int | None, low: int, world_size: int, notes: list[str]
+) -> tuple[int | None, int | None]:
+    """(micro-batch, accumulation) of each rank's share of the effective batch: its largest
+    divisor that fits; (None, None) without an effective batch or a fitting micro-batch."""
+    if per_rank is None or low <= 0:
+        return None, None
+    chosen = max(d for d in range(1, low + 1) if per_rank % d == 0)
+    if chosen < low // 2:
+        better = effective_batch_near(per_rank, low) * world_size
+        notes.append(
+            f"{per_rank} samples per rank have no divisor between {chosen} and {low}: an "
+            f"effective batch of {better} would run micro-batches of {low}"
+        )
+    return chosen, per_rank // chosen
 
 
 def effective_batch_near(per_rank: int, micro: int) -> int:

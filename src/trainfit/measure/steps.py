@@ -15,6 +15,7 @@ run and returns what was measured, marked `interrupted`.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.models.lora import check_runnable
 from trainfit.models.source import build_program
+from trainfit.optim import measured_optimizer
 from trainfit.spec import Precision, TrainSpec
 from trainfit.training import (
     Phase,
@@ -37,7 +39,6 @@ from trainfit.training import (
     needs_scaler,
     no_context,
     run_iteration,
-    torch_optimizer,
 )
 
 GiB = 1 << 30
@@ -51,6 +52,16 @@ class PhaseMemory:
     phase: Phase
     peak_allocated_bytes: int | None
     peak_used_bytes: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PhaseSeconds:
+    """Device time of one timed step's phases: CUDA events at the phase marks, each phase from
+    its mark to the next, summed over micro-batches."""
+
+    forward: float
+    backward: float
+    optimizer: float
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,6 +95,8 @@ class Measured:
     resident set before the model was built)."""
     total_memory_bytes: int | None
     free_at_start_bytes: int | None
+    free_at_end_bytes: int | None
+    """Free device memory after the last step (the model and its optimizer still held)."""
     parameter_bytes: int
     gradient_bytes: int | None
     """Bytes of .grad tensors after the first step's last backward."""
@@ -92,6 +105,8 @@ class Measured:
     """Allocated after the first forward minus before it (None without allocator counters)."""
     phases: tuple[PhaseMemory, ...]
     step_seconds: tuple[float, ...]
+    phase_seconds: tuple[PhaseSeconds, ...] = ()
+    """Per timed step, device time by phase (`measure(phase_times=True)`, CUDA only)."""
     versions: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -182,7 +197,7 @@ def device_rig(
             torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
         elif spec.precision is Precision.TF32:
             torch.backends.cuda.matmul.allow_tf32 = True
-    optimizer = torch_optimizer(spec.optimizer, trainable)
+    optimizer = measured_optimizer(spec.optimizer, trainable)
     autocast_dtype = spec.precision.autocast_dtype
     autocast: Callable[[], Any] = no_context
     if autocast_dtype is not None:
@@ -254,92 +269,153 @@ def measure(
     warmup: int = 3,
     device: str | None = None,
     backend: Backend | None = None,
+    build_on: str = "cpu",
+    phase_times: bool = False,
 ) -> Measured:
     """Run `warmup` + `steps` real optimizer steps of `spec` on the local device and measure
-    them. `device` is "cuda", "cuda:N", "mps" or "cpu" (None: the best one here)."""
-    if steps < 1 or warmup < 1:
+    them. `device` is "cuda", "cuda:N", "mps" or "cpu" (None: the best one here); `build_on`
+    as for `device_rig`; `phase_times`: CUDA events at the phase marks time each phase of the
+    timed steps (`Measured.phase_seconds`). With no warm-up the first step is timed too."""
+    if steps < 1 or warmup < 0:
         raise MeasureError(
-            f"--steps must be at least 1 and --warmup at least 1 (the first step creates the "
-            f"optimizer state), got steps={steps}, warmup={warmup}"
+            f"measure runs at least 1 timed step after 0 or more warm-up steps, got "
+            f"steps={steps}, warmup={warmup}"
         )
     check_runnable(spec.lora)
     backend = backend or backend_for(device)
+    if phase_times and backend.kind is not DeviceKind.CUDA:
+        raise MeasureError(f"phase times are read from CUDA events; {backend.name()} has none")
     build_program(spec, "meta")  # NB: imports the model's modules before the baseline
     free_at_start = backend.free_memory()
     backend.start()
     failure = None
     try:
-        rig, trainable = device_rig(spec, backend.device)
+        rig, trainable = device_rig(spec, backend.device, build_on)
         batch = rig.program.make_batch(backend.device, True)
     except Exception as exc:
         failure = setup_failure(exc, backend, free_at_start)
     if failure is not None:
         raise failure
     model = rig.program.model
-    parameter_bytes = unique_bytes(list(model.parameters()))
-
-    phases: list[PhaseMemory] = []
-    reserved_peaks: list[int] = []
-    state: dict[str, Any] = {"phase": Phase.SETUP, "iteration": 0, "before_forward": None}
-    captured: dict[str, int | None] = {"activation": None, "grad": None}
-
-    def mark(phase: Phase) -> None:
-        allocated, reserved, used = backend.take_peaks()
-        if reserved is not None:
-            reserved_peaks.append(reserved)
-        phases.append(
-            PhaseMemory(
-                iteration=state["iteration"],
-                phase=state["phase"],
-                peak_allocated_bytes=allocated,
-                peak_used_bytes=used,
-            )
-        )
-        first = state["iteration"] == 0
-        if first and state["phase"] is Phase.FORWARD and phase is Phase.BACKWARD:
-            now = backend.allocated()
-            if now is not None and state["before_forward"] is not None:
-                captured["activation"] = now - state["before_forward"]
-        if first and phase is Phase.OPTIMIZER:
-            captured["grad"] = unique_bytes([p.grad for p in trainable if p.grad is not None])
-        if phase is Phase.FORWARD and state["phase"] is not Phase.FORWARD:
-            state["before_forward"] = backend.allocated()
-        state["phase"] = phase
-
+    marks = _Marks(backend, trainable, phase_times)
     backend.synchronize()
-    mark(Phase.SETUP)
+    marks(Phase.SETUP)
     times: list[float] = []
     interrupted = False
     tracker = ModuleTracker(model)
     try:
         for i in range(warmup + steps):
-            state["iteration"] = i
+            marks.iteration = i
             start = time.perf_counter()
-            run_iteration(rig, batch, mark)
+            run_iteration(rig, batch, marks)
+            marks.stamp(Phase.SETUP)
             backend.synchronize()
             if i >= warmup:
                 times.append(time.perf_counter() - start)
-            mark(Phase.SETUP)
+            marks(Phase.SETUP)
             if i == 0:
                 tracker.remove()
     except KeyboardInterrupt:
-        if state["iteration"] == 0:
+        if marks.iteration == 0:
             raise
         interrupted = True
     except Exception as exc:
         # NB: raised after the handler, so that the error does not keep the failed step's
         # frames (and their tensors) alive as its __context__
-        failure = _failure(exc, spec, backend, state, tracker.current, free_at_start)
+        failure = _failure(exc, spec, backend, marks, tracker.current, free_at_start)
     finally:
         tracker.remove()
     if failure is not None:
         raise failure
+    return _measured(spec, backend, rig, marks, times, warmup, interrupted, free_at_start)
+
+
+class _Marks:
+    """What a run reads at each phase mark: the memory peaks since the last mark, the first
+    step's activation and gradient bytes, and (`events`) a CUDA event for the phase times."""
+
+    def __init__(self, backend: Backend, trainable: list[nn.Parameter], events: bool) -> None:
+        self.backend = backend
+        self.trainable = trainable
+        self.phase = Phase.SETUP
+        self.iteration = 0
+        self.phases: list[PhaseMemory] = []
+        self.reserved_peaks: list[int] = []
+        self.before_forward: int | None = None
+        self.activation: int | None = None
+        self.grad: int | None = None
+        self.events: list[tuple[int, Phase, Any]] | None = [] if events else None
+
+    def __call__(self, phase: Phase) -> None:
+        self.stamp(phase)
+        backend = self.backend
+        allocated, reserved, used = backend.take_peaks()
+        if reserved is not None:
+            self.reserved_peaks.append(reserved)
+        self.phases.append(
+            PhaseMemory(
+                iteration=self.iteration,
+                phase=self.phase,
+                peak_allocated_bytes=allocated,
+                peak_used_bytes=used,
+            )
+        )
+        first = self.iteration == 0
+        if first and self.phase is Phase.FORWARD and phase is Phase.BACKWARD:
+            now = backend.allocated()
+            if now is not None and self.before_forward is not None:
+                self.activation = now - self.before_forward
+        if first and phase is Phase.OPTIMIZER:
+            self.grad = unique_bytes([p.grad for p in self.trainable if p.grad is not None])
+        if phase is Phase.FORWARD and self.phase is not Phase.FORWARD:
+            self.before_forward = backend.allocated()
+        self.phase = phase
+
+    def stamp(self, phase: Phase) -> None:
+        """With `events`, record a CUDA event now: where the previous phase's device time
+        ends and `phase`'s begins (the step's end is stamped before its synchronisation)."""
+        if self.events is not None:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.events.append((self.iteration, phase, event))
+
+    def phase_seconds(self, warmup: int) -> tuple[PhaseSeconds, ...]:
+        """Per timed step, the device seconds from each phase's mark to the next mark, summed
+        over micro-batches (the device synchronised before this is read)."""
+        if self.events is None:
+            return ()
+        totals: dict[int, dict[Phase, float]] = {}
+        for (it, phase, begin), (_, _, end) in itertools.pairwise(self.events):
+            if it >= warmup and phase is not Phase.SETUP:
+                step = totals.setdefault(it, dict.fromkeys(_TIMED, 0.0))
+                step[phase] += begin.elapsed_time(end) / 1000.0
+        return tuple(
+            PhaseSeconds(forward=t[Phase.FORWARD], backward=t[Phase.BACKWARD],
+                         optimizer=t[Phase.OPTIMIZER])
+            for _, t in sorted(totals.items())
+        )  # fmt: skip
+
+
+_TIMED = (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+
+
+def _measured(
+    spec: TrainSpec,
+    backend: Backend,
+    rig: StepRig,
+    marks: _Marks,
+    times: list[float],
+    warmup: int,
+    interrupted: bool,
+    free_at_start: int | None,
+) -> Measured:
+    """The Measured of a completed run."""
     reserved_now = backend.reserved()
     _, _, used_now = backend.take_peaks()
-    optimizer_bytes = optimizer_state_bytes(rig.optimizer, backend.device)
+    phases = marks.phases
     peak_used = max([p.peak_used_bytes or 0 for p in phases] + [used_now or 0])
-    peak_reserved = max(reserved_peaks) if reserved_peaks else None
-    if backend.kind == DeviceKind.CUDA and peak_reserved is not None and reserved_now is not None:
+    peak_reserved = max(marks.reserved_peaks) if marks.reserved_peaks else None
+    if backend.kind is DeviceKind.CUDA and peak_reserved is not None and reserved_now is not None:
         needed = peak_reserved + max(0, (used_now or 0) - reserved_now)
     else:
         needed = peak_used
@@ -363,12 +439,14 @@ def measure(
         baseline_used_bytes=backend.baseline_used(),
         total_memory_bytes=backend.total_memory(),
         free_at_start_bytes=free_at_start,
-        parameter_bytes=parameter_bytes,
-        gradient_bytes=captured["grad"],
-        optimizer_state_bytes=optimizer_bytes,
-        activation_bytes=captured["activation"],
+        free_at_end_bytes=backend.free_memory(),
+        parameter_bytes=unique_bytes(list(rig.program.model.parameters())),
+        gradient_bytes=marks.grad,
+        optimizer_state_bytes=optimizer_state_bytes(rig.optimizer, backend.device),
+        activation_bytes=marks.activation,
         phases=tuple(p for p in phases if p.phase is not Phase.SETUP),
         step_seconds=tuple(times),
+        phase_seconds=marks.phase_seconds(warmup),
         versions=backend.versions(),
     )
 
@@ -403,13 +481,13 @@ def _failure(
     exc: BaseException,
     spec: TrainSpec,
     backend: Backend,
-    state: dict[str, Any],
+    marks: _Marks,
     module: str | None,
     free_at_start: int | None,
 ) -> MeasureError:
     """One line for a step that raised: out of memory, or the model's own error."""
-    phase: Phase = state["phase"]
-    where = f"step {state['iteration'] + 1}"
+    phase = marks.phase
+    where = f"step {marks.iteration + 1}"
     if phase is Phase.FORWARD and module is not None:
         where += f" (in module {module})"
     if is_out_of_memory(exc):

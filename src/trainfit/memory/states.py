@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainfit.models.lora import effective_optimizer
 from trainfit.models.lora import parameter_counts as lora_parameter_counts
 from trainfit.models.source import build_program
-from trainfit.spec import OptimizerKind, Precision, TrainSpec
+from trainfit.optim import effective_optimizer, optimizer_entry
+from trainfit.spec import Precision, TrainSpec
 from trainfit.training import apply_settings
-
-_EIGHT_BIT_BYTES = 2
-"""bitsandbytes' 8-bit AdamW: two uint8 moments per element (fp32 block scales not counted)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,18 +43,13 @@ def model_states(spec: TrainSpec, counts: tuple[int, int] | None = None) -> Mode
     precision, optimizer or checkpointing).
 
     NB: a lower bound for the optimizers whose state has small tensors in fp32 (8-bit AdamW
-    keeps tensors under 4096 elements in fp32) or factored moments (Adafactor: counted as 0).
+    keeps tensors under 4096 elements in fp32) or factored moments (Adafactor: counted as 0):
+    `OptimizerEntry.state_bytes_per_element`.
     """
     total, trainable = counts or parameter_counts(spec)
     dtype_bytes = 2 if spec.precision is Precision.PURE_BF16 else 4
-    per_element = {
-        OptimizerKind.ADAMW: 2 * dtype_bytes,
-        OptimizerKind.ADAM: 2 * dtype_bytes,
-        OptimizerKind.SGD: 0,
-        OptimizerKind.SGD_MOMENTUM: dtype_bytes,
-        OptimizerKind.ADAFACTOR: 0,
-        OptimizerKind.ADAMW_8BIT: _EIGHT_BIT_BYTES,
-    }[effective_optimizer(spec.optimizer, spec.lora)]
+    entry = optimizer_entry(effective_optimizer(spec.optimizer, spec.lora))
+    per_element = entry.state_bytes_per_element(dtype_bytes)
     # NB: QLoRA: 4-bit weights, half a byte each, as a floor for every parameter
     parameter_bytes = (
         total // 2 if spec.lora is not None and spec.lora.qlora else total * dtype_bytes

@@ -8,7 +8,7 @@ the traced step (and the real one `trainfit measure` runs) is the real wrapped g
 QLoRA is modelled without bitsandbytes (see `trainfit.models.quantized`): the base is loaded in
 the compute dtype (as `from_pretrained(torch_dtype=..., quantization_config=...)` does), every
 Linear but the output head is replaced by a stand-in holding what `bnb.nn.Linear4bit` holds, and
-the optimizer is bitsandbytes' paged 8-bit AdamW (`trace.optimizers.EightBitAdamWStandIn`).
+the optimizer is bitsandbytes' paged 8-bit AdamW (`trainfit.optim.EightBitAdamWStandIn`).
 
 Known limitations:
 - peft's `prepare_model_for_kbit_training` (which casts the non-quantised weights, embeddings
@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from trainfit.errors import ModelLoadError, SpecError
-from trainfit.spec import LoraSpec, OptimizerKind, Precision
+from trainfit.models.quantized import Linear4bitStandIn, linear_classes, quantize_linears
+from trainfit.spec import LoraSpec, Precision
 
 
 def compute_dtype(precision: Precision) -> torch.dtype:
@@ -37,25 +38,12 @@ def compute_dtype(precision: Precision) -> torch.dtype:
     return precision.autocast_dtype or torch.float32
 
 
-def effective_optimizer(kind: OptimizerKind, lora: LoraSpec | None) -> OptimizerKind:
-    """QLoRA's recipe trains with paged 8-bit AdamW: AdamW becomes 8-bit AdamW under QLoRA."""
-    if lora is not None and lora.qlora and kind is OptimizerKind.ADAMW:
-        return OptimizerKind.ADAMW_8BIT
-    return kind
-
-
-def _linear_classes() -> tuple[type[nn.Module], ...]:
-    try:
-        from transformers.pytorch_utils import Conv1D
-    except ImportError:
-        return (nn.Linear,)
-    return (nn.Linear, Conv1D)
 
 
 def candidate_names(model: nn.Module) -> list[str]:
     """Distinct leaf names of the model's Linear (and transformers Conv1D) modules, the output
     head left out."""
-    classes = _linear_classes()
+    classes = linear_classes()
     head = output_head(model)
     names = {
         n.rsplit(".", 1)[-1]
@@ -72,7 +60,7 @@ def output_head(model: nn.Module) -> nn.Module | None:
     head = get() if callable(get) else None
     if head is None:
         # NB: a plain module's head is taken to be its last Linear (peft cannot tell either)
-        linears = [m for n, m in model.named_modules() if isinstance(m, _linear_classes())]
+        linears = [m for n, m in model.named_modules() if isinstance(m, linear_classes())]
         head = linears[-1] if linears else None
     return head
 
@@ -88,7 +76,7 @@ def default_targets(model: nn.Module) -> list[str] | str:
     return sorted(
         n
         for n, m in model.named_modules()
-        if n and m is not head and isinstance(m, _linear_classes())
+        if n and m is not head and isinstance(m, linear_classes())
     )
 
 
@@ -148,8 +136,6 @@ def wrap_with_lora(
                 ]
             ) from exc
     if lora.qlora:
-        from trainfit.models.quantized import quantize_linears
-
         quantize_linears(wrapped, skip=head, dtype=compute_dtype(precision))
     named = ",".join(targets) if isinstance(targets, list) and len(targets) <= 8 else None
     described = lora.describe() if lora.targets or named is None else lora.describe(named)
@@ -160,8 +146,6 @@ def parameter_counts(model: nn.Module, exclude: set[int] = frozenset()) -> tuple
     """(all, trainable) parameter elements, ties counted once; a 4-bit base layer counts the
     weights it stands for, not its packed bytes. Parameters whose id is in `exclude` (a DPO
     reference copy's) are left out."""
-    from trainfit.models.quantized import Linear4bitStandIn
-
     quantized = {
         id(m.weight): m.in_features * m.out_features
         for m in model.modules()

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainfit.errors import SpecError
-from trainfit.models.source import StepProgram
+from trainfit.models.program import StepProgram
 from trainfit.spec import ReferenceKind, TrainSpec
 
 BETA = 0.1

@@ -104,14 +104,22 @@ class Linear4bitStandIn(nn.Module):
         return f"in={self.in_features}, out={self.out_features}, nf4, {self.compute_dtype}"
 
 
+def linear_classes() -> tuple[type[nn.Module], ...]:
+    """The Linear layer classes: torch's, and transformers' Conv1D where transformers is
+    installed (what LoRA targets and QLoRA quantises)."""
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:
+        return (nn.Linear,)
+    return (nn.Linear, Conv1D)
+
+
 def quantize_linears(model: nn.Module, skip: nn.Module | None, dtype: torch.dtype) -> int:
     """Replace every Linear/Conv1D but `skip` (the output head) and the LoRA adapters by a
     4-bit stand-in computing in `dtype`; return how many were replaced."""
     from peft.tuners.lora import LoraLayer
 
-    from trainfit.models.lora import _linear_classes
-
-    classes = _linear_classes()
+    classes = linear_classes()
     adapters: set[int] = set()
     for module in model.modules():
         if isinstance(module, LoraLayer):

@@ -11,8 +11,6 @@ import copy
 import dataclasses
 import importlib
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,10 +20,8 @@ from torch import nn
 from trainfit.errors import ModelLoadError, SpecError, TrainfitError
 from trainfit.models import catalog as _catalog
 from trainfit.models.imports import is_import_path, resolve
+from trainfit.models.program import Batch, LossFn, StepProgram
 from trainfit.spec import InputSpec, Precision, TrainSpec
-
-Batch = dict[str, torch.Tensor]
-LossFn = Callable[[nn.Module, Batch], torch.Tensor]
 
 # Default task by transformers model_type, for configs that are not in the catalog.
 _TASK_BY_MODEL_TYPE: dict[str, str] = {
@@ -58,28 +54,6 @@ _TASK_NOTE: dict[str, str] = {
 }
 
 DEFAULT_SEQ_LEN = 1024
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StepProgram:
-    """A model with its batch and loss: everything one training step needs."""
-
-    model: nn.Module
-    """The module, built on the requested device."""
-    make_batch: Callable[[torch.device, bool], Batch]
-    """(device, real) -> batch; `real` fills values (ids in range), else leaves them empty."""
-    compute_loss: LossFn
-    """(model, batch) -> scalar loss; owns the forward pass."""
-    description: str
-    """Where the model came from and its task, for the result."""
-    loss_note: str
-    """How the loss is computed, said in the result."""
-    is_hf: bool
-    """A transformers model (supports gradient_checkpointing_enable)."""
-    tokens_per_sample: int | None = None
-    """Tokens one sample carries (the sequence length of a language model's input), if any."""
-    task: str | None = None
-    """A transformers model's task ("causal-lm", ...); None for a plain module."""
 
 
 def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepProgram:

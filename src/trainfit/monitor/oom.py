@@ -1,6 +1,6 @@
 """Out of memory: where in the step it happened, and the next rung of the low-memory ladder.
 
-The ladder is the planner's (`trainfit.plan.core._ladder_steps`, seed 004), in its order: mixed
+The ladder is the planner's (`trainfit.plan.ladder.LADDER`), in its order: mixed
 precision, a quarter of the micro-batch with more accumulation, gradient checkpointing, 8-bit
 AdamW state, micro-batch 1. With a `TrainSpec` the next rung is the first change the spec has
 not taken that trainfit's estimator predicts to save memory, with the figures; without one it is
@@ -24,10 +24,10 @@ import torch
 from torch import nn
 
 from trainfit.errors import TrainfitError
-from trainfit.hardware.catalog import DeviceKind
 from trainfit.monitor.phase import StepPhase
 from trainfit.monitor.sample import gib
-from trainfit.spec import OptimizerKind, Precision, TrainSpec
+from trainfit.optim import optimizer_entries, optimizer_entry
+from trainfit.spec import OptimizerKind, TrainSpec
 
 _REQUESTED = re.compile(r"[Tt]ried to allocate ([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)")
 _UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -125,6 +125,20 @@ def _rung(name: str, words: WordsRung) -> Callable[[SpecRung], SpecRung]:
     return register
 
 
+def _changed(name: str, spec: TrainSpec) -> TrainSpec | None:
+    """`spec` with the plan's ladder change `name` (`trainfit.plan.ladder`), or None when it
+    has taken it already or cannot."""
+    # NB: imported here: the plan pulls in the tracer and estimator, the monitor stays light
+    from trainfit.hardware.catalog import get_device
+    from trainfit.plan.ladder import applies, with_change
+    from trainfit.plan.options import Change
+
+    change = Change[name]
+    if not applies(change, spec):
+        return None
+    return with_change(change, spec, get_device(spec.device))
+
+
 def _effective(spec: TrainSpec) -> int:
     return spec.batch * spec.grad_accum
 
@@ -140,14 +154,8 @@ def _mixed_words(seen: Observed) -> str | None:
 
 @_rung("mixed precision", _mixed_words)
 def _mixed(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    if spec.precision not in (Precision.FP32, Precision.TF32):
-        return None
-    from trainfit.hardware.catalog import get_device
-    from trainfit.plan.core import supported_precision
-
-    device = get_device(spec.device)
-    precision = Precision.BF16 if device.kind is DeviceKind.CPU else supported_precision(device)
-    return f"{precision.value} mixed precision", dataclasses.replace(spec, precision=precision)
+    changed = _changed("MIXED_PRECISION", spec)
+    return None if changed is None else (f"{changed.precision.value} mixed precision", changed)
 
 
 def _quarter_words(seen: Observed) -> str | None:
@@ -166,15 +174,13 @@ def _quarter_words(seen: Observed) -> str | None:
 
 @_rung("quarter micro-batch", _quarter_words)
 def _quarter(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    effective = _effective(spec)
-    quarter = max(1, effective // 4)
-    if spec.batch <= quarter:
+    changed = _changed("QUARTER_MICRO_BATCH", spec)
+    if changed is None:
         return None
-    accumulation = math.ceil(effective / quarter)
     return (
-        f"micro-batch {quarter} with {accumulation} accumulation steps (effective batch "
-        f"{effective})",
-        dataclasses.replace(spec, batch=quarter, grad_accum=accumulation),
+        f"micro-batch {changed.batch} with {changed.grad_accum} accumulation steps (effective "
+        f"batch {_effective(spec)})",
+        changed,
     )
 
 
@@ -189,24 +195,25 @@ def _checkpointing_words(seen: Observed) -> str | None:
 
 @_rung("gradient checkpointing", _checkpointing_words)
 def _checkpointing(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    if spec.checkpointing:
-        return None
-    return "gradient checkpointing", dataclasses.replace(spec, checkpointing=True)
+    changed = _changed("CHECKPOINTING", spec)
+    return None if changed is None else ("gradient checkpointing", changed)
 
 
 def _eight_bit_words(seen: Observed) -> str | None:
     if seen.optimizer is None:
-        return "8-bit AdamW state (bitsandbytes.optim.AdamW8bit), if you train with Adam(W)"
-    if seen.optimizer in ("Adam", "AdamW"):
-        return f"8-bit AdamW state (bitsandbytes.optim.AdamW8bit instead of {seen.optimizer})"
+        eight_bit = optimizer_entry(OptimizerKind.ADAMW_8BIT).class_path
+        return f"8-bit AdamW state ({eight_bit}), if you train with Adam(W)"
+    for entry in optimizer_entries():
+        if entry.eight_bit is not None and entry.class_name == seen.optimizer:
+            eight_bit = optimizer_entry(entry.eight_bit).class_path
+            return f"8-bit AdamW state ({eight_bit} instead of {seen.optimizer})"
     return None
 
 
 @_rung("8-bit AdamW", _eight_bit_words)
 def _eight_bit(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    if spec.optimizer not in (OptimizerKind.ADAMW, OptimizerKind.ADAM):
-        return None
-    return "8-bit AdamW state", dataclasses.replace(spec, optimizer=OptimizerKind.ADAMW_8BIT)
+    changed = _changed("EIGHT_BIT_ADAMW", spec)
+    return None if changed is None else ("8-bit AdamW state", changed)
 
 
 def _one_words(seen: Observed) -> str | None:
@@ -217,13 +224,10 @@ def _one_words(seen: Observed) -> str | None:
 
 @_rung("micro-batch 1", _one_words)
 def _one(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    if spec.batch == 1:
+    changed = _changed("MICRO_BATCH_ONE", spec)
+    if changed is None:
         return None
-    effective = _effective(spec)
-    return (
-        f"micro-batch 1 with {effective} accumulation steps",
-        dataclasses.replace(spec, batch=1, grad_accum=effective),
-    )
+    return f"micro-batch 1 with {changed.grad_accum} accumulation steps", changed
 
 
 RUNG_NAMES = tuple(name for name, _, _ in _RUNGS)

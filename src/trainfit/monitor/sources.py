@@ -146,7 +146,7 @@ class CpuMemory:
         self._peak = _PolledPeak()
 
     def read(self, device_used: bool = False) -> MemoryReading:
-        from trainfit.measure.cpu import current_rss_bytes
+        from trainfit.measure.rss import current_rss_bytes
 
         rss = current_rss_bytes()
         return MemoryReading(
@@ -160,7 +160,7 @@ class CpuMemory:
         self._peak.reset()
 
     def poll(self) -> None:
-        from trainfit.measure.cpu import current_rss_bytes
+        from trainfit.measure.rss import current_rss_bytes
 
         self._peak.see(current_rss_bytes())
 

@@ -2,7 +2,7 @@
 everything trainable.
 
 `plan_stages(spec, stages, ...)` plans each stage's spec (its own frozen parameters) on the
-same devices with `trainfit.plan.core.plan`, so each stage gets its own setting, memory and step
+same devices with `trainfit.plan.search.plan`, so each stage gets its own setting, memory and step
 time; a stage that freezes the backbone trains fewer parameters and may fit a larger
 micro-batch. The schedule fits a device when every stage does; its peak memory is the
 largest stage's; with the run's data size, its hours are the sum of the stages' (each stage
@@ -30,7 +30,10 @@ from dataclasses import dataclass
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.core import DEFAULT_MARGIN, DevicePlan, Plan, plan, with_run
+from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
+from trainfit.plan.search import plan
+from trainfit.plan.times import with_run
+from trainfit.plan.words import failing_text, plan_dict
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
 from trainfit.timing.step import StepTime, TimeLabel, scaled
@@ -59,9 +62,9 @@ class ScheduleOnDevice:
     """The stages' run hours summed (None without a data size, or when a stage has none)."""
     costs: tuple[tuple[str, float], ...]
     """(option, total over the stages), for options priced in every stage."""
-    failing_stages: tuple[tuple[str, str], ...] = ()
-    """(stage name, why) for each stage without a setting on this device: its verdict, and
-    its note (e.g. how many of these GPUs would hold it sharded)."""
+    failing_stages: tuple[tuple[str, DevicePlan], ...] = ()
+    """(stage name, its plan on this device) for each stage without a setting there (why, in
+    words: `trainfit.plan.words.failing_text`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -78,15 +81,20 @@ class StagedPlan:
                     "name": s.name,
                     "epochs": s.epochs,
                     "freeze": list(s.freeze),
-                    "plan": s.plan.to_dict(),
+                    "plan": plan_dict(s.plan),
                 }
                 for s in self.stages
             ],
             "schedule": [
                 {
-                    **dataclasses.asdict(d),
+                    "device": d.device,
+                    "fits": d.fits,
+                    "peak_needed_bytes": d.peak_needed_bytes,
+                    "hours": d.hours,
+                    "costs": d.costs,
                     "failing_stages": [
-                        {"stage": name, "why": why} for name, why in d.failing_stages
+                        {"stage": name, "why": failing_text(plan)}
+                        for name, plan in d.failing_stages
                     ],
                 }
                 for d in self.devices
@@ -181,19 +189,6 @@ def _measured(planned: list[StagePlan], seconds: float, on: str) -> list[StagePl
     return out
 
 
-def _failing(name: str, d: DevicePlan) -> tuple[str, str]:
-    why = d.verdict.value
-    if d.sharded is not None:
-        sh = d.sharded
-        why += (
-            f": {sh.gpus} of these GPUs would hold it sharded ({sh.per_gpu_bytes / 2**30:.2f} GiB "
-            "each, modelled); --export writes that sharded setting for this stage"
-        )
-    elif d.note:
-        why += f": {d.note}"
-    return name, why
-
-
 def _schedule(planned: list[StagePlan]) -> tuple[ScheduleOnDevice, ...]:
     out = []
     for i, first in enumerate(planned[0].plan.devices):
@@ -220,7 +215,7 @@ def _schedule(planned: list[StagePlan]) -> tuple[ScheduleOnDevice, ...]:
                 hours=hours,
                 costs=costs,
                 failing_stages=tuple(
-                    _failing(s.name, d)
+                    (s.name, d)
                     for s, d in zip(planned, per_stage, strict=True)
                     if d.setting is None
                 ),

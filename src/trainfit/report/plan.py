@@ -9,7 +9,15 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.core import DevicePlan, Plan, Verdict
+from trainfit.plan.options import DevicePlan, Plan, Verdict
+from trainfit.plan.words import (
+    changes_text,
+    multi_gpu_text,
+    note_text,
+    rung_text,
+    time_text,
+)
+from trainfit.timing.run import RunSpec
 
 GIB = 2**30
 
@@ -23,13 +31,34 @@ _STYLE = {
 
 def plan_renderable(plan: Plan) -> Group:
     """The plan as rich tables."""
-    head = Text(
+    parts: list[object] = [_head(plan), _devices(plan)]
+    if plan.run is not None:
+        parts += _run_parts(plan, plan.run)
+    multi = [_multi_gpu_words(d) for d in plan.devices if d.distributed or d.no_multi_gpu]
+    if multi:
+        parts.append(Text("\n".join(multi) + "\n"))
+    notes = [f"{d.device}: {time_text(d)}" for d in plan.devices if d.no_time]
+    if notes:
+        parts.append(Text("\n".join(notes) + "\n", style="yellow"))
+    if any(d.tiers for d in plan.devices):
+        parts.append(_tiers(plan))
+    if plan.ladder:
+        parts.append(_ladder(plan))
+    return Group(*parts)
+
+
+def _head(plan: Plan) -> Text:
+    return Text(
         f"{plan.spec.model}: effective batch {plan.effective_batch}"
         f"{' ' + plan.spec.sample_unit if plan.spec.preference is not None else ''}, "
         f"{plan.margin:.0%} of each device's memory kept free\n"
         + ("" if plan.spec.lora is None else f"{plan.spec.lora.describe()} in every setting\n"),
         style="bold",
     )
+
+
+def _devices(plan: Plan) -> Table:
+    """One row per device: verdict, setting, step, and the changes or why none fits."""
     devices = Table(title="per device")
     timed = plan.run is not None
     rate = f"{plan.spec.sample_unit}/s"
@@ -61,115 +90,117 @@ def plan_renderable(plan: Plan) -> Group:
             f"{s.needed_bytes / GIB:.2f} GiB" if s else "-",
             str(d.max_micro_batch) if s else "-",
             *cells,
-            "; ".join(d.changes) if s else d.note,
+            "; ".join(changes_text(d)) if s else note_text(d),
         )
-    parts: list[object] = [head, devices]
-    if timed:
-        compare = Table(title="comparison for the run (local: electricity + share of the price)")
-        for column in ("device", "hours", "cost", "energy", "power", "memory headroom"):
-            compare.add_column(column, justify="left" if column == "device" else "right")
-        for d in plan.devices:
-            if d.run is None or d.setting is None:
-                continue
-            local = next((c for c in d.costs if c.kind == "local"), None)
-            device = get_device(d.device)
-            board = device.tdp_watts.value
-            watts = (
-                plan.run.watts
-                if plan.run.watts is not None
-                else (None if board is None else board * plan.run.gpus)
+    return devices
+
+
+def _run_parts(plan: Plan, run: RunSpec) -> list[object]:
+    """The run's comparison of devices, its cloud instances and the recommendation."""
+    parts: list[object] = []
+    compare = Table(title="comparison for the run (local: electricity + share of the price)")
+    for column in ("device", "hours", "cost", "energy", "power", "memory headroom"):
+        compare.add_column(column, justify="left" if column == "device" else "right")
+    for d in plan.devices:
+        if d.run is None or d.setting is None:
+            continue
+        local = next((c for c in d.costs if c.kind == "local"), None)
+        device = get_device(d.device)
+        board = device.tdp_watts.value
+        watts = (
+            run.watts if run.watts is not None else (None if board is None else board * run.gpus)
+        )
+        compare.add_row(
+            d.device,
+            f"{d.run.hours:,.1f}",
+            (
+                f"{local.total:,.2f} {local.currency}"
+                + ("" if local.amortisation is not None else " (power only: no price)")
             )
-            compare.add_row(
-                d.device,
-                f"{d.run.hours:,.1f}",
-                (
-                    f"{local.total:,.2f} {local.currency}"
-                    + ("" if local.amortisation is not None else " (power only: no price)")
+            if local and local.total is not None
+            else "-",
+            f"{local.energy_kwh:,.1f} kWh" if local and local.energy_kwh else "-",
+            f"{watts:g} W" if watts else "-",
+            f"{1 - d.setting.needed_bytes / device.memory_bytes:.0%}",
+        )
+    if compare.row_count:
+        parts.append(compare)
+    cloud = Table(title="cloud instances for the run (on-demand / spot)")
+    for column in ("instance", "hours", "on-demand", "spot"):
+        cloud.add_column(column, justify="left" if column == "instance" else "right")
+    for d in plan.devices:
+        for c in d.costs:
+            if c.kind == "cloud":
+                cloud.add_row(
+                    c.option,
+                    "-" if math.isnan(c.hours) else f"{c.hours:,.2f}",
+                    "-" if c.on_demand is None else f"{c.on_demand:,.2f} {c.currency}",
+                    "-" if c.spot is None else f"{c.spot:,.2f} {c.currency}",
                 )
-                if local and local.total is not None
-                else "-",
-                f"{local.energy_kwh:,.1f} kWh" if local and local.energy_kwh else "-",
-                f"{watts:g} W" if watts else "-",
-                f"{1 - d.setting.needed_bytes / device.memory_bytes:.0%}",
-            )
-        if compare.row_count:
-            parts.append(compare)
-        cloud = Table(title="cloud instances for the run (on-demand / spot)")
-        for column in ("instance", "hours", "on-demand", "spot"):
-            cloud.add_column(column, justify="left" if column == "instance" else "right")
-        for d in plan.devices:
-            for c in d.costs:
-                if c.kind == "cloud":
-                    cloud.add_row(
-                        c.option,
-                        "-" if math.isnan(c.hours) else f"{c.hours:,.2f}",
-                        "-" if c.on_demand is None else f"{c.on_demand:,.2f} {c.currency}",
-                        "-" if c.spot is None else f"{c.spot:,.2f} {c.currency}",
-                    )
-        if cloud.row_count:
-            parts.append(cloud)
-        rec = plan.recommendation
-        labels = sorted(
-            {d.step_time.label for d in plan.devices if d.step_time is not None}
-            | {d.run.label for d in plan.devices if d.run is not None}
+    if cloud.row_count:
+        parts.append(cloud)
+    rec = plan.recommendation
+    labels = sorted(
+        {d.step_time.label for d in plan.devices if d.step_time is not None}
+        | {d.run.label for d in plan.devices if d.run is not None}
+    )
+    words = (rec.text() + "\n") if rec is not None else ""
+    if labels:
+        words += (
+            "local cost = electricity at the power shown + the run's share of the "
+            f"purchase price; times: {', '.join(labels)} (benchmarks/timing)\n"
         )
-        words = (rec.text() + "\n") if rec is not None else ""
-        if labels:
-            words += (
-                "local cost = electricity at the power shown + the run's share of the "
-                f"purchase price; times: {', '.join(labels)} (benchmarks/timing)\n"
-            )
-        if plan.run.gpus > 1:
-            words += (
-                f"on {plan.run.gpus} GPUs each GPU runs its share at the micro-batch shown or "
-                "less; the memory column is one GPU's without DDP, whose buckets add about "
-                "the gradients' size\n"
-            )
-        parts.append(Text(words))
-    multi = [_multi_gpu_words(d) for d in plan.devices if d.distributed or d.distributed_note]
-    if multi:
-        parts.append(Text("\n".join(multi) + "\n"))
-    notes = [f"{d.device}: {d.time_note}" for d in plan.devices if d.time_note]
-    if notes:
-        parts.append(Text("\n".join(notes) + "\n", style="yellow"))
-    if any(d.tiers for d in plan.devices):
-        tiers = Table(title="tiers (micro-batch x accumulation, memory)")
-        tiers.add_column("device")
-        names = [t.name for d in plan.devices for t in d.tiers][:3]
-        for name in names:
-            tiers.add_column(name, justify="right")
-        tiers.add_column("maximum", justify="right")
-        for d in plan.devices:
-            if not d.tiers:
-                continue
-            cells = [
-                f"{t.micro_batch} x {t.grad_accum} ({t.needed_bytes / GIB:.1f} GiB)"
-                if t.micro_batch
-                else "-"
-                for t in d.tiers
-            ]
-            tiers.add_row(d.device, *cells, str(d.max_micro_batch))
-        parts.append(tiers)
-    if plan.ladder:
-        ladder = Table(title=f"low-memory ladder on {plan.ladder_device}")
-        for column in ("change", "micro x accum", "memory", "saves"):
-            ladder.add_column(column, justify="left" if column == "change" else "right")
-        for rung in plan.ladder:
-            ladder.add_row(
-                rung.change,
-                f"{rung.micro_batch} x {rung.grad_accum}",
-                f"{rung.needed_bytes / GIB:.2f} GiB",
-                f"{rung.saved_bytes / GIB:+.2f} GiB" if rung.saved_bytes else "",
-            )
-        parts.append(ladder)
-    return Group(*parts)
+    if run.gpus > 1:
+        words += (
+            f"on {run.gpus} GPUs each GPU runs its share at the micro-batch shown or "
+            "less; the memory column is one GPU's without DDP, whose buckets add about "
+            "the gradients' size\n"
+        )
+    parts.append(Text(words))
+    return parts
+
+
+def _tiers(plan: Plan) -> Table:
+    """Each device's tiers and its largest micro-batch."""
+    tiers = Table(title="tiers (micro-batch x accumulation, memory)")
+    tiers.add_column("device")
+    names = [t.name for d in plan.devices for t in d.tiers][:3]
+    for name in names:
+        tiers.add_column(name, justify="right")
+    tiers.add_column("maximum", justify="right")
+    for d in plan.devices:
+        if not d.tiers:
+            continue
+        cells = [
+            f"{t.micro_batch} x {t.grad_accum} ({t.needed_bytes / GIB:.1f} GiB)"
+            if t.micro_batch
+            else "-"
+            for t in d.tiers
+        ]
+        tiers.add_row(d.device, *cells, str(d.max_micro_batch))
+    return tiers
+
+
+def _ladder(plan: Plan) -> Table:
+    """The low-memory ladder: each change, its split, memory and saving."""
+    ladder = Table(title=f"low-memory ladder on {plan.ladder_device}")
+    for column in ("change", "micro x accum", "memory", "saves"):
+        ladder.add_column(column, justify="left" if column == "change" else "right")
+    for rung in plan.ladder:
+        ladder.add_row(
+            rung_text(rung),
+            f"{rung.micro_batch} x {rung.grad_accum}",
+            f"{rung.needed_bytes / GIB:.2f} GiB",
+            f"{rung.saved_bytes / GIB:+.2f} GiB" if rung.saved_bytes else "",
+        )
+    return ladder
 
 
 def _multi_gpu_words(d: DevicePlan) -> str:
     """One device's multi-GPU plan in a line (trainfit.distributed, modelled)."""
     m = d.distributed
     if m is None:
-        return f"{d.device} over several GPUs: {d.distributed_note}"
+        return f"{d.device} over several GPUs: {multi_gpu_text(d.no_multi_gpu)}"
     offload = f" + offload {m.offload.value}" if m.offload.value != "none" else ""
     host = (
         f", host RAM {m.memory.host_bytes_per_node / GIB:.0f} GiB per node"

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.plan.stages import StagedPlan
+from trainfit.plan.words import failing_text
 from trainfit.report.plan import plan_renderable
 
 GiB = 1 << 30
@@ -47,8 +48,8 @@ def staged_renderable(staged: StagedPlan) -> Group:
         )
     parts += [Rule("schedule"), table]
     parts += [
-        Text(f"{device.device}, {name}: {why}")
+        Text(f"{device.device}, {name}: {failing_text(plan)}")
         for device in staged.devices
-        for name, why in device.failing_stages
+        for name, plan in device.failing_stages
     ]
     return Group(*parts)

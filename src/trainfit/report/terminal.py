@@ -8,8 +8,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from trainfit.estimator.result import Estimate
 from trainfit.estimator.scaling import MaxBatch
-from trainfit.estimator.step import Estimate
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.timing.run import RunEstimate
 

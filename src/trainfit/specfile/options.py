@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from trainfit.errors import SpecError, SpecFileError, TrainfitError, UnknownNameError
-from trainfit.export.core import ExportFormat
+from trainfit.export.formats import ExportFormat
 from trainfit.specfile.checks import check_sized, run_spec
 from trainfit.specfile.fields import FIELDS, PER_MODEL_FIELDS, PER_MODEL_SECTIONS, Field
 from trainfit.specfile.schema import ModelEntry, PlanFile, StageEntry

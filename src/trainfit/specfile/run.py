@@ -21,9 +21,9 @@ from typing import Any
 from trainfit.errors import SpecError, SpecFileError, TrainfitError
 from trainfit.estimator.forward import ServingResult
 from trainfit.estimator.generation import InferenceEstimate, InferencePrecision
-from trainfit.export.core import Exported
+from trainfit.export.write import Exported
 from trainfit.hardware.catalog import DEFAULT_DEVICES
-from trainfit.plan.core import Plan
+from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
 from trainfit.spec import Precision, TrainSpec
 from trainfit.specfile.checks import check_sized, lora_fields, measured, run_spec, stages
@@ -138,7 +138,7 @@ def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanR
     run = run_spec(options)
     check_sized(run, options)
     if options.report:
-        from trainfit.export.core import check_directory
+        from trainfit.export.write import check_directory
 
         check_directory(options.report, "report directory")
     precision = _precision(options)
@@ -166,7 +166,8 @@ def _check_outputs(options: PlanOptions) -> None:
     directories can be written."""
     if options.export_dir is not None and not options.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
-    from trainfit.export.core import check_directory, require_packages
+    from trainfit.export.formats import require_packages
+    from trainfit.export.write import check_directory
 
     if options.export:
         require_packages(options.export)
@@ -184,7 +185,7 @@ def _plan(
     multi: dict[str, Any],
     progress: Progress | None,
 ) -> Plan:
-    from trainfit.plan.core import plan
+    from trainfit.plan.search import plan
 
     return plan(
         spec,
@@ -264,7 +265,7 @@ def _write_files(options: PlanOptions, plan: Plan, subdirectory: str) -> FilesWr
         configs = write_configs(plan, Path(options.config_dir) / subdirectory)
     exported = None
     if options.export:
-        from trainfit.export.core import write_exports
+        from trainfit.export.write import write_exports
 
         where = Path(options.export_dir or ".") / subdirectory
         exported = write_exports(plan, options.export, where)
@@ -319,7 +320,7 @@ def _serve_only(options: PlanOptions, devices: tuple[str, ...]) -> PlanResult:
     from trainfit.estimator.generation import estimate_inference_table
 
     if options.report:
-        from trainfit.export.core import check_directory
+        from trainfit.export.write import check_directory
 
         check_directory(options.report, "report directory")
     spec = _serving_spec(options)

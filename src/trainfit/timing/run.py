@@ -25,7 +25,7 @@ from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, DeviceKind, catalog
 
 if TYPE_CHECKING:
-    from trainfit.estimator.step import Estimate
+    from trainfit.estimator.result import Estimate
     from trainfit.timing.step import StepTime, TimeLabel
 
 DEFAULT_KWH_PRICE = 0.18

@@ -26,8 +26,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from trainfit.errors import SpecError
+from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import Device, DeviceKind
+from trainfit.optim import optimizer_entry
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
@@ -83,9 +84,13 @@ class Calibration:
 
     def optimizer_host(self, spec: TrainSpec, tensors: int) -> float:
         """Host seconds of one optimizer step over `tensors` trainable tensors."""
-        kind = spec.optimizer.value
+        kind = optimizer_entry(spec.optimizer).host_timed_as.value
         if kind not in self.optimizer_host_seconds_per_param:
-            kind = "adamw"  # adam and 8-bit AdamW: AdamW's step
+            calibrated = ", ".join(sorted(self.optimizer_host_seconds_per_param))
+            raise TrainfitError(
+                f"optimizer {spec.optimizer.value!r} is timed as {kind!r}, whose host cost the "
+                f"calibration of {self.device} lacks; calibrated: {calibrated}"
+            )
         per = self.optimizer_host_seconds_per_param[kind]
         if spec.precision is Precision.FP16:
             per += self.scaler_host_seconds_per_param

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import flop_registry
 
+from trainfit.errors import TraceError
 from trainfit.training import Phase
 
 aten = torch.ops.aten
@@ -230,9 +231,17 @@ def tensor_bytes(t: torch.Tensor) -> int:
 
 
 def _dtype(tensors: Sequence[torch.Tensor]) -> str:
+    """The cost table's name of the first floating tensor's dtype ("int" when none is)."""
     for t in tensors:
         if t.dtype.is_floating_point:
-            return _NAMES.get(t.dtype, "fp32")
+            name = _NAMES.get(t.dtype)
+            if name is None:
+                known = ", ".join(str(d).removeprefix("torch.") for d in _NAMES)
+                raise TraceError(
+                    f"no op cost is modelled for dtype {str(t.dtype).removeprefix('torch.')}: "
+                    f"the known floating dtypes are {known}"
+                )
+            return name
     return "int"
 
 

@@ -13,28 +13,15 @@ nothing else (no `torch.compile`, no CUDA graphs, no fused inference kernels).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
 
-from trainfit.hardware.catalog import DeviceKind
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
-from trainfit.trace.compat import internal_moved
+from trainfit.trace.context import tracing
 from trainfit.trace.costs import StepCosts
-from trainfit.trace.kernels.cudnn_conv import CudnnConv
-from trainfit.trace.kernels.cudnn_rnn import LIBRARY_OP, CudnnLstm
-from trainfit.trace.recorder import Recorder
-from trainfit.trace.step import (
-    Category,
-    StepTrace,
-    _fakeify,
-    _module_tracking,
-    _not_tracing_for_transformers,
-    traced_failures,
-)
+from trainfit.trace.step import Category, StepTrace
 from trainfit.trace.target import Target
 from trainfit.training import Phase, apply_settings
 
@@ -58,51 +45,20 @@ def trace_forward(spec: TrainSpec, target: Target) -> ForwardTrace:
     apply_settings(program, spec)
     net = program.model
     net.eval()
-    try:
-        mode = FakeTensorMode(allow_non_fake_inputs=True)
-        _fakeify(net, mode)
-    except (AttributeError, ImportError) as exc:
-        raise internal_moved(exc) from exc
-    recorder = Recorder()
-    rules = target.rules(spec.precision.autocast_dtype)
-    cudnn = CudnnLstm(recorder) if target.kind is DeviceKind.CUDA else None
-    categories: dict[int, Category] = {}
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(rules.installed())
-        except (AttributeError, ImportError) as exc:
-            raise internal_moved(exc) from exc
-        if cudnn is not None:
-            stack.enter_context(cudnn.installed())
-            stack.enter_context(CudnnConv(recorder).installed())
-        stack.enter_context(mode)
-        stack.enter_context(recorder)
-        stack.enter_context(_module_tracking(recorder, net))
-        if program.is_hf:
-            stack.enter_context(_not_tracing_for_transformers())
-        stack.enter_context(torch.no_grad())
-        seen: set[int] = set()
-        for tensor in (*net.parameters(), *net.buffers()):
-            storage = id(tensor.untyped_storage())
-            if storage in seen:
-                continue
-            seen.add(storage)
-            key = recorder.track(tensor, "model.to(device)")
-            if key is not None:
-                categories[key] = Category.PARAMETERS
+    autocast_dtype = spec.precision.autocast_dtype
+    with tracing(net, target, autocast_dtype, transformers=program.is_hf, grad=False) as tracer:
+        recorder = tracer.recorder
+        weights = tracer.track_weights((*net.parameters(), *net.buffers()))
         batch = program.make_batch(torch.device("cpu"), False)
         recorder.phase = Phase.FORWARD
-        with traced_failures(
-            recorder, "the forward", "check the inputs and precision given for this model"
-        ):
-            with rules.autocast():
+        with tracer.failures("the forward", "check the inputs and precision given for this model"):
+            with tracer.rules.autocast():
                 out = program.compute_loss(net, batch)
             del out
         recorder.phase = Phase.SETUP
         del batch
-    for event in recorder.events:
-        if event.alloc and event.op.startswith(LIBRARY_OP):
-            categories[event.key] = Category.WORKSPACES
+    categories = dict.fromkeys(weights, Category.PARAMETERS)
+    categories.update(dict.fromkeys(tracer.library_keys(), Category.WORKSPACES))
     table = tuple(recorder.costs._table)  # NB: the log's table, in index order
     ops = next((o for _, phase, o in recorder.costs._runs() if phase is Phase.FORWARD), ())
     step = StepTrace(

@@ -21,21 +21,20 @@ Known limitations:
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
 
-from trainfit.errors import SpecError, TraceError, TrainfitError
+from trainfit.errors import SpecError, TraceError
+from trainfit.models.program import StepProgram
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
-from trainfit.trace.compat import internal_moved
+from trainfit.trace.context import tracing
 from trainfit.trace.costs import StepCosts
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
-from trainfit.trace.step import _fakeify, _module_tracking, _not_tracing_for_transformers
 from trainfit.trace.target import Target
 from trainfit.training import Phase
 
@@ -132,65 +131,20 @@ def trace_generation(
 ) -> GenerationTrace:
     """Trace the prefill of `batch` prompts of `context` tokens and one decode step (of the
     `new_tokens` the generation makes: they must fit the model's positions)."""
-    spec = TrainSpec(model=model, batch=batch, seq_len=context)
-    program = build_program(spec, "meta")
-    if program.task != "causal-lm":
-        raise SpecError(
-            [
-                f"inference is estimated for causal language models (generate()); {model} is "
-                f"{program.task or 'a plain module'}: choose a causal LM such as gpt2"
-            ]
-        )
+    program = _generation_program(model, context=context, new_tokens=new_tokens, batch=batch)
     from transformers import DynamicCache
 
     net = program.model
-    limit = getattr(net.config, "max_position_embeddings", None) or getattr(
-        net.config, "n_positions", None
-    )
-    if limit is not None and context + new_tokens - 1 > limit:
-        raise SpecError(
-            [
-                f"context {context} + new tokens {new_tokens} - 1 = {context + new_tokens - 1} "
-                f"exceeds {model}'s maximum of {limit} positions: shorten the prompt or the "
-                "generation"
-            ]
-        )
     net.eval()
     net.to(dtype)
     keeps = "logits_to_keep" in inspect.signature(net.forward).parameters
     extra = {"logits_to_keep": 1} if keeps else {}
-    try:
-        mode = FakeTensorMode(allow_non_fake_inputs=True)
-        _fakeify(net, mode)
-    except (AttributeError, ImportError) as exc:
-        raise internal_moved(exc) from exc
-    recorder = Recorder()
-    rules = target.rules(None)
-    weights: dict[int, tuple[nn.Module, str, torch.Tensor]] = {}
-    head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") else None
-    head_ids = {id(p) for p in head.parameters()} if isinstance(head, nn.Module) else set()
-    head_keys: set[int] = set()
     cache_keys: set[int] = set()
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(rules.installed())
-        except (AttributeError, ImportError) as exc:
-            raise internal_moved(exc) from exc
-        stack.enter_context(mode)
-        stack.enter_context(recorder)
-        stack.enter_context(_module_tracking(recorder, net))
-        stack.enter_context(_not_tracing_for_transformers())
-        stack.enter_context(torch.no_grad())
-        for module in net.modules():
-            for name, tensor in (*module._parameters.items(), *module._buffers.items()):
-                if tensor is None:
-                    continue
-                key = recorder.track(tensor, "model.to(device)")
-                if key is not None and key not in weights:
-                    weights[key] = (module, name, tensor)
-                    if id(tensor) in head_ids:
-                        head_keys.add(key)
-        try:
+    with tracing(net, target, None, transformers=True, grad=False) as tracer:
+        recorder = tracer.recorder
+        weights, head_keys = _track_weights(recorder, net)
+        advice = "check the context and batch given for this model"
+        with tracer.failures("the generation forward", advice):
             recorder.phase = Phase.FORWARD
             ids = torch.empty((batch, context), dtype=torch.int64)
             mask = torch.ones((batch, context), dtype=torch.int64)
@@ -203,39 +157,16 @@ def trace_generation(
             ids, mask, unfinished = _greedy_step(net, ids, mask, unfinished, cache, extra, False)
             cache_keys |= _keys_of(recorder, cache)
             recorder.phase = Phase.SETUP
-        except TrainfitError:
-            raise
-        except (NotImplementedError, RuntimeError, TypeError, ValueError) as exc:
-            where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise TraceError(
-                f"the generation forward failed{where}: {type(exc).__name__}: {first}"
-            ) from exc
-        layers = []
-        for layer in cache.layers:
-            keys, values = layer.keys, layer.values
-            pair = (recorder.key_of(keys), recorder.key_of(values))
-            if pair[0] is None or pair[1] is None:
-                raise TraceError("the KV cache's tensors were not seen by the tracer")
-            per_token = (keys.numel() + values.numel()) * keys.element_size() // keys.shape[-2]
-            layers.append(
-                CacheLayer(
-                    key_keys=(pair[0], pair[1]),
-                    tokens=keys.shape[-2],
-                    bytes_per_token=per_token,
-                    window=getattr(layer, "sliding_window", None),
-                )
-            )
+        layers = _cache_layers(recorder, cache)
         end = len(recorder.events)
         prefill, decode = _cost_runs(recorder)
         del cache
-    recorder.finish()
     return GenerationTrace(
         events=recorder.events[:end],
         workspaces=recorder.workspaces,
         weights=weights,
         head_keys=frozenset(head_keys),
-        cache=tuple(layers),
+        cache=layers,
         cache_keys=frozenset(cache_keys),
         prefill=prefill,
         decode=decode,
@@ -244,3 +175,67 @@ def trace_generation(
         ops=recorder.ops,
         logits_to_keep=keeps,
     )
+
+
+def _generation_program(model: str, *, context: int, new_tokens: int, batch: int) -> StepProgram:
+    """The causal LM `model` on the meta device, checked: its positions hold the generation."""
+    program = build_program(TrainSpec(model=model, batch=batch, seq_len=context), "meta")
+    if program.task != "causal-lm":
+        raise SpecError(
+            [
+                f"inference is estimated for causal language models (generate()); {model} is "
+                f"{program.task or 'a plain module'}: choose a causal LM such as gpt2"
+            ]
+        )
+    config = program.model.config
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if limit is not None and context + new_tokens - 1 > limit:
+        raise SpecError(
+            [
+                f"context {context} + new tokens {new_tokens} - 1 = {context + new_tokens - 1} "
+                f"exceeds {model}'s maximum of {limit} positions: shorten the prompt or the "
+                "generation"
+            ]
+        )
+    return program
+
+
+def _track_weights(
+    recorder: Recorder, net: nn.Module
+) -> tuple[dict[int, tuple[nn.Module, str, torch.Tensor]], set[int]]:
+    """Record every parameter and buffer as allocated by `model.to(device)`: each key's (owning
+    module, attribute name, tensor), and the keys of the output head's parameters."""
+    head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") else None
+    head_ids = {id(p) for p in head.parameters()} if isinstance(head, nn.Module) else set()
+    weights: dict[int, tuple[nn.Module, str, torch.Tensor]] = {}
+    head_keys: set[int] = set()
+    for module in net.modules():
+        for name, tensor in (*module._parameters.items(), *module._buffers.items()):
+            if tensor is None:
+                continue
+            key = recorder.track(tensor, "model.to(device)")
+            if key is not None and key not in weights:
+                weights[key] = (module, name, tensor)
+                if id(tensor) in head_ids:
+                    head_keys.add(key)
+    return weights, head_keys
+
+
+def _cache_layers(recorder: Recorder, cache: Any) -> tuple[CacheLayer, ...]:
+    """Each layer's K and V in the cache now."""
+    layers = []
+    for layer in cache.layers:
+        keys, values = layer.keys, layer.values
+        pair = (recorder.key_of(keys), recorder.key_of(values))
+        if pair[0] is None or pair[1] is None:
+            raise TraceError("the KV cache's tensors were not seen by the tracer")
+        per_token = (keys.numel() + values.numel()) * keys.element_size() // keys.shape[-2]
+        layers.append(
+            CacheLayer(
+                key_keys=(pair[0], pair[1]),
+                tokens=keys.shape[-2],
+                bytes_per_token=per_token,
+                window=getattr(layer, "sliding_window", None),
+            )
+        )
+    return tuple(layers)

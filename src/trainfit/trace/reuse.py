@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from trainfit.models.source import Batch
+from trainfit.models.program import Batch
 from trainfit.trace.recorder import Event, Recorder, Thread
 from trainfit.training import MicroBatchPass, Phase, StepRig, forward_backward
 

@@ -10,28 +10,22 @@ target (`Target.cpu()`) injects nothing: the step runs as stock CPU PyTorch runs
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
 
-from trainfit.errors import TraceError, TrainfitError
-from trainfit.hardware.catalog import DeviceKind
-from trainfit.models.lora import effective_optimizer, parameter_counts
-from trainfit.models.source import StepProgram, build_program
+from trainfit.models.lora import parameter_counts
+from trainfit.models.program import Batch, StepProgram
+from trainfit.models.source import build_program
+from trainfit.optim import effective_optimizer, traced_optimizer
 from trainfit.spec import Precision, TrainSpec
-from trainfit.trace.compat import check_torch, internal_moved
-from trainfit.trace.costs import MODULE_CALL, StepCosts
+from trainfit.trace.compat import check_torch
+from trainfit.trace.context import Tracer, tracing
+from trainfit.trace.costs import StepCosts
 from trainfit.trace.kernels.attention import SdpaBackend, SdpaCall
-from trainfit.trace.kernels.cudnn_conv import CudnnConv
-from trainfit.trace.kernels.cudnn_rnn import LIBRARY_OP, CudnnLstm
-from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse, RecordedPass
 from trainfit.trace.target import Target
@@ -149,27 +143,6 @@ class _ScalerStandIn:
         self._found_inf = None
 
 
-def _fakeify(model: nn.Module, mode: FakeTensorMode) -> None:
-    """Swap meta parameters and buffers for fake CPU tensors, keeping ties."""
-    converter = mode.fake_tensor_converter
-    cpu = torch.device("cpu")
-    swapped: dict[int, Any] = {}
-    for module in model.modules():
-        for name, param in list(module._parameters.items()):
-            if param is None:
-                continue
-            if id(param) not in swapped:
-                fake = converter.from_meta_and_device(mode, param.data, cpu)
-                swapped[id(param)] = nn.Parameter(fake, requires_grad=param.requires_grad)
-            module._parameters[name] = swapped[id(param)]
-        for name, buf in list(module._buffers.items()):
-            if buf is None:
-                continue
-            if id(buf) not in swapped:
-                swapped[id(buf)] = converter.from_meta_and_device(mode, buf, cpu)
-            module._buffers[name] = swapped[id(buf)]
-
-
 def _apply_order(
     module: nn.Module, after: Callable[[nn.Module], Iterator[torch.Tensor]] | None = None
 ) -> Iterator[torch.Tensor]:
@@ -185,75 +158,6 @@ def _apply_order(
             yield b
     if after is not None:
         yield from after(module)
-
-
-@contextlib.contextmanager
-def _not_tracing_for_transformers() -> Iterator[None]:
-    """Keep transformers on its eager code paths while it sees fake tensors.
-
-    NB: transformers treats a FakeTensor as "tracing" (torch.export) and then builds explicit
-    attention masks instead of `is_causal=True`, which steers SDPA away from flash attention.
-    A real run takes the eager path, so the trace must too.
-    """
-    try:
-        from transformers.utils import import_utils
-    except ImportError:
-        yield
-        return
-    original = getattr(import_utils, "is_fake_tensor", None)
-    if original is None:
-        yield
-        return
-    import_utils.is_fake_tensor = lambda x: False
-    try:
-        yield
-    finally:
-        import_utils.is_fake_tensor = original
-
-
-@contextlib.contextmanager
-def _module_tracking(recorder: Recorder, model: nn.Module) -> Iterator[None]:
-    names = {id(m): n for n, m in model.named_modules()}
-    stack: list[str] = []
-
-    def pre(module: nn.Module, args: Any) -> None:
-        stack.append(names.get(id(module)) or type(module).__name__)
-        recorder.module_path = stack[-1]
-        recorder.charge(MODULE_CALL)
-
-    def post(module: nn.Module, args: Any, out: Any) -> None:
-        if stack:
-            stack.pop()
-        recorder.module_path = stack[-1] if stack else ""
-
-    h1 = nn.modules.module.register_module_forward_pre_hook(pre)
-    h2 = nn.modules.module.register_module_forward_hook(post)
-    try:
-        yield
-    finally:
-        h1.remove()
-        h2.remove()
-
-
-@contextlib.contextmanager
-def traced_failures(recorder: Recorder, what: str, advice: str) -> Iterator[None]:
-    """Turn a failure of the model's code under the tracer into one TraceError naming the module
-    it happened in: an op without a data-free implementation, or `what` failing (with `advice`).
-    trainfit's own errors pass through."""
-    try:
-        yield
-    except TrainfitError:
-        raise
-    except NotImplementedError as exc:
-        where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
-        raise TraceError(
-            f"an op{where} has no implementation the tracer can run without data ({exc}); "
-            "measure this model on the device instead (trainfit measure)"
-        ) from exc
-    except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
-        where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise TraceError(f"{what} failed{where}: {type(exc).__name__}: {first}; {advice}") from exc
 
 
 def trace_step(
@@ -276,118 +180,36 @@ def trace_step(
     apply_settings(program, spec)
     if spec.precision is Precision.PURE_BF16:
         program.model.to(torch.bfloat16)
-    try:
-        mode = FakeTensorMode(allow_non_fake_inputs=True)
-        _fakeify(program.model, mode)
-    except (AttributeError, ImportError) as exc:
-        raise internal_moved(exc) from exc
-    trainable = [p for p in program.model.parameters() if p.requires_grad]
-    recorder = Recorder()
-    autocast_dtype = spec.precision.autocast_dtype
     target = target or Target.cuda(compute_capability)
-    rules = target.rules(autocast_dtype)
-    cudnn = CudnnLstm(recorder) if target.kind is DeviceKind.CUDA else None
-    with contextlib.ExitStack() as stack:
-        # NB: frees are recorded when a storage's last reference goes; a collection of
-        # reference cycles mid-trace would add frees at a moment that depends on the process's
-        # allocation history, so traces of one step could differ: the collector waits
-        if gc.isenabled():
-            gc.disable()
-            stack.callback(gc.enable)
-        try:
-            stack.enter_context(rules.installed())
-        except (AttributeError, ImportError) as exc:
-            raise internal_moved(exc) from exc
-        if cudnn is not None:
-            stack.enter_context(cudnn.installed())
-            stack.enter_context(CudnnConv(recorder).installed())
-        stack.enter_context(mode)
-        stack.enter_context(recorder)
-        stack.enter_context(_module_tracking(recorder, program.model))
-        if program.is_hf:
-            stack.enter_context(_not_tracing_for_transformers())
+    autocast_dtype = spec.precision.autocast_dtype
+    with tracing(program.model, target, autocast_dtype, transformers=program.is_hf) as tracer:
+        recorder, rules = tracer.recorder, tracer.rules
+        trainable = [p for p in program.model.parameters() if p.requires_grad]
         kind = effective_optimizer(spec.optimizer, spec.lora)
-        optimizer = make_optimizer(kind, trainable, foreach=rules.foreach)
+        optimizer = traced_optimizer(kind, trainable, foreach=rules.foreach)
+        scaler = _ScalerStandIn() if needs_scaler(spec.precision) else None
         rig = StepRig(
-            program=program,
-            optimizer=optimizer,
-            autocast=rules.autocast,
-            scaler=_ScalerStandIn() if needs_scaler(spec.precision) else None,
-            spec=spec,
+            program=program, optimizer=optimizer, autocast=rules.autocast, scaler=scaler, spec=spec
         )
-        categories: dict[int, Category] = {}
-        seen: set[int] = set()
-        flatten = cudnn.flatten_weights if cudnn is not None else None
-        for tensor in _apply_order(program.model, flatten):
-            storage_id = id(tensor.untyped_storage())
-            if storage_id in seen:
-                continue
-            seen.add(storage_id)
-            key = recorder.track(tensor, "model.to(device)")
-            if key is not None:
-                categories[key] = Category.PARAMETERS
+        flatten = tracer.cudnn.flatten_weights if tracer.cudnn is not None else None
+        weights = tracer.track_weights(_apply_order(program.model, flatten))
+        categories = dict.fromkeys(weights, Category.PARAMETERS)
         batch = program.make_batch(torch.device("cpu"), False)
-
-        def mark(phase: Phase) -> None:
-            if phase is Phase.OPTIMIZER:
-                for p in trainable:
-                    if p.grad is not None:
-                        key = recorder.key_of(p.grad)
-                        if key is not None:
-                            categories[key] = Category.GRADIENTS
-            recorder.phase = phase
-
+        mark = _marker(recorder, trainable, categories)
         reuse = PassReuse(recorder, rig, batch, mark, trainable) if reuse_passes else None
-        copied = passes_from.passes if passes_from is not None and reuse is not None else ()
-        replayed = False
-        attention_calls: dict[SdpaBackend, int] = {}
-        with traced_failures(
-            recorder,
-            "the training step",
-            "check the inputs, precision and loss given for this model",
-        ):
-            for i in range(iterations):
-                recorder.iteration = i
-                micro_batch_pass = None
-                if reuse is not None:
-                    if i == 0 and copied:
-                        micro_batch_pass = reuse.copying(passes_from.events, copied)
-                    elif i == 0:
-                        micro_batch_pass = reuse.recording()
-                    elif reuse.why_not() is None:
-                        micro_batch_pass = reuse.replaying()
-                        replayed = True
-                run_iteration(
-                    rig,
-                    batch,
-                    mark,
-                    micro_batches=min(spec.grad_accum, 2),
-                    micro_batch_pass=micro_batch_pass,
-                )
-                recorder.phase = Phase.SETUP
-                if i == 0:
-                    attention_calls = rules.attention_chosen()  # per step, not per trace
-        for state in optimizer.state.values():
-            for name, value in state.items():
-                if isinstance(value, torch.Tensor):
-                    key = recorder.key_of(value)
-                    if key is not None:
-                        categories[key] = (
-                            Category.HOST if name == "step" else (Category.OPTIMIZER_STATE)
-                        )
-        for event in recorder.events:
-            if event.alloc and event.op.startswith(LIBRARY_OP):
-                categories[event.key] = Category.WORKSPACES
+        copied = passes_from is not None and reuse is not None and bool(passes_from.passes)
+        source = passes_from if copied else None
+        advice = "check the inputs, precision and loss given for this model"
+        with tracer.failures("the training step", advice):
+            replayed, attention = _iterate(tracer, rig, batch, mark, reuse, iterations, source)
+        categories.update(_state_categories(recorder, optimizer))
+        categories.update(dict.fromkeys(tracer.library_keys(), Category.WORKSPACES))
         passes = reuse.exported() if reuse is not None else ()
         del batch, rig, optimizer, reuse
-    # NB: frees after this (a cycle the garbage collector breaks later) are not the step's
-    recorder.finish()
-    if copied and passes_from is not None:
+    if source is not None:
         # NB: what the copied passes would have said about themselves
-        attention_calls = dict(passes_from.attention)
-        recorder.assumptions[:0] = [
-            a for a in passes_from.assumptions if a not in recorder.assumptions
-        ]
+        attention = dict(source.attention)
+        recorder.assumptions[:0] = [a for a in source.assumptions if a not in recorder.assumptions]
     return StepTrace(
         events=recorder.events,
         workspaces=recorder.workspaces,
@@ -395,22 +217,86 @@ def trace_step(
         description=program.description,
         loss_note=program.loss_note,
         assumptions=recorder.assumptions,
-        attention=attention_calls,
+        attention=attention,
         parameter_count=_count(program, trainable_only=False),
         trainable_count=_count(program, trainable_only=True),
         ops=recorder.ops,
         notes=[torch_note] if torch_note else [],
         replayed_passes=replayed,
-        attention_calls=passes_from.attention_calls
-        if copied and passes_from is not None
-        else rules.attention_calls(),
+        attention_calls=source.attention_calls if source is not None else rules.attention_calls(),
         passes=passes,
         tokens_per_sample=program.tokens_per_sample,
         trainable_tensors=len(trainable),
-        costs=recorder.costs.step_costs(
-            passes_from.costs if copied and passes_from is not None else None
-        ),
+        costs=recorder.costs.step_costs(source.costs if source is not None else None),
     )
+
+
+def _marker(
+    recorder: Recorder, trainable: list[nn.Parameter], categories: dict[int, Category]
+) -> Callable[[Phase], None]:
+    """What the step calls at each phase boundary: the phase is recorded, and at the
+    optimizer step the gradients' storages are marked as gradients."""
+
+    def mark(phase: Phase) -> None:
+        if phase is Phase.OPTIMIZER:
+            for p in trainable:
+                if p.grad is not None:
+                    key = recorder.key_of(p.grad)
+                    if key is not None:
+                        categories[key] = Category.GRADIENTS
+        recorder.phase = phase
+
+    return mark
+
+
+def _iterate(
+    tracer: Tracer,
+    rig: StepRig,
+    batch: Batch,
+    mark: Callable[[Phase], None],
+    reuse: PassReuse | None,
+    iterations: int,
+    source: StepTrace | None,
+) -> tuple[bool, dict[SdpaBackend, int]]:
+    """Run the iterations: the first records its passes (or copies `source`'s), a later one
+    replays them where it can. Returns whether one replayed, and the first's attention calls."""
+    recorder = tracer.recorder
+    replayed = False
+    attention: dict[SdpaBackend, int] = {}
+    for i in range(iterations):
+        recorder.iteration = i
+        micro_batch_pass = None
+        if reuse is not None:
+            if i == 0 and source is not None:
+                micro_batch_pass = reuse.copying(source.events, source.passes)
+            elif i == 0:
+                micro_batch_pass = reuse.recording()
+            elif reuse.why_not() is None:
+                micro_batch_pass = reuse.replaying()
+                replayed = True
+        run_iteration(
+            rig,
+            batch,
+            mark,
+            micro_batches=min(rig.spec.grad_accum, 2),
+            micro_batch_pass=micro_batch_pass,
+        )
+        recorder.phase = Phase.SETUP
+        if i == 0:
+            attention = tracer.rules.attention_chosen()  # per step, not per trace
+    return replayed, attention
+
+
+def _state_categories(recorder: Recorder, optimizer: torch.optim.Optimizer) -> dict[int, Category]:
+    """The optimizer state's storages: device state, and the step counters (host)."""
+    categories = {}
+    for state in optimizer.state.values():
+        for name, value in state.items():
+            if isinstance(value, torch.Tensor):
+                key = recorder.key_of(value)
+                if key is not None:
+                    categories[key] = Category.HOST if name == "step" else Category.OPTIMIZER_STATE
+    return categories
 
 
 def _count(program: StepProgram, trainable_only: bool) -> int:

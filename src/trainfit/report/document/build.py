@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from trainfit.errors import SpecError, TrainfitError
-from trainfit.plan.core import Plan
+from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
+from trainfit.plan.words import plan_dict
 from trainfit.report.document.claims import check_claims
 from trainfit.report.document.memory import device_memory
 from trainfit.report.document.model import (
@@ -141,7 +142,7 @@ def _model_section(
                 name=stage,
                 epochs=epochs,
                 freeze=tuple(freeze),
-                plan=plan.to_dict(),
+                plan=plan_dict(plan),
                 memory=tuple(device_memory(plan, d) for d in plan.devices),
                 verify=tuple(v for d in plan.devices if (v := verify_commands(plan, d))),
                 configs=_configs(plan, where, exports),
@@ -166,7 +167,9 @@ def _model_section(
 def _configs(plan: Plan, where: str, exports: Sequence[str]) -> tuple[ConfigFile, ...]:
     """Each device's seed-style config (undated) and the export files asked for."""
     from trainfit.export.configs import config_text
-    from trainfit.export.core import ExportFormat, export_name, export_text, layout
+    from trainfit.export.formats import ExportFormat, export_name
+    from trainfit.export.layout import trainer_layout
+    from trainfit.export.write import export_text
 
     files = []
     for d in plan.devices:
@@ -181,7 +184,7 @@ def _configs(plan: Plan, where: str, exports: Sequence[str]) -> tuple[ConfigFile
         for fmt in exports:
             fmt = ExportFormat(fmt)
             try:
-                lay = layout(plan, d)
+                lay = trainer_layout(plan, d)
                 if fmt is ExportFormat.YAML:
                     if d.setting is None:
                         continue

@@ -19,7 +19,8 @@ from trainfit.estimator.scaling import BatchScaling
 from trainfit.estimator.step import gpu_memory
 from trainfit.hardware.catalog import get_device
 from trainfit.memory.replay import WORKSPACES
-from trainfit.plan.core import DevicePlan, Plan
+from trainfit.plan.options import DevicePlan, Plan
+from trainfit.plan.words import note_text
 from trainfit.report.document.model import CurvePoint, DeviceMemory
 from trainfit.trace.step import Category
 
@@ -36,7 +37,7 @@ def device_memory(plan: Plan, d: DevicePlan) -> DeviceMemory:
     scaling = plan.scalings.get(d.device)
     if d.setting is None or scaling is None:
         if d.setting is None:
-            note = d.note or d.verdict.value
+            note = note_text(d) or d.verdict.value
         else:
             note = "no breakdown kept for this device (the CPU is planned from full estimates)"
         return DeviceMemory(**head, micro_batch=0, note=note)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from trainfit.estimator.forward import parameter_count
-from trainfit.plan.core import Plan
+from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
 from trainfit.report.document.build import ServingOnly, build_report
 from trainfit.report.document.model import InferenceRow, Report

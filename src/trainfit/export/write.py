@@ -1,0 +1,166 @@
+"""A plan's exports written as files: one per device and format (several for the launch
+formats), each atomically; a device without anything to export is skipped with a note, and
+`write_exports` raises when no device is left, with every reason. The lightning, hf and
+accelerate exports need their package installed (the hf one needs accelerate too, as
+`TrainingArguments` does): a TrainfitError names what to install.
+
+Known limitations: the seed-style YAML carries the layout's batch split (each GPU's
+micro-batch and accumulation, the GPU count); a sharded verdict has none, so it is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainfit.errors import SpecError, TrainfitError
+from trainfit.export.accelerate import accelerate_text
+from trainfit.export.configs import config_text
+from trainfit.export.formats import (
+    LAUNCH_FORMATS,
+    ExportFormat,
+    export_format,
+    export_name,
+    require_packages,
+)
+from trainfit.export.hf import hf_training_arguments
+from trainfit.export.launch import launch_files
+from trainfit.export.layout import trainer_layout
+from trainfit.export.lightning import lightning_arguments, lightning_fsdp_note
+from trainfit.io import write_atomically
+from trainfit.plan.options import DevicePlan, Plan
+
+
+def export_text(
+    plan: Plan, device: DevicePlan, fmt: ExportFormat | str, gpus: int | None = None
+) -> str:
+    """The file of `device` in `fmt` (one of hf, lightning, accelerate, yaml)."""
+    fmt = export_format(fmt)
+    if fmt is ExportFormat.YAML and device.setting is None:
+        raise TrainfitError(
+            f"{device.device}: {device.verdict.value}; the seed-style YAML describes one "
+            "device's setting, and this one has none"
+        )
+    lay = trainer_layout(plan, device, gpus)
+    if fmt is ExportFormat.YAML:
+        # NB: the layout's batch split, as the other files of the same directory
+        return config_text(plan, device, lay)
+    if fmt is ExportFormat.HF:
+        return json.dumps(hf_training_arguments(lay), indent=2) + "\n"
+    if fmt is ExportFormat.LIGHTNING:
+        return json.dumps(lightning_arguments(lay), indent=2) + "\n"
+    return accelerate_text(plan, lay, device.display)
+
+
+def check_directory(directory: Path | str, what: str = "export directory") -> None:
+    """Create `directory` if needed and check that a file can be written in it: TrainfitError
+    naming it otherwise (the CLI checks before planning, which takes seconds)."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise TrainfitError(f"cannot write to the {what} {directory}: {exc}") from exc
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Exported:
+    """What `write_exports` wrote and what it skipped."""
+
+    written: tuple[Path, ...]
+    skipped: tuple[str, ...]
+    """One line per device and format not written, with why."""
+    notes: tuple[str, ...]
+    """Per device, what to do beside the files (`TrainerLayout.notes`), prefixed with the
+    device."""
+
+
+@dataclass(kw_only=True, slots=True)
+class _Collected:
+    """The files, skips and notes gathered over the plan's devices before anything is written."""
+
+    files: list[tuple[Path, str]]
+    skipped: list[str]
+    notes: list[str]
+
+
+def write_exports(
+    plan: Plan,
+    formats: Iterable[ExportFormat | str],
+    directory: Path | str,
+    gpus: int | None = None,
+) -> Exported:
+    """Write one file per device and format into `directory` (created if needed), each
+    atomically; devices without anything to export are skipped. TrainfitError when a format's
+    package is missing, or nothing could be written."""
+    chosen = list(dict.fromkeys(export_format(f) for f in formats))
+    if not chosen:
+        raise SpecError(["no export format given: choose hf, lightning, accelerate or yaml"])
+    require_packages(chosen)
+    directory = Path(directory)
+    out = _Collected(files=[], skipped=[], notes=[])
+    for device in plan.devices:
+        _collect(plan, device, chosen, directory, gpus, out)
+    if not out.files:
+        raise TrainfitError(
+            "nothing to export: "
+            + "; ".join(out.skipped or [f"no device in the plan ({len(plan.devices)})"])
+        )
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TrainfitError(f"cannot create the export directory {directory}: {exc}") from exc
+    for path, text in out.files:
+        write_atomically(path, text)
+    return Exported(
+        written=tuple(path for path, _ in out.files),
+        skipped=tuple(out.skipped),
+        notes=tuple(out.notes),
+    )
+
+
+def _collect(
+    plan: Plan,
+    device: DevicePlan,
+    chosen: list[ExportFormat],
+    directory: Path,
+    gpus: int | None,
+    out: _Collected,
+) -> None:
+    """Add `device`'s files in the `chosen` formats to `out`, or why each was skipped."""
+    for fmt in (f for f in chosen if f in LAUNCH_FORMATS):
+        try:
+            out.files += [(directory / n, t) for n, t in launch_files(plan, device, fmt)]
+        except TrainfitError as exc:
+            out.skipped.append(f"{device.device} ({fmt.value}): {exc}")
+    if all(f in LAUNCH_FORMATS for f in chosen):
+        return
+    try:
+        lay = trainer_layout(plan, device, gpus)
+    except TrainfitError as exc:
+        # NB: a device that does not fit, or one the GPU count does not suit (a CPU, a
+        # batch that does not split): the others are still exported
+        out.skipped.append(
+            str(exc) if str(exc).startswith(device.device) else f"{device.device}: {exc}"
+        )
+        return
+    out.notes += [f"{device.device}: {note}" for note in lay.notes]
+    if lay.sharded and ExportFormat.LIGHTNING in chosen:
+        out.notes.append(f"{device.device}: {lightning_fsdp_note(lay)}")
+    for fmt in (f for f in chosen if f not in LAUNCH_FORMATS):
+        if fmt is ExportFormat.YAML and device.setting is None:
+            out.skipped.append(
+                f"{device.device}: no seed-style YAML for a sharded run (one device's "
+                "settings only)"
+            )
+            continue
+        out.files.append(
+            (directory / export_name(fmt, device.device), export_text(plan, device, fmt, gpus))
+        )
+
+
+__all__ = ["Exported", "check_directory", "export_text", "write_exports"]

@@ -1,0 +1,69 @@
+"""The ladder's traces in a worker process, while the devices are planned in this one."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+from trainfit.estimator.step import gpu_memory
+from trainfit.hardware.catalog import Device
+from trainfit.spec import OptimizerKind, TrainSpec
+from trainfit.trace.step import trace_step
+from trainfit.trace.target import Target
+
+WORKER_PARAMETERS = 1_000_000_000
+"""Parameters from which the ladder is traced in a worker (a trace then takes over a second
+on a laptop core, and the ladder's few traces outlast the worker's start-up)."""
+
+
+class LadderWorker:
+    """The ladder's steps (setting and micro-batch), each traced and replayed in one worker
+    process, in order.
+
+    NB: a fresh interpreter (spawn, the default on macOS and safe beside torch's threads)
+    imports the model's code again; a step it cannot do (a model defined in `__main__`, a
+    user catalog given on the command line) comes back as None and is done here instead.
+    """
+
+    def __init__(self, steps: list[tuple[TrainSpec, int]], device: Device) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        # NB: the steps from the 8-bit optimizer on are the plan's own settings, which it has
+        # usually traced by the time the ladder is read: those are left to this process
+        self._futures = [
+            self._pool.submit(
+                _needed_in_worker, dataclasses.replace(s, batch=micro, device=device.name), device
+            )
+            for s, micro in steps
+            if s.optimizer is not OptimizerKind.ADAMW_8BIT
+        ]
+
+    def needed(self, index: int) -> int | None:
+        """Device memory of step `index`, or None (not given to the worker, or failed)."""
+        if index >= len(self._futures):
+            return None
+        try:
+            return self._futures[index].result()
+        except Exception:  # the step is done again in this process
+            return None
+
+    def close(self) -> None:
+        """Stop the worker, mid-trace or not, and wait until it has exited."""
+        for future in self._futures:
+            future.cancel()
+        # NB: a step still being traced is not needed any more; the process is ended rather
+        # than waited for (ProcessPoolExecutor has no public way before Python 3.14)
+        for process in list(getattr(self._pool, "_processes", {}).values()):
+            process.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:
+    """Device memory needed by `spec` on `device` (a full trace), or None when it fails."""
+    try:
+        trace = trace_step(spec, target=Target.of(device))
+        result, context = gpu_memory(trace, spec, device)
+    except Exception:  # the main process does the step again and reports it
+        return None
+    return result.peak_reserved_bytes + context

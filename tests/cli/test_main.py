@@ -1,0 +1,131 @@
+"""The CLI: the default example, JSON output, and one-line errors with exit code 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from trainfit.cli.main import main
+
+
+def test_default_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "device memory needed" in out
+    assert "gpt2" in out
+
+
+def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["estimate", "trainfit.models.zoo:emotion_mlp", "--batch", "32", "--json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["device"] == "h100"
+    assert data["device_memory_needed_bytes"] > data["peak_reserved_bytes"] > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["estimate", "gpt3"], "unknown model 'gpt3'; did you mean 'gpt2'"),
+        (["estimate", "gpt2", "--device", "h10"], "unknown device 'h10'"),
+        (["estimate", "gpt2", "--optimizer", "lion"], "unknown optimizer 'lion'"),
+        (["estimate", "x.y:z", "--input", "x=B,-1"], "dimension '-1' is neither B"),
+        (["estimate", "gpt2", "--batch", "0"], "batch must be a positive integer, got 0"),
+    ],
+)
+def test_errors_are_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_max_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "trainfit.models.zoo:melody_transformer", "--seq", "128"]
+    code = main([*args, "--device", "rtx-4060", "--max-batch", "--margin", "0.1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("largest micro-batch that fits rtx-4060 keeping 10% free: ")
+    assert " would need " in out
+
+
+def _python(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+@pytest.mark.slow
+def test_command_process_exits_with_the_code_and_all_output() -> None:
+    """`python -m trainfit` skips the interpreter's teardown; nothing printed is lost."""
+    ok = _python(
+        "-m", "trainfit", "estimate", "trainfit.models.zoo:emotion_mlp", "--batch", "4", "--json"
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["spec"]["batch"] == 4
+    bad = _python("-m", "trainfit", "estimate", "gpt3")
+    assert bad.returncode == 1
+    (line,) = bad.stderr.strip().splitlines()
+    assert line.startswith("trainfit: error: unknown model 'gpt3'")
+
+
+@pytest.mark.slow
+def test_package_and_cli_import_without_torch() -> None:
+    """The CLI sets up its process before the heavy imports: importing it loads no torch."""
+    probe = _python(
+        "-c",
+        "import sys, trainfit, trainfit.cli.main; print('torch' in sys.modules);"
+        "print(trainfit.TrainSpec.__name__, 'torch' in sys.modules)",
+    )
+    assert probe.stdout.split() == ["False", "TrainSpec", "True"], probe.stderr
+
+
+@pytest.mark.slow
+def test_estimate_is_the_function_whichever_import_comes_first() -> None:
+    probe = _python(
+        "-c",
+        "import trainfit.estimator.step, trainfit.plan; from trainfit import estimate;"
+        "print(callable(estimate), type(estimate).__name__)",
+    )
+    assert probe.stdout.split() == ["True", "function"], probe.stderr
+
+
+@pytest.mark.slow
+def test_plan_with_a_worker_exits_cleanly() -> None:
+    """A plan whose ladder ran in a worker process: the command ends, with nothing on stderr
+    (no leaked semaphores) and no process left holding its output (run() would hang)."""
+    probe = _python(
+        "-c",
+        "import sys, trainfit.plan as p; p.WORKER_PARAMETERS = 0;"
+        "from trainfit.cli.main import entry;"
+        "sys.argv = ['trainfit', 'plan', 'trainfit.models.zoo:melody_transformer',"
+        " '--seq', '256', '--effective-batch', '64', '--device', 'h100', '--jobs', '2',"
+        " '--json']; entry()",
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stderr == ""
+    assert json.loads(probe.stdout)["ladder"]
+
+
+def test_a_closed_worker_leaves_no_process() -> None:
+    import multiprocessing
+
+    from trainfit.hardware.catalog import get_device
+    from trainfit.plan.ladder import ladder_steps
+    from trainfit.plan.worker import LadderWorker
+    from trainfit.spec import TrainSpec
+
+    spec = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
+    device = get_device("h100")
+    steps = [(s.spec, s.micro_batch) for s in ladder_steps(spec, 64, device)]
+    worker = LadderWorker(steps, device)
+    worker.close()  # NB: while it is still starting or tracing
+    assert multiprocessing.active_children() == []

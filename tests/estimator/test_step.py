@@ -1,0 +1,148 @@
+"""estimate(): the traced step, its breakdown and the CUDA target's choices."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from trainfit import TraceError, TrainSpec, estimate
+from trainfit.errors import ModelLoadError, SpecError
+
+GiB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def gpt2_bf16():
+    return estimate(TrainSpec(model="gpt2", batch=2, seq_len=128, precision="bf16"))
+
+
+def test_breakdown_sums_to_device_memory_needed(gpt2_bf16) -> None:
+    result = gpt2_bf16
+    assert result.breakdown.total() == result.device_memory_needed_bytes
+    assert result.device_memory_needed_bytes == (
+        result.peak_reserved_bytes + result.breakdown.runtime_context
+    )
+    assert result.peak_reserved_bytes >= result.peak_allocated_bytes
+
+
+def test_parameters_and_optimizer_state_sizes(gpt2_bf16) -> None:
+    # fp32 master weights of 124,439,808 parameters (tied embeddings counted once), 512-byte
+    # rounding per tensor; AdamW keeps two fp32 moments per parameter
+    params = 124_439_808
+    assert gpt2_bf16.parameter_count == params
+    assert 4 * params <= gpt2_bf16.breakdown.parameters <= 4 * params * 1.005
+    assert 8 * params <= gpt2_bf16.breakdown.optimizer_state <= 8 * params * 1.005
+
+
+def test_cuda_choices_are_modelled(gpt2_bf16) -> None:
+    assert gpt2_bf16.attention_kernels == {"cudnn": 12}  # 12 layers, one step
+    assert gpt2_bf16.breakdown.workspaces == 2 * 32 * 2**20  # forward + autograd thread handles
+    fp32 = estimate(TrainSpec(model="gpt2", batch=2, seq_len=128, precision="fp32"))
+    assert fp32.attention_kernels == {"efficient": 12}
+
+
+def test_json_keys(gpt2_bf16) -> None:
+    data = json.loads(json.dumps(gpt2_bf16.to_dict()))
+    for key in ("device_memory_needed_bytes", "peak_allocated_bytes", "peak_reserved_bytes"):
+        assert isinstance(data[key], int) and data[key] > 0
+    assert set(data["breakdown"]) == {
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "activations",
+        "temporaries",
+        "workspaces",
+        "allocator_overhead",
+        "runtime_context",
+    }
+    assert data["peak"]["phase"] in ("forward", "backward", "optimizer")
+    assert data["spec"]["precision"] == "bf16"
+
+
+@pytest.mark.slow
+def test_pure_bf16_halves_parameters() -> None:
+    mixed = estimate(TrainSpec(model="gpt2", batch=1, seq_len=64, precision="bf16"))
+    pure = estimate(TrainSpec(model="gpt2", batch=1, seq_len=64, precision="pure-bf16"))
+    ratio = pure.breakdown.parameters / mixed.breakdown.parameters
+    assert ratio == pytest.approx(0.5, rel=0.03)  # 512-byte rounding of small tensors
+
+
+@pytest.mark.slow
+def test_checkpointing_and_freezing_save_memory() -> None:
+    base = estimate(TrainSpec(model="gpt2", batch=8, seq_len=512, precision="bf16"))
+    ckpt = estimate(
+        TrainSpec(model="gpt2", batch=8, seq_len=512, precision="bf16", checkpointing=True)
+    )
+    assert ckpt.peak_allocated_bytes < 0.8 * base.peak_allocated_bytes
+    frozen = estimate(
+        TrainSpec(model="vit-base-patch16-224", batch=4, precision="bf16", freeze=("vit.*",))
+    )
+    assert frozen.trainable_parameter_count == 768 * 1000 + 1000
+    assert frozen.breakdown.optimizer_state < 10 * 2**20
+
+
+def test_plain_module_default_loss_is_said() -> None:
+    result = estimate(TrainSpec(model="trainfit.models.zoo:emotion_mlp", batch=64))
+    assert "cross-entropy for (N, C) outputs" in result.loss_note
+    assert result.peak_allocated_bytes > 4 * result.parameter_count
+
+
+def test_unknown_model_has_close_match() -> None:
+    with pytest.raises(Exception, match=r"unknown model 'gpt-2'; did you mean 'gpt2'"):
+        estimate(TrainSpec(model="gpt-2"))
+
+
+def test_missing_inputs_for_plain_module() -> None:
+    with pytest.raises(SpecError, match=r"needs its inputs: add --input"):
+        estimate(TrainSpec(model="torch.nn:Identity"))
+
+
+def test_bad_import_path() -> None:
+    with pytest.raises(ModelLoadError, match=r"cannot import module 'nosuchpkg.mod'"):
+        estimate(TrainSpec(model="nosuchpkg.mod:factory", inputs=("x=B,4",)))
+
+
+@torch.library.custom_op("trainfit_test::opaque", mutates_args=())
+def _opaque(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+class _UsesOpaque(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.trainfit_test.opaque(self.proj(x))
+
+
+def opaque_model() -> nn.Module:
+    return _UsesOpaque()
+
+
+def test_op_without_fake_kernel_names_op_and_module() -> None:
+    with pytest.raises(
+        TraceError,
+        match=r"op trainfit_test.opaque.default in module '_UsesOpaque'.*trainfit measure",
+    ):
+        estimate(TrainSpec(model="tests.estimator.test_step:opaque_model", inputs=("x=B,4",)))
+
+
+def test_shape_mismatch_is_named_as_the_users_error() -> None:
+    # emotion_mlp takes 128 features; 100 is a wrong --input, not a tracer limitation
+    with pytest.raises(TraceError, match=r"op aten\.\w+.* failed: .*check the input shapes"):
+        estimate(TrainSpec(model="trainfit.models.zoo:emotion_mlp", inputs=("x=B,100",)))
+
+
+def test_context_without_cublas_in_backward() -> None:
+    from trainfit.memory.runtime import PROFILES, context_bytes
+
+    hopper = PROFILES["hopper-h100-torch2.11-cu130"]
+    both = context_bytes(hopper, uses_cublas=True, reduced_precision=False)
+    forward_only = context_bytes(
+        hopper, uses_cublas=True, reduced_precision=False, backward_cublas=False
+    )
+    assert both - forward_only == 69_206_016

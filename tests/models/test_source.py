@@ -1,0 +1,90 @@
+"""Model sources: catalog rows, local Hugging Face directories, hub ids and import paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainfit.errors import ModelLoadError, SpecError
+from trainfit.models.catalog import catalog, find
+from trainfit.models.source import build_program
+from trainfit.spec import TrainSpec
+
+
+def test_catalog_aliases_resolve() -> None:
+    assert find("openai-community/gpt2").name == "gpt2"
+    assert find("GPT2").name == "gpt2"
+    assert find("not-a-model") is None
+    assert all(
+        row.source.startswith("https://") or row.kind == "module" for row in catalog().values()
+    )
+
+
+def test_local_directory_config_only(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1000,
+    )
+    config.save_pretrained(tmp_path)  # writes config.json only: no weights anywhere
+    program = build_program(TrainSpec(model=str(tmp_path), batch=2, seq_len=16), "meta")
+    assert "llama, causal LM" in program.description
+    batch = program.make_batch(torch.device("meta"), False)
+    assert batch["input_ids"].shape == (2, 16)
+    assert batch["labels"] is batch["input_ids"]
+
+
+@pytest.mark.slow
+def test_unreachable_hub_id_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(
+        ModelLoadError, match=r"cannot load a transformers config from 'nobody/nothing'"
+    ):
+        build_program(TrainSpec(model="nobody/nothing"), "meta")
+
+
+def test_import_path_with_declared_default_inputs() -> None:
+    program = build_program(
+        TrainSpec(model="trainfit.models.zoo:vq_patch_autoencoder", batch=2, multiplier=8), "meta"
+    )
+    assert program.make_batch(torch.device("meta"), False)["x"].shape == (16, 1, 64, 64)
+
+
+def test_seq_len_goes_into_a_zoo_models_declared_sequence_dimension() -> None:
+    spec = TrainSpec(model="trainfit.models.zoo:melody_transformer", batch=2, seq_len=512)
+    batch = build_program(spec, "meta").make_batch(torch.device("meta"), False)
+    assert tuple(batch["tokens"].shape) == (2, 512)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            dict(model="trainfit.models.zoo:emotion_mlp", seq_len=64),
+            r"seq_len 64 does not apply to trainfit.models.zoo:emotion_mlp \(its inputs are "
+            r"x=B,128\): give the shapes with --input",
+        ),
+        (
+            dict(model="trainfit.models.zoo:melody_transformer", seq_len=2048),
+            r"seq_len 2048 exceeds trainfit.models.zoo:melody_transformer's maximum of 1024",
+        ),
+        (
+            dict(
+                model="trainfit.models.zoo:melody_transformer",
+                seq_len=128,
+                inputs=("tokens=B,64:int64<388",),
+            ),
+            r"seq_len 128 and --input both given",
+        ),
+    ],
+)
+def test_seq_len_that_cannot_apply_is_an_error(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        build_program(TrainSpec(**kwargs), "meta")
