@@ -1,36 +1,36 @@
-"""Small reference models, written in plain PyTorch, from the project's seed documents.
+"""Small reference models, written in plain PyTorch, from users' own training notes.
 
 Each factory takes no required arguments and returns an ``nn.Module`` whose forward either
 returns logits ``(N, C)`` (so trainfit's default cross-entropy loss applies) or the scalar
 training loss itself (so trainfit's default "mean of the output" is the real loss).
 
-The seed documents live in ``shared/seeds/``:
+The notes (their specs and reports are in the repository's ``examples/seeds/``):
 
-- seed 000 (``000_6e27c148ab9a2eab.txt``): "iDAW Hardware Training Specifications", 2025-12-29.
+- the iDAW notes: "iDAW Hardware Training Specifications", 2025-12-29.
   Names EmotionRecognizer, MelodyTransformer and GroovePredictor, the 128-feature input of the
   emotion model, ``hidden_dim: 256`` / ``num_layers: 4`` / ``dropout: 0.2``, batch 16 and 64.
-- seed 001 (``001_faf39e4a6bcd91fc.txt``): "Compute Requirements and M1 Pro Capabilities". A MIDI
+- the MIDI notes: "Compute Requirements and M1 Pro Capabilities". A MIDI
   transformer of "100M parameters" on 1024-2048 tokens; "Medium Models" of 100M-350M and
   "Large Models" of more than 350M parameters.
-- seed 002 (``002_0991938c9c14215a.txt``): "GPU Requirements for MRL Training" (ReDimNet-b2 with
+- the speaker notes: "GPU Requirements for MRL Training" (ReDimNet-b2 with
   a Matryoshka projection). Gives 4.7M parameters, ``F: 72``, ``C: 12``, ``out_channels: 512``,
   audio ``[B, 1, 48000]`` -> mel ``[B, 72, 300]``, 6 backbone stages, pooled ``[B, 1024]``,
   ``embed_dim: 256`` and 5,994 VoxCeleb2 speakers.
-- seed 004 (``004_c7cb76ef547eeece.txt``): "Training requirements and low-memory options" of a
+- the VQ notes: "Training requirements and low-memory options" of a
   VQ patch autoencoder. Gives the encoder and decoder shapes and batch = batch_size x n_patches.
 
-Where a seed is silent the docstring says "guess"; each model is then a plausible, documented
+Where the notes are silent the docstring says "guess"; each model is then a plausible, documented
 version, not the original. Every model builds under ``with torch.device("meta"):`` and runs
 forward and backward on meta tensors: no ``.item()``, no data-dependent shapes.
 
 Known limitations:
     ``melody_transformer``, ``melody_lstm``, ``emotion_mlp`` and ``groove_predictor`` are
-    reconstructions: seed 000 names the models but not their layers; ``midi_transformer_*``
-    have seed 001's sizes in ``melody_transformer``'s family, not SkyTNT's Llama layers.
+    reconstructions: the iDAW notes name the models but not their layers; ``midi_transformer_*``
+    have the MIDI notes' sizes in ``melody_transformer``'s family, not SkyTNT's Llama layers.
     ``redimnet_like`` keeps ReDimNet's defining property (the 2D map ``C x F`` keeps the same
     volume, ``12 x 72 = 864``, so it can be reshaped to a 1D signal between stages) but not its
-    exact blocks. ``vq_patch_autoencoder`` has the seed's
-    exact shapes but fewer parameters than the seed's "few million", which includes unnamed heads.
+    exact blocks. ``vq_patch_autoencoder`` has the notes'
+    exact shapes but fewer parameters than the notes' "few million", which includes unnamed heads.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ DEFAULT_INPUTS: dict[str, tuple[str, ...]] = {
     "midi_transformer_760m": (f"tokens=B,{MIDI_SEQ_LEN}:int64<{MIDI_EVENT_VOCAB}",),
     "redimnet_like": ("x=B,1,72,300:float32",),
     "resnet50": ("x=B,3,224,224:float32",),
-    # NB: trainfit multiplies B by n_patches itself (seed 004: batch_size x n_patches patches).
+    # NB: trainfit multiplies B by n_patches itself (the VQ notes: batch_size x n_patches patches).
     "vq_patch_autoencoder": ("x=B,1,64,64:float32",),
 }
 """Default inputs per factory in trainfit's syntax ``name=DIMS:dtype[<bound]``; ``B`` is the

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 # ---------------------------------------------------------------------------------------------
-# Seed 004: VQ patch autoencoder
+# From the VQ notes: VQ patch autoencoder
 # ---------------------------------------------------------------------------------------------
 
 
@@ -67,15 +67,15 @@ class _VQPatchAutoencoder(nn.Module):
 
 
 def vq_patch_autoencoder() -> nn.Module:
-    """Seed 004's VQ patch autoencoder; forward returns the scalar training loss.
+    """The VQ notes' VQ patch autoencoder; forward returns the scalar training loss.
 
-    From seed 004, exactly: encoder 1x64x64 -> 32x32x32 -> 64x16x16 -> 96x8x8 -> 64x8x8 latent,
+    From the VQ notes, exactly: encoder 1x64x64 -> 32x32x32 -> 64x16x16 -> 96x8x8 -> 64x8x8 latent,
     decoder 64x8x8 -> 96x16x16 -> 64x32x32 -> 32x64x64 -> 1x64x64, a quantiser with no extra
     activations, and a step batch of batch_size x n_patches patches.
 
     Guess: 4x4 stride-2 (transposed) convs with BatchNorm + ReLU, 3x3 convs into and out of the
     latent, a 512 x 64 codebook, commitment weight 0.25, MSE reconstruction. 450,529 parameters:
-    fewer than the seed's "few million", which includes heads the seed does not describe.
+    fewer than the notes' "few million", which includes heads the notes do not describe.
 
     forward(x: (B*n_patches, 1, 64, 64) float) -> scalar loss.
     """

@@ -11,16 +11,16 @@ import torch.nn.functional as F
 from torch import nn
 
 # ---------------------------------------------------------------------------------------------
-# Seed 000: iDAW music models
+# From the iDAW notes: iDAW music models
 # ---------------------------------------------------------------------------------------------
 
 MIDI_EVENT_VOCAB = 388
 """Guess: the MIDI-like event vocabulary of Music Transformer (Huang et al., 2018): 128 note-on,
-128 note-off, 100 time-shift and 32 velocity events. Seed 000 trains on Lakh MIDI but names no
+128 note-off, 100 time-shift and 32 velocity events. The iDAW notes train on Lakh MIDI but names no
 tokenisation."""
 
 MELODY_SEQ_LEN = 256
-"""Guess: tokens per training sequence; seed 000 gives no sequence length."""
+"""Guess: tokens per training sequence; the iDAW notes give no sequence length."""
 
 
 def _mlp_layer(n_in: int, n_out: int, dropout: float) -> nn.Sequential:
@@ -44,13 +44,13 @@ class _EmotionMLP(nn.Module):
 
 
 def emotion_mlp(num_classes: int = 7) -> nn.Module:
-    """Seed 000's EmotionRecognizer as an MLP classifier: 128 -> 512 -> 256 -> 128 -> classes.
+    """The iDAW notes' EmotionRecognizer as an MLP classifier: 128 -> 512 -> 256 -> 128 -> classes.
 
-    From seed 000: the input is 128 audio features (its benchmark calls
+    From the iDAW notes: the input is 128 audio features (its benchmark calls
     ``model(torch.randn(1, 128))``) and ``dropout: 0.2``. Guess: the widths 512/256/128 (the
     public iDAW code, github.com/sburdges-eng/miDiKompanion, has an EmotionRecognizer that also
     starts 128 -> 512 -> 256, then an LSTM to a 64-d embedding), BatchNorm + ReLU, and 7 emotion
-    classes (Ekman's six basic emotions plus neutral); the seed lists no classes.
+    classes (Ekman's six basic emotions plus neutral); the notes list no classes.
 
     forward(x: (B, 128) float) -> logits (B, num_classes). 232,967 parameters with 7 classes.
     """
@@ -120,12 +120,12 @@ class _MelodyTransformer(nn.Module):
 
 
 def melody_transformer() -> nn.Module:
-    """Seed 000's MelodyTransformer as a small decoder-only transformer over MIDI events.
+    """The iDAW notes' MelodyTransformer as a small decoder-only transformer over MIDI events.
 
-    From seed 000: the name, Lakh MIDI data, ``hidden_dim: 256`` and ``num_layers: 4`` (its
+    From the iDAW notes: the name, Lakh MIDI data, ``hidden_dim: 256`` and ``num_layers: 4`` (its
     memory tips "reduce from 256" and "reduce from 4") and ``dropout: 0.2``. Guess: a GPT-style
     pre-LN decoder, 8 heads, 4x MLP, learned positions up to 1024, the 388-event vocabulary of
-    ``MIDI_EVENT_VOCAB`` and 256-token sequences. The seed describes no layers.
+    ``MIDI_EVENT_VOCAB`` and 256-token sequences. The notes describe no layers.
 
     forward(tokens: (B, T) int64 < 388) -> logits (B*T, 388). 3,620,740 parameters.
     """
@@ -151,9 +151,9 @@ class _MelodyLSTM(nn.Module):
 
 
 def melody_lstm() -> nn.Module:
-    """An LSTM variant of seed 000's melody model (one ``nn.LSTM``, so cuDNN LSTM on CUDA).
+    """An LSTM variant of the iDAW notes' melody model (one ``nn.LSTM``, so cuDNN LSTM on CUDA).
 
-    From seed 000: ``hidden_dim: 256``, ``num_layers: 4`` and ``dropout: 0.2``. Seed 000 does not
+    From the iDAW notes: ``hidden_dim: 256``, ``num_layers: 4`` and ``dropout: 0.2``. They do not
     say that GroovePredictor is an LSTM, so this is the melody model, not a groove model. Guess:
     embedding width 256 and the 388-event vocabulary of ``MIDI_EVENT_VOCAB``. (The public iDAW
     code, sburdges-eng/miDiKompanion ``music_brain/models/melody_transformer.py``, builds its
@@ -166,7 +166,7 @@ def melody_lstm() -> nn.Module:
 
 GROOVE_STEPS = 32
 """Guess: two bars of sixteenth notes per sample, as in Magenta's GrooVAE (Gillick et al., 2019),
-whose Groove MIDI Dataset is the usual data for groove models; seed 000 names no data for
+whose Groove MIDI Dataset is the usual data for groove models; the iDAW notes name no data for
 GroovePredictor."""
 
 GROOVE_VOICES = 9
@@ -195,14 +195,14 @@ class _GroovePredictor(nn.Module):
 
 
 def groove_predictor() -> nn.Module:
-    """Seed 000's GroovePredictor as a small transformer that humanises a drum pattern.
+    """The iDAW notes' GroovePredictor as a small transformer that humanises a drum pattern.
 
-    From seed 000: the name, ``hidden_dim: 256``, ``num_layers: 4`` and ``dropout: 0.2`` (its
+    From the iDAW notes: the name, ``hidden_dim: 256``, ``num_layers: 4`` and ``dropout: 0.2`` (its
     memory tips, which apply to all three models), and the fact that it trains 3-5 times faster
     than the melody model (a 1-2 min against an 8-10 min epoch). Guess: GrooVAE's task (Gillick
     et al., 2019): from which of 9 drum voices hit on each of 32 sixteenth-note steps, predict
     each hit's velocity and timing offset (MSE). A pre-LN causal transformer as in
-    ``melody_transformer``; the seed describes no layers.
+    ``melody_transformer``; the notes describe no layers.
 
     forward(hits: (B, 32, 9) float, target: (B, 32, 18) float) -> scalar loss.
     3,174,930 parameters.
@@ -211,22 +211,23 @@ def groove_predictor() -> nn.Module:
 
 
 # ---------------------------------------------------------------------------------------------
-# Seed 001: MIDI transformers of 100M, 350M and 760M parameters
+# From the MIDI notes: MIDI transformers of 100M, 350M and 760M parameters
 # ---------------------------------------------------------------------------------------------
 
 MIDI_SEQ_LEN = 1024
-"""Seed 001: "Sequence Length: 1024-2048 tokens" for small models, 512-1024 for medium ones."""
+"""The MIDI notes: "Sequence Length: 1024-2048 tokens" for small models, 512-1024 for medium
+ones."""
 
 
 def midi_transformer_100m() -> nn.Module:
-    """Seed 001's "100M parameter" MIDI model: a GPT-style decoder, 768 wide and 14 deep.
+    """The MIDI notes' "100M parameter" MIDI model: a GPT-style decoder, 768 wide and 14 deep.
 
-    From seed 001: about 100M parameters ("Example: 100M model", "Model Weights: ~400 MB
+    From the MIDI notes: about 100M parameters ("Example: 100M model", "Model Weights: ~400 MB
     (fp32)") and sequences of 1024-2048 tokens. Guess: the pre-LN decoder of
     ``melody_transformer`` (12 heads, 4x MLP, learned positions up to 2048) over the
     388-event vocabulary of ``MIDI_EVENT_VOCAB``; 14 blocks of width 768 bring it to 100M. The
     seed's example, SkyTNT's midi-model, is Llama-based with its own tokenizer; its layers are
-    not in the seed.
+    not in the notes.
 
     forward(tokens: (B, T) int64 < 388) -> logits (B*T, 388). 101,400,964 parameters.
     """
@@ -236,7 +237,7 @@ def midi_transformer_100m() -> nn.Module:
 
 
 def midi_transformer_350m() -> nn.Module:
-    """Seed 001's upper "Medium Models" size (100M-350M parameters): 1024 wide, 28 deep.
+    """The MIDI notes' upper "Medium Models" size (100M-350M parameters): 1024 wide, 28 deep.
 
     Same family as ``midi_transformer_100m`` (guess), 16 heads, positions up to 2048.
 
@@ -248,7 +249,7 @@ def midi_transformer_350m() -> nn.Module:
 
 
 def midi_transformer_760m() -> nn.Module:
-    """A "Large Models" size of seed 001 (more than 350M parameters): 1536 wide, 27 deep.
+    """A "Large Models" size of the MIDI notes (more than 350M parameters): 1536 wide, 27 deep.
 
     Same family as ``midi_transformer_100m`` (guess), 16 heads; the size of GPT-2 large.
 

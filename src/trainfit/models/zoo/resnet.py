@@ -69,7 +69,7 @@ class _ResNet(nn.Module):
 def resnet50(num_classes: int = 1000) -> nn.Module:
     """ResNet-50 (He et al., 2016) exactly as torchvision builds it (v1.5, blocks [3, 4, 6, 3]).
 
-    Not from a seed: a well-known reference with a known parameter count, 25,557,032 for 1000
+    Not from users' notes: a well-known reference with a known parameter count, 25,557,032 for 1000
     classes (torchvision's ``resnet50``). Weight initialisation is PyTorch's default, not
     torchvision's, which does not change shapes or memory.
 

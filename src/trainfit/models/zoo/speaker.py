@@ -8,11 +8,11 @@ import torch.nn.functional as F
 from torch import nn
 
 # ---------------------------------------------------------------------------------------------
-# Seed 002: ReDimNet-b2-like speaker embedding
+# From the speaker notes: ReDimNet-b2-like speaker embedding
 # ---------------------------------------------------------------------------------------------
 
 VOXCELEB2_SPEAKERS = 5994
-"""Seed 002: VoxCeleb2 has 5,994 training speakers (``AAMSoftmax(256, 5994)``)."""
+"""The speaker notes: VoxCeleb2 has 5,994 training speakers (``AAMSoftmax(256, 5994)``)."""
 
 
 def _conv_bn_2d(
@@ -118,7 +118,7 @@ class _ReDimNetLike(nn.Module):
         self.proj = nn.Sequential(
             nn.BatchNorm1d(2 * out_channels), nn.Linear(2 * out_channels, embed_dim)
         )
-        # NB: a plain bias-free linear stands in for the seed's AAM-softmax weight (256 x 5994).
+        # NB: a plain bias-free linear stands in for the notes' AAM-softmax weight (256 x 5994).
         self.head = nn.Linear(embed_dim, num_classes, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -132,14 +132,14 @@ class _ReDimNetLike(nn.Module):
 
 
 def redimnet_like(num_classes: int = VOXCELEB2_SPEAKERS) -> nn.Module:
-    """Seed 002's ReDimNet-b2 speaker model: a 4.8M-parameter embedding net plus a speaker head.
+    """The speaker notes' ReDimNet-b2 model: a 4.8M-parameter embedding net plus a speaker head.
 
-    From seed 002: mel input 72 x 300 (``F: 72``; 48,000 samples at 16 kHz), ``C: 12``, 6
+    From the speaker notes: mel input 72 x 300 (``F: 72``; 48,000 samples at 16 kHz), ``C: 12``, 6
     backbone stages, ``out_channels: 512``, pooled features ``[B, 1024]`` (mean and std of 512
-    channels), a projection head to ``embed_dim: 256`` (the seed's "MRL projection"), and a
+    channels), a projection head to ``embed_dim: 256`` (the notes' "MRL projection"), and a
     256 x 5994 speaker classifier. The embedding network (everything but ``head``) has 4,803,572
-    parameters: 2.2% over the seed's "4.7M" for ReDimNet-b2 and 0.2% under its "Model
-    parameters: 4,812,000" with the projection. The seed counts the 1,534,464-weight
+    parameters: 2.2% over the notes' "4.7M" for ReDimNet-b2 and 0.2% under its "Model
+    parameters: 4,812,000" with the projection. The notes count the 1,534,464-weight
     AAM-softmax head separately, in the loss. Total with ``head``: 6,338,036 parameters.
 
     Guess: the input is the mel spectrogram (the parameter-free MelBanks front end is left out),
