@@ -85,6 +85,15 @@ def vgg16_bn_c10() -> nn.Module:
     return _VGG(10, batch_norm=True)
 
 
+def vgg16() -> nn.Module:
+    """torchvision `vgg16` (no batch norm, 1000 classes): 138,357,544 parameters (torchvision).
+
+    timm's `vgg16` computes the same layers with its classifier written as a 7x7 and a 1x1
+    convolution on the 7x7 feature map (ConvMlp): the same parameters and FLOPs at 224x224.
+    """
+    return _VGG(1000, batch_norm=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # torchvision ResNet-50 with another head (mrdbourke/mac-ml-speed-test)
 # ---------------------------------------------------------------------------------------------
@@ -237,6 +246,7 @@ def _squad_inputs(seq: int) -> tuple[str, ...]:
 
 DEFAULT_INPUTS: dict[str, tuple[str, ...]] = {
     "vgg16_bn_c10": ("x=B,3,224,224:float32",),
+    "vgg16": ("x=B,3,224,224:float32",),
     "resnet50_c100": ("x=B,3,32,32:float32",),
     "resnet50_c101": ("x=B,3,224,224:float32",),
     "resnet20_cifar": ("x=B,3,32,32:float32",),
@@ -254,6 +264,7 @@ DEFAULT_INPUTS: dict[str, tuple[str, ...]] = {
 
 PARAMETERS: dict[str, int] = {
     "vgg16_bn_c10": 134_309_962,
+    "vgg16": 138_357_544,
     "resnet50_c100": 23_712_932,
     "resnet50_c101": 23_714_981,
     "resnet20_cifar": 269_722,
@@ -264,9 +275,10 @@ PARAMETERS: dict[str, int] = {
     "bert_base_cased_seqcls": 108_311_810,
 }
 """Parameter counts: vgg16_bn from torchvision's published 138,365,992 (1000 classes) less the
-head difference; resnet50 from torchvision's 25,557,032 less the head difference; the CIFAR
-ResNets round to the 0.27M / 0.66M / 1.7M the source file states; the BERT counts follow from
-the configs (bert-base-cased with a 2-label head is the 108,311,810 Hugging Face reports)."""
+head difference; vgg16 is torchvision's published count; resnet50 from torchvision's 25,557,032
+less the head difference; the CIFAR ResNets round to the 0.27M / 0.66M / 1.7M the source file
+states; the BERT counts follow from the configs (bert-base-cased with a 2-label head is the
+108,311,810 Hugging Face reports)."""
 
 
 def _check() -> None:
