@@ -18,8 +18,8 @@ import datetime
 from pathlib import Path
 
 from trainfit.distributed import Offload, Strategy, plan_distributed
-from trainfit.distributed.deepspeed import check_config, ds_config
 from trainfit.errors import SpecError
+from trainfit.export.deepspeed import check_config, ds_config
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
 

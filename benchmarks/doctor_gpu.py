@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainfit.doctor import diagnose
 from trainfit.hardware.probe import TorchProbe
+from trainfit.measure.doctor import diagnose
 from trainfit.report.doctor import render_doctor_text
 
 

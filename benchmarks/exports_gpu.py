@@ -40,8 +40,8 @@ from typing import Any
 import torch
 
 from trainfit import TrainSpec
-from trainfit.exports import write_exports
-from trainfit.plan import DevicePlan, Plan, Sharded, Verdict, plan
+from trainfit.export.core import write_exports
+from trainfit.plan.core import DevicePlan, Plan, Sharded, Verdict, plan
 from trainfit.spec import OptimizerKind, Precision
 
 DEVICES = ("h100", "t4", "rtx-4060", "cpu")

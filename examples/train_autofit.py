@@ -1,4 +1,4 @@
-"""Train a GPT-2 built from its config with the settings `trainfit.autofit` chooses.
+"""Train a GPT-2 built from its config with the settings `trainfit.autofitter` chooses.
 
     python examples/train_autofit.py                      # this machine's device
     python examples/train_autofit.py --device cpu --steps 3
@@ -23,7 +23,7 @@ import time
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from trainfit.autofit import Fit, autofit
+from trainfit.autofitter import Fit, autofit
 from trainfit.errors import TrainfitError
 
 SIZES = {

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainfit.autofit import Fit, autofit
+from trainfit.autofitter import Fit, autofit
 from trainfit.errors import SpecError, TraceError
-from trainfit.estimate import estimate
+from trainfit.estimator.step import estimate
 from trainfit.models.imports import resolve
 from trainfit.models.live import CHECKPOINT_MARK
-from trainfit.plan import plan
+from trainfit.plan.core import plan
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -434,7 +434,7 @@ class FakeCard:
 def test_a_catalog_device_of_the_local_kind_is_not_the_local_card(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from trainfit.autofit import core
+    from trainfit.autofitter import core
 
     monkeypatch.setattr(core, "backend_for", lambda device: FakeCard())
     monkeypatch.setattr(core, "local_catalog_device", lambda backend: "rtx-4060")

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from trainfit.distributed import Strategy, units
-from trainfit.plan import Verdict, plan
+from trainfit.plan.core import Verdict, plan
 from trainfit.spec import TrainSpec
 
 # a 1.5B model: its states do not fit one 8 GB RTX 4060 even with 8-bit AdamW

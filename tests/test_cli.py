@@ -89,7 +89,7 @@ def test_package_and_cli_import_without_torch() -> None:
 def test_estimate_is_the_function_whichever_import_comes_first() -> None:
     probe = _python(
         "-c",
-        "import trainfit.estimate, trainfit.plan; from trainfit import estimate;"
+        "import trainfit.estimator.step, trainfit.plan; from trainfit import estimate;"
         "print(callable(estimate), type(estimate).__name__)",
     )
     assert probe.stdout.split() == ["True", "function"], probe.stderr
@@ -115,7 +115,7 @@ def test_a_closed_worker_leaves_no_process() -> None:
     import multiprocessing
 
     from trainfit.hardware.catalog import get_device
-    from trainfit.plan import _ladder_steps, _LadderWorker
+    from trainfit.plan.core import _ladder_steps, _LadderWorker
     from trainfit.spec import TrainSpec
 
     spec = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)

@@ -6,8 +6,8 @@ import datetime
 from pathlib import Path
 
 from trainfit import TrainSpec
-from trainfit.configs import config_text, hf_trainer_flags, trainfit_flags, write_configs
-from trainfit.plan import DevicePlan, Plan, Setting, Verdict
+from trainfit.export.configs import config_text, hf_trainer_flags, trainfit_flags, write_configs
+from trainfit.plan.core import DevicePlan, Plan, Setting, Verdict
 from trainfit.spec import OptimizerKind, Precision
 
 SPEC = TrainSpec(model="gpt2", seq_len=512, grad_clip=1.0)
@@ -98,8 +98,8 @@ def test_write_configs_only_for_devices_that_fit(tmp_path: Path) -> None:
 
 def test_a_cpu_config_runs_on_the_cpu(tmp_path) -> None:
     from trainfit import TrainSpec
-    from trainfit.configs import device_config
-    from trainfit.plan import plan
+    from trainfit.export.configs import device_config
+    from trainfit.plan.core import plan
 
     spec = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
     result = plan(spec, effective_batch=64, devices=("cpu", "rtx-4060"), ladder=False)

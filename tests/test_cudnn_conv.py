@@ -7,7 +7,7 @@ import math
 import pytest
 
 from trainfit import TrainSpec
-from trainfit.trace.cudnn_conv import (
+from trainfit.trace.kernels.cudnn_conv import (
     WORKSPACE_OP,
     ConvShape,
     forward_workspace_bytes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainfit import TrainSpec
-from trainfit.trace.cudnn_rnn import (
+from trainfit.trace.kernels.cudnn_rnn import (
     DROPOUT_STATE_BYTES,
     LIBRARY_OP,
     LstmShape,

@@ -22,11 +22,11 @@ from trainfit.distributed import (
     rank_memory,
     units,
 )
-from trainfit.distributed.deepspeed import check_config, deepspeed_files, ds_config
-from trainfit.distributed.launch import fsdp2_settings, launch_script, torchrun_files
 from trainfit.distributed.memory import engine_bytes
 from trainfit.distributed.strategy import check_offload, divisors
 from trainfit.errors import SpecError
+from trainfit.export.deepspeed import check_config, deepspeed_files, ds_config
+from trainfit.export.torchrun import fsdp2_settings, launch_script, torchrun_files
 from trainfit.hardware.catalog import get_device
 from trainfit.memory.runtime import nccl_bytes
 from trainfit.spec import Precision, TrainSpec
@@ -317,7 +317,7 @@ def test_fsdp2_template_trains_one_step_on_two_cpu_ranks(tmp_path: Path, strateg
     config = tmp_path / "fsdp2.json"
     config.write_text(json.dumps(settings))
     out = tmp_path / "out.json"
-    template = ROOT / "src" / "trainfit" / "distributed" / "train_fsdp2.py"
+    template = ROOT / "src" / "trainfit" / "export" / "templates" / "train_fsdp2.py"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                "--nproc-per-node=2", str(template), "--config", str(config),

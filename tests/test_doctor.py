@@ -11,14 +11,6 @@ import pytest
 import torch
 
 from trainfit.cli import doctor as doctor_command
-from trainfit.doctor import (
-    Check,
-    Diagnosis,
-    Status,
-    diagnose,
-    has_kernels,
-    wheel_command,
-)
 from trainfit.hardware.probe import (
     CudaProperties,
     FakeGpu,
@@ -26,6 +18,14 @@ from trainfit.hardware.probe import (
     StepReading,
     TorchProbe,
     tiny_train_step,
+)
+from trainfit.measure.doctor import (
+    Check,
+    Diagnosis,
+    Status,
+    diagnose,
+    has_kernels,
+    wheel_command,
 )
 from trainfit.report.doctor import render_doctor_text
 

@@ -76,7 +76,7 @@ def test_cli_estimates_gpt2_on_the_cpu(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_other_device_kinds_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     odd = dataclasses.replace(get_device("cpu"), name="npu", kind="npu")
-    monkeypatch.setattr(sys.modules["trainfit.estimate"], "get_device", lambda name: odd)
+    monkeypatch.setattr(sys.modules["trainfit.estimator.step"], "get_device", lambda name: odd)
     with pytest.raises(
         SpecError, match="device 'npu' is of kind 'npu': only CUDA GPUs, Apple GPUs and the CPU"
     ):
@@ -86,7 +86,7 @@ def test_other_device_kinds_are_refused(monkeypatch: pytest.MonkeyPatch) -> None
 def test_onednn_lstm_workspace_matches_the_real_op() -> None:
     import torch
 
-    from trainfit.trace.onednn import _probe, workspace_bytes
+    from trainfit.trace.kernels.onednn import _probe, workspace_bytes
 
     real = _probe(64, 5, 48, 40, torch.float32, True, False)  # batch 5 is not a probe batch
     assert abs(workspace_bytes(64, 5, 48, 40, torch.float32, True, False) - real) <= 2 * 4096
@@ -96,7 +96,7 @@ def test_cpu_lstm_trace_keeps_the_workspace() -> None:
     import torch
 
     from trainfit.models.zoo import melody_lstm
-    from trainfit.trace.onednn import workspace_bytes
+    from trainfit.trace.kernels.onednn import workspace_bytes
     from trainfit.trace.step import trace_step
 
     lstm = melody_lstm().lstm

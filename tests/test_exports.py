@@ -15,7 +15,7 @@ import torch
 from trainfit import TrainSpec
 from trainfit.cli.main import main
 from trainfit.errors import SpecError, TrainfitError, UnknownNameError
-from trainfit.exports import (
+from trainfit.export.core import (
     ExportFormat,
     accelerate_config,
     export_name,
@@ -26,7 +26,7 @@ from trainfit.exports import (
     require_packages,
     write_exports,
 )
-from trainfit.plan import DevicePlan, Plan, Setting, Sharded, Verdict, plan
+from trainfit.plan.core import DevicePlan, Plan, Setting, Sharded, Verdict, plan
 from trainfit.spec import OptimizerKind, Precision
 
 MLP = "trainfit.models.zoo:emotion_mlp"
@@ -474,12 +474,12 @@ def test_write_exports_skips_what_cannot_be_exported(tmp_path: Path) -> None:
 
 
 def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch) -> None:
-    import trainfit.configs
+    import trainfit.export.configs
 
     def fail(source: str, target: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(trainfit.configs.os, "replace", fail)
+    monkeypatch.setattr(trainfit.export.configs.os, "replace", fail)
     with pytest.raises(TrainfitError, match=r"cannot write .*hf_rtx-4060\.json: disk full"):
         write_exports(_hand_plan(EIGHT_BIT), ["hf"], tmp_path)
     assert list(tmp_path.iterdir()) == []

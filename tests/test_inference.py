@@ -12,13 +12,13 @@ from rich.console import Console
 
 from trainfit.cli.main import main
 from trainfit.errors import SpecError, UnknownNameError
-from trainfit.hardware.catalog import get_device
-from trainfit.inference import (
+from trainfit.estimator.generation import (
     InferenceEstimate,
     InferencePrecision,
     estimate_inference,
     kv_cache_bytes,
 )
+from trainfit.hardware.catalog import get_device
 from trainfit.models import zoo
 from trainfit.report.inference import inference_renderable
 from trainfit.spec import TrainSpec
@@ -283,7 +283,7 @@ EMOTION = "trainfit.models.zoo:emotion_mlp"
 
 
 def test_forward_of_a_plain_module() -> None:
-    from trainfit.forward import estimate_forward
+    from trainfit.estimator.forward import estimate_forward
 
     spec = TrainSpec(model=EMOTION)
     one = estimate_forward(spec, batch=1, precision="fp32", device="rtx-4060")
@@ -303,7 +303,7 @@ def test_forward_of_a_plain_module() -> None:
 
 
 def test_forward_on_an_apple_gpu_and_its_refusals() -> None:
-    from trainfit.forward import estimate_forward
+    from trainfit.estimator.forward import estimate_forward
 
     spec = TrainSpec(model=EMOTION)
     mac = estimate_forward(spec, batch=1, precision="fp16", device="m4-pro-16gb")
@@ -320,7 +320,7 @@ def test_fp32_generation_is_refused(tiny_lm: str) -> None:
 
 
 def test_serving_picks_generation_or_forward_and_says_why_not(tiny_lm: str) -> None:
-    from trainfit.forward import ForwardEstimate, ServingRefusal, estimate_serving
+    from trainfit.estimator.forward import ForwardEstimate, ServingRefusal, estimate_serving
 
     lm = estimate_serving(
         TrainSpec(model=tiny_lm),

@@ -10,12 +10,11 @@ import torch
 
 from trainfit.cli.main import main
 from trainfit.errors import MeasureError, SpecError
-from trainfit.estimate import estimate
-from trainfit.lora import LoraSpec
+from trainfit.estimator.step import estimate
 from trainfit.measure.steps import measure
+from trainfit.models.quantized import Linear4bitStandIn, quantized_bytes
 from trainfit.models.source import build_program
-from trainfit.spec import TrainSpec
-from trainfit.trace.quantized import Linear4bitStandIn, quantized_bytes
+from trainfit.spec import LoraSpec, TrainSpec
 
 peft = pytest.importorskip("peft")
 transformers = pytest.importorskip("transformers")

@@ -18,7 +18,7 @@ import torch.multiprocessing as mp
 from tests import measure_models
 from trainfit.cli.main import main
 from trainfit.errors import MeasureError
-from trainfit.estimate import estimate
+from trainfit.estimator.step import estimate
 from trainfit.measure.backend import CpuBackend, backend_for, is_out_of_memory
 from trainfit.measure.compare import compare
 from trainfit.measure.latency import measure_latency

@@ -517,7 +517,7 @@ def test_rung_without_spec(seen: Observed, change: str) -> None:
 def test_ladder_order_matches_the_planner() -> None:
     from trainfit.hardware.catalog import get_device
     from trainfit.monitor import oom
-    from trainfit.plan import _ladder_steps
+    from trainfit.plan.core import _ladder_steps
 
     spec = TrainSpec(model="gpt2", batch=8, seq_len=128)
     steps = _ladder_steps(spec, 8, get_device("h100"))

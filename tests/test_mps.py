@@ -14,7 +14,7 @@ from trainfit import TrainSpec, estimate
 from trainfit.errors import SpecError
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MiB, MpsAllocator, heap_size
-from trainfit.plan import Verdict, plan
+from trainfit.plan.core import Verdict, plan
 from trainfit.spec import OptimizerKind, Precision
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
@@ -168,7 +168,7 @@ def device_memory(name: str) -> int:
 
 def test_mac_rungs_fp32_then_fp16_autocast_then_checkpointing_never_8_bit() -> None:
     from trainfit.hardware.catalog import get_device
-    from trainfit.plan import _rungs
+    from trainfit.plan.core import _rungs
 
     rungs = _rungs(GPT_SMALL, get_device(MAC), auto_precision=True)
     assert [(r.precision, r.checkpointing, r.optimizer) for r, _ in rungs] == [
@@ -208,7 +208,7 @@ def test_a_model_too_big_for_a_mac_does_not_fit() -> None:
 
 
 def test_a_macs_config_file_runs_on_mps_without_pinned_memory(mac_plan) -> None:
-    from trainfit.configs import config_text, device_config
+    from trainfit.export.configs import config_text, device_config
 
     mac = mac_plan.devices[0]
     data = device_config(mac_plan, mac)

@@ -10,7 +10,7 @@ from trainfit import TrainSpec, estimate
 from trainfit.cli.main import main
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan import Verdict, _split, plan
+from trainfit.plan.core import Verdict, _split, plan
 from trainfit.spec import Precision
 
 MELODY = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)
@@ -105,7 +105,7 @@ def test_model_states_are_a_floor() -> None:
 
 
 def test_settings_whose_states_cannot_fit_are_not_traced(monkeypatch: pytest.MonkeyPatch) -> None:
-    import trainfit.plan as plan_module
+    import trainfit.plan.core as plan_module
 
     def no_trace(*args: object, **kwargs: object) -> None:
         raise AssertionError("traced a setting whose model states exceed the device")
@@ -126,7 +126,7 @@ def test_forced_precision_the_device_lacks_is_an_error() -> None:
 def test_devices_share_traces_only_when_attention_traces_alike(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import trainfit.plan as plan_module
+    import trainfit.plan.core as plan_module
 
     calls: list[str] = []
     real = plan_module.scale_batch
@@ -151,7 +151,7 @@ def test_devices_share_traces_only_when_attention_traces_alike(
 def test_ladder_traced_in_a_worker_equals_the_one_traced_here(
     melody_plan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import trainfit.plan as planning
+    import trainfit.plan.core as planning
 
     monkeypatch.setattr(planning, "WORKER_PARAMETERS", 0)
     calls: list[int] = []
@@ -235,7 +235,7 @@ def _small_gpu_catalog(tmp_path) -> str:
 def test_a_gpu_too_small_is_told_how_many_would_hold_the_job_sharded(tmp_path) -> None:
     from trainfit.hardware.catalog import using_catalogs
     from trainfit.memory.states import model_states
-    from trainfit.plan import SHARD_COUNTS
+    from trainfit.plan.core import SHARD_COUNTS
 
     spec = TrainSpec(model="gpt2-medium", seq_len=128)
     # NB: an effective batch of 64 lets the multi-GPU plan (which the verdict's count is
@@ -268,7 +268,7 @@ def test_fewer_shards_do_not_fit(tmp_path) -> None:
     """The GPU count is the smallest of SHARD_COUNTS that fits: the one before it does not."""
     from trainfit.hardware.catalog import get_device, using_catalogs
     from trainfit.memory.states import model_states
-    from trainfit.plan import SHARD_COUNTS, _beyond, _Cache, beyond_one_gpu
+    from trainfit.plan.core import SHARD_COUNTS, _beyond, _Cache, beyond_one_gpu
 
     spec = TrainSpec(model="gpt2-medium", seq_len=128, precision="bf16", checkpointing=True)
     with using_catalogs([_small_gpu_catalog(tmp_path)]):

@@ -14,8 +14,8 @@ import trainfit
 from trainfit.cli.main import main
 from trainfit.errors import SpecError
 from trainfit.measure import measure
+from trainfit.models.preference import FrozenReference, reference_of
 from trainfit.models.source import build_program
-from trainfit.preference import FrozenReference, reference_of
 from trainfit.report.terminal import time_renderable
 from trainfit.spec import ReferenceKind, TrainSpec
 from trainfit.trace.step import Category, StepTrace, trace_step

@@ -12,7 +12,7 @@ import gc
 
 import torch
 
-from trainfit.memory.scaling import scale_batch
+from trainfit.estimator.scaling import scale_batch
 from trainfit.spec import TrainSpec
 from trainfit.trace.recorder import Recorder
 

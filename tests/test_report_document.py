@@ -15,7 +15,7 @@ from torch import nn
 from trainfit import TrainSpec
 from trainfit.cli.main import _parser, main
 from trainfit.errors import SpecError
-from trainfit.plan import Plan, Verdict, plan
+from trainfit.plan.core import Plan, Verdict, plan
 from trainfit.report.document import (
     InferenceRow,
     Report,
@@ -523,7 +523,7 @@ def test_inference_claims_that_cannot_be_matched_name_the_choices(planned) -> No
 
 
 def test_rows_from_estimates_and_a_serving_only_report(tmp_path) -> None:
-    from trainfit.forward import ServingRefusal, estimate_forward
+    from trainfit.estimator.forward import ServingRefusal, estimate_forward
     from trainfit.report.document import ServingOnly, inference_rows
 
     spec = TrainSpec(model="trainfit.models.zoo:emotion_mlp")

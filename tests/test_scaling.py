@@ -9,7 +9,7 @@ import pytest
 
 from trainfit import TrainSpec, estimate
 from trainfit.errors import SpecError
-from trainfit.memory.scaling import max_micro_batch, scale_batch
+from trainfit.estimator.scaling import max_micro_batch, scale_batch
 
 ZOO = "trainfit.models.zoo"
 MELODY = TrainSpec(

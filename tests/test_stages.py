@@ -9,8 +9,8 @@ import pytest
 
 from trainfit import TrainSpec, estimate
 from trainfit.errors import SpecError
-from trainfit.plan import plan
-from trainfit.stages import plan_stages
+from trainfit.plan.core import plan
+from trainfit.plan.stages import plan_stages
 from trainfit.timing.run import RunSpec
 
 MELODY = TrainSpec(model="trainfit.models.zoo:melody_transformer", seq_len=256)

@@ -12,7 +12,7 @@ import pytest
 
 from trainfit.cli.main import main
 from trainfit.errors import SpecError
-from trainfit.estimate import estimate
+from trainfit.estimator.step import estimate
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
 from trainfit.timing.run import (
@@ -339,7 +339,7 @@ def test_cli_bad_stage(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_plan_scales_every_device_by_a_measured_step() -> None:
-    from trainfit.plan import plan
+    from trainfit.plan.core import plan
 
     spec = TrainSpec(**MLP, device="h100")
     modelled = plan(spec, 64, ("h100", "a100-80gb"), ladder=False)
@@ -371,7 +371,7 @@ def test_estimate_on_several_gpus_and_their_costs() -> None:
 
 
 def test_plan_run_times_each_gpu_count_with_its_own_step() -> None:
-    from trainfit.plan import plan
+    from trainfit.plan.core import plan
 
     spec = TrainSpec(model="gpt2", seq_len=256, precision="bf16", device="h100")
     result = plan(spec, 32, ("h100",), ladder=False, run=RunSpec(samples=10_000, gpus=2))
@@ -453,7 +453,7 @@ def test_estimate_on_two_gpus_prices_every_instance_size() -> None:
 
 
 def test_plan_counts_steps_with_the_batch_it_really_takes() -> None:
-    from trainfit.plan import plan
+    from trainfit.plan.core import plan
 
     spec = TrainSpec(model="gpt2", seq_len=512, precision="bf16", device="rtx-4060")
     result = plan(spec, 34, ("rtx-4060",), ladder=False, run=RunSpec(samples=10_000))

@@ -4,7 +4,7 @@
 
 Reads results/cudnn_probe_h100.json.gz (`probe_cudnn.py`) and results/cudnn_lstm_grid_h100.json.gz
 (an earlier LSTM grid: `cfg` = input, hidden, layers, batch, time, dropout, bidirectional, dtype;
-`ev` = the events). Prints the coefficients that `trainfit.trace.cudnn_rnn` uses and each
+`ev` = the events). Prints the coefficients that `trainfit.trace.kernels.cudnn_rnn` uses and each
 point's leave-one-out error. The accuracy case's shape (B32 T256 I=H=256 L4) is left out of
 the fit, so that `lstm-cudnn-fp32` stays held out.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainfit.trace.cudnn_rnn import LstmShape, reserve_bytes
+from trainfit.trace.kernels.cudnn_rnn import LstmShape, reserve_bytes
 
 RESULTS = Path(__file__).parent / "results"
 CASE = (256, 256, 4, 32, 256)  # input, hidden, layers, batch, time of lstm-cudnn-fp32

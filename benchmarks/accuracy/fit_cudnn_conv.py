@@ -8,7 +8,8 @@ workspace (allocated and freed at once after the output), the input-gradient wor
 the input's gradient) and the weight-gradient workspace (after the weight's gradient). Prints
 the one constant it fits (`WEIGHT_GRAD_SPLIT`, the median ratio of the weight-gradient
 workspace to the transform size) and the per-call error of every rule in
-`trainfit.trace.cudnn_conv`, by kind of convolution. The accuracy cases are never read, unless
+`trainfit.trace.kernels.cudnn_conv`, by kind of convolution. The accuracy cases are never read,
+unless
 `--probe` names a probe of their shapes (`probe_case_convs.py`), which is then only reported.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from trainfit.trace import cudnn_conv
-from trainfit.trace.cudnn_conv import (
+from trainfit.trace.kernels.cudnn_conv import (
     ConvShape,
     forward_workspace_bytes,
     input_grad_workspace_bytes,

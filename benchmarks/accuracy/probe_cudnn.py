@@ -4,7 +4,8 @@
 
 Writes DIR/cudnn_probe.json: for each convolution and each RNN of a seeded grid, the allocator
 events (alloc/free, bytes, address) of one steady-state forward and backward, split at marker
-allocations. trainfit's cuDNN models (`trainfit.trace.cudnn_conv`, `trainfit.trace.cudnn_rnn`)
+allocations. trainfit's cuDNN models (`trainfit.trace.kernels.cudnn_conv`,
+`trainfit.trace.kernels.cudnn_rnn`)
 are fitted on this grid, never on the accuracy cases: the grid is drawn at random and every
 shape that one of the accuracy cases runs is excluded (`CASE_CONVS`).
 

@@ -51,7 +51,7 @@ def _header(title: str, env: dict[str, Any]) -> list[str]:
 
 
 def generation_table(measured: Path, env: dict[str, Any], device: str) -> str:
-    from trainfit.inference import estimate_inference
+    from trainfit.estimator.generation import estimate_inference
 
     lines = _header("Greedy generation: estimate_inference vs measured (bf16)", env)
     lines += [
@@ -200,7 +200,7 @@ def main() -> None:
     parser.add_argument("--suffix", default="h100")
     parser.add_argument("--device", default="h100", help="catalog row the estimates are for")
     args = parser.parse_args()
-    from trainfit.configs import write_atomically
+    from trainfit.io import write_atomically
 
     measured = Path(args.measured)
     env = json.loads((measured / "environment.json").read_text())

@@ -37,6 +37,18 @@ CASES: dict[str, dict[str, Any]] = {
     ),
     "vit-base-fp32": dict(model="vit-base-patch16-224", precision="fp32"),
     "resnet50-bf16": dict(model="resnet-50", precision="bf16"),
+    # Added 2026-11-26, predicted (results/predicted_longseq.json) before their first GPU run:
+    # long sequences and large vocabularies, where the earlier cases saw no miss.
+    "llama-3.2-1b-ckpt-bf16-s4096": dict(
+        model="llama-3.2-1b", seq_len=4096, precision="bf16", checkpointing=True
+    ),
+    "llama-3.2-1b-ckpt-bf16-s8192": dict(
+        model="llama-3.2-1b", seq_len=8192, precision="bf16", checkpointing=True
+    ),
+    "qwen2-0.5b-ckpt-bf16-s4096": dict(
+        model="qwen2-0.5b", seq_len=4096, precision="bf16", checkpointing=True
+    ),
+    "qwen2-1.5b-bf16-s2048": dict(model="qwen2-1.5b", seq_len=2048, precision="bf16"),
 }
 """In the order the GPU search runs them: the language models with small maxima first, so that
 a run cut short still has the cases where the prediction must be exact."""

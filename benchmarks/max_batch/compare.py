@@ -27,8 +27,8 @@ GiB = 2**30
 def _predicted(name: str, batches: list[int]) -> dict[int, tuple[int, int]]:
     """(peak reserved, runtime context) trainfit predicts at each batch."""
     from trainfit import TrainSpec
-    from trainfit.estimate import gpu_memory
-    from trainfit.memory.scaling import scale_batch
+    from trainfit.estimator.scaling import scale_batch
+    from trainfit.estimator.step import gpu_memory
 
     scaling = scale_batch(TrainSpec(**CASES[name], device=DEVICE))
     out: dict[int, tuple[int, int]] = {}

@@ -1,5 +1,5 @@
 """Training steps whose sharded (FSDP2) and CPU-offloaded memory is measured on GPUs and
-compared with what `trainfit plan` says would hold them (`trainfit.plan.beyond_one_gpu`).
+compared with what `trainfit plan` says would hold them (`trainfit.plan.core.beyond_one_gpu`).
 
 Each case is a TrainSpec's fields; every case runs bf16 with gradient checkpointing, as the
 plan's verdict does for a job that one GPU cannot hold.

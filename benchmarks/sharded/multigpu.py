@@ -1,5 +1,5 @@
 """Per-rank memory of DDP and FSDP2 on two GPUs: trainfit's plan against torchrun runs of the
-template it emits (`trainfit.distributed.train_fsdp2`).
+template it emits (`trainfit.export.train_fsdp2`).
 
     PYTHONPATH=src:. python -m benchmarks.sharded.multigpu configs   # CPU: writes the configs
                                                                      # and the predictions
@@ -119,7 +119,7 @@ def configs(tiny: bool, out: Path, heldout: bool = False) -> None:
     """Plan every case and write its config and the predictions."""
     import torch
 
-    from trainfit.distributed.launch import fsdp2_settings
+    from trainfit.export.torchrun import fsdp2_settings
 
     predicted: dict[str, object] = {}
     out.mkdir(parents=True, exist_ok=True)

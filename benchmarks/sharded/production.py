@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from trainfit.plan import plan
+from trainfit.plan.core import plan
 from trainfit.spec import Precision, TrainSpec
 
 OUT = Path(__file__).parent / "results" / "production_qwen2.5.md"

@@ -13,7 +13,7 @@ for config in "$configs"/fsdp2_*.json; do
   case=$(basename "$config" .json); case=${case#fsdp2_}
   flag=""; [ "$device" = cpu ] && flag="--device cpu"
   PYTHONPATH=src:. timeout 150 python -m torch.distributed.run --standalone --nproc-per-node=2 \
-    src/trainfit/distributed/train_fsdp2.py --config "$config" --steps 3 $flag \
+    src/trainfit/export/templates/train_fsdp2.py --config "$config" --steps 3 $flag \
     --out "$out/$case.json" > "$out/$case.log" 2>&1 \
     || echo "$case failed: $(tail -3 "$out/$case.log")"
 done

@@ -23,7 +23,7 @@ import transformers
 
 from benchmarks.speed.bench_estimate import LLAMA_7B
 from trainfit import TrainSpec, estimate
-from trainfit.plan import plan
+from trainfit.plan.core import plan
 
 HERE = Path(__file__).parent
 DEVICES = (

@@ -7,8 +7,6 @@ process (see `trainfit.cli.main.entry`) before torch is imported.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,18 +19,22 @@ if TYPE_CHECKING:
         TrainfitError,
         UnknownNameError,
     )
-    from trainfit.estimate import Breakdown, Estimate, estimate
-    from trainfit.forward import (
+    from trainfit.estimator.forward import (
         ForwardEstimate,
         ServingRefusal,
         estimate_forward,
         estimate_serving,
     )
-    from trainfit.inference import InferenceEstimate, InferencePrecision, estimate_inference
-    from trainfit.lora import LoraSpec
-    from trainfit.memory.scaling import MaxBatch, max_micro_batch
+    from trainfit.estimator.generation import (
+        InferenceEstimate,
+        InferencePrecision,
+        estimate_inference,
+    )
+    from trainfit.estimator.scaling import MaxBatch, max_micro_batch
+    from trainfit.estimator.step import Breakdown, Estimate, estimate
     from trainfit.spec import (
         InputSpec,
+        LoraSpec,
         OptimizerKind,
         Precision,
         PreferenceKind,
@@ -48,12 +50,12 @@ _HOMES = {
     "TraceError": "trainfit.errors",
     "TrainfitError": "trainfit.errors",
     "UnknownNameError": "trainfit.errors",
-    "Breakdown": "trainfit.estimate",
-    "Estimate": "trainfit.estimate",
-    "estimate": "trainfit.estimate",
-    "LoraSpec": "trainfit.lora",
-    "MaxBatch": "trainfit.memory.scaling",
-    "max_micro_batch": "trainfit.memory.scaling",
+    "Breakdown": "trainfit.estimator.step",
+    "Estimate": "trainfit.estimator.step",
+    "estimate": "trainfit.estimator.step",
+    "LoraSpec": "trainfit.spec",
+    "MaxBatch": "trainfit.estimator.scaling",
+    "max_micro_batch": "trainfit.estimator.scaling",
     "InputSpec": "trainfit.spec",
     "OptimizerKind": "trainfit.spec",
     "Precision": "trainfit.spec",
@@ -68,24 +70,24 @@ _HOMES = {
     "find_max_batch": "trainfit.measure.max_batch",
     "LatencyTable": "trainfit.measure.latency",
     "measure_latency": "trainfit.measure.latency",
-    "Diagnosis": "trainfit.doctor",
-    "diagnose": "trainfit.doctor",
+    "Diagnosis": "trainfit.measure.doctor",
+    "diagnose": "trainfit.measure.doctor",
     "Monitor": "trainfit.monitor.core",
     "OomReport": "trainfit.monitor.oom",
-    "autofit": "trainfit.autofit.core",
-    "Fit": "trainfit.autofit.fit",
-    "StagedPlan": "trainfit.stages",
+    "autofit": "trainfit.autofitter.core",
+    "Fit": "trainfit.autofitter.fit",
+    "StagedPlan": "trainfit.plan.stages",
     "PlanFile": "trainfit.specfile",
     "SpecFileError": "trainfit.errors",
     "load_plan_spec": "trainfit.specfile",
-    "plan_stages": "trainfit.stages",
-    "InferenceEstimate": "trainfit.inference",
-    "InferencePrecision": "trainfit.inference",
-    "estimate_inference": "trainfit.inference",
-    "ForwardEstimate": "trainfit.forward",
-    "ServingRefusal": "trainfit.forward",
-    "estimate_forward": "trainfit.forward",
-    "estimate_serving": "trainfit.forward",
+    "plan_stages": "trainfit.plan.stages",
+    "InferenceEstimate": "trainfit.estimator.generation",
+    "InferencePrecision": "trainfit.estimator.generation",
+    "estimate_inference": "trainfit.estimator.generation",
+    "ForwardEstimate": "trainfit.estimator.forward",
+    "ServingRefusal": "trainfit.estimator.forward",
+    "estimate_forward": "trainfit.estimator.forward",
+    "estimate_serving": "trainfit.estimator.forward",
     "PreferenceKind": "trainfit.spec",
     "ReferenceKind": "trainfit.spec",
     "Report": "trainfit.report.document",
@@ -167,20 +169,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_HOMES))
-
-
-class _Package(types.ModuleType):
-    """The package module: `trainfit.estimate` stays the function.
-
-    NB: importing the submodule `trainfit.estimate` sets the package's attribute of that name
-    to the submodule; with the names imported on first use, that would make
-    `from trainfit import estimate` give the module whenever the submodule came first.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("estimate", "autofit") and isinstance(value, types.ModuleType):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -5,14 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from trainfit.errors import SpecError, UnknownNameError
-
-if TYPE_CHECKING:
-    from trainfit.lora import LoraSpec
 
 
 class Precision(str, Enum):
@@ -40,7 +37,7 @@ class Precision(str, Enum):
 
 
 class PreferenceKind(str, Enum):
-    """Preference-training losses trainfit runs (see `trainfit.preference`)."""
+    """Preference-training losses trainfit runs (see `trainfit.models.preference`)."""
 
     DPO = "dpo"
 
@@ -150,6 +147,82 @@ class InputSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class LoraSpec:
+    """LoRA adapters on a frozen base (and, with `qlora`, a 4-bit NF4 base)."""
+
+    rank: int = 8
+    """Rank r of each adapter (A is r x in, B is out x r)."""
+    alpha: float | None = None
+    """Scaling numerator (lora_alpha); None takes 2 * rank."""
+    dropout: float = 0.0
+    """Dropout on the adapters' input, in [0, 1)."""
+    targets: tuple[str, ...] = ()
+    """Module names to adapt (peft's target_modules); empty takes peft's default for the
+    architecture, else every Linear but the output head."""
+    qlora: bool = False
+    """4-bit NF4 base weights with double quantisation (modelled; bitsandbytes' recipe)."""
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        coerce = object.__setattr__
+        if isinstance(self.targets, str):
+            coerce(self, "targets", tuple(t for t in self.targets.split(",")))
+        coerce(self, "targets", tuple(str(t).strip() for t in self.targets))
+        if not isinstance(self.rank, int) or isinstance(self.rank, bool) or self.rank < 1:
+            problems.append(f"LoRA rank must be a positive integer, got {self.rank!r}")
+        if self.alpha is None and not problems:
+            coerce(self, "alpha", float(2 * self.rank))
+        elif self.alpha is not None and not (
+            isinstance(self.alpha, (int, float)) and self.alpha > 0
+        ):
+            problems.append(f"LoRA alpha must be > 0, got {self.alpha!r}")
+        if not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
+            problems.append(f"LoRA dropout must be in [0, 1), got {self.dropout!r}")
+        if any(not t for t in self.targets):
+            problems.append(f"LoRA targets {','.join(self.targets)!r} hold an empty name")
+        if problems:
+            raise SpecError(problems)
+
+    @classmethod
+    def of(cls, value: LoraSpec | dict[str, Any]) -> LoraSpec:
+        """A LoraSpec from itself or a dict of its fields (naming unknown keys)."""
+        if isinstance(value, LoraSpec):
+            return value
+        if not isinstance(value, dict):
+            raise SpecError([f"lora must be a LoraSpec or a dict of its fields, got {value!r}"])
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise SpecError(
+                [
+                    f"unknown LoRA field(s) {', '.join(unknown)}; "
+                    f"choose from {', '.join(sorted(known))}"
+                ]
+            )
+        return cls(**value)
+
+    def describe(self, default: str | None = None) -> str:
+        """One line: `LoRA r=16 alpha=32 dropout=0.05 on q_proj,v_proj` (QLoRA: 4-bit base);
+        `default` names the modules adapted when no targets were given."""
+        what = "QLoRA (4-bit NF4 base, modelled)" if self.qlora else "LoRA"
+        if self.targets:
+            targets = ",".join(self.targets)
+        else:
+            targets = f"{default} (the default)" if default else "the default modules"
+        return f"{what} r={self.rank} alpha={self.alpha:g} dropout={self.dropout:g} on {targets}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "rank": self.rank,
+            "alpha": self.alpha,
+            "dropout": self.dropout,
+            "targets": list(self.targets),
+            "qlora": self.qlora,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrainSpec:
     """One training step to estimate or measure.
 
@@ -236,7 +309,6 @@ class TrainSpec:
         )
         coerce(self, "freeze", tuple(self.freeze))
         if self.lora is not None:
-            from trainfit.lora import LoraSpec
 
             try:
                 coerce(self, "lora", LoraSpec.of(self.lora))

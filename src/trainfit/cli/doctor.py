@@ -28,7 +28,7 @@ def run(args: argparse.Namespace, probe: Probe | None = None) -> int:
 
     `probe` replaces the real one (tests).
     """
-    from trainfit.doctor import diagnose
+    from trainfit.measure.doctor import diagnose
 
     diagnosis = diagnose(probe, run_steps=not args.no_step)
     if args.json:

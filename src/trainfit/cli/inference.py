@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _precisions(args: argparse.Namespace) -> list[object]:
-    from trainfit.inference import InferencePrecision
+    from trainfit.estimator.generation import InferencePrecision
     from trainfit.spec import parse_enum
 
     return [
@@ -61,7 +61,7 @@ def serving_spec(args: argparse.Namespace) -> object:
 def serving_rows(args: argparse.Namespace, spec: object, devices: tuple[str, ...]) -> tuple:
     """The report's inference rows of `spec` on `devices` (generation for a causal LM, one
     forward for any other model; what trainfit does not estimate is a row saying why)."""
-    from trainfit.forward import estimate_serving
+    from trainfit.estimator.forward import estimate_serving
     from trainfit.report.document.serving import inference_rows
 
     return inference_rows(
@@ -102,8 +102,8 @@ def run_inference(args: argparse.Namespace, devices: tuple[str, ...]) -> int:
     the tables or JSON; with --report, write a report of the inference section only."""
     from trainfit.cli import report_args
     from trainfit.errors import SpecError
-    from trainfit.forward import is_generative
-    from trainfit.inference import estimate_inference_table
+    from trainfit.estimator.forward import is_generative
+    from trainfit.estimator.generation import estimate_inference_table
 
     report_args.check(args)
     spec = serving_spec(args)

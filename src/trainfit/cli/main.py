@@ -92,11 +92,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from trainfit.estimate import estimate
+    from trainfit.estimator.step import estimate
 
     spec = spec_args.spec(args)
     if args.max_batch:
-        from trainfit.memory.scaling import max_micro_batch
+        from trainfit.estimator.scaling import max_micro_batch
 
         found = max_micro_batch(spec, margin=args.margin)
         if args.json:

@@ -218,8 +218,8 @@ def _room(spec: Any, backend: Any, estimate: Any) -> None:
     free = backend.free_memory()
     if backend.kind == "cpu" or free is None or estimate.device_memory_needed_bytes <= free:
         return
+    from trainfit.estimator.scaling import max_micro_batch
     from trainfit.hardware import nvml
-    from trainfit.memory.scaling import max_micro_batch
 
     total = backend.total_memory() or free
     GiB = 1 << 30
@@ -251,7 +251,7 @@ def _measure(
 
     result = None
     if target is not None:
-        from trainfit.estimate import estimate
+        from trainfit.estimator.step import estimate
 
         result = estimate(spec)
         if not args.force:
@@ -298,7 +298,7 @@ def _max_batch(
     predicted = None
     notes = [note] if note else []
     if target is not None and backend.kind != "cpu":
-        from trainfit.memory.scaling import max_micro_batch
+        from trainfit.estimator.scaling import max_micro_batch
 
         try:
             predicted = max_micro_batch(spec).batch or None
@@ -350,7 +350,7 @@ def _emit(args: argparse.Namespace, data: dict[str, Any], shown: Any) -> None:
     """Print JSON or the tables; write --out atomically."""
     text = json.dumps(data, indent=2)
     if args.out:
-        from trainfit.configs import write_atomically
+        from trainfit.io import write_atomically
 
         write_atomically(args.out, text + "\n")
     if args.json:

@@ -13,7 +13,7 @@ DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
 
 
 if TYPE_CHECKING:
-    from trainfit.plan import Plan
+    from trainfit.plan.core import Plan
     from trainfit.spec import Precision, TrainSpec
     from trainfit.timing.run import RunSpec
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
     from trainfit.cli import spec_args
     from trainfit.errors import SpecError
-    from trainfit.plan import plan
+    from trainfit.plan.core import plan
     from trainfit.spec import Precision, TrainSpec, parse_enum
 
     devices = tuple(args.device) or DEFAULT_DEVICES
@@ -137,12 +137,12 @@ def run(args: argparse.Namespace) -> int:
     if args.export_dir is not None and not args.export:
         raise SpecError(["--export-dir needs --export (hf, lightning, accelerate or yaml)"])
     if args.export:
-        from trainfit.exports import check_directory, require_packages
+        from trainfit.export.core import check_directory, require_packages
 
         require_packages(args.export)  # NB: before planning, which takes seconds
         check_directory(args.export_dir or ".")  # NB: so is an unwritable directory
     if args.config_dir:
-        from trainfit.exports import check_directory
+        from trainfit.export.core import check_directory
 
         check_directory(args.config_dir, "config directory")
     spec = TrainSpec(
@@ -229,7 +229,7 @@ def _staged(
     """`--stage ...`: every stage planned; configs and exports per stage (DIR/stageN)."""
 
     from trainfit.cli import run_args
-    from trainfit.stages import plan_stages
+    from trainfit.plan.stages import plan_stages
 
     stages = run_args.stages(args.stage, spec)
     from trainfit.cli import report_args
@@ -281,12 +281,12 @@ def _write_files(args: argparse.Namespace, result: Plan, subdirectory: str) -> N
     from pathlib import Path
 
     if args.config_dir:
-        from trainfit.configs import write_configs
+        from trainfit.export.configs import write_configs
 
         for path in write_configs(result, Path(args.config_dir) / subdirectory):
             print(f"wrote {path}", file=sys.stderr)
     if args.export:
-        from trainfit.exports import write_exports
+        from trainfit.export.core import write_exports
 
         where = Path(args.export_dir or ".") / subdirectory
         exported = write_exports(result, args.export, where)

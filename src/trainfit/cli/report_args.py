@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainfit.plan import Plan
-    from trainfit.stages import StagedPlan
+    from trainfit.plan.core import Plan
+    from trainfit.plan.stages import StagedPlan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def check(args: argparse.Namespace) -> None:
     """Before planning (which takes seconds): the report directory can be written."""
     if getattr(args, "report", None):
-        from trainfit.exports import check_directory
+        from trainfit.export.core import check_directory
 
         check_directory(args.report, "report directory")
 
@@ -81,7 +81,7 @@ def stop() -> None:
 def write_serving(args: argparse.Namespace, rows: Sequence[object]) -> None:
     """`write` for a serving-only plan (no training plan): the report's inference section."""
     from trainfit.cli.inference import serving_spec
-    from trainfit.forward import parameter_count
+    from trainfit.estimator.forward import parameter_count
     from trainfit.report.document import ServingOnly
 
     if not getattr(args, "report", None):

@@ -14,7 +14,7 @@ from trainfit.timing.run import (
 )
 
 if TYPE_CHECKING:
-    from trainfit.estimate import Estimate
+    from trainfit.estimator.step import Estimate
     from trainfit.spec import TrainSpec
     from trainfit.timing.run import RunSpec, Stage
     from trainfit.timing.step import StepTime
@@ -174,7 +174,7 @@ def stage_times(
     """Each stage's step time and gradient bytes (a stage freezing what `result` froze reuses
     its step); `reference` (seconds measured, the modelled step they were measured against,
     the device) scales every stage's modelled step as it scaled `result`'s."""
-    from trainfit.estimate import estimate
+    from trainfit.estimator.step import estimate
     from trainfit.timing.run import Stage
     from trainfit.timing.step import scaled
 
@@ -202,7 +202,7 @@ def calibrated(
     scaling used (for other stages)."""
     import dataclasses
 
-    from trainfit.estimate import estimate
+    from trainfit.estimator.step import estimate
     from trainfit.hardware.catalog import get_device
     from trainfit.timing.step import scaled
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from trainfit.distributed.strategy import Layout, Offload, Strategy, divisors
 from trainfit.distributed.units import Units
-from trainfit.estimate import gpu_memory
+from trainfit.estimator.step import gpu_memory
 from trainfit.hardware.catalog import Device
 from trainfit.memory.runtime import nccl_bytes
 from trainfit.spec import Precision, TrainSpec

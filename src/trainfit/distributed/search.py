@@ -35,7 +35,7 @@ from trainfit.distributed.strategy import (
 )
 from trainfit.distributed.units import Units, units
 from trainfit.errors import SpecError, TrainfitError
-from trainfit.hardware.catalog import Device, get_device, instances
+from trainfit.hardware.catalog import Device, cheapest_instance, get_device, instances
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.step import StepTrace, trace_step
 from trainfit.trace.target import Target
@@ -296,9 +296,8 @@ def _finish(
     chosen = memory(micro)
     trace, at = traces.at(ckpt, micro)
     comm, seconds, note = _timing(trace, at, device, strategy, offload, layout, accum, unit_sizes)
-    from trainfit.plan import _cheapest_instance
 
-    name, count, price = _cheapest_instance(device, layout.gpus)
+    name, count, price = cheapest_instance(device, layout.gpus)
     return DistributedPlan(
         device=device.name,
         strategy=strategy,

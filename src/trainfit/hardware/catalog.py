@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,7 +26,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from trainfit.errors import CatalogError, UnknownNameError
+from trainfit.errors import CatalogError, TrainfitError, UnknownNameError
 from trainfit.hardware.figures import (
     UNKNOWN,
     Figure,
@@ -538,3 +539,35 @@ def get_device(name: str) -> Device:
 def get_instance(name: str) -> Instance:
     """The cloud instance called `name`."""
     return catalog().instance(name)
+
+
+def cheapest_instance(device: Device, gpus: int) -> tuple[str, int, float | None]:
+    """The catalog instance of `device` GPUs that gives `gpus` of them for the least on-demand
+    money (instances without a price last), how many of it, and their price.
+
+    NB: one machine with at least `gpus` GPUs, or several machines of eight GPUs or more
+    (sharding over one-GPU machines is not offered).
+    """
+    best: tuple[tuple[bool, float, int], str, int, float | None] | None = None
+    for inst in instances().values():
+        try:
+            gpu = get_device(inst.gpu).name
+        except TrainfitError:
+            continue
+        if gpu != device.name or not inst.gpu_count.known:
+            continue
+        per_machine = int(inst.gpu_count.value)
+        if per_machine < min(gpus, 8):
+            continue
+        count = math.ceil(gpus / per_machine)
+        price = (
+            float(inst.on_demand_usd_per_hour.value) * count
+            if inst.on_demand_usd_per_hour.known
+            else None
+        )
+        rank = (price is None, price or 0.0, count)
+        if best is None or rank < best[0]:
+            best = (rank, inst.name, count, price)
+    if best is None:
+        return "", 0, None
+    return best[1], best[2], best[3]

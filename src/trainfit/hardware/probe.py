@@ -1,6 +1,6 @@
 """Raw readings of the local machine, behind a small interface with a fake for tests.
 
-`Probe` is everything `trainfit.hardware.detect` and `trainfit.doctor` ask of the host (the
+`Probe` is everything `trainfit.hardware.detect` and `trainfit.measure.doctor` ask of the host (the
 doctor's tiny training step included); `TorchProbe` asks torch,
 NVML, `nvidia-smi`, `sysctl` and the OS, and `FakeProbe` answers from fixed values so that the
 CUDA and MPS paths are tested on a CPU-only machine. A probe only reads: parsing, choosing a

@@ -1,6 +1,6 @@
 """Estimate against measurement, quantity by quantity, with the error of each.
 
-`compare(estimate, measured)` lines up what `trainfit.estimate` predicted for a spec with what
+`compare(estimate, measured)` lines up what `trainfit.estimator.step` predicted for a spec with what
 `trainfit.measure.measure` saw on the device: device memory needed, peak allocated and
 reserved, the model states and activations (traced totals, as the GPU runner tags them), step
 time and throughput. error = estimate / measured - 1.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainfit.errors import MeasureError
-from trainfit.estimate import Estimate
+from trainfit.estimator.step import Estimate
 from trainfit.measure.backend import Backend
 from trainfit.measure.steps import Measured
 from trainfit.memory.allocator import round_size

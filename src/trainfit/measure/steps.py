@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from trainfit.errors import MeasureError
-from trainfit.lora import check_runnable
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
+from trainfit.models.lora import check_runnable
 from trainfit.models.source import build_program
 from trainfit.spec import Precision, TrainSpec
 from trainfit.training import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainfit.lora import effective_optimizer
-from trainfit.lora import parameter_counts as lora_parameter_counts
+from trainfit.models.lora import effective_optimizer
+from trainfit.models.lora import parameter_counts as lora_parameter_counts
 from trainfit.models.source import build_program
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 from trainfit.training import apply_settings

@@ -105,14 +105,14 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
         _catalog.lookup(spec.model)  # raises UnknownNameError with close matches
         raise AssertionError("unreachable")
     if spec.lora is not None:
-        from trainfit.lora import wrap_with_lora
+        from trainfit.models.lora import wrap_with_lora
 
         model, adapted = wrap_with_lora(program.model, spec.lora, spec.precision, device)
         program = dataclasses.replace(
             program, model=model, description=f"{program.description}; {adapted}"
         )
     if spec.preference is not None:
-        from trainfit.preference import preference_program
+        from trainfit.models.preference import preference_program
 
         return preference_program(program, spec)
     if spec.step_fn:

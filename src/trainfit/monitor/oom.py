@@ -1,6 +1,6 @@
 """Out of memory: where in the step it happened, and the next rung of the low-memory ladder.
 
-The ladder is the planner's (`trainfit.plan._ladder_steps`, seed 004), in its order: mixed
+The ladder is the planner's (`trainfit.plan.core._ladder_steps`, seed 004), in its order: mixed
 precision, a quarter of the micro-batch with more accumulation, gradient checkpointing, 8-bit
 AdamW state, micro-batch 1. With a `TrainSpec` the next rung is the first change the spec has
 not taken that trainfit's estimator predicts to save memory, with the figures; without one it is
@@ -142,7 +142,7 @@ def _mixed(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
     if spec.precision not in (Precision.FP32, Precision.TF32):
         return None
     from trainfit.hardware.catalog import get_device
-    from trainfit.plan import supported_precision
+    from trainfit.plan.core import supported_precision
 
     device = get_device(spec.device)
     precision = Precision.BF16 if device.kind == "cpu" else supported_precision(device)
@@ -240,7 +240,7 @@ def next_rung_for_spec(spec: TrainSpec) -> NextRung:
     NB: a rung predicted to save nothing (mixed precision of a tiny model, whose bf16 weight
     copies outweigh its activations) is passed over for the next one.
     """
-    from trainfit.estimate import estimate
+    from trainfit.estimator.step import estimate
 
     try:
         current = estimate(spec)
@@ -280,7 +280,7 @@ def next_rung_for_spec(spec: TrainSpec) -> NextRung:
 
 def _until_fit(rung: NextRung, name: str) -> NextRung:
     """`rung` with the further rungs, taken together, after which the spec fits."""
-    from trainfit.estimate import estimate
+    from trainfit.estimator.step import estimate
 
     assert rung.spec is not None
     spec, then = rung.spec, []

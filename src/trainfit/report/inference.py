@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from trainfit.inference import InferenceEstimate
+from trainfit.estimator.generation import InferenceEstimate
 
 GIB = 1 << 30
 

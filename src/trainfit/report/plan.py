@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.hardware.catalog import get_device
-from trainfit.plan import DevicePlan, Plan, Verdict
+from trainfit.plan.core import DevicePlan, Plan, Verdict
 
 GIB = 2**30
 

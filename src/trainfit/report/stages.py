@@ -7,8 +7,8 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from trainfit.plan.stages import StagedPlan
 from trainfit.report.plan import plan_renderable
-from trainfit.stages import StagedPlan
 
 GiB = 1 << 30
 

@@ -8,8 +8,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from trainfit.estimate import Estimate
-from trainfit.memory.scaling import MaxBatch
+from trainfit.estimator.scaling import MaxBatch
+from trainfit.estimator.step import Estimate
 from trainfit.timing.run import RunEstimate
 
 GiB = 1 << 30

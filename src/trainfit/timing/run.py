@@ -25,7 +25,7 @@ from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, catalog
 
 if TYPE_CHECKING:
-    from trainfit.estimate import Estimate
+    from trainfit.estimator.step import Estimate
     from trainfit.timing.step import StepTime
 
 DEFAULT_KWH_PRICE = 0.18

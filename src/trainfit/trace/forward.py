@@ -23,8 +23,8 @@ from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
 from trainfit.trace.compat import internal_moved
 from trainfit.trace.costs import StepCosts
-from trainfit.trace.cudnn_conv import CudnnConv
-from trainfit.trace.cudnn_rnn import LIBRARY_OP, CudnnLstm
+from trainfit.trace.kernels.cudnn_conv import CudnnConv
+from trainfit.trace.kernels.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.recorder import Recorder
 from trainfit.trace.step import (
     Category,

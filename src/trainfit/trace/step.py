@@ -22,14 +22,14 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trainfit.errors import TraceError, TrainfitError
-from trainfit.lora import effective_optimizer, parameter_counts
+from trainfit.models.lora import effective_optimizer, parameter_counts
 from trainfit.models.source import StepProgram, build_program
 from trainfit.spec import Precision, TrainSpec
-from trainfit.trace.attention import SdpaBackend, SdpaCall
 from trainfit.trace.compat import check_torch, internal_moved
 from trainfit.trace.costs import MODULE_CALL, StepCosts
-from trainfit.trace.cudnn_conv import CudnnConv
-from trainfit.trace.cudnn_rnn import LIBRARY_OP, CudnnLstm
+from trainfit.trace.kernels.attention import SdpaBackend, SdpaCall
+from trainfit.trace.kernels.cudnn_conv import CudnnConv
+from trainfit.trace.kernels.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.optimizers import make_optimizer
 from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse, RecordedPass
@@ -413,7 +413,7 @@ def trace_step(
 
 
 def _count(program: StepProgram, trainable_only: bool) -> int:
-    from trainfit.preference import reference_parameter_ids
+    from trainfit.models.preference import reference_parameter_ids
 
     # NB: a DPO reference is not the model's
     total, trainable = parameter_counts(

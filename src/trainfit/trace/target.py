@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainfit.trace.attention import CudaAttention, MpsAttention, SdpaBackend, SdpaCall
 from trainfit.trace.autocast import MPS_POLICY, TargetAutocast
-from trainfit.trace.onednn import onednn_lstm_workspace
+from trainfit.trace.kernels.attention import CudaAttention, MpsAttention, SdpaBackend, SdpaCall
+from trainfit.trace.kernels.onednn import onednn_lstm_workspace
 from trainfit.training import no_context
 
 if TYPE_CHECKING:

@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from trainfit.errors import SpecError, TrainfitError
-from trainfit.plan import Plan
+from trainfit.plan.core import Plan
+from trainfit.plan.stages import StagedPlan
 from trainfit.report.document.claims import check_claims
 from trainfit.report.document.memory import device_memory
 from trainfit.report.document.model import (
@@ -20,7 +21,6 @@ from trainfit.report.document.model import (
     slug,
 )
 from trainfit.report.document.verify import verify_commands
-from trainfit.stages import StagedPlan
 from trainfit.timing.run import RunSpec
 
 
@@ -160,8 +160,8 @@ def _model_section(
 
 def _configs(plan: Plan, where: str, exports: Sequence[str]) -> tuple[ConfigFile, ...]:
     """Each device's seed-style config (undated) and the export files asked for."""
-    from trainfit.configs import config_text
-    from trainfit.exports import ExportFormat, export_name, export_text, layout
+    from trainfit.export.configs import config_text
+    from trainfit.export.core import ExportFormat, export_name, export_text, layout
 
     files = []
     for d in plan.devices:

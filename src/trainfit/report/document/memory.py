@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainfit.estimate import gpu_memory
+from trainfit.estimator.scaling import BatchScaling
+from trainfit.estimator.step import gpu_memory
 from trainfit.hardware.catalog import get_device
 from trainfit.memory.replay import WORKSPACES
-from trainfit.memory.scaling import BatchScaling
-from trainfit.plan import DevicePlan, Plan
+from trainfit.plan.core import DevicePlan, Plan
 from trainfit.report.document.model import CurvePoint, DeviceMemory
 from trainfit.trace.step import Category
 

@@ -77,7 +77,7 @@ def render_plots(report: Report) -> dict[str, bytes]:
 
 def write_plots(report: Report, directory: Path | str) -> list[Path]:
     """Write every plot under `directory` (plots/...), atomically; return the paths."""
-    from trainfit.configs import write_bytes_atomically
+    from trainfit.io import write_bytes_atomically
 
     written = []
     for relative, data in render_plots(report).items():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from trainfit.forward import ForwardEstimate, ServingRefusal, ServingResult
-from trainfit.inference import InferenceEstimate
+from trainfit.estimator.forward import ForwardEstimate, ServingRefusal, ServingResult
+from trainfit.estimator.generation import InferenceEstimate
 from trainfit.report.document.model import InferenceRow
 
 GIB = 2**30

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 from trainfit.hardware.catalog import get_device
-from trainfit.plan import DevicePlan, Plan
+from trainfit.plan.core import DevicePlan, Plan
 from trainfit.report.document.model import Verify
 from trainfit.spec import TrainSpec
 

@@ -17,7 +17,7 @@ def write_report(
 ) -> list[Path]:
     """Write the report's files under `directory` (created if needed); return their paths
     (report.html last). TrainfitError naming a path that cannot be written."""
-    from trainfit.configs import write_atomically, write_bytes_atomically
+    from trainfit.io import write_atomically, write_bytes_atomically
 
     directory = Path(directory)
     say = progress or (lambda _: None)

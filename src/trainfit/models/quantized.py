@@ -109,7 +109,7 @@ def quantize_linears(model: nn.Module, skip: nn.Module | None, dtype: torch.dtyp
     4-bit stand-in computing in `dtype`; return how many were replaced."""
     from peft.tuners.lora import LoraLayer
 
-    from trainfit.lora import _linear_classes
+    from trainfit.models.lora import _linear_classes
 
     classes = _linear_classes()
     adapters: set[int] = set()

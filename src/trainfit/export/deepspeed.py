@@ -205,7 +205,7 @@ def deepspeed_files(spec: TrainSpec, plan: DistributedPlan, device: str) -> list
     """(file name, text) of the deepspeed export; the config is schema-checked first."""
     import json
 
-    from trainfit.configs import to_yaml
+    from trainfit.export.configs import to_yaml
 
     config = ds_config(spec, plan)
     check_config(config, plan.gpus)

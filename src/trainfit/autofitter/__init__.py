@@ -10,7 +10,7 @@ estimate of the live model, applied to it (see docs/autofit.md).
 
 from __future__ import annotations
 
-from trainfit.autofit.core import autofit
-from trainfit.autofit.fit import Confirmed, Fit
+from trainfit.autofitter.core import autofit
+from trainfit.autofitter.fit import Confirmed, Fit
 
 __all__ = ["Confirmed", "Fit", "autofit"]

@@ -2,7 +2,7 @@
 everything trainable.
 
 `plan_stages(spec, stages, ...)` plans each stage's spec (its own frozen parameters) on the
-same devices with `trainfit.plan.plan`, so each stage gets its own setting, memory and step
+same devices with `trainfit.plan.core.plan`, so each stage gets its own setting, memory and step
 time; a stage that freezes the backbone trains fewer parameters and may fit a larger
 micro-batch. The schedule fits a device when every stage does; its peak memory is the
 largest stage's; with the run's data size, its hours are the sum of the stages' (each stage
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan import DEFAULT_MARGIN, DevicePlan, Plan, plan, with_run
+from trainfit.plan.core import DEFAULT_MARGIN, DevicePlan, Plan, plan, with_run
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
 from trainfit.timing.step import CALIBRATED, StepTime, scaled

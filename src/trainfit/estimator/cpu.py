@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from trainfit.estimate import Breakdown, Estimate, assemble
+from trainfit.estimator.step import Breakdown, Estimate, assemble
 from trainfit.hardware.catalog import Device
 from trainfit.hardware.host import total_ram_bytes
 from trainfit.memory.host import CPU_HEAP_SLACK, CPU_RUNTIME_BYTES, replay_host

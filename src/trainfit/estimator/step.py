@@ -24,11 +24,11 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, get_device
-from trainfit.lora import labels as peft_labels
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
+from trainfit.models.lora import labels as peft_labels
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.step import RateMissing, StepTime, step_time
 from trainfit.trace.recorder import Thread
@@ -189,7 +189,7 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
         raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
     device = get_device(spec.device)
     if device.kind == "cpu":
-        from trainfit.estimate_cpu import estimate_cpu
+        from trainfit.estimator.cpu import estimate_cpu
 
         return estimate_cpu(spec, device, started)
     if device.kind not in ("cuda", "mps"):

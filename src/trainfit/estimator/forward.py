@@ -10,7 +10,7 @@ roofline with the calibrated efficiencies, plus the host's cost to issue each op
 
 Known limitations:
 - the weights stay fp32 and fp16/bf16 is autocast (as the training trace runs); int8/int4 are
-  modelled for causal LMs only (`trainfit.inference`);
+  modelled for causal LMs only (`trainfit.estimator.generation`);
 - a forward is one request's latency on an idle device: no batching server, no data transfer
   from the host, no Python pre- or post-processing (feature extraction, decoding);
 - Apple GPUs: the efficiencies are an NVIDIA GPU's (as for training).
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from trainfit.errors import SpecError, TrainfitError
+from trainfit.estimator.generation import InferenceEstimate, InferencePrecision, estimate_inference
 from trainfit.hardware.catalog import Device, get_device
-from trainfit.inference import InferenceEstimate, InferencePrecision, estimate_inference
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.trace.target import Target
 from trainfit.training import Phase
@@ -90,7 +90,7 @@ def estimate_forward(
 ) -> ForwardEstimate:
     """Predict memory and latency of one `torch.no_grad()` forward of `spec`'s model (its
     inputs, sequence length and loss as for training) at `batch` samples on `device`."""
-    from trainfit.estimate import gpu_memory
+    from trainfit.estimator.step import gpu_memory
     from trainfit.timing.step import RateMissing, calibration, step_time
     from trainfit.trace.forward import trace_forward
 

@@ -1,7 +1,7 @@
 """`autofit()`: settings for a plain PyTorch loop, chosen from the estimate of the live model.
 
 The live model is registered as a meta copy (`trainfit.models.live`) and planned like any
-other spec (`trainfit.plan.plan`, one device, no ladder): the precision the device supports,
+other spec (`trainfit.plan.core.plan`, one device, no ladder): the precision the device supports,
 then gradient checkpointing, then 8-bit AdamW state (only with bitsandbytes installed and an
 optimizer autofit makes), on the first that fits one sample the largest micro-batch inside the
 margin that divides the effective batch. The chosen step is then estimated once more as it will
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainfit.autofit.apply import (
+from trainfit.autofitter.apply import (
     apply_checkpointing,
     apply_freeze,
     apply_numerics,
@@ -36,14 +36,14 @@ from trainfit.autofit.apply import (
     remove_checkpointing,
     spec_freeze,
 )
-from trainfit.autofit.fit import Fit, Request
+from trainfit.autofitter.fit import Fit, Request
 from trainfit.errors import MeasureError, SpecError, TraceError, UnknownNameError
-from trainfit.estimate import estimate
+from trainfit.estimator.step import estimate
 from trainfit.hardware.catalog import get_device
 from trainfit.measure.backend import Backend, backend_for
 from trainfit.measure.compare import local_catalog_device
 from trainfit.models.live import UserBatch, registered
-from trainfit.plan import DEFAULT_MARGIN, DevicePlan, plan
+from trainfit.plan.core import DEFAULT_MARGIN, DevicePlan, plan
 from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
 
 GIB = 2**30
@@ -204,7 +204,7 @@ def autofit(
             live=live.registration,
         )
         if confirm:
-            from trainfit.autofit.confirm import confirm_step
+            from trainfit.autofitter.confirm import confirm_step
 
             assert backend is not None
             fit = dataclasses.replace(fit, confirmed=confirm_step(fit, backend))

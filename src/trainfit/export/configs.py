@@ -8,7 +8,7 @@ checkpoint and logging entries are conventional defaults and say so in a comment
 written atomically (a temporary file renamed into place), so an interrupted run leaves no
 half-written config.
 
-Given the export's `Layout` (`trainfit.exports.layout`, as `plan --export yaml` does), the
+Given the export's `Layout` (`trainfit.export.core.layout`, as `plan --export yaml` does), the
 batch fields are the layout's: each GPU's micro-batch and accumulation, the GPU count and the
 effective batch over all GPUs, as in the hf, lightning and accelerate files beside it; without
 one, the plan's one-device setting.
@@ -17,14 +17,13 @@ one, the plan's one-device setting.
 from __future__ import annotations
 
 import datetime
-import os
-import tempfile
 from pathlib import Path
 
 from trainfit.errors import TrainfitError
-from trainfit.exports import SGD_MOMENTUM, Layout, hf_optim
+from trainfit.export.core import SGD_MOMENTUM, Layout, hf_optim
 from trainfit.hardware.catalog import get_device
-from trainfit.plan import DevicePlan, Plan, Setting
+from trainfit.io import write_atomically
+from trainfit.plan.core import DevicePlan, Plan, Setting
 from trainfit.spec import OptimizerKind, Precision
 
 _OPTIMIZER_NAME = {
@@ -203,36 +202,3 @@ def _setting(device: DevicePlan) -> Setting:
     if device.setting is None:
         raise TrainfitError(f"{device.device}: {device.verdict.value}; no config to write")
     return device.setting
-
-
-def write_bytes_atomically(path: Path | str, data: bytes) -> None:
-    """`write_atomically` for binary files (a report's PNG plots)."""
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
-        raise TrainfitError(f"cannot write {path}: {exc}") from exc
-
-
-def write_atomically(path: Path | str, text: str) -> None:
-    """Write `text` to `path` through a temporary file renamed into place; TrainfitError
-    naming the path when it cannot be written (a crash leaves the old file or none)."""
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; a config is not
-        os.replace(temporary, path)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
-        raise TrainfitError(f"cannot write {path}: {exc}") from exc

@@ -5,7 +5,7 @@
 the traced step (and the real one `trainfit measure` runs) is the real wrapped graph: peft's
 `lora.Linear` layers around frozen base layers, only the adapters trainable.
 
-QLoRA is modelled without bitsandbytes (see `trainfit.trace.quantized`): the base is loaded in
+QLoRA is modelled without bitsandbytes (see `trainfit.models.quantized`): the base is loaded in
 the compute dtype (as `from_pretrained(torch_dtype=..., quantization_config=...)` does), every
 Linear but the output head is replaced by a stand-in holding what `bnb.nn.Linear4bit` holds, and
 the optimizer is bitsandbytes' paged 8-bit AdamW (`trace.optimizers.EightBitAdamWStandIn`).
@@ -21,90 +21,13 @@ Known limitations:
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from trainfit.errors import ModelLoadError, SpecError
-from trainfit.spec import OptimizerKind, Precision
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LoraSpec:
-    """LoRA adapters on a frozen base (and, with `qlora`, a 4-bit NF4 base)."""
-
-    rank: int = 8
-    """Rank r of each adapter (A is r x in, B is out x r)."""
-    alpha: float | None = None
-    """Scaling numerator (lora_alpha); None takes 2 * rank."""
-    dropout: float = 0.0
-    """Dropout on the adapters' input, in [0, 1)."""
-    targets: tuple[str, ...] = ()
-    """Module names to adapt (peft's target_modules); empty takes peft's default for the
-    architecture, else every Linear but the output head."""
-    qlora: bool = False
-    """4-bit NF4 base weights with double quantisation (modelled; bitsandbytes' recipe)."""
-
-    def __post_init__(self) -> None:
-        problems: list[str] = []
-        coerce = object.__setattr__
-        if isinstance(self.targets, str):
-            coerce(self, "targets", tuple(t for t in self.targets.split(",")))
-        coerce(self, "targets", tuple(str(t).strip() for t in self.targets))
-        if not isinstance(self.rank, int) or isinstance(self.rank, bool) or self.rank < 1:
-            problems.append(f"LoRA rank must be a positive integer, got {self.rank!r}")
-        if self.alpha is None and not problems:
-            coerce(self, "alpha", float(2 * self.rank))
-        elif self.alpha is not None and not (
-            isinstance(self.alpha, (int, float)) and self.alpha > 0
-        ):
-            problems.append(f"LoRA alpha must be > 0, got {self.alpha!r}")
-        if not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            problems.append(f"LoRA dropout must be in [0, 1), got {self.dropout!r}")
-        if any(not t for t in self.targets):
-            problems.append(f"LoRA targets {','.join(self.targets)!r} hold an empty name")
-        if problems:
-            raise SpecError(problems)
-
-    @classmethod
-    def of(cls, value: LoraSpec | dict[str, Any]) -> LoraSpec:
-        """A LoraSpec from itself or a dict of its fields (naming unknown keys)."""
-        if isinstance(value, LoraSpec):
-            return value
-        if not isinstance(value, dict):
-            raise SpecError([f"lora must be a LoraSpec or a dict of its fields, got {value!r}"])
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise SpecError(
-                [
-                    f"unknown LoRA field(s) {', '.join(unknown)}; "
-                    f"choose from {', '.join(sorted(known))}"
-                ]
-            )
-        return cls(**value)
-
-    def describe(self, default: str | None = None) -> str:
-        """One line: `LoRA r=16 alpha=32 dropout=0.05 on q_proj,v_proj` (QLoRA: 4-bit base);
-        `default` names the modules adapted when no targets were given."""
-        what = "QLoRA (4-bit NF4 base, modelled)" if self.qlora else "LoRA"
-        if self.targets:
-            targets = ",".join(self.targets)
-        else:
-            targets = f"{default} (the default)" if default else "the default modules"
-        return f"{what} r={self.rank} alpha={self.alpha:g} dropout={self.dropout:g} on {targets}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "rank": self.rank,
-            "alpha": self.alpha,
-            "dropout": self.dropout,
-            "targets": list(self.targets),
-            "qlora": self.qlora,
-        }
+from trainfit.spec import LoraSpec, OptimizerKind, Precision
 
 
 def compute_dtype(precision: Precision) -> torch.dtype:
@@ -225,7 +148,7 @@ def wrap_with_lora(
                 ]
             ) from exc
     if lora.qlora:
-        from trainfit.trace.quantized import quantize_linears
+        from trainfit.models.quantized import quantize_linears
 
         quantize_linears(wrapped, skip=head, dtype=compute_dtype(precision))
     named = ",".join(targets) if isinstance(targets, list) and len(targets) <= 8 else None
@@ -237,7 +160,7 @@ def parameter_counts(model: nn.Module, exclude: set[int] = frozenset()) -> tuple
     """(all, trainable) parameter elements, ties counted once; a 4-bit base layer counts the
     weights it stands for, not its packed bytes. Parameters whose id is in `exclude` (a DPO
     reference copy's) are left out."""
-    from trainfit.trace.quantized import Linear4bitStandIn
+    from trainfit.models.quantized import Linear4bitStandIn
 
     quantized = {
         id(m.weight): m.in_features * m.out_features

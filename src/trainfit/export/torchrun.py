@@ -16,7 +16,7 @@ is a placeholder (trainfit does not plan it).
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from importlib import resources
 
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
@@ -111,8 +111,8 @@ def launch_script(spec: TrainSpec, plan: DistributedPlan, device: str) -> str:
 
 
 def template_text() -> str:
-    """The training script template (this package's train_fsdp2.py)."""
-    return (Path(__file__).parent / TEMPLATE).read_text()
+    """The training script template (package data: `templates/train_fsdp2.py`)."""
+    return resources.files("trainfit.export").joinpath("templates", TEMPLATE).read_text()
 
 
 def torchrun_files(

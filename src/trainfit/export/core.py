@@ -1,6 +1,6 @@
 """A plan's settings as the files the trainers people use read: Hugging Face `TrainingArguments`
 keyword arguments (JSON), PyTorch Lightning `Trainer` arguments (JSON), an accelerate config
-(YAML, the shape `accelerate config` writes) and the seed-style YAML of `trainfit.configs`.
+(YAML, the shape `accelerate config` writes) and the seed-style YAML of `trainfit.export.configs`.
 
 Each export starts from one `Layout` per device: the plan's setting (or, for a GPU that needs
 several, its `Sharded` verdict) with the GPU count, the optimizer and the dataloader settings
@@ -35,12 +35,12 @@ The lightning, hf and accelerate exports need their package installed (the hf on
 accelerate too, as `TrainingArguments` does): a TrainfitError names what to install.
 
 `torchrun` and `deepspeed` write each device's multi-GPU plan (`DevicePlan.distributed`, or one
-GPU for a device that fits alone) as launch files: `trainfit.distributed.launch` and
-`trainfit.distributed.deepspeed` (see docs/multi-gpu.md).
+GPU for a device that fits alone) as launch files: `trainfit.export.torchrun` and
+`trainfit.export.deepspeed` (see docs/multi-gpu.md).
 
 Known limitations: the four trainer files above do not carry CPU offload; data parallel and
 sharded runs are modelled with one GPU's figures (DDP's gradient buckets and the engines'
-gathered layers are not counted, see `trainfit.plan.Sharded`); multi-machine files leave the
+gathered layers are not counted, see `trainfit.plan.core.Sharded`); multi-machine files leave the
 main process address and each machine's rank to the user; the Lightning file's `module` and
 `dataloader` sections are for the user's own LightningModule and DataLoader (the Trainer has no
 such arguments); the Lightning file's `strategy: "fsdp"` is Lightning 2.x's FSDPStrategy
@@ -64,7 +64,7 @@ from pathlib import Path
 from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError, UnknownNameError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan import DevicePlan, Plan, _split
+from trainfit.plan.core import DevicePlan, Plan, _split
 from trainfit.spec import OptimizerKind, Precision
 
 
@@ -78,7 +78,7 @@ class ExportFormat(str, Enum):
     ACCELERATE = "accelerate"
     """An `accelerate launch --config_file` file (YAML)."""
     YAML = "yaml"
-    """The seed-style config of `trainfit.configs` (YAML)."""
+    """The seed-style config of `trainfit.export.configs` (YAML)."""
     TORCHRUN = "torchrun"
     """`launch_<device>.sh` + `fsdp2_<device>.json` + `train_fsdp2.py` (trainfit.distributed)."""
     DEEPSPEED = "deepspeed"
@@ -425,7 +425,7 @@ def accelerate_config(lay: Layout) -> dict[str, object]:
 def accelerate_text(plan: Plan, lay: Layout, display: str = "") -> str:
     """The accelerate config file, with what the Accelerator and the loop take in its header
     (accelerate's config has no batch, accumulation or optimizer fields)."""
-    from trainfit.configs import to_yaml
+    from trainfit.export.configs import to_yaml
 
     header = [
         f"trainfit plan for {plan.spec.model} on {display or lay.device}: "
@@ -451,7 +451,7 @@ def export_text(
         )
     lay = layout(plan, device, gpus)
     if fmt is ExportFormat.YAML:
-        from trainfit.configs import config_text
+        from trainfit.export.configs import config_text
 
         # NB: the layout's batch split, as the other files of the same directory
         return config_text(plan, device, lay)
@@ -521,7 +521,7 @@ def write_exports(
     """Write one file per device and format into `directory` (created if needed), each
     atomically; devices without anything to export are skipped. TrainfitError when a format's
     package is missing, or nothing could be written."""
-    from trainfit.configs import write_atomically
+    from trainfit.io import write_atomically
 
     chosen = list(dict.fromkeys(_format(f) for f in formats))
     if not chosen:
@@ -582,8 +582,8 @@ def launch_files(plan: Plan, device: DevicePlan, fmt: ExportFormat) -> list[tupl
     that fits alone) one GPU with its setting. TrainfitError when there is neither."""
     import dataclasses
 
-    from trainfit.distributed.deepspeed import deepspeed_files
-    from trainfit.distributed.launch import torchrun_files
+    from trainfit.export.deepspeed import deepspeed_files
+    from trainfit.export.torchrun import torchrun_files
 
     found = device.distributed
     if found is None:

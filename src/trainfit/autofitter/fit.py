@@ -10,9 +10,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainfit.autofit.apply import make_optimizer
+from trainfit.autofitter.apply import make_optimizer
 from trainfit.errors import SpecError
-from trainfit.estimate import Estimate
+from trainfit.estimator.step import Estimate
 from trainfit.models.live import UserBatch, rebuild_sequence
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
@@ -181,7 +181,7 @@ class Fit:
     def replan(self, **changes: Any) -> Fit:
         """Autofit again with some arguments changed, e.g. at a stage switch:
         `fit.replan(freeze=())` makes every parameter trainable and re-plans."""
-        from trainfit.autofit.core import autofit
+        from trainfit.autofitter.core import autofit
 
         unknown = sorted(set(changes) - set(Request.__slots__) - {"model"})
         if unknown or "model" in changes:

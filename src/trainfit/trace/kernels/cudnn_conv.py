@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from trainfit.trace.compat import registered
-from trainfit.trace.cudnn_rnn import LIBRARY_OP
+from trainfit.trace.kernels.cudnn_rnn import LIBRARY_OP
 from trainfit.trace.recorder import Event, Recorder
 
 aten = torch.ops.aten

@@ -115,7 +115,7 @@ class BatchScaling:
         (releasing cached segments) is replayed: a step can run in less than its peak reserved,
         never in less than its peak allocated.
         """
-        from trainfit.estimate import gpu_fits
+        from trainfit.estimator.step import gpu_fits
 
         needed, allocated = self._replayed(batch)
         if needed <= budget:
@@ -177,7 +177,7 @@ class BatchScaling:
 
     def _replayed(self, batch: int) -> tuple[int, int]:
         """Peak reserved and peak allocated at `batch`, each plus the runtime context."""
-        from trainfit.estimate import gpu_memory
+        from trainfit.estimator.step import gpu_memory
 
         key = ("needed", batch, *self._device_key())
         known = self.memo.get(key)

@@ -5,7 +5,7 @@ the precision the device supports (bf16 from Ampere on, else fp16 with loss scal
 gradient checkpointing, then 8-bit AdamW state. On the first rung where at least one sample fits
 inside the safety margin, the micro-batch is the largest that fits up to the effective batch,
 and gradient accumulation makes up the rest. Every figure is a full estimate (trace, allocator
-replay, runtime context), replayed per micro-batch from `trainfit.memory.scaling`.
+replay, runtime context), replayed per micro-batch from `trainfit.estimator.scaling`.
 
 The CPU as a device is planned in fp32 (then with checkpointing) against the host's RAM (or a
 user catalog's cpu row), each micro-batch tried a full CPU estimate.
@@ -30,11 +30,11 @@ from enum import Enum
 
 from trainfit.distributed.search import DistributedPlan, plan_distributed
 from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
-from trainfit.errors import SpecError, TraceError, TrainfitError
-from trainfit.estimate import gpu_fits, gpu_memory
-from trainfit.hardware.catalog import Device, get_device, instances
+from trainfit.errors import SpecError, TraceError
+from trainfit.estimator.scaling import PROBES, BatchScaling, max_micro_batch, scale_batch
+from trainfit.estimator.step import gpu_fits, gpu_memory
+from trainfit.hardware.catalog import Device, cheapest_instance, get_device
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes, nccl_bytes
-from trainfit.memory.scaling import PROBES, BatchScaling, max_micro_batch, scale_batch
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import OptimizerKind, Precision, ReferenceKind, TrainSpec
 from trainfit.timing.run import (
@@ -48,8 +48,8 @@ from trainfit.timing.run import (
     run_time,
 )
 from trainfit.timing.step import CALIBRATED, RateMissing, StepTime, scaled, step_time
-from trainfit.trace.attention import kernel_family, traced_kernel
 from trainfit.trace.autocast import WEIGHT_CAST
+from trainfit.trace.kernels.attention import kernel_family, traced_kernel
 from trainfit.trace.step import Category, StepTrace, trace_step
 from trainfit.trace.target import Target
 from trainfit.training import Phase
@@ -1013,7 +1013,7 @@ def _beyond(
     if shards is None:
         return True, None, offloaded
     gpus, per_gpu = shards
-    name, count, price = _cheapest_instance(device, gpus)
+    name, count, price = cheapest_instance(device, gpus)
     sharded = Sharded(
         gpus=gpus,
         per_gpu_bytes=per_gpu,
@@ -1153,38 +1153,6 @@ def _trace_at_one(spec: TrainSpec, device: Device, cache: _Cache) -> tuple[StepT
     return cache.ones[key], one
 
 
-def _cheapest_instance(device: Device, gpus: int) -> tuple[str, int, float | None]:
-    """The catalog instance of `device` GPUs that gives `gpus` of them for the least on-demand
-    money (instances without a price last), how many of it, and their price.
-
-    NB: one machine with at least `gpus` GPUs, or several machines of eight GPUs or more
-    (sharding over one-GPU machines is not offered).
-    """
-    best: tuple[tuple[bool, float, int], str, int, float | None] | None = None
-    for inst in instances().values():
-        try:
-            gpu = get_device(inst.gpu).name
-        except TrainfitError:
-            continue
-        if gpu != device.name or not inst.gpu_count.known:
-            continue
-        per_machine = int(inst.gpu_count.value)
-        if per_machine < min(gpus, 8):
-            continue
-        count = math.ceil(gpus / per_machine)
-        price = (
-            float(inst.on_demand_usd_per_hour.value) * count
-            if inst.on_demand_usd_per_hour.known
-            else None
-        )
-        rank = (price is None, price or 0.0, count)
-        if best is None or rank < best[0]:
-            best = (rank, inst.name, count, price)
-    if best is None:
-        return "", 0, None
-    return best[1], best[2], best[3]
-
-
 def _no_setting(device: Device, verdict: Verdict, note: str) -> DevicePlan:
     """The plan of a device with no setting to give (not estimated, or does not fit)."""
     return DevicePlan(
@@ -1213,8 +1181,8 @@ def _with_split(
 def _plan_cpu(spec: TrainSpec, effective: int, device: Device, margin: float) -> DevicePlan:
     """The CPU as the device: fp32 (then checkpointing) in this host's RAM, or the RAM of a
     user catalog's CPU row; every micro-batch tried is a full CPU estimate (peak resident
-    memory, `trainfit.estimate_cpu`), searched by bisection up to the effective batch."""
-    from trainfit.estimate_cpu import estimate_cpu
+    memory, `trainfit.estimator.cpu`), searched by bisection up to the effective batch."""
+    from trainfit.estimator.cpu import estimate_cpu
     from trainfit.hardware.host import total_ram_bytes
 
     ram = device.memory_bytes or total_ram_bytes()

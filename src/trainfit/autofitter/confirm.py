@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from trainfit.autofit.fit import Confirmed, Fit
+from trainfit.autofitter.fit import Confirmed, Fit
 from trainfit.errors import MeasureError
 from trainfit.measure.backend import Backend, is_out_of_memory
 from trainfit.models.live import UserBatch, forward_failure, rebuild_sequence, run_step
