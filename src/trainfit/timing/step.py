@@ -87,6 +87,37 @@ def calibration() -> Calibration:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class FamilyFit:
+    """One device family's kernel-time factor, fitted on public training measurements."""
+
+    family: str
+    device_time_factor: float
+    """Every device kernel's modelled time (H100 efficiencies, this device's rates) times this."""
+    rows: int
+    """How many published measurements it was fitted on."""
+    date: str
+
+
+@cache
+def family_fits() -> dict[str, FamilyFit]:
+    """Catalog device name -> its family's fit (`families.json`; the H100's own calibration
+    and devices of no fitted family are absent)."""
+    raw = json.loads(resources.files("trainfit.timing").joinpath("families.json").read_text())
+    out: dict[str, FamilyFit] = {}
+    for name, family in raw["families"].items():
+        if family["device_time_factor"] is None:
+            continue
+        fit = FamilyFit(
+            family=name,
+            device_time_factor=float(family["device_time_factor"]),
+            rows=len(family["fitted_on"]),
+            date=raw["date"],
+        )
+        out.update({device: fit for device in family["devices"]})
+    return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StepTime:
     """Predicted time of one optimizer step (all its micro-batches) on one device."""
 
@@ -305,9 +336,13 @@ def step_time(
     tokens_per_sample: int | None = None,
     trainable_tensors: int = 0,
     cal: Calibration | None = None,
+    device_time_factor: float | None = None,
 ) -> StepTime:
     """The modelled time of one optimizer step of `spec` (micro-batch `spec.batch`, times
-    `spec.grad_accum`) on `device`. Raises RateMissing when the catalog lacks a rate."""
+    `spec.grad_accum`) on `device`. Raises RateMissing when the catalog lacks a rate.
+
+    Device kernel times are multiplied by `device_time_factor`; None takes the device
+    family's factor fitted on public measurements (`families.json`), 1 where none."""
     cal = cal or calibration()
     rates = _Rates(device, spec, cal)
     kinds = [op.kind for op in costs.table]
@@ -315,6 +350,13 @@ def step_time(
         phase: [rates.time(op, phase) for op in costs.table]
         for phase in (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
     }
+    fit = family_fits().get(device.name) if device_time_factor is None else None
+    factor = fit.device_time_factor if fit else (device_time_factor or 1.0)
+    if factor != 1.0:
+        times = {
+            phase: [_OpTime(t.seconds * factor, t.compute_bound) for t in ts]
+            for phase, ts in times.items()
+        }
     issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
     per_op = {
         Phase.FORWARD: cal.host_op_seconds,
@@ -360,7 +402,7 @@ def step_time(
     per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
     same = device.name == cal.catalog_row
     notes = list(rates.notes)
-    if device.kind == "mps":
+    if device.kind == "mps" and not fit:
         notes.append("Apple GPU: the efficiencies are an NVIDIA GPU's; not checked on a Mac")
     return StepTime(
         device=device.name,
@@ -383,6 +425,12 @@ def step_time(
             if same
             else f"per-op roofline: {device.display}'s catalog rates, efficiencies measured "
             f"on an {cal.device} ({cal.date})"
+        )
+        + (
+            f", kernel times x{fit.device_time_factor:.3g} fitted on {fit.rows} public "
+            f"{fit.family} training measurements ({fit.date})"
+            if fit
+            else ""
         ),
         notes=tuple(notes),
     )
