@@ -328,6 +328,49 @@ class _Clock:
                 else:
                     self.memory += t.seconds
 
+    def repeat(self, passes: list[tuple[float, float, float, float]], more: int) -> None:
+        """Advance by `more` further passes, each moving the clocks as the second of the two
+        simulated `passes` (host, device, compute, memory after each) did."""
+        (h1, d1, c1, m1), (h2, d2, c2, m2) = passes
+        self.host += (h2 - h1) * more
+        self.device += (d2 - d1) * more
+        self.compute += (c2 - c1) * more
+        self.memory += (m2 - m1) * more
+
+
+def _op_times(rates: _Rates, costs: StepCosts, factor: float) -> dict[Phase, list[_OpTime]]:
+    """Each op's device time per phase, multiplied by `factor` (a device family's fit)."""
+    times = {
+        phase: [rates.time(op, phase) for op in costs.table]
+        for phase in (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+    }
+    if factor == 1.0:
+        return times
+    return {
+        phase: [_OpTime(t.seconds * factor, t.compute_bound) for t in ts]
+        for phase, ts in times.items()
+    }
+
+
+def _basis(device: Device, cal: Calibration, fit: FamilyFit | None) -> str:
+    """Where a modelled step time comes from, in words."""
+    if device.name == cal.catalog_row:
+        text = (
+            f"per-op roofline with efficiencies measured on this GPU model ({cal.device}, "
+            f"{cal.date})"
+        )
+    else:
+        text = (
+            f"per-op roofline: {device.display}'s catalog rates, efficiencies measured "
+            f"on an {cal.device} ({cal.date})"
+        )
+    if fit:
+        text += (
+            f", kernel times x{fit.device_time_factor:.3g} fitted on {fit.rows} public "
+            f"{fit.family} training measurements ({fit.date})"
+        )
+    return text
+
 
 def step_time(
     costs: StepCosts,
@@ -346,17 +389,8 @@ def step_time(
     cal = cal or calibration()
     rates = _Rates(device, spec, cal)
     kinds = [op.kind for op in costs.table]
-    times = {
-        phase: [rates.time(op, phase) for op in costs.table]
-        for phase in (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
-    }
     fit = family_fits().get(device.name) if device_time_factor is None else None
-    factor = fit.device_time_factor if fit else (device_time_factor or 1.0)
-    if factor != 1.0:
-        times = {
-            phase: [_OpTime(t.seconds * factor, t.compute_bound) for t in ts]
-            for phase, ts in times.items()
-        }
+    times = _op_times(rates, costs, fit.device_time_factor if fit else (device_time_factor or 1.0))
     issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
     per_op = {
         Phase.FORWARD: cal.host_op_seconds,
@@ -382,12 +416,7 @@ def step_time(
         marks.append((middle - start, clock.device - middle))
         passes.append((clock.host, clock.device, clock.compute, clock.memory))
     if spec.grad_accum > 2:
-        (h1, d1, c1, m1), (h2, d2, c2, m2) = passes
-        more = spec.grad_accum - 2
-        clock.host += (h2 - h1) * more
-        clock.device += (d2 - d1) * more
-        clock.compute += (c2 - c1) * more
-        clock.memory += (m2 - m1) * more
+        clock.repeat(passes, spec.grad_accum - 2)
     before = clock.device
     clock.run(
         costs.optimizer,
@@ -400,7 +429,6 @@ def step_time(
     busy = clock.compute + clock.memory
     samples = spec.batch * spec.grad_accum
     per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
-    same = device.name == cal.catalog_row
     notes = list(rates.notes)
     if device.kind == "mps" and not fit:
         notes.append("Apple GPU: the efficiencies are an NVIDIA GPU's; not checked on a Mac")
@@ -419,19 +447,7 @@ def step_time(
         memory_bound_share=clock.memory / seconds,
         host_bound_share=max(0.0, 1.0 - busy / seconds),
         label=MODELLED,
-        basis=(
-            f"per-op roofline with efficiencies measured on this GPU model ({cal.device}, "
-            f"{cal.date})"
-            if same
-            else f"per-op roofline: {device.display}'s catalog rates, efficiencies measured "
-            f"on an {cal.device} ({cal.date})"
-        )
-        + (
-            f", kernel times x{fit.device_time_factor:.3g} fitted on {fit.rows} public "
-            f"{fit.family} training measurements ({fit.date})"
-            if fit
-            else ""
-        ),
+        basis=_basis(device, cal, fit),
         notes=tuple(notes),
     )
 
