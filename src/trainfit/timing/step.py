@@ -10,8 +10,11 @@ host wait. The step ends when the device is done (the loop synchronises).
 
 The constants come from single-kernel measurements on one GPU (`calibration.json`, made by
 benchmarks/timing/calibrate.py); on other GPUs the efficiencies are assumed the same and the
-rates are the catalog's: such figures are labelled "modelled". A measured step on one
-device scales to another by the ratio of the two modelled times ("calibrated").
+rates are the catalog's, and every kernel time is multiplied by the device family's factor,
+fitted on published training measurements (`families.json`, made by
+benchmarks/external/fit.py; Hopper GPUs and devices of no family keep factor 1): such figures
+are labelled "modelled", and their basis names the factor. A measured step on one device
+scales to another by the ratio of the two modelled times ("calibrated").
 """
 
 from __future__ import annotations
