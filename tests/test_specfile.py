@@ -388,7 +388,7 @@ def test_names_are_checked_at_their_lines(tmp_path: Path) -> None:
         _resolved(path)
     assert list(info.value.problems) == [
         f"{path}:4: training.precision: unknown precision 'bf17'; did you mean 'bf16', 'fp16'?",
-        f"{path}:7: devices[1]: unknown device 'h10'; did you mean 'h100', 'h200', 'a10g'? "
+        f"{path}:7: devices[1]: unknown device 'h10'; did you mean 'h100', 'a10', 'h200'? "
         "(run `trainfit devices` for the list)",
         f"{path}:8: cost.currency: unknown currency 'XYZ': use one of USD, EUR, GBP, JPY, CNY, "
         "INR, CAD, AUD, CHF, KRW, SEK, BRL",

@@ -205,10 +205,10 @@ def test_user_file_adds_and_overrides(tmp_path: Path, monkeypatch: pytest.Monkey
         (
             {
                 "instances": {
-                    "my-box": {"provider": "aws", "gpu": "b200", "gpu_count": 8, "region": "x"}
+                    "my-box": {"provider": "aws", "gpu": "b300", "gpu_count": 8, "region": "x"}
                 }
             },
-            "instance 'my-box', field 'gpu': 'b200' is not a device row",
+            "instance 'my-box', field 'gpu': 'b300' is not a device row",
         ),
     ],
 )

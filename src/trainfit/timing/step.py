@@ -10,8 +10,11 @@ host wait. The step ends when the device is done (the loop synchronises).
 
 The constants come from single-kernel measurements on one GPU (`calibration.json`, made by
 benchmarks/timing/calibrate.py); on other GPUs the efficiencies are assumed the same and the
-rates are the catalog's: such figures are labelled "modelled". A measured step on one
-device scales to another by the ratio of the two modelled times ("calibrated").
+rates are the catalog's, and every kernel time is multiplied by the device family's factor,
+fitted on published training measurements (`families.json`, made by
+benchmarks/external/fit.py; Hopper GPUs and devices of no family keep factor 1): such figures
+are labelled "modelled", and their basis names the factor. A measured step on one device
+scales to another by the ratio of the two modelled times ("calibrated").
 """
 
 from __future__ import annotations
@@ -103,6 +106,44 @@ def calibration() -> Calibration:
     raw = json.loads(resources.files("trainfit.timing").joinpath("calibration.json").read_text())
     raw.pop("isolated_launch_seconds", None)
     return Calibration(**raw)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FamilyFit:
+    """One device family's kernel-time factor, fitted on public training measurements."""
+
+    family: str
+    device_time_factor: float
+    """Every device kernel's modelled time (H100 efficiencies, this device's rates) times this."""
+    rows: int
+    """How many published measurements it was fitted on."""
+    date: str
+    heldout: tuple[int, float, float] | None = None
+    """The family's held-out check: rows, median and worst |predicted/measured - 1|."""
+
+
+@cache
+def family_fits() -> dict[str, FamilyFit]:
+    """Catalog device name -> its family's fit (`families.json`; the H100's own calibration
+    and devices of no fitted family are absent)."""
+    raw = json.loads(resources.files("trainfit.timing").joinpath("families.json").read_text())
+    out: dict[str, FamilyFit] = {}
+    for name, family in raw["families"].items():
+        if family["device_time_factor"] is None:
+            continue
+        fit = FamilyFit(
+            family=name,
+            device_time_factor=float(family["device_time_factor"]),
+            rows=len(family["fitted_on"]),
+            date=raw["date"],
+            heldout=(
+                (check["rows"], check["median_error"], check["worst_error"])
+                if (check := family.get("heldout_check"))
+                else None
+            ),
+        )
+        out.update({device: fit for device in family["devices"]})
+    return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -316,6 +357,64 @@ class _Clock:
                 else:
                     self.memory += t.seconds
 
+    def repeat(self, passes: list[tuple[float, float, float, float]], more: int) -> None:
+        """Advance by `more` further passes, each moving the clocks as the second of the two
+        simulated `passes` (host, device, compute, memory after each) did."""
+        (h1, d1, c1, m1), (h2, d2, c2, m2) = passes
+        self.host += (h2 - h1) * more
+        self.device += (d2 - d1) * more
+        self.compute += (c2 - c1) * more
+        self.memory += (m2 - m1) * more
+
+
+def _op_times(rates: _Rates, costs: StepCosts, factor: float) -> dict[Phase, list[_OpTime]]:
+    """Each op's device time per phase, multiplied by `factor` (a device family's fit)."""
+    times = {
+        phase: [rates.time(op, phase) for op in costs.table]
+        for phase in (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+    }
+    if factor == 1.0:
+        return times
+    return {
+        phase: [_OpTime(t.seconds * factor, t.compute_bound) for t in ts]
+        for phase, ts in times.items()
+    }
+
+
+def _family_notes(device: Device, fit: FamilyFit | None) -> list[str]:
+    """What a step time on a device of a fitted family (or on an Apple GPU) can be trusted to."""
+    notes = []
+    if fit is not None and fit.heldout is not None:
+        rows, median, worst = fit.heldout
+        notes.append(
+            f"{'Apple GPU: ' if device.kind is DeviceKind.MPS else ''}step times of the "
+            f"{fit.family} family missed {rows} held-out public measurements by a median of "
+            f"{median:.0%} (worst {worst:.0%})"
+        )
+    elif device.kind is DeviceKind.MPS:
+        notes.append("Apple GPU: the efficiencies are an NVIDIA GPU's; not checked on a Mac")
+    return notes
+
+
+def _basis(device: Device, cal: Calibration, fit: FamilyFit | None) -> str:
+    """Where a modelled step time comes from, in words."""
+    if device.name == cal.catalog_row:
+        text = (
+            f"per-op roofline with efficiencies measured on this GPU model ({cal.device}, "
+            f"{cal.date})"
+        )
+    else:
+        text = (
+            f"per-op roofline: {device.display}'s catalog rates, efficiencies measured "
+            f"on an {cal.device} ({cal.date})"
+        )
+    if fit:
+        text += (
+            f", kernel times x{fit.device_time_factor:.3g} fitted on {fit.rows} public "
+            f"{fit.family} training measurements ({fit.date})"
+        )
+    return text
+
 
 def step_time(
     costs: StepCosts,
@@ -324,16 +423,18 @@ def step_time(
     tokens_per_sample: int | None = None,
     trainable_tensors: int = 0,
     cal: Calibration | None = None,
+    device_time_factor: float | None = None,
 ) -> StepTime:
     """The modelled time of one optimizer step of `spec` (micro-batch `spec.batch`, times
-    `spec.grad_accum`) on `device`. Raises RateMissing when the catalog lacks a rate."""
+    `spec.grad_accum`) on `device`. Raises RateMissing when the catalog lacks a rate.
+
+    Device kernel times are multiplied by `device_time_factor`; None takes the device
+    family's factor fitted on public measurements (`families.json`), 1 where none."""
     cal = cal or calibration()
     rates = _Rates(device, spec, cal)
     kinds = [op.kind for op in costs.table]
-    times = {
-        phase: [rates.time(op, phase) for op in costs.table]
-        for phase in (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
-    }
+    fit = family_fits().get(device.name) if device_time_factor is None else None
+    times = _op_times(rates, costs, fit.device_time_factor if fit else (device_time_factor or 1.0))
     issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
     per_op = {
         Phase.FORWARD: cal.host_op_seconds,
@@ -359,12 +460,7 @@ def step_time(
         marks.append((middle - start, clock.device - middle))
         passes.append((clock.host, clock.device, clock.compute, clock.memory))
     if spec.grad_accum > 2:
-        (h1, d1, c1, m1), (h2, d2, c2, m2) = passes
-        more = spec.grad_accum - 2
-        clock.host += (h2 - h1) * more
-        clock.device += (d2 - d1) * more
-        clock.compute += (c2 - c1) * more
-        clock.memory += (m2 - m1) * more
+        clock.repeat(passes, spec.grad_accum - 2)
     before = clock.device
     clock.run(
         costs.optimizer,
@@ -377,10 +473,8 @@ def step_time(
     busy = clock.compute + clock.memory
     samples = spec.batch * spec.grad_accum
     per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
-    same = device.name == cal.catalog_row
     notes = list(rates.notes)
-    if device.kind is DeviceKind.MPS:
-        notes.append("Apple GPU: the efficiencies are an NVIDIA GPU's; not checked on a Mac")
+    notes += _family_notes(device, fit)
     return StepTime(
         device=device.name,
         micro_batch=spec.batch,
@@ -396,13 +490,7 @@ def step_time(
         memory_bound_share=clock.memory / seconds,
         host_bound_share=max(0.0, 1.0 - busy / seconds),
         label=TimeLabel.MODELLED,
-        basis=(
-            f"per-op roofline with efficiencies measured on this GPU model ({cal.device}, "
-            f"{cal.date})"
-            if same
-            else f"per-op roofline: {device.display}'s catalog rates, efficiencies measured "
-            f"on an {cal.device} ({cal.date})"
-        ),
+        basis=_basis(device, cal, fit),
         notes=tuple(notes),
     )
 

@@ -1,0 +1,1 @@
+"""Public measurements of training steps (corpus.yaml), their models and a loader."""

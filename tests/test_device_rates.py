@@ -1,0 +1,96 @@
+"""Every device a seed spec file names has the rates its step time needs, from the catalog.
+
+The step-time model needs the memory bandwidth and a peak rate for each precision the device
+runs (its `precisions` figure; fp8 is not a training precision the model times). A missing
+rate raises RateMissing, never a guessed default. The gaps that no page read so far closes are
+listed in KNOWN_GAPS with the reason; closing one must remove it from the list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainfit.hardware.catalog import catalog, devices, get_device
+from trainfit.timing.step import RateMissing, _rate, family_fits
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = sorted((ROOT / "examples" / "seeds").glob("*/spec.yaml"))
+TIMED = ("fp32", "tf32", "fp16", "bf16")
+KNOWN_GAPS = {
+    "rtx-5060-ti": {"tf32", "fp16", "bf16"},  # GB206 dense tensor rates: no page found
+    "rtx-3060": {"tf32", "bf16"},  # only FP16 nominals found for the RTX 3060
+}
+
+
+def _device_names(node: object) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "devices" and isinstance(value, list):
+                yield from (str(v) for v in value)
+            elif key == "device" and isinstance(value, str):
+                yield value
+            else:
+                yield from _device_names(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _device_names(item)
+
+
+def _seed_devices() -> list[str]:
+    """Device rows the seed spec files name (a cloud instance counts as its GPU)."""
+    names: set[str] = set()
+    instances = catalog().instances
+    for path in SEEDS:
+        for name in _device_names(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            names.add(catalog().instance(name).gpu if name in instances else name)
+    return sorted(names)
+
+
+def _gaps(name: str) -> set[str]:
+    device = get_device(name)
+    wanted = [p for p in (device.precisions.value or ()) if p in TIMED]
+    return {p for p in wanted if not (device.tflops.get(p) and device.tflops[p].value)}
+
+
+def test_seed_files_name_devices() -> None:
+    assert SEEDS and len(_seed_devices()) >= 5
+
+
+@pytest.mark.parametrize("name", _seed_devices())
+def test_seed_device_has_every_rate(name: str) -> None:
+    device = get_device(name)
+    assert device.memory_bandwidth_gbs.value, f"{name}: no memory bandwidth"
+    assert device.memory_gb.value, f"{name}: no memory size"
+    assert device.tflops["fp32"].value, f"{name}: no fp32 rate"
+    assert _gaps(name) == KNOWN_GAPS.get(name, set())
+
+
+def test_known_gaps_have_a_reason_in_the_catalog() -> None:
+    for name, precisions in KNOWN_GAPS.items():
+        for precision in precisions:
+            figure = get_device(name).tflops[precision]
+            assert figure.value is None and figure.note, (name, precision)
+
+
+def test_a_missing_rate_without_a_fallback_raises() -> None:
+    device = get_device("rtx-5060-ti")
+    with pytest.raises(RateMissing):
+        _rate(device, "fp16", [])
+
+
+def test_family_membership_is_unique_and_covers_the_catalog() -> None:
+    raw = json.loads((ROOT / "src/trainfit/timing/families.json").read_text(encoding="utf-8"))
+    listed = [d for fam in raw["families"].values() for d in fam["devices"]]
+    assert len(listed) == len(set(listed)), "a device is in two families"
+    catalog = devices()
+    assert set(listed) <= set(catalog)
+    for name, device in catalog.items():
+        if device.kind in ("cuda", "mps") and device.architecture != "hopper":
+            assert name in listed, f"{name} is in no device family of families.json"
+    fits = family_fits()
+    assert "h100" not in fits and "h200" not in fits
