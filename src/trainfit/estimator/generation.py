@@ -47,7 +47,7 @@ from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
 from trainfit.spec import Precision, TrainSpec, parse_enum
-from trainfit.timing.step import Calibration, _host_costs, _Rates, calibration, step_time
+from trainfit.timing.step import Calibration, Rates, calibration, host_costs, step_time
 from trainfit.trace.costs import OpKind
 from trainfit.trace.generation import CacheLayer, GenerationTrace, trace_generation
 from trainfit.trace.recorder import Event
@@ -465,11 +465,11 @@ def _generation_time(
         precision=Precision.FP16 if precision is InferencePrecision.FP16 else Precision.BF16,
     )
     prefill = step_time(trace.prefill, spec, found, cal=cal).forward_seconds
-    rates = _Rates(found, spec, cal)
+    rates = Rates(found, spec, cal)
     ops = trace.decode.forward
     table = trace.decode.table
     device_s = sum(rates.time(table[i], Phase.FORWARD).seconds for i in ops)
-    hosts = _host_costs(cal, [op.kind for op in table], Phase.FORWARD, cal.host_op_seconds)
+    hosts = host_costs(cal, [op.kind for op in table], Phase.FORWARD, cal.host_op_seconds)
     host_s = sum(hosts[i] for i in ops)
     bandwidth = rates.bandwidth  # datasheet bandwidth x calibrated memory efficiency
     kv_first = sum(

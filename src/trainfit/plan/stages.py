@@ -1,5 +1,5 @@
-"""A staged schedule planned stage by stage: seed 002's frozen backbone for N epochs, then
-everything trainable.
+"""A staged schedule planned stage by stage: a frozen backbone for N epochs, then everything
+trainable.
 
 `plan_stages(spec, stages, ...)` plans each stage's spec (its own frozen parameters) on the
 same devices with `trainfit.plan.search.plan`, so each stage gets its own setting, memory and step
@@ -17,7 +17,7 @@ measured over the last stage's modelled step on that device, so a frozen stage k
 modelled speed-up. Only the last stage's step on that device is labelled measured; the
 others are calibrated.
 
-Known limitations: the ladder (seed 004's low-memory options) is planned for the last stage
+Known limitations: the ladder (the low-memory options) is planned for the last stage
 only (usually the one with everything trainable, the largest); a stage switch in one process
 keeps the first stage's allocator cache, which is not modelled (each stage is planned as if
 it started fresh).

@@ -1,8 +1,8 @@
 """A whole training run: hours from the step time, data-parallel scaling, and what it costs.
 
 Run totals: steps per epoch = ceil(samples / effective batch) (tokens are turned into samples
-with the model's tokens per sample), per stage (seed 002: a frozen backbone for 5 epochs, then
-everything for 50), plus evaluation (a forward pass over `eval_fraction` of the training
+with the model's tokens per sample), per stage (e.g. a frozen backbone for 5 epochs,
+then everything for 50), plus evaluation (a forward pass over `eval_fraction` of the training
 samples each epoch). Over N GPUs of one kind (data parallel, DDP), each GPU runs 1/N of the
 samples and the gradients are all-reduced over the catalog's interconnect (a ring: 2(N-1)/N
 of the gradient bytes per GPU, at NCCL's measured bus bandwidth) plus DDP's bucket copies,
@@ -10,7 +10,7 @@ none of it assumed hidden under backward (as measured on 2 x H200; see `ddp_seco
 
 Cost: cloud instances at their dated on-demand and spot rates; a local device as electricity
 (board power x hours x price per kWh) plus its purchase price spread over the hours it is used
-in its life (total cost of ownership, as seed 000 does over 3 years).
+in its life (total cost of ownership, e.g. over 3 years).
 """
 
 from __future__ import annotations

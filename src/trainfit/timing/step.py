@@ -250,7 +250,7 @@ class _OpTime:
     compute_bound: bool
 
 
-class _Rates:
+class Rates:
     """Per-op device time on one device under one calibration."""
 
     def __init__(self, device: Device, spec: TrainSpec, cal: Calibration) -> None:
@@ -316,7 +316,7 @@ class _Rates:
         return _OpTime(max(compute, memory), compute >= memory)
 
 
-def _host_costs(cal: Calibration, kinds: list[OpKind], phase: Phase, per_op: float) -> list[float]:
+def host_costs(cal: Calibration, kinds: list[OpKind], phase: Phase, per_op: float) -> list[float]:
     """Host seconds to issue each op of the table in `phase`: `per_op` for an op, the module
     call's cost for a module call, plus cuDNN's extra for convolutions and BatchNorm."""
     extra = cal.host_library_extra_seconds
@@ -367,7 +367,7 @@ class _Clock:
         self.memory += (m2 - m1) * more
 
 
-def _op_times(rates: _Rates, costs: StepCosts, factor: float) -> dict[Phase, list[_OpTime]]:
+def _op_times(rates: Rates, costs: StepCosts, factor: float) -> dict[Phase, list[_OpTime]]:
     """Each op's device time per phase, multiplied by `factor` (a device family's fit)."""
     times = {
         phase: [rates.time(op, phase) for op in costs.table]
@@ -431,7 +431,7 @@ def step_time(
     Device kernel times are multiplied by `device_time_factor`; None takes the device
     family's factor fitted on public measurements (`families.json`), 1 where none."""
     cal = cal or calibration()
-    rates = _Rates(device, spec, cal)
+    rates = Rates(device, spec, cal)
     kinds = [op.kind for op in costs.table]
     fit = family_fits().get(device.name) if device_time_factor is None else None
     times = _op_times(rates, costs, fit.device_time_factor if fit else (device_time_factor or 1.0))
@@ -441,7 +441,7 @@ def step_time(
         Phase.BACKWARD: cal.host_backward_op_seconds,
         Phase.OPTIMIZER: cal.optimizer_host(spec, trainable_tensors) / max(1, issued),
     }
-    hosts = {phase: _host_costs(cal, kinds, phase, per_op[phase]) for phase in per_op}
+    hosts = {phase: host_costs(cal, kinds, phase, per_op[phase]) for phase in per_op}
     clock = _Clock()
     marks = []
     passes: list[tuple[float, float, float, float]] = []
