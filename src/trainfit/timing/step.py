@@ -386,10 +386,12 @@ def _family_notes(device: Device, fit: FamilyFit | None) -> list[str]:
     notes = []
     if fit is not None and fit.heldout is not None:
         rows, median, worst = fit.heldout
+        errors = (
+            f"error {median:.0%}" if rows == 1 else f"median error {median:.0%}, worst {worst:.0%}"
+        )
         notes.append(
-            f"{'Apple GPU: ' if device.kind is DeviceKind.MPS else ''}step times of the "
-            f"{fit.family} family missed {rows} held-out public measurements by a median of "
-            f"{median:.0%} (worst {worst:.0%})"
+            f"{'Apple GPU: ' if device.kind is DeviceKind.MPS else ''}{fit.family} step times "
+            f"checked on {rows} held-out public measurement{'s' if rows > 1 else ''}: {errors}"
         )
     elif device.kind is DeviceKind.MPS:
         notes.append("Apple GPU: the efficiencies are an NVIDIA GPU's; not checked on a Mac")
