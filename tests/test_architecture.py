@@ -87,3 +87,16 @@ def test_the_lore_pattern_catches_what_it_is_for() -> None:
     assert LORE.search("(see #11)")
     assert not LORE.search("color #ffffff")
     assert not LORE.search("cuda:0 and rank #3-4")
+
+
+def test_the_architecture_page_matches_the_tree() -> None:
+    """docs/architecture.md is what docs/architecture.py makes of today's tree and layers."""
+    import importlib.util
+
+    root = SRC.parents[1]
+    spec = importlib.util.spec_from_file_location("architecture", root / "docs" / "architecture.py")
+    assert spec is not None and spec.loader is not None
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    written = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert written == page.render(), "rerun `python docs/architecture.py`"
