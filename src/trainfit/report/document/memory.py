@@ -78,9 +78,9 @@ def curve(scaling: BatchScaling, micro: int, largest: int, usable: int) -> tuple
         # NB: each batch would be a new trace: only those the plan's search replayed
         key = (scaling.device.runtime_profile, scaling.device.compute_capability)
         known = {
-            int(k[1])  # type: ignore[call-overload]
+            k[1]
             for k in scaling.memo
-            if k[0] == "needed" and tuple(k[2:]) == key
+            if k[0] == "needed" and isinstance(k[1], int) and tuple(k[2:]) == key
         }
         batches = {b for b in batches if b in known} | {micro}
     return tuple(
