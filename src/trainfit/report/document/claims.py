@@ -114,7 +114,7 @@ def as_claim(item: object) -> Claim:
         model=get("model"),
         device=get("device"),
         precision=None if get("precision") is None else str(get("precision")),
-        batch=None if get("batch") is None else int(get("batch")),
+        batch=None if (batch := get("batch")) is None else int(batch),
         source=str(get("source") or ""),
         why=str(get("why") or ""),
     )
@@ -256,8 +256,8 @@ def _inference(claim: Claim, model: ModelSection) -> tuple[str, float | None, st
             f"one of {', '.join(choices)}"
         )
     if len(found) > 1:
-        choices = ", ".join(f"{r.precision} batch {r.batch}" for r in found)
-        raise TrainfitError(f"name its precision and batch: {choices}")
+        several = ", ".join(f"{r.precision} batch {r.batch}" for r in found)
+        raise TrainfitError(f"name its precision and batch: {several}")
     row = found[0]
     value = getattr(row, _INFERENCE[claim.quantity])
     if value is None:

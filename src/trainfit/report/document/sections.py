@@ -406,7 +406,7 @@ def _multi_gpu_rows(
 
 def _sharded_rows(d: DevicePlan) -> list[tuple[str, ...]]:
     """A device that does not hold the job: its sharded and offloaded one-engine figures."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     sh, off = d.sharded, d.offloaded
     if sh is not None:
         rows.append(

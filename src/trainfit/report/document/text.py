@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 GIB = 2**30
@@ -30,7 +31,7 @@ def para(text: str) -> Block:
     return Block(kind="text", text=text)
 
 
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Block:
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Block:
     return Block(kind="table", header=header, rows=tuple(rows))
 
 
