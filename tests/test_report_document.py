@@ -13,8 +13,12 @@ from torch import nn
 
 from trainfit import TrainSpec
 from trainfit.cli.main import _parser, main
+from trainfit.distributed.comm import CommTime
+from trainfit.distributed.memory import RankMemory
+from trainfit.distributed.search import DistributedPlan
+from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import SpecError
-from trainfit.plan.options import NoStepTime, NoTime, Plan, Verdict
+from trainfit.plan.options import NoStepTime, NoTime, Plan, Sharded, Verdict
 from trainfit.plan.search import plan
 from trainfit.plan.words import note_text
 from trainfit.report.document import (
@@ -28,6 +32,7 @@ from trainfit.report.document import (
     write_plots,
     write_report,
 )
+from trainfit.spec import LoraSpec, OptimizerKind, Precision
 from trainfit.timing.run import RunSpec
 
 GIB = 2**30
@@ -310,16 +315,26 @@ def test_the_same_inputs_give_the_same_bytes(report, planned, tmp_path) -> None:
 
 def test_new_fields_inference_and_extra_sections_render(report) -> None:
     stage = report.models[0].stages[0]
-    devices = [dict(d, lora={"rank": 16}) for d in stage.plan["devices"]]  # type: ignore[union-attr]
-    devices[2]["distributed"] = None  # NB: the older sharded verdict's row
-    devices[2]["sharded"] = {
-        "gpus": 4,
-        "per_gpu_bytes": GIB // 2,
-        "instance": "",
-        "instances": 0,
-        "usd_per_hour": None,
-    }
-    changed = dataclasses.replace(stage, plan=dict(stage.plan, devices=devices, strategy="fsdp2"))
+    devices = list(stage.plan.devices)
+    devices[2] = dataclasses.replace(
+        devices[2],
+        distributed=None,  # NB: the older sharded verdict's row
+        sharded=Sharded(
+            gpus=4,
+            per_gpu_bytes=GIB // 2,
+            precision=Precision.BF16,
+            checkpointing=False,
+            optimizer=OptimizerKind.ADAMW,
+            micro_batch=1,
+            instance="",
+            instances=0,
+            usd_per_hour=None,
+        ),
+    )
+    spec = dataclasses.replace(stage.plan.spec, lora=LoraSpec(rank=16))
+    changed = dataclasses.replace(
+        stage, plan=dataclasses.replace(stage.plan, spec=spec, devices=tuple(devices))
+    )
     rows = (
         InferenceRow(
             device="h100",
@@ -340,8 +355,10 @@ def test_new_fields_inference_and_extra_sections_render(report) -> None:
     model = dataclasses.replace(report.models[0], stages=(changed,), inference=rows)
     extended = dataclasses.replace(report, models=(model,), extra={"notes": {"a": 1}})
     md = to_markdown(extended)
-    assert '| rtx-4060 | lora | {"rank": 16} |' in md
-    assert '| (plan) | strategy | "fsdp2" |' in md
+    assert (
+        '| (plan) | lora | {"alpha": 32.0, "dropout": 0.0, "qlora": false, "rank": 16, '
+        '"targets": []} |' in md
+    )
     assert (
         "| h100 | generate | bf16 | 8 | 2048 | 128 | 3.25 GiB | yes | 12.5 | 8.42 | 950 | "
         "1,082 | bandwidth |  |" in md
@@ -582,20 +599,27 @@ def test_serving_only_plan_writes_an_inference_report(tmp_path, capsys) -> None:
 
 def test_a_distributed_plan_renders_its_engine_and_per_rank_parts(report) -> None:
     stage = report.models[0].stages[0]
-    devices = [dict(d) for d in stage.plan["devices"]]  # type: ignore[union-attr]
-    memory = {
-        "per_rank_bytes": 70 * GIB,
-        "host_bytes_per_node": 0,
-        "breakdown": {"parameters": 14 * GIB, "gradients": 7 * GIB, "engine": 15 * GIB},
-    }
-    devices[2]["distributed"] = {
-        "strategy": "fsdp2", "offload": "none", "gpus": 8, "nodes": 1, "precision": "bf16",
-        "checkpointing": True, "micro_batch": 2, "grad_accum": 8, "memory": memory,
-        "comm": {"seconds": 5.47, "exposed_seconds": 0.0}, "step_seconds": 10.15,
-        "instance": "lambda-8x-h100-sxm", "instances": 1, "usd_per_hour": 24.0,
-        "fewer_with_offload": None,
-    }  # fmt: skip
-    changed = dataclasses.replace(stage, plan=dict(stage.plan, devices=devices))
+    devices = list(stage.plan.devices)
+    memory = RankMemory(
+        strategy=Strategy.FSDP2, offload=Offload.NONE, gpus=8, nodes=1, micro_batch=2,
+        total_bytes=70 * GIB, parameters_bytes=14 * GIB, gradients_bytes=7 * GIB,
+        optimizer_state_bytes=0, activations_bytes=0, other_bytes=0, engine_bytes=15 * GIB,
+        nccl_bytes=0, context_bytes=0, host_bytes_per_node=0, label="modelled",
+    )  # fmt: skip
+    comm = CommTime(
+        seconds=5.47, exposed_seconds=0.0, bytes_per_gpu=0, intra_gbs=450.0, inter_gbs=None,
+        assumption="",
+    )  # fmt: skip
+    many = DistributedPlan(
+        device="tiny-gpu", strategy=Strategy.FSDP2, offload=Offload.NONE, gpus=8, nodes=1,
+        precision=Precision.BF16, checkpointing=True, micro_batch=2, grad_accum=8,
+        memory=memory, budget_bytes=72 * GIB, comm=comm, step_seconds=10.15,
+        instance="lambda-8x-h100-sxm", instances=1, usd_per_hour=24.0,
+    )  # fmt: skip
+    devices[2] = dataclasses.replace(devices[2], distributed=many)
+    changed = dataclasses.replace(
+        stage, plan=dataclasses.replace(stage.plan, devices=tuple(devices))
+    )
     md = to_markdown(
         dataclasses.replace(
             report, models=(dataclasses.replace(report.models[0], stages=(changed,)),)

@@ -141,5 +141,5 @@ def _fitting(
         changes=changes,
         max_micro_batch=largest_fit(fit.spec, margin, fit.scaling),
         tiers=gpu_tiers(fit.spec, effective, fit.scaling),
-        **times,  # type: ignore[arg-type]
+        **times,
     )

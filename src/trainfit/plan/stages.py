@@ -85,21 +85,22 @@ class StagedPlan:
                 }
                 for s in self.stages
             ],
-            "schedule": [
-                {
-                    "device": d.device,
-                    "fits": d.fits,
-                    "peak_needed_bytes": d.peak_needed_bytes,
-                    "hours": d.hours,
-                    "costs": d.costs,
-                    "failing_stages": [
-                        {"stage": name, "why": failing_text(plan)}
-                        for name, plan in d.failing_stages
-                    ],
-                }
-                for d in self.devices
-            ],
+            "schedule": [schedule_dict(d) for d in self.devices],
         }
+
+
+def schedule_dict(d: ScheduleOnDevice) -> dict[str, object]:
+    """The schedule on one device as JSON (each failing stage's why in words)."""
+    return {
+        "device": d.device,
+        "fits": d.fits,
+        "peak_needed_bytes": d.peak_needed_bytes,
+        "hours": d.hours,
+        "costs": d.costs,
+        "failing_stages": [
+            {"stage": name, "why": failing_text(plan)} for name, plan in d.failing_stages
+        ],
+    }
 
 
 def plan_stages(

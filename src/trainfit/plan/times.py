@@ -9,6 +9,7 @@ module only maps a plan's devices onto it.
 from __future__ import annotations
 
 import dataclasses
+from typing import TypedDict
 
 from trainfit.errors import SpecError
 from trainfit.estimator.scaling import BatchScaling
@@ -18,6 +19,15 @@ from trainfit.plan.tiers import split
 from trainfit.spec import TrainSpec
 from trainfit.timing.run import CostLine, RunSpec, Stage, recommend, run_estimate, run_time
 from trainfit.timing.step import RateMissing, StepTime, TimeLabel, scaled, step_time
+
+
+class StepTimes(TypedDict, total=False):
+    """A device plan's step-time fields (`DevicePlan.step_time`, `step_times`, `no_time`)."""
+
+    step_time: StepTime
+    step_times: tuple[tuple[int, StepTime], ...]
+    no_time: NoStepTime
+
 
 GPU_COUNTS = (2, 4, 8, 16)
 """Data-parallel GPU counts a plan times (those the effective batch splits over), with the
@@ -32,7 +42,7 @@ def step_times(
     accum: int,
     effective: int,
     gpu_counts: tuple[int, ...],
-) -> dict[str, object]:
+) -> StepTimes:
     """DevicePlan's step_time, step_times and no_time for the chosen setting; each GPU
     count's step takes its share of the effective batch split as one GPU's is (the chosen
     micro-batch or less)."""

@@ -209,7 +209,11 @@ def _plain(value: object) -> object:
 
 
 def _asdict(value: object) -> object:
-    return None if value is None else _plain(dataclasses.asdict(value))  # type: ignore[call-overload]
+    """A dataclass instance as JSON-ready values (None stays None)."""
+    if value is None:
+        return None
+    assert dataclasses.is_dataclass(value) and not isinstance(value, type)
+    return _plain(dataclasses.asdict(value))
 
 
 def plan_dict(plan: Plan) -> dict[str, object]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from trainfit.plan.words import failing_text
 from trainfit.report.document.model import ModelSection, Report
 from trainfit.report.document.sections import stage_blocks
 from trainfit.report.document.text import Block, amount, gib, num
@@ -70,14 +71,14 @@ def _model(model: ModelSection, several: bool) -> list[Block]:
         out += [_h(level + 1, "Schedule over the stages")]
         rows = []
         for d in model.schedule:
-            failing = "; ".join(f"{f['stage']}: {f['why']}" for f in d.get("failing_stages", []))  # type: ignore[union-attr]
+            failing = "; ".join(f"{name}: {failing_text(p)}" for name, p in d.failing_stages)
             rows.append(
                 (
-                    str(d["device"]),
-                    "yes" if d["fits"] else "no",
-                    gib(d.get("peak_needed_bytes")),
-                    amount(d.get("hours")),
-                    "; ".join(f"{o}: {num(v)}" for o, v in d.get("costs", [])),  # type: ignore[union-attr]
+                    d.device,
+                    "yes" if d.fits else "no",
+                    gib(d.peak_needed_bytes),
+                    amount(d.hours),
+                    "; ".join(f"{o}: {num(v)}" for o, v in d.costs),
                     failing,
                 )
             )

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
-from trainfit.plan.words import plan_dict
 from trainfit.report.document.claims import check_claims
 from trainfit.report.document.memory import device_memory
 from trainfit.report.document.model import (
@@ -142,16 +141,13 @@ def _model_section(
                 name=stage,
                 epochs=epochs,
                 freeze=tuple(freeze),
-                plan=plan_dict(plan),
+                plan=plan,
                 memory=tuple(device_memory(plan, d) for d in plan.devices),
                 verify=tuple(v for d in plan.devices if (v := verify_commands(plan, d))),
                 configs=_configs(plan, where, exports),
             )
         )
     last = stages[-1][3]
-    schedule: tuple[dict[str, object], ...] = ()
-    if isinstance(one, StagedPlan):
-        schedule = tuple(one.to_dict()["schedule"])  # type: ignore[arg-type]
     return ModelSection(
         name=name,
         model=last.spec.model,
@@ -159,7 +155,7 @@ def _model_section(
         trainable_parameters=last.trainable_parameters,
         tokens_per_sample=last.tokens_per_sample,
         stages=tuple(out),
-        schedule=schedule,
+        schedule=one.devices if isinstance(one, StagedPlan) else (),
         inference=inference,
     )
 

@@ -19,66 +19,61 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import get_device
+from trainfit.plan.options import DevicePlan, Plan
+from trainfit.plan.words import time_text
 from trainfit.report.document.model import Claim, ClaimCheck, ModelSection
+from trainfit.timing.run import CostLine
 
 GIB = 2**30
 TOLERANCE = 0.25
 """How far trainfit's figure may be from the document's and still agree (a fraction)."""
 
-_Device = dict[str, object]
 
-
-def _setting(d: _Device, key: str) -> float | None:
-    s = d.get("setting")
-    return None if not isinstance(s, dict) else float(s[key])
-
-
-def _micro_batch(d: _Device) -> float | None:
+def _micro_batch(d: DevicePlan) -> float | None:
     """The setting's micro-batch, or per GPU of the multi-GPU plan where one GPU holds none."""
-    one = _setting(d, "micro_batch")
-    many = d.get("distributed")
-    if one is None and isinstance(many, dict):
-        return float(many["micro_batch"])
-    return one
+    if d.setting is None and d.distributed is not None:
+        return float(d.distributed.micro_batch)
+    return None if d.setting is None else float(d.setting.micro_batch)
 
 
-def _gpus(d: _Device) -> float | None:
+def _gpus(d: DevicePlan) -> float | None:
     """GPUs the plan trains on: the multi-GPU plan's count, else 1 where one GPU holds it."""
-    many = d.get("distributed")
-    if isinstance(many, dict):
-        return float(many["gpus"])
-    return None if _setting(d, "micro_batch") is None else 1.0
+    if d.distributed is not None:
+        return float(d.distributed.gpus)
+    return None if d.setting is None else 1.0
 
 
-def _memory(d: _Device) -> float | None:
-    v = _setting(d, "needed_bytes")
-    return None if v is None else v / GIB
+def _memory(d: DevicePlan) -> float | None:
+    return None if d.setting is None else d.setting.needed_bytes / GIB
 
 
-def _step(d: _Device) -> float | None:
-    run, time = d.get("run"), d.get("time")
-    if isinstance(run, dict) and run.get("step_seconds") is not None:
-        return float(run["step_seconds"])
-    if isinstance(time, dict) and time.get("step_seconds") is not None:
-        return float(time["step_seconds"])
-    return None
+def _step(d: DevicePlan) -> float | None:
+    if d.run is not None:
+        return float(d.run.step_seconds)
+    # NB: rounded as the plan's JSON rounds it
+    return None if d.step_time is None else round(d.step_time.seconds, 6)
 
 
-def _tokens(d: _Device) -> float | None:
-    time = d.get("time")
-    if isinstance(time, dict) and time.get("tokens_per_second") is not None:
-        return float(time["tokens_per_second"])
-    return None
+def _tokens(d: DevicePlan) -> float | None:
+    time = d.step_time
+    if time is None or time.tokens_per_second is None:
+        return None
+    return round(time.tokens_per_second, 1)
 
 
-def _hours(d: _Device) -> float | None:
-    run = d.get("run")
-    return float(run["hours"]) if isinstance(run, dict) and run.get("hours") is not None else None
+def _hours(d: DevicePlan) -> float | None:
+    return None if d.run is None else float(d.run.hours)
 
 
-_PER_DEVICE: dict[str, tuple[Callable[[_Device], float | None], str]] = {
+def local_cost(d: DevicePlan) -> CostLine | None:
+    """The cost of the run on the device itself (None when not worked out)."""
+    return next((c for c in d.costs if c.kind == "local"), None)
+
+
+_PER_DEVICE: dict[str, tuple[Callable[[DevicePlan], float | None], str]] = {
     "memory_gib": (_memory, "max"),
     "micro_batch": (_micro_batch, "last"),
     "gpus": (_gpus, "max"),
@@ -119,7 +114,7 @@ def as_claim(item: object) -> Claim:
         model=get("model"),
         device=get("device"),
         precision=None if get("precision") is None else str(get("precision")),
-        batch=None if get("batch") is None else int(get("batch")),
+        batch=None if (batch := get("batch")) is None else int(batch),
         source=str(get("source") or ""),
         why=str(get("why") or ""),
     )
@@ -163,14 +158,14 @@ def _canonical(name: str) -> str:
         return name
 
 
-def _devices(model: ModelSection, name: str) -> list[_Device]:
-    """The device's entry in each stage's plan."""
-    found = []
-    for stage in model.stages:
-        devices = stage.plan.get("devices")
-        assert isinstance(devices, list)
-        found += [d for d in devices if d["device"] in (name, _canonical(name))]
-    return found
+def _devices(model: ModelSection, name: str) -> list[tuple[Plan, DevicePlan]]:
+    """The device's entry in each stage's plan, with the plan."""
+    return [
+        (stage.plan, d)
+        for stage in model.stages
+        for d in stage.plan.devices
+        if d.device in (name, _canonical(name))
+    ]
 
 
 def _trainfit(claim: Claim, model: ModelSection) -> tuple[str, float | None, str]:
@@ -182,7 +177,7 @@ def _trainfit(claim: Claim, model: ModelSection) -> tuple[str, float | None, str
         return _inference(claim, model)
     if q not in _PER_DEVICE and q != "cost_usd":
         raise TrainfitError(f"quantity {q!r} is not one of {', '.join(QUANTITIES)}")
-    names = sorted({str(d["device"]) for s in model.stages for d in s.plan["devices"]})  # type: ignore[union-attr]
+    names = sorted({d.device for s in model.stages for d in s.plan.devices})
     device = claim.device
     if device is None:
         if len(names) != 1:
@@ -196,18 +191,13 @@ def _trainfit(claim: Claim, model: ModelSection) -> tuple[str, float | None, str
             f"device {device!r} is not in the plan of {model.name}: one of {', '.join(names)}"
         )
     read, combine = _PER_DEVICE[q]
-    values = [read(d) for d in entries]
+    values = [read(d) for _, d in entries]
     if q == "hours":  # NB: a device that trains only over several GPUs: its multi-GPU plan's
-        runs = [
-            multi_gpu_run(stage.plan, d)
-            for stage in model.stages
-            for d in stage.plan["devices"]  # type: ignore[union-attr]
-            if d["device"] in (device, _canonical(device))
-        ]
+        runs = [multi_gpu_run(plan, d.distributed) for plan, d in entries]
         values = [
             v if v is not None or r is None else r[0] for v, r in zip(values, runs, strict=True)
         ]
-    missing = next((d for d, v in zip(entries, values, strict=True) if v is None), None)
+    missing = next((d for (_, d), v in zip(entries, values, strict=True) if v is None), None)
     if missing is not None:
         return device, None, _why_missing(missing, q)
     numbers = [float(v) for v in values if v is not None]
@@ -215,17 +205,17 @@ def _trainfit(claim: Claim, model: ModelSection) -> tuple[str, float | None, str
     return device, total, ""
 
 
-def _why_missing(d: _Device, quantity: str) -> str:
+def _why_missing(d: DevicePlan, quantity: str) -> str:
     """Why a device's entry has no figure for `quantity`: no setting fits, or the setting fits
-    but its time is not modelled (the plan's time_note says why) or not worked out."""
-    s = d.get("setting")
-    if not isinstance(s, dict):
+    but its time is not modelled (the plan's time note says why) or not worked out."""
+    s = d.setting
+    if s is None:
         return "no setting fits on this device"
     fits = (
-        f"the setting fits: micro-batch {s['micro_batch']} x {s['grad_accum']}, "
-        f"{float(s['needed_bytes']) / GIB:.2f} GiB"
+        f"the setting fits: micro-batch {s.micro_batch} x {s.grad_accum}, "
+        f"{s.needed_bytes / GIB:.2f} GiB"
     )
-    why = str(d.get("time_note") or "")
+    why = time_text(d)
     if why:
         if not why.startswith("step time not modelled"):
             why = f"step time not modelled: {why}"
@@ -266,8 +256,8 @@ def _inference(claim: Claim, model: ModelSection) -> tuple[str, float | None, st
             f"one of {', '.join(choices)}"
         )
     if len(found) > 1:
-        choices = ", ".join(f"{r.precision} batch {r.batch}" for r in found)
-        raise TrainfitError(f"name its precision and batch: {choices}")
+        several = ", ".join(f"{r.precision} batch {r.batch}" for r in found)
+        raise TrainfitError(f"name its precision and batch: {several}")
     row = found[0]
     value = getattr(row, _INFERENCE[claim.quantity])
     if value is None:
@@ -280,22 +270,18 @@ def _inference(claim: Claim, model: ModelSection) -> tuple[str, float | None, st
     return device, float(value), f"{row.kind}, {row.precision}, batch {row.batch}"
 
 
-def multi_gpu_run(
-    plan: Mapping[str, object], d: Mapping[str, object]
-) -> tuple[float, float] | None:
+def multi_gpu_run(plan: Plan, many: DistributedPlan | None) -> tuple[float, float] | None:
     """(hours, on-demand USD) of a device's multi-GPU plan over the plan's run: steps of the
     effective batch x its step time, priced at its instance's rate; None without a multi-GPU
     plan, a step time or a data size (samples)."""
-    many, run = d.get("distributed"), plan.get("run")
-    if not isinstance(many, dict) or not isinstance(run, dict):
-        return None
-    step, samples = many.get("step_seconds"), run.get("samples")
-    if step is None or not samples:
+    run = plan.run
+    if many is None or run is None or many.step_seconds is None or not run.samples:
         return None
     # NB: whole optimizer steps of the effective batch per epoch, as the one-GPU run counts them
-    steps = math.ceil(float(samples) / float(plan["effective_batch"])) * float(run["epochs"])  # type: ignore[arg-type]
-    hours = steps * float(step) / 3600
-    rate = float(many.get("usd_per_hour") or 0) * float(many.get("instances") or 0)
+    steps = math.ceil(float(run.samples) / float(plan.effective_batch)) * float(run.epochs)
+    # NB: the step time rounded as the plan's JSON rounds it
+    hours = steps * round(many.step_seconds, 4) / 3600
+    rate = float(many.usd_per_hour or 0) * float(many.instances or 0)
     return hours, hours * rate
 
 
@@ -304,24 +290,24 @@ def _cost(model: ModelSection, device: str, names: list[str]) -> tuple[float | N
     of its multi-GPU plan's instances, over the stages."""
     total, currency, found = 0.0, "", False
     for stage in model.stages:
-        for d in stage.plan["devices"]:  # type: ignore[union-attr]
-            many = multi_gpu_run(stage.plan, d) if d.get("setting") is None else None
-            if many is not None and d["device"] in (device, _canonical(device)):
+        for d in stage.plan.devices:
+            many = multi_gpu_run(stage.plan, d.distributed) if d.setting is None else None
+            if many is not None and d.device in (device, _canonical(device)):
                 found = True
                 total += many[1]
                 currency = "USD"
                 continue
-            for line in d.get("costs", []):
-                mine = line["option"] == device or (
-                    line["kind"] == "local" and d["device"] in (device, _canonical(device))
+            for line in d.costs:
+                mine = line.option == device or (
+                    line.kind == "local" and d.device in (device, _canonical(device))
                 )
                 if not mine:
                     continue
                 found = True
-                if line.get("total") is None:
-                    return None, line.get("note") or "no price for this option"
-                total += float(line["total"])
-                currency = str(line.get("currency", "USD"))
+                if line.total is None:
+                    return None, line.note or "no price for this option"
+                total += round(line.total, 2)  # NB: as the plan's JSON rounds it
+                currency = line.currency
     if not found:
         raise TrainfitError(
             f"no cost for {device!r} in the plan of {model.name} (give the run's data size; "

@@ -33,17 +33,26 @@ def device_memory(plan: Plan, d: DevicePlan) -> DeviceMemory:
     device = get_device(d.device)
     limit = device.memory_bytes or None
     usable = None if limit is None else int(limit * (1.0 - plan.margin))
-    head = dict(device=d.device, display=d.display, limit_bytes=limit, usable_bytes=usable)
     scaling = plan.scalings.get(d.device)
     if d.setting is None or scaling is None:
         if d.setting is None:
             note = note_text(d) or d.verdict.value
         else:
             note = "no breakdown kept for this device (the CPU is planned from full estimates)"
-        return DeviceMemory(**head, micro_batch=0, note=note)
+        return DeviceMemory(
+            device=d.device,
+            display=d.display,
+            limit_bytes=limit,
+            usable_bytes=usable,
+            micro_batch=0,
+            note=note,
+        )
     micro = d.setting.micro_batch
     return DeviceMemory(
-        **head,
+        device=d.device,
+        display=d.display,
+        limit_bytes=limit,
+        usable_bytes=usable,
         micro_batch=micro,
         breakdown=breakdown(scaling, micro),
         curve=curve(scaling, micro, d.max_micro_batch, usable or 0),
@@ -78,9 +87,9 @@ def curve(scaling: BatchScaling, micro: int, largest: int, usable: int) -> tuple
         # NB: each batch would be a new trace: only those the plan's search replayed
         key = (scaling.device.runtime_profile, scaling.device.compute_capability)
         known = {
-            int(k[1])  # type: ignore[call-overload]
+            k[1]
             for k in scaling.memo
-            if k[0] == "needed" and tuple(k[2:]) == key
+            if k[0] == "needed" and isinstance(k[1], int) and tuple(k[2:]) == key
         }
         batches = {b for b in batches if b in known} | {micro}
     return tuple(

@@ -1,10 +1,10 @@
 """The report as data: everything the Markdown, JSON, HTML and plot renderers need.
 
 A `Report` holds one `ModelSection` per model; each holds one `StageSection` per stage (one,
-named "", for a plan without stages) with the plan's JSON (`Plan.to_dict()`, rendered
-generically so fields other pieces add still show), each device's memory breakdown and
-memory-against-micro-batch curve, the verify commands and the config files. Every value is
-plain (str, int, float, bool, None, tuples and dicts of them), so `to_dict()` is the JSON.
+named "", for a plan without stages) with the typed plan (`trainfit.plan.options.Plan`),
+each device's memory breakdown and memory-against-micro-batch curve, the verify commands and
+the config files. Every other value is plain (str, int, float, bool, None, tuples and dicts
+of them); `to_dict()` is the JSON, each plan as `trainfit.plan.words.plan_dict` gives it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+
+from trainfit.plan.options import Plan
+from trainfit.plan.stages import ScheduleOnDevice, schedule_dict
+from trainfit.plan.words import plan_dict
 
 
 def slug(name: str) -> str:
@@ -149,9 +153,9 @@ class StageSection:
     """"" for a plan without stages."""
     epochs: float | None = None
     freeze: tuple[str, ...] = ()
-    plan: dict[str, object]
-    """`Plan.to_dict()`: devices, verdicts, settings, tiers, ladder, times, costs, and
-    whatever fields other pieces add (rendered generically)."""
+    plan: Plan
+    """The stage's plan: devices, verdicts, settings, tiers, ladder, times, costs (as JSON:
+    `trainfit.plan.words.plan_dict`)."""
     memory: tuple[DeviceMemory, ...] = ()
     verify: tuple[Verify, ...] = ()
     configs: tuple[ConfigFile, ...] = ()
@@ -167,8 +171,8 @@ class ModelSection:
     trainable_parameters: int
     tokens_per_sample: int | None
     stages: tuple[StageSection, ...]
-    schedule: tuple[dict[str, object], ...] = ()
-    """A staged plan's schedule per device (`StagedPlan.to_dict()["devices"]`)."""
+    schedule: tuple[ScheduleOnDevice, ...] = ()
+    """A staged plan's schedule per device (`StagedPlan.devices`)."""
     inference: tuple[InferenceRow, ...] = ()
 
 
@@ -186,5 +190,22 @@ class Report:
     """Sections other pieces add (name -> JSON value), rendered generically."""
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-ready dict."""
-        return dataclasses.asdict(self)
+        """A JSON-ready dict (each stage's plan as `plan_dict` gives it)."""
+        out = _json(self)
+        assert isinstance(out, dict)
+        return out
+
+
+def _json(value: object) -> object:
+    """`dataclasses.asdict`, with each `Plan` and schedule as its JSON."""
+    if isinstance(value, Plan):
+        return plan_dict(value)
+    if isinstance(value, ScheduleOnDevice):
+        return schedule_dict(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_json(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    return value

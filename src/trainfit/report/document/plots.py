@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
+from trainfit.report.document.claims import local_cost
 from trainfit.report.document.model import Report, StageSection, slug
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 GIB = 2**30
 DPI = 100
@@ -33,15 +39,15 @@ def plot_names(stage: StageSection, key: str) -> dict[str, str]:
 
 def _times(stage: StageSection) -> list[tuple[str, float, float | None, str]]:
     """(device, hours or step seconds, local cost, unit) of each timed device."""
-    out = []
-    for d in stage.plan["devices"]:  # type: ignore[union-attr]
-        run, time = d.get("run"), d.get("time")
-        local = next((c for c in d.get("costs", []) if c["kind"] == "local"), None)
-        cost = None if local is None else local.get("total")
-        if isinstance(run, dict) and run.get("hours") is not None:
-            out.append((d["device"], float(run["hours"]), cost, "run hours"))
-        elif isinstance(time, dict):
-            out.append((d["device"], float(time["step_seconds"]) * 1000, None, "step ms"))
+    out: list[tuple[str, float, float | None, str]] = []
+    for d in stage.plan.devices:
+        local = local_cost(d)
+        # NB: the cost and step time rounded as the plan's JSON rounds them
+        cost = None if local is None or local.total is None else round(local.total, 2)
+        if d.run is not None:
+            out.append((d.device, float(d.run.hours), cost, "run hours"))
+        elif d.step_time is not None:
+            out.append((d.device, round(d.step_time.seconds, 6) * 1000, None, "step ms"))
     return out
 
 
@@ -88,12 +94,10 @@ def write_plots(report: Report, directory: Path | str) -> list[Path]:
     return written
 
 
-def _memory(plt: object, stage: StageSection, key: str) -> object:
+def _memory(plt: ModuleType, stage: StageSection, key: str) -> Figure:
     # NB: one panel per device, each on its own scale (an 8 GB and an 80 GB GPU side by side)
     shown = list(stage.memory)
-    fig, axes = plt.subplots(  # type: ignore[attr-defined]
-        1, len(shown), figsize=(2.4 + 1.9 * len(shown), 4.4), squeeze=False
-    )
+    fig, axes = plt.subplots(1, len(shown), figsize=(2.4 + 1.9 * len(shown), 4.4), squeeze=False)
     components = next(m.breakdown for m in shown if m.breakdown)
     for ax, m in zip(axes[0], shown, strict=True):
         bottom = 0.0
@@ -120,10 +124,10 @@ def _memory(plt: object, stage: StageSection, key: str) -> object:
     return fig
 
 
-def _curve(plt: object, stage: StageSection, key: str) -> object:
+def _curve(plt: ModuleType, stage: StageSection, key: str) -> Figure:
     from matplotlib.ticker import FuncFormatter
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))  # type: ignore[attr-defined]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, m in enumerate(m for m in stage.memory if m.curve):
         colour = _COLOURS[i % len(_COLOURS)]
         ax.plot(
@@ -151,18 +155,18 @@ def _curve(plt: object, stage: StageSection, key: str) -> object:
     return fig
 
 
-def _time(plt: object, stage: StageSection, key: str) -> object:
+def _time(plt: ModuleType, stage: StageSection, key: str) -> Figure:
     rows = _times(stage)
-    costed = [r for r in rows if r[2] is not None]
+    costed = [(r[0], r[2]) for r in rows if r[2] is not None]
     size = (8.0 if costed else 4.8, 1.4 + 0.5 * len(rows))
-    fig, axes = plt.subplots(1, 2 if costed else 1, figsize=size, squeeze=False)  # type: ignore[attr-defined]
+    fig, axes = plt.subplots(1, 2 if costed else 1, figsize=size, squeeze=False)
     ax = axes[0][0]
     ax.barh([r[0] for r in rows], [r[1] for r in rows], color=_COLOURS[0])
     ax.set_xlabel(" / ".join(sorted({r[3] for r in rows})))
     ax.invert_yaxis()
     if costed:
         bx = axes[0][1]
-        bx.barh([r[0] for r in costed], [float(r[2]) for r in costed], color=_COLOURS[1])  # type: ignore[arg-type]
+        bx.barh([c[0] for c in costed], [c[1] for c in costed], color=_COLOURS[1])
         bx.set_xlabel("local cost of the run")
         bx.invert_yaxis()
     fig.suptitle(f"{key}: time and cost per device")

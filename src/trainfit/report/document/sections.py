@@ -2,42 +2,50 @@
 memory breakdown and curve, recommended settings with the config files, training time, cost,
 low-memory options, what to do on out-of-memory, multi-GPU and offload, the verify commands.
 
-Fields of the plan's JSON that this module does not know (added by other pieces: LoRA,
-preference pairs, strategies) are listed per device under "Other figures", so nothing the
-plan holds is dropped.
+Fields of the plan's JSON (`trainfit.plan.words.plan_dict`) that this module does not render
+in their own sections (the LoRA settings) are listed under "Other figures", so nothing the
+plan holds is dropped. NB: figures are rounded as the plan's JSON rounds them, so the
+Markdown shows the JSON's numbers.
 """
 
 from __future__ import annotations
 
 import json
+import math
 
-from trainfit.report.document.claims import multi_gpu_run
+from trainfit.distributed.search import DistributedPlan
+from trainfit.distributed.strategy import Offload
+from trainfit.plan.options import DevicePlan, Setting
+from trainfit.plan.words import (
+    changes_text,
+    multi_gpu_text,
+    note_text,
+    plan_dict,
+    rung_text,
+    time_text,
+)
+from trainfit.report.document.claims import local_cost, multi_gpu_run
 from trainfit.report.document.model import ModelSection, StageSection
 from trainfit.report.document.plots import plot_names
 from trainfit.report.document.text import Block, amount, gib, num
 from trainfit.report.document.text import heading as _h
 from trainfit.report.document.text import para as _p
 from trainfit.report.document.text import table as _t
+from trainfit.timing.run import CostLine
 
-_KNOWN = {
-    "device", "display", "verdict", "setting", "changes", "max_micro_batch", "tiers", "note",
-    "sharded", "offloaded", "time_note", "time", "time_by_gpus", "run", "costs", "distributed",
-    "distributed_note",
-}  # fmt: skip
-"""Per-device keys of `Plan.to_dict()` rendered in their own sections."""
+_RANK_PARTS = ("parameters", "gradients", "optimizer state", "activations", "other", "engine",
+               "nccl", "context")  # fmt: skip
+"""The columns of each rank's memory, in `_rank_parts`' order."""
 
 
-def _devices(stage: StageSection) -> list[dict[str, object]]:
-    return stage.plan["devices"]  # type: ignore[return-value]
+def _setting_words(s: Setting) -> str:
+    words = f"{s.precision.value}, {s.micro_batch} x {s.grad_accum}, {s.optimizer.value}"
+    return words + (", checkpointing" if s.checkpointing else "")
 
 
-def _local(d: dict[str, object]) -> dict[str, object] | None:
-    return next((c for c in d.get("costs", []) if c["kind"] == "local"), None)  # type: ignore[union-attr,index]
-
-
-def _setting_words(s: dict[str, object]) -> str:
-    words = f"{s['precision']}, {s['micro_batch']} x {s['grad_accum']}, {s['optimizer']}"
-    return words + (", checkpointing" if s["checkpointing"] else "")
+def _cents(x: float | None) -> float | None:
+    """A cost as the JSON rounds it."""
+    return None if x is None else round(x, 2)
 
 
 def stage_blocks(model: ModelSection, stage: StageSection, h: int, key: str) -> list[Block]:
@@ -46,26 +54,27 @@ def stage_blocks(model: ModelSection, stage: StageSection, h: int, key: str) -> 
     out = [
         _h(h, "Quick comparison"),
         _p(
-            f"Effective batch {plan['effective_batch']}; {float(plan['margin']):.0%} of each "  # type: ignore[arg-type]
+            f"Effective batch {plan.effective_batch}; {plan.margin:.0%} of each "
             "device's memory kept free."
         ),
     ]
     rows = []
-    for d, mem in zip(_devices(stage), stage.memory, strict=True):
-        s = d.get("setting")
-        run, time, local = d.get("run"), d.get("time"), _local(d)
-        step = (run or {}).get("step_seconds") or (time or {}).get("step_seconds")  # type: ignore[union-attr]
-        cost = None if local is None else local.get("total")
+    for d, mem in zip(plan.devices, stage.memory, strict=True):
+        s, local = d.setting, local_cost(d)
+        step = None if d.run is None else d.run.step_seconds
+        if not step:
+            step = None if d.step_time is None else round(d.step_time.seconds, 6)
+        cost = None if local is None else _cents(local.total)
         rows.append(
             (
-                str(d["device"]),
-                str(d["verdict"]),
-                gib(s["needed_bytes"]) if isinstance(s, dict) else "-",
+                d.device,
+                d.verdict.value,
+                "-" if s is None else gib(s.needed_bytes),
                 gib(mem.limit_bytes),
-                _setting_words(s) if isinstance(s, dict) else "-",
-                "-" if step is None else f"{float(step) * 1000:,.1f} ms",
-                amount((run or {}).get("hours")),  # type: ignore[union-attr]
-                "-" if cost is None else f"{num(cost)} {local['currency']}",  # type: ignore[index]
+                "-" if s is None else _setting_words(s),
+                "-" if step is None else f"{step * 1000:,.1f} ms",
+                amount(None if d.run is None else d.run.hours),
+                "-" if local is None or cost is None else f"{num(cost)} {local.currency}",
             )
         )
     out.append(
@@ -84,12 +93,9 @@ def stage_blocks(model: ModelSection, stage: StageSection, h: int, key: str) -> 
         )
     )
     why = [
-        (
-            str(d["device"]),
-            "; ".join([*d.get("changes", []), *([d["note"]] if d.get("note") else [])]),
-        )  # type: ignore[misc]
-        for d in _devices(stage)
-        if d.get("changes") or d.get("note")
+        (d.device, "; ".join([*changes_text(d), *([note_text(d)] if note_text(d) else [])]))
+        for d in plan.devices
+        if d.changes or note_text(d)
     ]
     if why:
         out.append(_t(("device", "changes / why"), why))
@@ -150,20 +156,20 @@ def _breakdown(stage: StageSection, h: int, names: dict[str, str]) -> list[Block
 def _settings(stage: StageSection, h: int) -> list[Block]:
     out = [_h(h, "Recommended settings")]
     rows = []
-    for d in _devices(stage):
-        s = d.get("setting")
-        if not isinstance(s, dict):
+    for d in stage.plan.devices:
+        s = d.setting
+        if s is None:
             continue
-        tiers = {t["name"]: t for t in d.get("tiers", [])}  # type: ignore[union-attr]
+        tiers = {t.name: t for t in d.tiers}
         cells = []
         for name in ("conservative", "balanced", "aggressive"):
             t = tiers.get(name)
             cells.append(
                 "-"
-                if not t or not t["micro_batch"]
-                else f"{t['micro_batch']} x {t['grad_accum']} ({gib(t['needed_bytes'])})"
+                if not t or not t.micro_batch
+                else f"{t.micro_batch} x {t.grad_accum} ({gib(t.needed_bytes)})"
             )
-        rows.append((str(d["device"]), _setting_words(s), *cells, str(d["max_micro_batch"])))
+        rows.append((d.device, _setting_words(s), *cells, str(d.max_micro_batch)))
     if rows:
         out.append(
             _t(
@@ -196,22 +202,22 @@ def _settings(stage: StageSection, h: int) -> list[Block]:
 def _times(stage: StageSection, h: int, names: dict[str, str]) -> list[Block]:
     out = [_h(h, "Training time")]
     rows, notes = [], []
-    for d in _devices(stage):
-        t, run = d.get("time"), d.get("run")
-        if not isinstance(t, dict):
-            if d.get("time_note"):
-                notes.append(f"{d['device']}: {d['time_note']}")
+    for d in stage.plan.devices:
+        t, run = d.step_time, d.run
+        if t is None:
+            if time_text(d):
+                notes.append(f"{d.device}: {time_text(d)}")
             continue
-        tokens = t.get("tokens_per_second")
+        tokens = None if t.tokens_per_second is None else round(t.tokens_per_second, 1)
         rows.append(
             (
-                str(d["device"]),
-                f"{float(t['step_seconds']) * 1000:,.1f} ms",
-                num(t.get("samples_per_second"), ",.1f"),
+                d.device,
+                f"{round(t.seconds, 6) * 1000:,.1f} ms",
+                num(round(t.samples_per_second, 3), ",.1f"),
                 num(tokens, ",.0f"),
-                "-" if not isinstance(run, dict) else f"{run['steps']:,}",
-                "-" if not isinstance(run, dict) else amount(run["hours"]),
-                str(t.get("label", "")),
+                "-" if run is None else f"{run.steps:,}",
+                "-" if run is None else amount(run.hours),
+                t.label.value,
             )
         )
     if rows:
@@ -222,15 +228,15 @@ def _times(stage: StageSection, h: int, names: dict[str, str]) -> list[Block]:
             )
         )
     by = []
-    for d in _devices(stage):
-        for n, t in sorted(dict(d.get("time_by_gpus") or {}).items(), key=lambda kv: int(kv[0])):  # type: ignore[arg-type]
+    for d in stage.plan.devices:
+        for n, t in sorted(dict(d.step_times).items()):
             by.append(
                 (
-                    str(d["device"]),
+                    d.device,
                     str(n),
-                    str(t["micro_batch"]),
-                    f"{float(t['step_seconds']) * 1000:,.1f} ms",
-                    num(t.get("samples_per_second"), ",.1f"),
+                    str(t.micro_batch),
+                    f"{round(t.seconds, 6) * 1000:,.1f} ms",
+                    num(round(t.samples_per_second, 3), ",.1f"),
                 )
             )
     if by:
@@ -240,12 +246,8 @@ def _times(stage: StageSection, h: int, names: dict[str, str]) -> list[Block]:
         ]
     out += [_p(n) for n in notes]
     basis = sorted(
-        {
-            str(d["time"]["basis"])
-            for d in _devices(stage)
-            if isinstance(d.get("time"), dict) and d["time"].get("basis")
-        }
-    )  # type: ignore[index,union-attr]
+        {d.step_time.basis for d in stage.plan.devices if d.step_time and d.step_time.basis}
+    )
     out += [_p(f"Basis: {b}.") for b in basis]
     if "time" in names:
         out.append(
@@ -254,20 +256,18 @@ def _times(stage: StageSection, h: int, names: dict[str, str]) -> list[Block]:
     return out
 
 
+def _cost_row(device: str, c: CostLine) -> tuple[str, ...]:
+    total = _cents(c.total)
+    return (
+        device, c.option, c.kind, amount(None if math.isnan(c.hours) else round(c.hours, 3)),
+        num(_cents(c.on_demand)), num(_cents(c.spot)), num(_cents(c.electricity)),
+        num(_cents(c.amortisation)), "-" if total is None else f"{num(total)} {c.currency}",
+        c.note,
+    )  # fmt: skip
+
+
 def _costs(stage: StageSection, h: int) -> list[Block]:
-    rows = []
-    for d in _devices(stage):
-        for c in d.get("costs", []):  # type: ignore[union-attr]
-            cur = c.get("currency", "")
-            rows.append(
-                (
-                    str(d["device"]), str(c["option"]), str(c["kind"]), amount(c.get("hours")),
-                    num(c.get("on_demand")), num(c.get("spot")), num(c.get("electricity")),
-                    num(c.get("amortisation")),
-                    "-" if c.get("total") is None else f"{num(c['total'])} {cur}",
-                    str(c.get("note", "")),
-                )
-            )  # fmt: skip
+    rows = [_cost_row(d.device, c) for d in stage.plan.devices for c in d.costs]
     if not rows:
         return []
     out = [
@@ -288,51 +288,49 @@ def _costs(stage: StageSection, h: int) -> list[Block]:
             rows,
         ),
     ]
-    rec = stage.plan.get("recommendation")
-    if isinstance(rec, dict):
+    if stage.plan.recommendation is not None:
+        rec = plan_dict(stage.plan)["recommendation"]
         out.append(Block(kind="code", text=json.dumps(rec, indent=2, sort_keys=True)))
     return out
 
 
 def _ladder(stage: StageSection, h: int) -> list[Block]:
-    ladder = stage.plan.get("ladder") or []
-    if not ladder:
+    if not stage.plan.ladder:
         return []
     rows = [
         (
-            str(r["change"]),
-            f"{r['micro_batch']} x {r['grad_accum']}",
-            gib(r["needed_bytes"]),
-            "" if not r["saved_bytes"] else gib(r["saved_bytes"]),
+            rung_text(r),
+            f"{r.micro_batch} x {r.grad_accum}",
+            gib(r.needed_bytes),
+            "" if not r.saved_bytes else gib(r.saved_bytes),
         )
-        for r in ladder  # type: ignore[union-attr]
+        for r in stage.plan.ladder
     ]
     return [
         _h(h, "Low-memory options"),
-        _p(f"Each change on top of the ones above it, on {stage.plan['ladder_device']}:"),
+        _p(f"Each change on top of the ones above it, on {stage.plan.ladder_device}:"),
         _t(("change", "micro x accum", "memory", "saves"), rows),
     ]
 
 
 def _oom(stage: StageSection, h: int) -> list[Block]:
     items = []
-    for d, m in zip(_devices(stage), stage.memory, strict=True):
-        s = d.get("setting")
-        if not isinstance(s, dict):
+    for d, m in zip(stage.plan.devices, stage.memory, strict=True):
+        s = d.setting
+        if s is None:
             continue
-        micro, accum = int(s["micro_batch"]), int(s["grad_accum"])  # type: ignore[call-overload]
+        micro, accum = s.micro_batch, s.grad_accum
         smaller = [p for p in m.curve if p.micro_batch < micro]
         if smaller:
             p = max(smaller, key=lambda p: p.micro_batch)
             effective = micro * accum
             steps = -(-effective // p.micro_batch)
             items.append(
-                f"{d['device']}: lower the micro-batch to {p.micro_batch} with accumulation "
+                f"{d.device}: lower the micro-batch to {p.micro_batch} with accumulation "
                 f"{steps} (the same effective batch): {gib(p.needed_bytes)} instead of "
-                f"{gib(s['needed_bytes'])}."
+                f"{gib(s.needed_bytes)}."
             )
-    ladder = stage.plan.get("ladder") or []
-    if ladder:
+    if stage.plan.ladder:
         items.append(
             "If that is not enough, take the next change of the low-memory options above that "
             "the setting does not use yet."
@@ -378,14 +376,7 @@ def _multi_gpu(stage: StageSection, h: int) -> list[Block]:
         )
     if parts:
         out.append(_p("Where each GPU's memory goes:"))
-        names = ("parameters", "gradients", "optimizer_state", "activations", "other", "engine",
-                 "nccl", "context")  # fmt: skip
-        out.append(
-            _t(
-                ("device", "engine", *(n.replace("_", " ") for n in names)),
-                [(dev, how, *(gib(b.get(n, 0)) for n in names)) for dev, how, b in parts],
-            )
-        )
+        out.append(_t(("device", "engine", *_RANK_PARTS), parts))
     if notes:
         out.append(Block(kind="list", rows=tuple((n,) for n in notes)))
     return out
@@ -393,58 +384,55 @@ def _multi_gpu(stage: StageSection, h: int) -> list[Block]:
 
 def _multi_gpu_rows(
     stage: StageSection,
-) -> tuple[list[tuple[str, ...]], list[tuple[str, str, dict[str, int]]], list[str]]:
+) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], list[str]]:
     """Each device's multi-GPU plans (and the one with fewer GPUs offloading), each plan's
     per-rank memory, and why a device has none."""
     rows: list[tuple[str, ...]] = []
-    parts: list[tuple[str, str, dict[str, int]]] = []
+    parts: list[tuple[str, ...]] = []
     notes: list[str] = []
-    for d in _devices(stage):
-        plan = d.get("distributed")
-        if isinstance(plan, dict):
-            rows.append(_distributed_row(str(d["device"]), plan, multi_gpu_run(stage.plan, d)))
-            parts.append(_rank_parts(str(d["device"]), plan))
-            off = plan.get("fewer_with_offload")
-            if isinstance(off, dict):
-                run = multi_gpu_run(stage.plan, {**d, "distributed": off})
-                rows.append(_distributed_row(str(d["device"]), off, run))
-                parts.append(_rank_parts(str(d["device"]), off))
+    for d in stage.plan.devices:
+        many = d.distributed
+        if many is not None:
+            for one in (many, many.fewer_with_offload):
+                if one is not None:
+                    rows.append(_distributed_row(d.device, one, multi_gpu_run(stage.plan, one)))
+                    parts.append(_rank_parts(d.device, one))
             continue
-        if d.get("distributed_note"):
-            notes.append(f"{d['device']}: {d['distributed_note']}")
+        if multi_gpu_text(d.no_multi_gpu):
+            notes.append(f"{d.device}: {multi_gpu_text(d.no_multi_gpu)}")
         rows += _sharded_rows(d)
     return rows, parts, notes
 
 
-def _sharded_rows(d: dict[str, object]) -> list[tuple[str, ...]]:
+def _sharded_rows(d: DevicePlan) -> list[tuple[str, ...]]:
     """A device that does not hold the job: its sharded and offloaded one-engine figures."""
-    rows = []
-    sh, off = d.get("sharded"), d.get("offloaded")
-    if isinstance(sh, dict):
+    rows: list[tuple[str, ...]] = []
+    sh, off = d.sharded, d.offloaded
+    if sh is not None:
         rows.append(
             (
-                str(d["device"]),
-                f"{sh['gpus']} GPUs sharded",
+                d.device,
+                f"{sh.gpus} GPUs sharded",
                 "-",
-                gib(sh["per_gpu_bytes"]),
+                gib(sh.per_gpu_bytes),
                 "-",
                 "-",
-                f"{sh.get('instance') or '-'} x {sh.get('instances')}",
-                num(sh.get("usd_per_hour")),
+                f"{sh.instance or '-'} x {sh.instances}",
+                num(sh.usd_per_hour),
                 "-",
                 "-",
             )
         )
-    if isinstance(off, dict):
+    if off is not None:
         rows.append(
             (
-                str(d["device"]),
+                d.device,
                 "1 GPU, states offloaded to the CPU",
                 "-",
-                gib(off["gpu_bytes"]),
+                gib(off.gpu_bytes),
                 "-",
                 "-",
-                f"host {gib(off['host_bytes'])}",
+                f"host {gib(off.host_bytes)}",
                 "-",
                 "-",
                 "-",
@@ -453,41 +441,54 @@ def _sharded_rows(d: dict[str, object]) -> list[tuple[str, ...]]:
     return rows
 
 
-def _distributed_how(plan: dict[str, object]) -> str:
-    where = f"{plan['gpus']} GPUs" + (f" over {plan['nodes']} nodes" if plan["nodes"] != 1 else "")
-    offload = "" if plan.get("offload") in (None, "none") else f", offload {plan['offload']}"
-    ckpt = ", checkpointing" if plan.get("checkpointing") else ""
-    return f"{plan['strategy']} on {where} ({plan['precision']}{ckpt}{offload})"
+def _distributed_how(plan: DistributedPlan) -> str:
+    where = f"{plan.gpus} GPUs" + (f" over {plan.nodes} nodes" if plan.nodes != 1 else "")
+    offload = "" if plan.offload is Offload.NONE else f", offload {plan.offload.value}"
+    ckpt = ", checkpointing" if plan.checkpointing else ""
+    return f"{plan.strategy.value} on {where} ({plan.precision.value}{ckpt}{offload})"
 
 
 def _distributed_row(
-    device: str, plan: dict[str, object], run: tuple[float, float] | None
+    device: str, plan: DistributedPlan, run: tuple[float, float] | None
 ) -> tuple[str, ...]:
-    memory = plan["memory"]
-    comm = plan.get("comm") or {}
-    host = memory.get("host_bytes_per_node") or 0  # type: ignore[union-attr]
-    step = plan.get("step_seconds")
-    where = f"{plan.get('instance') or '-'} x {plan.get('instances') or '-'}"
+    memory, comm = plan.memory, plan.comm
+    host = memory.host_bytes_per_node or 0
+    step = None if plan.step_seconds is None else round(plan.step_seconds, 4)
+    where = f"{plan.instance or '-'} x {plan.instances or '-'}"
     if host:
         where += f"; host {gib(host)} per node"
     return (
         device,
         _distributed_how(plan),
-        f"{plan['micro_batch']} x {plan['grad_accum']}",
-        gib(memory["per_rank_bytes"]),  # type: ignore[index]
+        f"{plan.micro_batch} x {plan.grad_accum}",
+        gib(memory.total_bytes),
         "-" if step is None else f"{num(step)} s",
         "-"
-        if not comm
-        else f"{num(comm.get('seconds'))} s ({num(comm.get('exposed_seconds'))} s not hidden)",
+        if comm is None
+        else (
+            f"{num(round(comm.seconds, 6))} s ({num(round(comm.exposed_seconds, 6))} s not hidden)"
+        ),
         where,
-        num(plan.get("usd_per_hour")),
+        num(plan.usd_per_hour),
         "-" if run is None else num(run[0]),
-        "-" if run is None or not plan.get("usd_per_hour") else num(run[1]),
+        "-" if run is None or not plan.usd_per_hour else num(run[1]),
     )
 
 
-def _rank_parts(device: str, plan: dict[str, object]) -> tuple[str, str, dict[str, int]]:
-    return device, _distributed_how(plan), plan["memory"]["breakdown"]  # type: ignore[index]
+def _rank_parts(device: str, plan: DistributedPlan) -> tuple[str, ...]:
+    """The device, the engine and one rank's memory in `_RANK_PARTS`' order."""
+    m = plan.memory
+    parts = (
+        m.parameters_bytes,
+        m.gradients_bytes,
+        m.optimizer_state_bytes,
+        m.activations_bytes,
+        m.other_bytes,
+        m.engine_bytes,
+        m.nccl_bytes,
+        m.context_bytes,
+    )
+    return (device, _distributed_how(plan), *(gib(b) for b in parts))
 
 
 def _verify(stage: StageSection, h: int) -> list[Block]:
@@ -503,13 +504,7 @@ def _verify(stage: StageSection, h: int) -> list[Block]:
 
 
 def _other(stage: StageSection, h: int) -> list[Block]:
-    rows = []
-    for d in _devices(stage):
-        for k in sorted(set(d) - _KNOWN):
-            if d[k] is None:  # NB: a setting not used in this plan (no LoRA, no preference)
-                continue
-            rows.append((str(d["device"]), k, json.dumps(d[k], sort_keys=True)))
-    top = {
+    shown = {
         "model",
         "effective_batch",
         "margin",
@@ -519,9 +514,10 @@ def _other(stage: StageSection, h: int) -> list[Block]:
         "run",
         "recommendation",
     }
-    rows += [
-        ("(plan)", k, json.dumps(stage.plan[k], sort_keys=True))
-        for k in sorted(set(stage.plan) - top)
-        if stage.plan[k] is not None
+    data = plan_dict(stage.plan)
+    rows = [
+        ("(plan)", k, json.dumps(data[k], sort_keys=True))
+        for k in sorted(set(data) - shown)
+        if data[k] is not None
     ]
     return [_h(h, "Other figures"), _t(("device", "field", "value"), rows)] if rows else []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 GIB = 2**30
@@ -30,12 +31,12 @@ def para(text: str) -> Block:
     return Block(kind="text", text=text)
 
 
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Block:
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Block:
     return Block(kind="table", header=header, rows=tuple(rows))
 
 
-def gib(n: object) -> str:
-    return "-" if n is None else f"{float(n) / GIB:.2f} GiB"  # type: ignore[arg-type]
+def gib(n: float | None) -> str:
+    return "-" if n is None else f"{float(n) / GIB:.2f} GiB"
 
 
 def num(x: object, fmt: str = ",.2f") -> str:
@@ -44,12 +45,12 @@ def num(x: object, fmt: str = ",.2f") -> str:
     return format(x, fmt)
 
 
-def amount(x: object) -> str:
+def amount(x: float | None) -> str:
     """Hours: two decimals from 1 on, three significant digits below (a short run's
     0.0042 h is not 0.00)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
-    v = float(x)  # type: ignore[arg-type]
+    v = float(x)
     if v == 0 or abs(v) >= 1:
         return f"{v:,.2f}"
     return f"{v:.3g}"
