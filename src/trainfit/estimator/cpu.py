@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from trainfit.estimator.labels import FigureLabel, Provenance
 from trainfit.estimator.result import Breakdown, Estimate, assemble
 from trainfit.hardware.catalog import Device
 from trainfit.hardware.host import total_ram_bytes
@@ -55,15 +56,27 @@ def estimate_cpu(spec: TrainSpec, device: Device, started: float) -> Estimate:
         device = dataclasses.replace(device, memory_bytes=ram)
     glibc = sys.platform.startswith("linux")
     labels = {
-        "device_memory_needed_bytes": "peak RSS increase over the RSS before the model is built",
-        "peak_allocated_bytes": "traced",
-        "peak_reserved_bytes": (
-            "simulated (glibc malloc replay: resident pages of the tensors)"
-            if glibc
-            else "modelled (glibc malloc replay; this host's allocator is not glibc)"
+        "device_memory_needed_bytes": FigureLabel(
+            Provenance.SIMULATED, "peak RSS increase over the RSS before the model is built"
         ),
-        "runtime_context": "measured constant (2-core x86-64 Linux, torch 2.13)",
-        "allocator_overhead": "simulated heap rounding plus a measured fragmentation fraction",
+        "peak_allocated_bytes": FigureLabel(Provenance.TRACED, "traced"),
+        "peak_reserved_bytes": (
+            FigureLabel(
+                Provenance.SIMULATED,
+                "simulated (glibc malloc replay: resident pages of the tensors)",
+            )
+            if glibc
+            else FigureLabel(
+                Provenance.MODELLED,
+                "modelled (glibc malloc replay; this host's allocator is not glibc)",
+            )
+        ),
+        "runtime_context": FigureLabel(
+            Provenance.MEASURED, "measured constant (2-core x86-64 Linux, torch 2.13)"
+        ),
+        "allocator_overhead": FigureLabel(
+            Provenance.SIMULATED, "simulated heap rounding plus a measured fragmentation fraction"
+        ),
     }
     fits = needed <= ram if ram else None
     return assemble(spec, device, trace, result, needed, breakdown, fits, labels, started, notes)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.estimator.generation import InferenceEstimate, InferencePrecision, estimate_inference
+from trainfit.estimator.labels import FigureLabel, Provenance
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.trace.target import Target
@@ -65,7 +66,7 @@ class ForwardEstimate:
     """Share of the latency in kernels bound by memory traffic."""
     flops: int
     """FLOPs of the traced forward."""
-    labels: dict[str, str]
+    labels: dict[str, FigureLabel]
     """How each figure was obtained."""
     notes: tuple[str, ...] = field(default=())
     """Caveats of this estimate."""
@@ -125,11 +126,17 @@ def estimate_forward(
             f"no {precision.value} rate for {found.name} in the catalog: {exc}"
         ) from None
     labels = {
-        "memory": "traced (no_grad forward), "
-        + ("simulated (MPS heap allocator)" if found.kind is DeviceKind.MPS
-           else "simulated (caching allocator) + runtime context"),
-        "latency": "modelled: forward only on the step-time model (per-op roofline + host "
-        "issue time), " + timed.basis,
+        "memory": FigureLabel(
+            Provenance.SIMULATED,
+            "traced (no_grad forward), "
+            + ("simulated (MPS heap allocator)" if found.kind is DeviceKind.MPS
+               else "simulated (caching allocator) + runtime context"),
+        ),
+        "latency": FigureLabel(
+            Provenance.MODELLED,
+            "modelled: forward only on the step-time model (per-op roofline + host "
+            "issue time), " + timed.basis,
+        ),
     }  # fmt: skip
     return ForwardEstimate(
         model=spec.model,

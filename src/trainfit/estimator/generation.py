@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError
+from trainfit.estimator.labels import FigureLabel, Provenance
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
@@ -206,7 +207,7 @@ class InferenceEstimate:
     """Weights plus the average KV cache, read once per decode step."""
     model_description: str
     """Where the model came from and its family."""
-    labels: dict[str, str]
+    labels: dict[str, FigureLabel]
     """How each figure was obtained ("traced", "simulated", "modelled", ...)."""
     notes: tuple[str, ...] = field(default=())
     """Caveats of this estimate."""
@@ -499,22 +500,48 @@ def _labels(
     precision: InferencePrecision,
     context_measured: bool,
     cal: Calibration,
-) -> dict[str, str]:
+) -> dict[str, FigureLabel]:
     """How each figure of the estimate was obtained."""
     same = found.name == cal.catalog_row
+    quantized = precision in (InferencePrecision.INT8, InferencePrecision.INT4)
     return {
-        "weights": "exact (16-bit)" if precision.value in ("fp16", "bf16") else precision.scheme,
-        "kv_cache": "traced (DynamicCache), growth replayed",
-        "activations": "traced (no_grad prefill, use_cache=True"
-        + (", logits_to_keep=1)" if trace.logits_to_keep else ", logits for every position)"),
-        "peak_reserved_bytes": "simulated (caching allocator replay)",
-        "runtime_context": "measured constant" if context_measured else "modelled (H100)",
-        "prefill": "modelled (per-op roofline, "
-        + ("calibrated on this GPU model)" if same else f"efficiencies of an {cal.device})"),
-        "decode": "modelled: max(host issue time, device time of the traced decode step, "
-        "adjusted for the average cache and the stored weight bytes)",
-        "bandwidth_efficiency": f"{cal.memory_efficiency:.3f} x datasheet bandwidth "
-        f"(timing/calibration.json, {cal.device}, {cal.date})",
+        "weights": (
+            FigureLabel(Provenance.MODELLED, precision.scheme)
+            if quantized
+            else FigureLabel(
+                Provenance.EXACT,
+                "exact (16-bit)" if precision.value in ("fp16", "bf16") else precision.scheme,
+            )
+        ),
+        "kv_cache": FigureLabel(Provenance.TRACED, "traced (DynamicCache), growth replayed"),
+        "activations": FigureLabel(
+            Provenance.TRACED,
+            "traced (no_grad prefill, use_cache=True"
+            + (", logits_to_keep=1)" if trace.logits_to_keep else ", logits for every position)"),
+        ),
+        "peak_reserved_bytes": FigureLabel(
+            Provenance.SIMULATED, "simulated (caching allocator replay)"
+        ),
+        "runtime_context": (
+            FigureLabel(Provenance.MEASURED, "measured constant")
+            if context_measured
+            else FigureLabel(Provenance.MODELLED, "modelled (H100)")
+        ),
+        "prefill": FigureLabel(
+            Provenance.MODELLED,
+            "modelled (per-op roofline, "
+            + ("calibrated on this GPU model)" if same else f"efficiencies of an {cal.device})"),
+        ),
+        "decode": FigureLabel(
+            Provenance.MODELLED,
+            "modelled: max(host issue time, device time of the traced decode step, "
+            "adjusted for the average cache and the stored weight bytes)",
+        ),
+        "bandwidth_efficiency": FigureLabel(
+            Provenance.MEASURED,
+            f"{cal.memory_efficiency:.3f} x datasheet bandwidth "
+            f"(timing/calibration.json, {cal.device}, {cal.date})",
+        ),
     }
 
 

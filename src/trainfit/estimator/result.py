@@ -10,6 +10,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainfit.estimator.labels import FigureLabel
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.memory.replay import Replay
 from trainfit.models.lora import labels as peft_labels
@@ -67,8 +68,8 @@ class Estimate:
     attention_kernels: dict[str, int]
     """SDPA calls of one training step by the kernel the target runs (flash, cudnn, ...)."""
     assumptions: tuple[str, ...]
-    labels: dict[str, str]
-    """How each figure was obtained: "traced", "simulated", "measured constant", "modelled"."""
+    labels: dict[str, FigureLabel]
+    """How each figure was obtained: its provenance, and the words that say so."""
     seconds: float
     notes: tuple[str, ...] = field(default=())
     step_time: StepTime | None = None
@@ -138,7 +139,7 @@ def assemble(
     needed: int,
     breakdown: Breakdown,
     fits: bool | None,
-    labels: dict[str, str],
+    labels: dict[str, FigureLabel],
     started: float,
     notes: list[str],
 ) -> Estimate:

@@ -23,6 +23,7 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.estimator.cpu import estimate_cpu
+from trainfit.estimator.labels import FigureLabel, Provenance
 from trainfit.estimator.result import Breakdown, Estimate, assemble
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.memory.allocator import OutOfMemory
@@ -124,9 +125,15 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
     notes = list(trace.notes)
     if device.kind is DeviceKind.MPS:
         labels = {
-            "peak_allocated_bytes": "traced (MPS rules: autocast lists, math attention)",
-            "peak_reserved_bytes": "modelled (MPS heap allocator replay, not checked on a Mac)",
-            "runtime_context": "not modelled (Metal and MPSGraph buffers)",
+            "peak_allocated_bytes": FigureLabel(
+                Provenance.TRACED, "traced (MPS rules: autocast lists, math attention)"
+            ),
+            "peak_reserved_bytes": FigureLabel(
+                Provenance.MODELLED, "modelled (MPS heap allocator replay, not checked on a Mac)"
+            ),
+            "runtime_context": FigureLabel(
+                Provenance.NOT_MODELLED, "not modelled (Metal and MPSGraph buffers)"
+            ),
         }
         notes.append(
             f"Apple GPU: modelled, not measured; the limit used is Metal's recommended working "
@@ -136,12 +143,16 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
     else:
         profile = PROFILES[device.runtime_profile]
         labels = {
-            "peak_allocated_bytes": "traced",
-            "peak_reserved_bytes": "simulated (caching allocator replay)",
-            "runtime_context": (
-                "measured constant" if profile.measured else "modelled (H100 constants)"
+            "peak_allocated_bytes": FigureLabel(Provenance.TRACED, "traced"),
+            "peak_reserved_bytes": FigureLabel(
+                Provenance.SIMULATED, "simulated (caching allocator replay)"
             ),
-            "workspaces": "PyTorch default size",
+            "runtime_context": (
+                FigureLabel(Provenance.MEASURED, "measured constant")
+                if profile.measured
+                else FigureLabel(Provenance.MODELLED, "modelled (H100 constants)")
+            ),
+            "workspaces": FigureLabel(Provenance.DEFAULT, "PyTorch default size"),
         }
     fits = (
         needed <= device.memory_bytes or gpu_fits(trace, spec, device, device.memory_bytes)

@@ -8,6 +8,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from trainfit.estimator.labels import Provenance
 from trainfit.estimator.result import Estimate
 from trainfit.estimator.scaling import MaxBatch
 from trainfit.hardware.catalog import DeviceKind
@@ -122,7 +123,7 @@ def _notes(result: Estimate) -> Text:
         kernels = ", ".join(f"{k} x{v}" for k, v in sorted(result.attention_kernels.items()))
         notes.append(f"attention kernels: {kernels}\n")
     for label, how in sorted(result.labels.items()):
-        if "modelled" in how:
+        if how.provenance in (Provenance.MODELLED, Provenance.NOT_MODELLED):
             notes.append(f"{label}: {how}\n", style="yellow")
     for line in (*result.assumptions, *result.notes):
         notes.append(f"note: {line}\n", style="dim")
