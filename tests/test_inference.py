@@ -12,12 +12,8 @@ from rich.console import Console
 
 from trainfit.cli.main import main
 from trainfit.errors import SpecError, UnknownNameError
-from trainfit.estimator.generation import (
-    InferenceEstimate,
-    InferencePrecision,
-    estimate_inference,
-    kv_cache_bytes,
-)
+from trainfit.estimator.generation import InferenceEstimate, estimate_inference
+from trainfit.estimator.storage import InferencePrecision, kv_cache_bytes
 from trainfit.hardware.catalog import get_device
 from trainfit.models import zoo
 from trainfit.report.inference import inference_renderable

@@ -25,14 +25,11 @@ if TYPE_CHECKING:
         estimate_forward,
         estimate_serving,
     )
-    from trainfit.estimator.generation import (
-        InferenceEstimate,
-        InferencePrecision,
-        estimate_inference,
-    )
+    from trainfit.estimator.generation import InferenceEstimate, estimate_inference
     from trainfit.estimator.result import Breakdown, Estimate
     from trainfit.estimator.scaling import MaxBatch, max_micro_batch
     from trainfit.estimator.step import estimate
+    from trainfit.estimator.storage import InferencePrecision
     from trainfit.spec import (
         InputSpec,
         LoraSpec,
@@ -60,7 +57,7 @@ _HOMES = {
     "Fit": "trainfit.autofitter.fit",
     "ForwardEstimate": "trainfit.estimator.forward",
     "InferenceEstimate": "trainfit.estimator.generation",
-    "InferencePrecision": "trainfit.estimator.generation",
+    "InferencePrecision": "trainfit.estimator.storage",
     "InputSpec": "trainfit.spec",
     "LatencyTable": "trainfit.measure.latency",
     "LoraSpec": "trainfit.spec",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import pickle
 
-from trainfit.estimator.labels import FigureLabel, Provenance
+from trainfit.provenance import FigureLabel, Provenance
 
 MLP = "trainfit.models.zoo:emotion_mlp"
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from trainfit.estimator.labels import FigureLabel, Provenance
 from trainfit.estimator.result import Breakdown, Estimate, assemble
 from trainfit.hardware.catalog import Device
 from trainfit.hardware.host import total_ram_bytes
 from trainfit.memory.host import CPU_HEAP_SLACK, CPU_RUNTIME_BYTES, replay_host
+from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import TrainSpec
 from trainfit.trace.step import Category, trace_step
 from trainfit.trace.target import Target

@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from trainfit.errors import SpecError, TrainfitError
-from trainfit.estimator.generation import InferenceEstimate, InferencePrecision, estimate_inference
-from trainfit.estimator.labels import FigureLabel, Provenance
+from trainfit.estimator.generation import InferenceEstimate, estimate_inference
+from trainfit.estimator.storage import InferencePrecision
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
+from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.trace.target import Target
 from trainfit.training import Phase

@@ -10,10 +10,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from trainfit.estimator.labels import FigureLabel
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.memory.replay import Replay
 from trainfit.models.lora import labels as peft_labels
+from trainfit.provenance import FigureLabel
 from trainfit.spec import TrainSpec
 from trainfit.timing.step import RateMissing, StepTime, step_time
 from trainfit.trace.step import StepTrace

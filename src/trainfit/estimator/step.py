@@ -23,13 +23,13 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.estimator.cpu import estimate_cpu
-from trainfit.estimator.labels import FigureLabel, Provenance
 from trainfit.estimator.result import Breakdown, Estimate, assemble
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
 from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
+from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.recorder import Thread
 from trainfit.trace.step import Category, StepTrace, trace_step

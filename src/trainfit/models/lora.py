@@ -28,6 +28,7 @@ from torch import nn
 
 from trainfit.errors import ModelLoadError, SpecError
 from trainfit.models.quantized import Linear4bitStandIn, linear_classes, quantize_linears
+from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import LoraSpec, Precision
 
 
@@ -158,17 +159,21 @@ def parameter_counts(model: nn.Module, exclude: set[int] = frozenset()) -> tuple
     return sum(n for n, _ in seen.values()), sum(n for n, grad in seen.values() if grad)
 
 
-def labels(lora: LoraSpec | None) -> tuple[dict[str, str], list[str]]:
+def labels(lora: LoraSpec | None) -> tuple[dict[str, FigureLabel], list[str]]:
     """How the LoRA/QLoRA parts of a result were obtained (labels) and what to say (notes)."""
     if lora is None:
         return {}, []
+    traced = FigureLabel(Provenance.TRACED, f"traced (peft's own modules: {lora.describe()})")
     if not lora.qlora:
-        return {"lora": f"traced (peft's own modules: {lora.describe()})"}, []
+        return {"lora": traced}, []
     return (
         {
-            "lora": f"traced (peft's own modules: {lora.describe()})",
-            "qlora": "modelled (4-bit NF4 base with double quantisation and paged 8-bit AdamW, "
-            "without bitsandbytes)",
+            "lora": traced,
+            "qlora": FigureLabel(
+                Provenance.MODELLED,
+                "modelled (4-bit NF4 base with double quantisation and paged 8-bit AdamW, "
+                "without bitsandbytes)",
+            ),
         },
         [
             "QLoRA is modelled, not measured: each Linear but the head holds 0.5 byte per "

@@ -8,10 +8,10 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from trainfit.estimator.labels import Provenance
 from trainfit.estimator.result import Estimate
 from trainfit.estimator.scaling import MaxBatch
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.provenance import Provenance
 from trainfit.timing.run import RunEstimate
 
 GiB = 1 << 30

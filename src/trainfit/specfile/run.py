@@ -20,7 +20,8 @@ from typing import Any
 
 from trainfit.errors import SpecError, SpecFileError, TrainfitError
 from trainfit.estimator.forward import ServingResult
-from trainfit.estimator.generation import InferenceEstimate, InferencePrecision
+from trainfit.estimator.generation import InferenceEstimate
+from trainfit.estimator.storage import InferencePrecision
 from trainfit.export.write import Exported
 from trainfit.hardware.catalog import DEFAULT_DEVICES
 from trainfit.plan.options import Plan
