@@ -33,7 +33,10 @@ from the estimates, and the report renders them; `measure` runs the same spec fo
 the same report. `distributed` (the one sharding model: DDP, FSDP2, ZeRO per-rank memory and
 communication) sits below `plan`, which searches over it; `optim` (the one optimizer registry)
 sits just above `spec`, so that every layer that builds, traces, sizes, times or exports an
-optimizer reads the same entry.
+optimizer reads the same entry. The estimators live in `estimator/` and autofit in
+`autofitter/` so that `trainfit.estimate` and `trainfit.autofit` stay the public functions, with
+no package of the same name to shadow them. `provenance` (how each figure was obtained) sits at
+the bottom, beside `errors` and `io`, since every layer labels its figures.
 """
 
 
