@@ -406,8 +406,7 @@ class TrainSpec:
             )
         elif self.lora is None and weights is WeightsDtype.FP32 and pure:
             problems.append(
-                "weights dtype fp32 conflicts with --precision pure-bf16 (bf16 weights): "
-                "drop one"
+                "weights dtype fp32 conflicts with --precision pure-bf16 (bf16 weights): drop one"
             )
         if self.reference_dtype is not None and (
             self.preference is None or self.reference is ReferenceKind.PRECOMPUTED

@@ -14,9 +14,11 @@ A plain module (a catalog factory or an import path) has no config: `auto` is fp
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import DeviceKind, get_device
@@ -86,9 +88,52 @@ def check_device_dtype(spec: TrainSpec, dtype: torch.dtype) -> None:
     )
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepDtypes:
+    """The dtypes a step holds its weights, gradients and optimizer state in."""
+
+    weights: str
+    """e.g. "fp32", or "bf16 frozen, fp32 trainable" under LoRA."""
+    gradients: str
+    """The trainable weights' dtype ("none" when nothing trains)."""
+    optimizer_state: str
+    """The optimizer state's dtype: the trainable weights' for torch's optimizers, int8 blocks
+    for 8-bit AdamW, "none" for plain SGD."""
+
+    @classmethod
+    def of(cls, model: nn.Module, optimizer: str) -> StepDtypes:
+        """The dtypes of `model`'s parameters, trained with `optimizer` (an OptimizerKind value)."""
+        trainable = _names({p.dtype for p in model.parameters() if p.requires_grad})
+        frozen = _names({p.dtype for p in model.parameters() if not p.requires_grad})
+        if not frozen:
+            weights = trainable or "none"
+        elif not trainable:
+            weights = f"{frozen} frozen"
+        else:
+            weights = f"{frozen} frozen, {trainable} trainable"
+        if optimizer == "sgd" or not trainable:
+            state = "none"
+        elif optimizer == "adamw-8bit":
+            state = "int8 (blockwise, fp32 scales)"
+        else:
+            state = trainable
+        return cls(weights=weights, gradients=trainable or "none", optimizer_state=state)
+
+    def to_dict(self) -> dict[str, str]:
+        """A JSON-ready dict."""
+        return {
+            "weights": self.weights,
+            "gradients": self.gradients,
+            "optimizer_state": self.optimizer_state,
+        }
+
+
+def _names(dtypes: set[torch.dtype]) -> str:
+    return "+".join(sorted(describe(d) for d in dtypes))
+
+
 def describe(dtype: torch.dtype) -> str:
     """fp32, bf16 or fp16."""
     return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(
         dtype, str(dtype).removeprefix("torch.")
     )
-
