@@ -85,10 +85,11 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
         _catalog.lookup(spec.model)  # raises UnknownNameError with close matches
         raise AssertionError("unreachable")
     policy = _weights.base_dtype(spec, declared)
-    _weights.check_device_dtype(spec, policy)
     if spec.lora is not None:
         from trainfit.models.lora import wrap_with_lora
 
+        if not spec.lora.qlora:  # NB: QLoRA loads in its compute dtype (models.lora)
+            _weights.check_device_dtype(spec, policy)
         if not spec.lora.qlora and policy != torch.float32:
             # NB: the base loads in this dtype (from_pretrained's torch_dtype) and stays frozen;
             # peft makes the adapters in fp32 (autocast_adapter_dtype=True, its default)
@@ -101,7 +102,8 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
         from trainfit.models.preference import preference_program
 
         reference = _weights.reference_dtype(spec, policy, declared)
-        _weights.check_device_dtype(spec, reference)
+        if spec.reference_dtype is not None:
+            _weights.check_device_dtype(spec, reference)
         return preference_program(program, spec, reference)
     if spec.step_fn:
         step = resolve(spec.step_fn, "step function")

@@ -73,7 +73,8 @@ def reference_dtype(spec: TrainSpec, policy: torch.dtype, declared: torch.dtype)
 
 def check_device_dtype(spec: TrainSpec, dtype: torch.dtype) -> None:
     """Raise SpecError for bf16 weights on a CUDA device without bf16 (compute capability
-    below 8.0, e.g. T4, V100)."""
+    below 8.0, e.g. T4, V100). For the weights the dtype options choose (a LoRA base, a DPO
+    reference copy); pure-bf16 on such a card is the precision's business."""
     if dtype is not torch.bfloat16:
         return
     device = get_device(spec.device)
