@@ -66,19 +66,19 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
         program = _module_program(spec, row.factory, row.inputs, device, f"{row.name} (catalog)")
     elif row is not None:
         config = _hf_config_from_dict(row.config)
-        declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
+        declared = _weights.named_dtype(row.torch_dtype or None, row.name)
         task = spec.task or row.task
         program = _hf_program(spec, config, task, device, f"{row.name} (catalog)", catalog=True)
     elif is_import_path(spec.model):
         program = _module_program(spec, spec.model, (), device, f"{spec.model} (import path)")
     elif os.path.isdir(spec.model):
         config = _hf_config_from_pretrained(spec.model)
-        declared = _weights.config_dtype(config)
+        declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
         task = spec.task or _default_task(config)
         program = _hf_program(spec, config, task, device, f"{spec.model} (local config)")
     elif "/" in spec.model and not spec.model.startswith((".", "/")):
         config = _hf_config_from_pretrained(spec.model)
-        declared = _weights.config_dtype(config)
+        declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
         task = spec.task or _default_task(config)
         program = _hf_program(spec, config, task, device, f"{spec.model} (hub config)")
     else:

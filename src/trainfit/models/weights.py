@@ -42,6 +42,11 @@ def config_dtype(config: Any | None) -> torch.dtype:
     if config is None:
         return torch.float32
     declared = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    return named_dtype(declared, "the model's config")
+
+
+def named_dtype(declared: object, where: str) -> torch.dtype:
+    """A config's dtype (a torch dtype, its name, "auto" or None: fp32), or SpecError."""
     if declared is None or declared == "auto":
         return torch.float32
     if isinstance(declared, torch.dtype):
@@ -49,7 +54,7 @@ def config_dtype(config: Any | None) -> torch.dtype:
     name = str(declared).removeprefix("torch.")
     if name not in _NAMES:
         raise SpecError(
-            [f"the model's config declares dtype {declared!r}; trainfit knows {', '.join(_NAMES)}"]
+            [f"{where} declares dtype {declared!r}; trainfit knows {', '.join(_NAMES)}"]
         )
     return _NAMES[name]
 
