@@ -94,6 +94,9 @@ def spec_of(recorded: dict[str, Any]) -> TrainSpec:
     fields = _tuples(recorded)
     if "lora" in fields:
         fields["lora"] = LoraSpec(**_tuples(fields["lora"]))
+        # NB: recorded before --weights-dtype existed: trainfit built (and measured) the LoRA
+        # base in fp32 then
+        fields.setdefault("weights_dtype", "fp32")
     return TrainSpec(**fields)
 
 

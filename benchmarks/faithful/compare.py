@@ -4,11 +4,14 @@
     PYTHONPATH=src:. python -m benchmarks.faithful.compare --case-list heldout-rnn --predict
     PYTHONPATH=src:. python -m benchmarks.faithful.compare --case-list heldout-rnn \
         --measured results/rnn_heldout_h100.json --out results/rnn_heldout_h100.md
+    PYTHONPATH=src:. python -m benchmarks.faithful.compare --case-list heldout-dtype --predict
 
 `--case-list heldout-rnn` works on the held-out cases of the cuDNN RNN rules
 (`measure_gpu.HELDOUT_RNN`): `--predict` writes trainfit's predictions for them to
 `results/rnn_heldout_predictions.json` (to be committed before the first run); without it, the
-committed predictions (never recomputed) are set beside the measurement.
+committed predictions (never recomputed) are set beside the measurement. `--case-list
+heldout-dtype` does the same for the held-out cases of the weights-dtype and use_cache rules
+(`measure_gpu.HELDOUT_DTYPE`, predictions in `results/dtype_heldout_predictions.json`).
 
 Reads `results/faithful_h100.json` (two runs of `measure_gpu.py`) and writes
 `results/faithful_h100.md`: per case the device memory in use and the median step time
@@ -28,10 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.faithful.measure_gpu import HELDOUT_RNN, VOCAB
+from benchmarks.faithful.measure_gpu import HELDOUT_DTYPE, HELDOUT_RNN, VOCAB
 
 RESULTS = Path(__file__).parent / "results"
 HELDOUT_PREDICTIONS = RESULTS / "rnn_heldout_predictions.json"
+DTYPE_PREDICTIONS = RESULTS / "dtype_heldout_predictions.json"
 GiB = 2**30
 FAITHFUL = "benchmarks.faithful.models"
 
@@ -150,6 +154,27 @@ def heldout_spec(name: str) -> dict[str, Any]:
     )
 
 
+def dtype_heldout_spec(name: str) -> dict[str, Any]:
+    """The TrainSpec keyword arguments of a held-out dtype case: the catalog model, the run's
+    batch and sequence under bf16 autocast, `weights_dtype` auto (the config's bf16 for the
+    LoRA base), a bf16 `reference_dtype`, and the config's own use_cache where the run kept it."""
+    case = HELDOUT_DTYPE[name]
+    spec: dict[str, Any] = dict(
+        model=case["hf"], batch=case["batch"], seq_len=case["seq"], precision="bf16"
+    )
+    if case.get("lora"):
+        spec["lora"] = dict(rank=case["lora"])
+        spec["weights_dtype"] = "auto"
+    if case.get("ckpt"):
+        spec["checkpointing"] = True
+    if case.get("dpo"):
+        spec["preference"] = "dpo"
+        spec["reference_dtype"] = case["dpo"]
+    if case.get("cache") is not None:
+        spec["use_cache"] = case["cache"]
+    return spec
+
+
 def estimate_case(name: str, root: Path) -> dict[str, Any]:
     """trainfit's estimate (device memory needed, step time) for a case on the catalog's h100."""
     kwargs = dict(heldout_spec(name) if name in HELDOUT_RNN else SPECS[name][0])
@@ -243,8 +268,13 @@ def render(record: dict[str, Any], estimates: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def predict_heldout(out: Path) -> None:
-    """Write trainfit's predictions for the held-out RNN cases, with the date and versions."""
+def predict_heldout(
+    out: Path,
+    cases_run: dict[str, dict[str, Any]] = HELDOUT_RNN,
+    spec_of: Any = heldout_spec,
+) -> None:
+    """Write trainfit's predictions for held-out cases (default: the RNN ones), with the date
+    and versions."""
     import importlib.metadata
     import platform
     import subprocess
@@ -256,9 +286,9 @@ def predict_heldout(out: Path) -> None:
     ).stdout.strip()
     cases: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in HELDOUT_RNN:
-            spec = heldout_spec(name)
-            cases[name] = {"spec": spec, "run": HELDOUT_RNN[name], **_estimate(spec, Path(tmp))}
+        for name in cases_run:
+            spec = spec_of(name)
+            cases[name] = {"spec": spec, "run": cases_run[name], **_estimate(spec, Path(tmp))}
             print(name, cases[name], flush=True)
     record = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -275,20 +305,26 @@ def predict_heldout(out: Path) -> None:
     out.write_text(json.dumps(record, indent=1) + "\n")
 
 
-def render_heldout(record: dict[str, Any], predictions: dict[str, Any]) -> str:
-    """The held-out RNN cases: the H100 against the predictions committed before the runs."""
+def render_heldout(
+    record: dict[str, Any],
+    predictions: dict[str, Any],
+    rules: str = "cuDNN RNN rules",
+    case_list: str = "heldout-rnn",
+    committed: str = "rnn_heldout_predictions.json",
+) -> str:
+    """Held-out cases: the H100 against the predictions committed before the runs."""
     env = record["environment"]
     versions = predictions["versions"]
     lines = [
-        "# cuDNN RNN rules, held out: the H100 against trainfit's committed predictions",
+        f"# {rules}, held out: the H100 against trainfit's committed predictions",
         "",
         f"Measured {env['date'][:10]} on {env['device']} ({env['nvidia_smi']}), torch "
         f"{env['torch']} (CUDA {env['cuda']}, cuDNN {env['cudnn']}), Python {env['python']}; "
         "each case in a fresh process (`benchmarks/faithful/measure_gpu.py --case-list "
-        "heldout-rnn`). Step time: the median of the timed steps after 3 untimed ones, per run.",
+        f"{case_list}`). Step time: the median of the timed steps after 3 untimed ones, per run.",
         "",
         f"Predicted {predictions['date'][:10]} on a CPU-only machine before any run "
-        f"(`results/rnn_heldout_predictions.json`; trainfit {versions['trainfit']}, rules at "
+        f"(`results/{committed}`; trainfit {versions['trainfit']}, rules at "
         f"{versions['rules_commit'][:10]}, torch {versions['torch']}), device h100.",
         "",
         "| case | device used GiB | trainfit GiB | error | step ms (runs) | trainfit ms | error |",
@@ -315,12 +351,24 @@ def render_heldout(record: dict[str, Any], predictions: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--case-list", choices=("faithful", "heldout-rnn"), default="faithful")
-    parser.add_argument("--predict", action="store_true", help="heldout-rnn: write predictions")
+    parser.add_argument(
+        "--case-list", choices=("faithful", "heldout-rnn", "heldout-dtype"), default="faithful"
+    )
+    parser.add_argument("--predict", action="store_true", help="heldout-*: write predictions")
     parser.add_argument("--measured", type=Path, default=RESULTS / "faithful_h100.json")
     parser.add_argument("--out", type=Path, default=RESULTS / "faithful_h100.md")
     parser.add_argument("--estimates", type=Path, default=RESULTS / "faithful_estimates.json")
     args = parser.parse_args()
+    if args.case_list == "heldout-dtype":
+        if args.predict:
+            predict_heldout(DTYPE_PREDICTIONS, HELDOUT_DTYPE, dtype_heldout_spec)
+            return
+        predictions = json.loads(DTYPE_PREDICTIONS.read_text())
+        record = json.loads(args.measured.read_text())
+        rules = "Weights-dtype and use_cache rules"
+        text = render_heldout(record, predictions, rules, "heldout-dtype", DTYPE_PREDICTIONS.name)
+        args.out.write_text(text)
+        return
     if args.case_list == "heldout-rnn":
         if args.predict:
             predict_heldout(HELDOUT_PREDICTIONS)

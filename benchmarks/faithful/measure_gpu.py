@@ -1,7 +1,7 @@
 """Measure training steps built the way users' own code builds them, on a real CUDA GPU.
 
     PYTHONPATH=src:. python -m benchmarks.faithful.measure_gpu --out DIR [--cases a,b] [--repeat 2]
-        [--case-list faithful|heldout-rnn]
+        [--case-list faithful|heldout-rnn|heldout-dtype]
 
 The accuracy suite (benchmarks/accuracy) builds every model the way trainfit traces it: fp32
 weights on the CPU, `use_cache=False`, transformers' auto class for the catalog's task. Users'
@@ -87,7 +87,29 @@ HELDOUT_RNN: dict[str, dict[str, Any]] = {
     ),
 }
 
-CASE_LISTS: dict[str, dict[str, dict[str, Any]]] = {"faithful": CASES, "heldout-rnn": HELDOUT_RNN}
+# Held-out cases of the weights-dtype and use_cache rules (`--weights-dtype auto`, a DPO
+# `--reference-dtype`, a user's config keeping its use_cache): trainfit's predictions for them
+# were committed (results/dtype_heldout_predictions.json) before their first run.
+HELDOUT_DTYPE: dict[str, dict[str, Any]] = {
+    "lora-r8-llama-3.2-1b-bf16base-b8-s1024": dict(
+        hf="llama-3.2-1b", dtype="bf16", lora=8, batch=8, seq=1024
+    ),
+    "lora-r16-qwen2-1.5b-bf16base-ckpt-b4-s2048": dict(
+        hf="qwen2-1.5b", dtype="bf16", lora=16, batch=4, seq=2048, ckpt=True
+    ),
+    "dpo-tinyllama-bf16ref-b2-s512": dict(
+        hf="tinyllama-1.1b", dtype="fp32", dpo="bf16", batch=2, seq=512
+    ),
+    "gpt2-medium-default-cache-bf16-b8-s512": dict(
+        hf="gpt2-medium", dtype="fp32", cache=True, batch=8, seq=512
+    ),
+}
+
+CASE_LISTS: dict[str, dict[str, dict[str, Any]]] = {
+    "faithful": CASES,
+    "heldout-rnn": HELDOUT_RNN,
+    "heldout-dtype": HELDOUT_DTYPE,
+}
 """The case lists `--case-list` picks from."""
 
 DEV = os.environ.get("FAITHFUL_DEVICE", "cuda")
@@ -270,7 +292,7 @@ def _build(case: dict[str, Any]) -> tuple[Any, Callable[[], Any], Any, bool]:
 def run_one(name: str, timed: int) -> dict[str, Any]:
     import torch
 
-    case = {**CASES, **HELDOUT_RNN}[name]
+    case = {**CASES, **HELDOUT_RNN, **HELDOUT_DTYPE}[name]
     free0, total = torch.cuda.mem_get_info()
     model, loss_fn, optimizer, autocast = _build(case)
     params = sum(p.numel() for p in model.parameters())

@@ -36,6 +36,30 @@ class Precision(str, Enum):
         return torch.bfloat16 if self is Precision.PURE_BF16 else torch.float32
 
 
+class WeightsDtype(str, Enum):
+    """The dtype the model's weights are loaded in, as the user's code loads them.
+
+    `auto` is what `from_pretrained` loads: the config's `torch_dtype`/`dtype` for a Hugging
+    Face model, fp32 for a plain module. It applies to the frozen weights (a LoRA base, a DPO
+    reference copy); a full fine-tune keeps fp32 master weights (as HF Trainer and accelerate's
+    mixed precision train them) unless the precision is pure-bf16.
+    """
+
+    AUTO = "auto"
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The torch dtype, or None for `auto` (resolved against the model's config)."""
+        return {
+            WeightsDtype.FP32: torch.float32,
+            WeightsDtype.BF16: torch.bfloat16,
+            WeightsDtype.FP16: torch.float16,
+        }.get(self)
+
+
 class PreferenceKind(str, Enum):
     """Preference-training losses trainfit runs (see `trainfit.models.preference`)."""
 
@@ -271,6 +295,14 @@ class TrainSpec:
     sequence of `seq_len` tokens (causal LMs only)."""
     reference: ReferenceKind = ReferenceKind.MODEL
     """With `preference`: a frozen reference model on the device, or precomputed log-probs."""
+    weights_dtype: WeightsDtype = WeightsDtype.AUTO
+    """The dtype the weights are loaded in (see `WeightsDtype`); on a full fine-tune only fp32
+    (mixed precision) or bf16 with precision pure-bf16."""
+    reference_dtype: WeightsDtype | None = None
+    """With a preference reference model: its dtype; None takes the policy's weights' dtype."""
+    use_cache: bool | None = None
+    """transformers' `config.use_cache` in the train-mode forward; None keeps the config's own
+    value for a user's config (a local directory or hub id) and False for a catalog model."""
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -294,6 +326,7 @@ class TrainSpec:
             coerce(self, "reference", parse_enum(ReferenceKind, "reference", self.reference))
         except UnknownNameError as exc:
             problems.append(str(exc))
+        problems.extend(self._dtype_problems())
         if self.preference is None and self.reference is ReferenceKind.PRECOMPUTED:
             problems.append(
                 "reference 'precomputed' needs preference training: add --preference dpo"
@@ -319,6 +352,8 @@ class TrainSpec:
                 problems.append(f"{name} must be a positive integer, got {value!r}")
         if self.seq_len is not None and (not isinstance(self.seq_len, int) or self.seq_len < 1):
             problems.append(f"seq_len must be a positive integer, got {self.seq_len!r}")
+        if self.use_cache is not None and not isinstance(self.use_cache, bool):
+            problems.append(f"use_cache must be true, false or unset, got {self.use_cache!r}")
         if self.grad_clip is not None and not self.grad_clip > 0:
             problems.append(f"grad_clip must be > 0, got {self.grad_clip!r}")
         if self.loss and self.step_fn:
@@ -341,6 +376,46 @@ class TrainSpec:
             )
         if problems:
             raise SpecError(problems)
+
+    def _dtype_problems(self) -> list[str]:
+        """Parse the weights and reference dtypes; name the combinations no user step runs."""
+        coerce = object.__setattr__
+        problems: list[str] = []
+        for name in ("weights_dtype", "reference_dtype"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                coerce(self, name, parse_enum(WeightsDtype, name.replace("_", " "), value))
+            except UnknownNameError as exc:
+                problems.append(str(exc))
+        if problems:
+            return problems
+        weights = self.weights_dtype
+        pure = self.precision is Precision.PURE_BF16
+        if self.lora is None and weights is WeightsDtype.FP16:
+            problems.append(
+                "weights dtype fp16 on a full fine-tune does not train (fp16 weights lose the "
+                "updates): use --precision fp16 (fp32 master weights) or --weights-dtype bf16 "
+                "with --precision pure-bf16"
+            )
+        elif self.lora is None and weights is WeightsDtype.BF16 and not pure:
+            problems.append(
+                "weights dtype bf16 on a full fine-tune is pure bf16: add --precision pure-bf16, "
+                "or drop --weights-dtype (fp32 master weights under mixed precision)"
+            )
+        elif self.lora is None and weights is WeightsDtype.FP32 and pure:
+            problems.append(
+                "weights dtype fp32 conflicts with --precision pure-bf16 (bf16 weights): drop one"
+            )
+        if self.reference_dtype is not None and (
+            self.preference is None or self.reference is ReferenceKind.PRECOMPUTED
+        ):
+            problems.append(
+                "reference dtype needs a reference model: add --preference dpo "
+                "(with --reference model)"
+            )
+        return problems
 
     @property
     def rows(self) -> int:

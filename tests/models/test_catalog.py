@@ -113,6 +113,8 @@ def test_row_is_well_formed(name: str):
     assert row["hub_id"] in row["aliases"]
     assert isinstance(row["params_expected"], int) and row["params_expected"] > 0
     assert isinstance(row["params_note"], str) and row["params_note"].strip()
+    # the published config.json's torch_dtype (what from_pretrained loads), where it has one
+    assert row.get("torch_dtype", "float32") in {"float32", "bfloat16", "float16"}
 
     config = row["config"]
     assert isinstance(config, dict) and isinstance(config.get("model_type"), str)

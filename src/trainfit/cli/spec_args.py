@@ -55,6 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", default=None, help="override the model family's default task")
     add_lora_arguments(parser)
     add_preference_arguments(parser)
+    parser.add_argument(
+        "--no-cache",
+        dest="use_cache",
+        action="store_false",
+        default=None,
+        help="build a transformers model with config.use_cache=False (default: a user's config "
+        "keeps its own value, a catalog model is built without the cache)",
+    )
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,7 +104,7 @@ def lora(args: argparse.Namespace) -> dict[str, object] | None:
 
 
 def add_preference_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--preference` and `--reference` (also on `trainfit plan`)."""
+    """`--preference`, `--reference` and the dtype options (also on `trainfit plan`)."""
     parser.add_argument(
         "--preference",
         default=None,
@@ -109,6 +117,24 @@ def add_preference_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="model|precomputed",
         help="DPO reference: a frozen copy on the device (model, default) or log-probs given "
         "in the batch (precomputed)",
+    )
+    add_dtype_arguments(parser)
+
+
+def add_dtype_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--weights-dtype` and `--reference-dtype` (also on `trainfit plan`)."""
+    parser.add_argument(
+        "--weights-dtype",
+        default="auto",
+        metavar="auto|fp32|bf16|fp16",
+        help="the dtype the weights load in (auto: the config's torch_dtype for a LoRA base, as "
+        "from_pretrained loads it; a full fine-tune keeps fp32 master weights)",
+    )
+    parser.add_argument(
+        "--reference-dtype",
+        default=None,
+        metavar="auto|fp32|bf16|fp16",
+        help="the DPO reference copy's dtype (default: the policy's weights')",
     )
 
 
@@ -134,6 +160,9 @@ def spec(args: argparse.Namespace, device: str | None = None) -> TrainSpec:
         task=args.task,
         preference=args.preference,
         reference=args.reference,
+        weights_dtype=args.weights_dtype,
+        reference_dtype=args.reference_dtype,
+        use_cache=getattr(args, "use_cache", None),
         device=device or args.device,
         lora=lora(args),
     )

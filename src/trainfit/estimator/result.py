@@ -13,6 +13,7 @@ from typing import Any
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.memory.replay import Replay
 from trainfit.models.lora import labels as peft_labels
+from trainfit.models.weights import StepDtypes
 from trainfit.provenance import FigureLabel
 from trainfit.spec import TrainSpec
 from trainfit.timing.step import RateMissing, StepTime, step_time
@@ -77,12 +78,21 @@ class Estimate:
     lacks the device's rates, said in `notes`)."""
     step_time_tokens: int | None = None
     """Tokens per sample of the traced step (for tokens per epoch and tokens/s)."""
+    dtypes: StepDtypes | None = None
+    """The dtypes of the weights, gradients and optimizer state."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (bytes as integers)."""
         spec = asdict(self.spec)
         spec["precision"] = self.spec.precision.value
         spec["optimizer"] = self.spec.optimizer.value
+        # NB: the dtype and cache settings appear only where asked (earlier JSON stays as it was)
+        for name, default in (("weights_dtype", "auto"), ("reference_dtype", None)):
+            value = spec.pop(name)
+            if value is not None and value.value != default:
+                spec[name] = value.value
+        if spec.pop("use_cache") is not None:
+            spec["use_cache"] = self.spec.use_cache
         spec["inputs"] = [
             f"{i.name}={','.join(str(d) for d in i.dims)}:{str(i.dtype).removeprefix('torch.')}"
             for i in self.spec.inputs
@@ -112,6 +122,7 @@ class Estimate:
             "notes": list(self.notes),
             "seconds": round(self.seconds, 3),
             "time": None if self.step_time is None else self.step_time.to_dict(),
+            "dtypes": None if self.dtypes is None else self.dtypes.to_dict(),
             "spec": spec,
         }
 
@@ -155,6 +166,7 @@ def assemble(
     return Estimate(
         step_time=step,
         step_time_tokens=trace.tokens_per_sample,
+        dtypes=trace.dtypes,
         spec=spec,
         device=device,
         device_memory_needed_bytes=needed,

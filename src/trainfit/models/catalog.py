@@ -33,6 +33,9 @@ class CatalogModel:
     """Default input specs (kind "module")."""
     hub_id: str = ""
     """Hugging Face hub id the config was taken from."""
+    torch_dtype: str = ""
+    """The published config.json's `torch_dtype` (the dtype `from_pretrained` loads the
+    checkpoint in); empty where it declares none (fp32)."""
     aliases: tuple[str, ...] = ()
 
 
@@ -56,6 +59,7 @@ def catalog() -> dict[str, CatalogModel]:
             factory=row.get("factory", ""),
             inputs=tuple(row.get("inputs", ())),
             hub_id=row.get("hub_id", ""),
+            torch_dtype=row.get("torch_dtype", ""),
             aliases=tuple(row.get("aliases", ())),
         )
     return rows

@@ -3,10 +3,11 @@
 `preference_program()` turns a causal LM's `StepProgram` into a DPO step, the way TRL's
 DPOTrainer runs one by default: the batch holds `batch` pairs, each a chosen and a rejected
 sequence of `seq` tokens; the policy scores all 2 x batch sequences in one concatenated
-forward; the reference either is a frozen copy of the policy (in the policy's dtype, eval mode,
-run under no_grad in the same forward phase) or its log-probabilities come precomputed in the
-batch. The loss is DPO's sigmoid loss, -log sigmoid(beta * margin), on per-sequence sums of
-token log-probabilities (Rafailov et al. 2023, eq. 7).
+forward; the reference either is a frozen copy of the policy (in the policy's weights' dtype
+or the one asked, eval mode, run under no_grad in the same forward phase) or its
+log-probabilities come precomputed in the batch. The loss is DPO's sigmoid loss,
+-log sigmoid(beta * margin), on per-sequence sums of token log-probabilities
+(Rafailov et al. 2023, eq. 7).
 
 The reference copy is registered under the policy as a `FrozenReference` child, so that every
 path that moves, casts, fakes or counts `program.model` (the tracer, `measure`, max-batch) sees
@@ -47,9 +48,11 @@ REFERENCE_NAME = "trainfit_reference"
 class FrozenReference(nn.Module):
     """A frozen copy of the policy: no gradients, always in eval mode."""
 
-    def __init__(self, policy: nn.Module) -> None:
+    def __init__(self, policy: nn.Module, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.model = copy.deepcopy(policy)
+        if dtype is not None:
+            self.model.to(dtype)
         self.model.requires_grad_(False)
         self.model.eval()
 
@@ -95,8 +98,11 @@ def dpo_loss(
     return -F.logsigmoid(beta * margin).mean()
 
 
-def preference_program(program: StepProgram, spec: TrainSpec) -> StepProgram:
-    """The DPO step of a causal LM's `program`, or a SpecError for any other model."""
+def preference_program(
+    program: StepProgram, spec: TrainSpec, reference_dtype: torch.dtype | None = None
+) -> StepProgram:
+    """The DPO step of a causal LM's `program` (its reference copy in `reference_dtype`, None
+    keeping the policy's), or a SpecError for any other model."""
     if program.task != "causal-lm":
         what = program.task or "a plain module"
         raise SpecError(
@@ -112,7 +118,7 @@ def preference_program(program: StepProgram, spec: TrainSpec) -> StepProgram:
     precomputed = spec.reference is ReferenceKind.PRECOMPUTED
     model = program.model
     if not precomputed:
-        model.add_module(REFERENCE_NAME, FrozenReference(model))
+        model.add_module(REFERENCE_NAME, FrozenReference(model, reference_dtype))
     single = program.make_batch
 
     def make_batch(device: torch.device, real: bool) -> dict[str, torch.Tensor]:

@@ -19,6 +19,7 @@ from torch import nn
 
 from trainfit.errors import ModelLoadError, SpecError, TrainfitError
 from trainfit.models import catalog as _catalog
+from trainfit.models import weights as _weights
 from trainfit.models.imports import is_import_path, resolve
 from trainfit.models.program import Batch, LossFn, StepProgram
 from trainfit.spec import InputSpec, Precision, TrainSpec
@@ -60,27 +61,39 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     """Build the model of `spec` on `device` and describe its batch and loss."""
     device = torch.device(device)
     row = _catalog.find(spec.model)
+    declared = torch.float32
     if row is not None and row.kind == "module":
         program = _module_program(spec, row.factory, row.inputs, device, f"{row.name} (catalog)")
     elif row is not None:
         config = _hf_config_from_dict(row.config)
-        program = _hf_program(spec, config, spec.task or row.task, device, f"{row.name} (catalog)")
+        declared = _weights.named_dtype(row.torch_dtype or None, row.name)
+        task = spec.task or row.task
+        program = _hf_program(spec, config, task, device, f"{row.name} (catalog)", catalog=True)
     elif is_import_path(spec.model):
         program = _module_program(spec, spec.model, (), device, f"{spec.model} (import path)")
     elif os.path.isdir(spec.model):
         config = _hf_config_from_pretrained(spec.model)
+        declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
         task = spec.task or _default_task(config)
         program = _hf_program(spec, config, task, device, f"{spec.model} (local config)")
     elif "/" in spec.model and not spec.model.startswith((".", "/")):
         config = _hf_config_from_pretrained(spec.model)
+        declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
         task = spec.task or _default_task(config)
         program = _hf_program(spec, config, task, device, f"{spec.model} (hub config)")
     else:
         _catalog.lookup(spec.model)  # raises UnknownNameError with close matches
         raise AssertionError("unreachable")
+    policy = _weights.base_dtype(spec, declared)
     if spec.lora is not None:
         from trainfit.models.lora import wrap_with_lora
 
+        if not spec.lora.qlora:  # NB: QLoRA loads in its compute dtype (models.lora)
+            _weights.check_device_dtype(spec, policy)
+        if not spec.lora.qlora and policy != torch.float32:
+            # NB: the base loads in this dtype (from_pretrained's torch_dtype) and stays frozen;
+            # peft makes the adapters in fp32 (autocast_adapter_dtype=True, its default)
+            program.model.to(policy)
         model, adapted = wrap_with_lora(program.model, spec.lora, spec.precision, device)
         program = dataclasses.replace(
             program, model=model, description=f"{program.description}; {adapted}"
@@ -88,7 +101,10 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     if spec.preference is not None:
         from trainfit.models.preference import preference_program
 
-        return preference_program(program, spec)
+        reference = _weights.reference_dtype(spec, policy, declared)
+        if spec.reference_dtype is not None:
+            _weights.check_device_dtype(spec, reference)
+        return preference_program(program, spec, reference)
     if spec.step_fn:
         step = resolve(spec.step_fn, "step function")
         return StepProgram(
@@ -154,18 +170,26 @@ def _default_task(config: Any) -> str:
 
 
 def _hf_program(
-    spec: TrainSpec, config: Any, task: str, device: torch.device, origin: str
+    spec: TrainSpec,
+    config: Any,
+    task: str,
+    device: torch.device,
+    origin: str,
+    catalog: bool = False,
 ) -> StepProgram:
     if task not in _AUTO_CLASS:
         raise SpecError([f"unknown task {task!r}; choose one of {', '.join(sorted(_AUTO_CLASS))}"])
     transformers = _transformers()
-    if hasattr(config, "use_cache"):
-        # NB: training never reads a KV cache; transformers would otherwise build one.
-        config.use_cache = False
+    if hasattr(config, "use_cache") and (spec.use_cache is not None or catalog):
+        # NB: a user's config keeps its own use_cache unless asked (transformers builds a KV
+        # cache in a train-mode forward when it is on); a catalog model is built without one.
+        config.use_cache = bool(spec.use_cache)
     auto = getattr(transformers, _AUTO_CLASS[task])
     try:
         with torch.device(device):
-            model = auto.from_config(config)
+            # NB: built in fp32 whatever the config declares; `build_program` puts the frozen
+            # parts in their load dtype (see trainfit.models.weights)
+            model = auto.from_config(config, dtype=torch.float32)
     except ValueError as exc:
         raise ModelLoadError(f"{origin}: transformers cannot build a {task} model: {exc}") from exc
     rows = spec.rows

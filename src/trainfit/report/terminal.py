@@ -112,6 +112,12 @@ def _notes(result: Estimate) -> Text:
         f"({result.trainable_parameter_count / 1e6:,.1f}M trainable)\n"
     )
     notes.append(f"loss: {result.loss_note}\n")
+    if result.dtypes is not None:
+        d = result.dtypes
+        notes.append(
+            f"dtypes: weights {d.weights}; gradients {d.gradients}; "
+            f"optimizer state {d.optimizer_state}\n"
+        )
     if result.spec.lora is not None:
         share = result.trainable_parameter_count / max(1, result.parameter_count)
         notes.append(

@@ -57,6 +57,8 @@ FIELDS: tuple[Field, ...] = (
     _field("training.lora.qlora", "--qlora"),
     _field("training.preference.kind", "--preference"),
     _field("training.preference.reference", "--reference"),
+    _field("training.preference.dtype", "--reference-dtype"),
+    _field("training.weights_dtype", "--weights-dtype"),
     _field("training.strategy", "--strategy"),
     _field("training.offload", "--offload"),
     _field("training.nodes", "--nodes"),

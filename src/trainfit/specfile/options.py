@@ -106,6 +106,10 @@ class PlanOptions:
     """Preference training (dpo)."""
     reference: str = "model"
     """DPO reference: model | precomputed."""
+    weights_dtype: str = "auto"
+    """The dtype the weights load in: auto | fp32 | bf16 | fp16."""
+    reference_dtype: str | None = None
+    """The DPO reference copy's dtype (default: the policy's weights')."""
     inference: bool = False
     """Plan greedy generation (beside the training plan, or alone without an effective batch)."""
     context: int | None = None

@@ -127,6 +127,8 @@ def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanR
         task=options.task,
         preference=options.preference,
         reference=options.reference,
+        weights_dtype=options.weights_dtype,
+        reference_dtype=options.reference_dtype,
         device=devices[0],
         lora=lora_fields(
             options.lora,

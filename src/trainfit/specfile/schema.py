@@ -78,6 +78,8 @@ class Preference:
     """The method, e.g. dpo (--preference)."""
     reference: str | None = None
     """How the reference model's log-probabilities come: model | precomputed (--reference)."""
+    dtype: str | None = None
+    """The reference copy's dtype: auto | fp32 | bf16 | fp16 (--reference-dtype)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -96,6 +98,8 @@ class Training:
     """Force one precision (--precision); default: the best per device."""
     freeze: list[str] | None = None
     """Globs of frozen parameter names (--freeze, one per item)."""
+    weights_dtype: str | None = None
+    """The dtype the weights load in: auto | fp32 | bf16 | fp16 (--weights-dtype)."""
     lora: Lora | None = None
     """Low-rank adapters (--lora ...)."""
     preference: Preference | None = None

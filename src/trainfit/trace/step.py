@@ -20,6 +20,7 @@ from torch import nn
 from trainfit.models.lora import parameter_counts
 from trainfit.models.program import Batch, StepProgram
 from trainfit.models.source import build_program
+from trainfit.models.weights import StepDtypes
 from trainfit.optim import effective_optimizer, traced_optimizer
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.compat import check_torch
@@ -80,6 +81,8 @@ class StepTrace:
     """Trainable parameter tensors (the optimizer's host work is per tensor)."""
     costs: StepCosts | None = field(default=None, repr=False, compare=False)
     """What each op of the step costs (FLOPs, bytes, kernels), for its run time."""
+    dtypes: StepDtypes | None = None
+    """The dtypes of the weights, gradients and optimizer state."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
@@ -186,6 +189,7 @@ def trace_step(
         recorder, rules = tracer.recorder, tracer.rules
         trainable = [p for p in program.model.parameters() if p.requires_grad]
         kind = effective_optimizer(spec.optimizer, spec.lora)
+        dtypes = StepDtypes.of(program.model, kind.value)
         optimizer = traced_optimizer(kind, trainable, foreach=rules.foreach)
         scaler = _ScalerStandIn() if needs_scaler(spec.precision) else None
         rig = StepRig(
@@ -228,6 +232,7 @@ def trace_step(
         tokens_per_sample=program.tokens_per_sample,
         trainable_tensors=len(trainable),
         costs=recorder.costs.step_costs(source.costs if source is not None else None),
+        dtypes=dtypes,
     )
 
 
