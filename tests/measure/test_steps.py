@@ -541,13 +541,13 @@ def test_measure_command_interrupted_prints_what_it_has_and_exits_130(capsys):
 
 @pytest.mark.slow
 def test_busy_gpu_says_what_is_free_and_what_fits(monkeypatch):
-    from trainfit.cli.measure import _room
+    from trainfit.measure.room import check_room
 
     spec = TrainSpec(model="gpt2", batch=16, seq_len=1024, precision="bf16", device="h100")
     result = estimate(spec)
     busy = FakeCuda(total=80 * GiB, free=6 * GiB)
     with pytest.raises(MeasureError) as info:
-        _room(spec, busy, result)
+        check_room(spec, busy, result)
     text = str(info.value)
     assert text.startswith(
         "Fake H100 has 6.00 GiB free of 80.00 GiB (other processes and this one's CUDA "
@@ -555,7 +555,7 @@ def test_busy_gpu_says_what_is_free_and_what_fits(monkeypatch):
     )
     assert "fits in what is free (estimated): use --batch" in text
     assert text.endswith("free the GPU, or pass --force to try anyway")
-    _room(spec, FakeCuda(free=79 * GiB), result)  # room enough: no error
+    check_room(spec, FakeCuda(free=79 * GiB), result)  # room enough: no error
 
 
 @pytest.fixture

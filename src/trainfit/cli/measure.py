@@ -217,43 +217,6 @@ def _init_distributed(args: argparse.Namespace) -> bool:
     return True
 
 
-def _room(spec: Any, backend: Any, estimate: Any) -> None:
-    """MeasureError when the estimate needs more than the device has free (a busy GPU)."""
-    from trainfit.errors import MeasureError
-
-    free = backend.free_memory()
-    if (
-        backend.kind == DeviceKind.CPU
-        or free is None
-        or estimate.device_memory_needed_bytes <= free
-    ):
-        return
-    from trainfit.estimator.scaling import max_micro_batch
-    from trainfit.hardware import nvml
-
-    total = backend.total_memory() or free
-    GiB = 1 << 30
-    fits = max_micro_batch(spec, margin=max(0.0, 1.0 - free / estimate.device.memory_bytes))
-    own = nvml.process_bytes(backend.device) if backend.kind == DeviceKind.CUDA else None
-    others = max(0, total - free - (own or 0))
-    held_by = (
-        "other processes hold"
-        if own is not None
-        else "other processes and this one's CUDA context hold"
-    )
-    advice = (
-        f"micro-batch {fits.batch} fits in what is free (estimated): use --batch {fits.batch}"
-        if fits.batch
-        else "not even micro-batch 1 fits in what is free"
-    )
-    raise MeasureError(
-        f"{backend.name()} has {free / GiB:.2f} GiB free of {total / GiB:.2f} GiB ({held_by} "
-        f"{others / GiB:.2f} GiB) and this step needs about "
-        f"{estimate.device_memory_needed_bytes / GiB:.2f} GiB (estimated); {advice}, free the "
-        "GPU, or pass --force to try anyway"
-    )
-
-
 def _measure(
     args: argparse.Namespace, spec: Any, backend: Any, target: str | None, note: str | None
 ) -> int:
@@ -265,7 +228,9 @@ def _measure(
 
         result = estimate(spec)
         if not args.force:
-            _room(spec, backend, result)
+            from trainfit.measure.room import check_room
+
+            check_room(spec, backend, result)
     measured = measure(spec, steps=args.steps, warmup=args.warmup, backend=backend)
     comparison = None
     if result is not None:
