@@ -76,6 +76,8 @@ class Estimate:
     step_time: StepTime | None = None
     """How long one optimizer step takes on the device (modelled; None where the catalog
     lacks the device's rates, said in `notes`)."""
+    step_time_missing: str | None = None
+    """Why there is no step time (None when there is one, or on the CPU), in words."""
     step_time_tokens: int | None = None
     """Tokens per sample of the traced step (for tokens per epoch and tokens/s)."""
     dtypes: StepDtypes | None = None
@@ -158,13 +160,14 @@ def assemble(
     lora_labels, lora_notes = peft_labels(spec.lora)
     labels = {**labels, **lora_labels}
     notes = [*notes, *lora_notes]
-    step = None
+    step, why = None, ""
     if device.kind in (DeviceKind.CUDA, DeviceKind.MPS) and trace.costs is not None:
         step, why = modelled_step_time(trace, spec, device)
         if why:
             notes.append(why)
     return Estimate(
         step_time=step,
+        step_time_missing=why or None,
         step_time_tokens=trace.tokens_per_sample,
         dtypes=trace.dtypes,
         spec=spec,

@@ -174,11 +174,8 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
     step = result.step_time
     out = Text()
     if step is None:
-        why = [n for n in result.notes if n.startswith("step time not modelled")]
-        out.append(
-            "\n" + (why[0] if why else "step time not modelled for this device") + "\n",
-            style="yellow",
-        )
+        why = result.step_time_missing or "step time not modelled for this device"
+        out.append(f"\n{why}\n", style="yellow")
         return Group(out)
     out.append("\nstep time: ", style="bold")
     out.append(f"{step.seconds * 1000:,.1f} ms", style="bold cyan")

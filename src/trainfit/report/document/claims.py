@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.options import DevicePlan, Plan
+from trainfit.plan.options import DevicePlan, NoTime, Plan
 from trainfit.plan.words import time_text
 from trainfit.report.document.model import Claim, ClaimCheck, ModelSection
 from trainfit.timing.run import CostLine
@@ -217,7 +217,10 @@ def _why_missing(d: DevicePlan, quantity: str) -> str:
     )
     why = time_text(d)
     if why:
-        if not why.startswith("step time not modelled"):
+        if d.no_time is not None and d.no_time.why in (
+            NoTime.MULTI_GPU_NOT_CUDA,
+            NoTime.NO_GPU_COUNT,
+        ):
             why = f"step time not modelled: {why}"
         return f"{why}; {fits}"
     if quantity == "hours":
