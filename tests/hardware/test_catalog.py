@@ -290,3 +290,17 @@ def test_devices_cli_json_and_instances(capsys: pytest.CaptureFixture[str]) -> N
     assert inst["aws-p5.48xlarge"]["gpu"] == "h100"
     assert main(["devices", "--instances"]) == 0
     assert "8 x h100" in capsys.readouterr().out
+
+
+def test_bf16_and_tf32_come_with_ampere_on_cuda_only() -> None:
+    """One home for the rule: CUDA from compute capability 8.0; never an Apple GPU or the CPU."""
+    from trainfit.hardware.catalog import get_device
+
+    assert [get_device(n).has_bf16 for n in ("t4", "v100-16gb", "a100-80gb", "h100")] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert get_device("rtx-3090").has_tf32 and not get_device("t4").has_tf32
+    assert not get_device("m1-pro-16gb").has_bf16 and not get_device("cpu").has_tf32

@@ -445,7 +445,7 @@ def _check_precision(precision: Precision | None, catalog: str) -> None:
     elif row.kind is DeviceKind.MPS:
         runs = [p for p in Precision if p is not Precision.TF32]
         why = "tf32 is a CUDA setting"
-    elif row.compute_capability < (8, 0):
+    elif not row.has_bf16:
         runs = [Precision.FP32, Precision.FP16]
         why = "no bf16 or tf32 before compute capability 8.0"
     else:

@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass
 
 from trainfit.errors import SpecError, TrainfitError
-from trainfit.hardware.catalog import DeviceKind, get_device
+from trainfit.hardware.catalog import AMPERE, DeviceKind, get_device
 from trainfit.plan.options import DevicePlan, Plan, Setting, Sharded
 from trainfit.plan.tiers import split
 from trainfit.spec import OptimizerKind, Precision
@@ -124,7 +124,7 @@ def trainer_layout(plan: Plan, device: DevicePlan, gpus: int | None = None) -> T
     tf32 = (
         kind is DeviceKind.CUDA
         and split.precision in (Precision.TF32, Precision.FP16, Precision.BF16)
-        and capability >= (8, 0)
+        and capability >= AMPERE
     )
     notes += _trainer_notes(device.device, split, tf32)
     return TrainerLayout(

@@ -70,6 +70,10 @@ DEFAULT_DEVICES = ("h100", "a100-80gb", "rtx-4060")
 _user_files: ContextVar[tuple[str, ...]] = ContextVar("trainfit_user_catalogs", default=())
 
 
+AMPERE = (8, 0)
+"""The first CUDA compute capability with bf16 and tf32 tensor cores (sm80, Ampere)."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Price:
     """A dated price of one unit."""
@@ -116,6 +120,16 @@ class Device:
     nvlink_gbs: Figure = UNKNOWN
     """NVLink bandwidth per GPU (GB/s, bidirectional); 0 when the device has none."""
     compute_capability_figure: Figure = UNKNOWN
+
+    @property
+    def has_bf16(self) -> bool:
+        """Whether the device computes in bf16: a CUDA GPU from Ampere on (see `AMPERE`)."""
+        return self.kind is DeviceKind.CUDA and tuple(self.compute_capability) >= AMPERE
+
+    @property
+    def has_tf32(self) -> bool:
+        """Whether fp32 matmuls and convolutions can run as tf32 (a CUDA GPU from Ampere on)."""
+        return self.kind is DeviceKind.CUDA and tuple(self.compute_capability) >= AMPERE
 
     def figures(self) -> dict[str, Figure]:
         """Every figure of the row by field name (tflops as tflops.<precision>)."""

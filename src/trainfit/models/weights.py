@@ -32,10 +32,6 @@ _NAMES: dict[str, torch.dtype] = {
     "half": torch.float16,
 }
 
-BF16_CAPABILITY = (8, 0)
-"""The first CUDA compute capability with bf16 arithmetic (Ampere)."""
-
-
 def config_dtype(config: Any | None) -> torch.dtype:
     """The dtype `from_pretrained` loads `config`'s checkpoint in: its `dtype` (transformers 5)
     or `torch_dtype`, fp32 where it declares none (or for a plain module, `config` None)."""
@@ -83,7 +79,7 @@ def check_device_dtype(spec: TrainSpec, dtype: torch.dtype) -> None:
     if dtype is not torch.bfloat16:
         return
     device = get_device(spec.device)
-    if device.kind is not DeviceKind.CUDA or tuple(device.compute_capability) >= BF16_CAPABILITY:
+    if device.kind is not DeviceKind.CUDA or device.has_bf16:
         return
     major, minor = device.compute_capability
     raise SpecError(

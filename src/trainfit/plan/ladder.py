@@ -45,7 +45,7 @@ def supported_precision(device: Device) -> Precision:
     """
     if device.kind is DeviceKind.MPS:
         return Precision.FP16
-    return Precision.BF16 if device.compute_capability >= (8, 0) else Precision.FP16
+    return Precision.BF16 if device.has_bf16 else Precision.FP16
 
 
 def applies(change: Change, spec: TrainSpec) -> bool:

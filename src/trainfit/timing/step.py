@@ -225,7 +225,7 @@ def _precision(op: OpCost, spec: TrainSpec, device: Device) -> str:
     device has tensor cores for it."""
     if op.dtype in ("bf16", "fp16"):
         return op.dtype
-    tf32 = device.kind is DeviceKind.CUDA and device.compute_capability >= (8, 0)
+    tf32 = device.has_tf32
     if op.kind is OpKind.MATMUL and spec.precision is Precision.TF32 and tf32:
         return "tf32"
     if op.kind in (OpKind.CONV, OpKind.RNN) and tf32:
