@@ -18,6 +18,7 @@ from trainfit.distributed.memory import RankMemory
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import SpecError
+from trainfit.hardware.catalog import get_device
 from trainfit.plan.options import NoStepTime, NoTime, Plan, Sharded, Verdict
 from trainfit.plan.search import plan
 from trainfit.plan.words import note_text
@@ -167,8 +168,9 @@ def test_markdown_sections_and_rows(report, planned) -> None:
     d = _device(planned, "rtx-4060")
     s = d.setting
     local = next(c for c in d.costs if c.kind == "local")
+    usable = get_device("rtx-4060").memory_bytes / GIB  # what PyTorch sees of the 8 GB
     assert (
-        f"| rtx-4060 | {d.verdict.value} | {s.needed_bytes / GIB:.2f} GiB | 8.00 GiB | "
+        f"| rtx-4060 | {d.verdict.value} | {s.needed_bytes / GIB:.2f} GiB | {usable:.2f} GiB | "
         f"bf16, {s.micro_batch} x {s.grad_accum}, adamw | {d.run.step_seconds * 1000:,.1f} ms | "
         f"{d.run.hours:.3g} | {local.to_dict()['total']:.2f} USD |" in md  # cents, as in JSON
     )

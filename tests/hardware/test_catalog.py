@@ -63,7 +63,7 @@ def test_device_row_is_sourced_and_sane(name: str) -> None:
         source = figure.source
         assert source is not None, field
         assert source.kind is not SourceKind.USER
-        if source.kind is SourceKind.MEASURED:
+        if source.kind in (SourceKind.MEASURED, SourceKind.FITTED):
             assert (Path(__file__).parents[2] / source.url).exists(), source.url
         else:
             assert source.url.startswith("https://"), source.url
@@ -72,6 +72,9 @@ def test_device_row_is_sourced_and_sane(name: str) -> None:
         assert device.compute_capability_figure.known
         assert (7, 0) <= device.compute_capability <= (12, 9)
         expected = "hopper-h100-torch2.11-cu130" if name == "h100" else "modelled-from-hopper"
+        if device.sm_count.known and "GeForce" in device.display:
+            # the GeForce context rule needs the SM count, and every GeForce row with one uses it
+            expected = "geforce-oom-fit"
         assert device.runtime_profile == expected
     if device.memory_bytes:
         assert 4 * GiB <= device.memory_bytes <= 256 * GiB
@@ -172,7 +175,8 @@ def test_user_file_adds_and_overrides(tmp_path: Path, monkeypatch: pytest.Monkey
         assert (
             get_device("4060").memory_bandwidth_gbs == CAT.devices["rtx-4060"].memory_bandwidth_gbs
         )
-    assert get_device("4060").memory_bytes == 8 * GiB  # outside the block: shipped rows
+    # outside the block: shipped rows (the GeForce visible-memory rule for an 8 GB card)
+    assert get_device("4060").memory_bytes == CAT.devices["rtx-4060"].memory_visible_bytes.value
     monkeypatch.setenv("TRAINFIT_CATALOG", str(path))
     assert get_device("my-card").name == "my-card"
 

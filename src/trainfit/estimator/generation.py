@@ -43,7 +43,7 @@ from trainfit.estimator.storage import InferencePrecision, tensor_bytes
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
-from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
+from trainfit.memory.runtime import context_bytes, cublas_workspace_bytes, profile_of
 from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.timing.step import Calibration, Rates, calibration, host_costs, step_time
@@ -320,7 +320,7 @@ def _peak_memory(
     )
     workspace = cublas_workspace_bytes(found.compute_capability)
     result = replay(step, workspace, None, sizes, allocator=CachingAllocator)
-    profile = PROFILES[found.runtime_profile]
+    profile = profile_of(found)
     context_held = context_bytes(
         profile, uses_cublas=True, reduced_precision=True, backward_cublas=False
     )

@@ -171,9 +171,7 @@ class BatchScaling:
         return self._replayed(batch)[0]
 
     def _device_key(self) -> tuple[object, ...]:
-        # NB: a replay depends on the device through its cuBLAS workspace (compute capability)
-        # and runtime context (profile) only
-        return (self.device.runtime_profile, self.device.compute_capability)
+        return self.device.runtime_key
 
     def _replayed(self, batch: int) -> tuple[int, int]:
         """Peak reserved and peak allocated at `batch`, each plus the runtime context."""

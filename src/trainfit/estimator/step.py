@@ -28,7 +28,12 @@ from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
-from trainfit.memory.runtime import PROFILES, context_bytes, cublas_workspace_bytes
+from trainfit.memory.runtime import (
+    RuntimeProfile,
+    context_bytes,
+    cublas_workspace_bytes,
+    profile_of,
+)
 from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.recorder import Thread
@@ -52,7 +57,7 @@ def gpu_memory(
     """
     if device.kind is DeviceKind.MPS:
         return replay(trace, 0, budget, sizes, allocator=MpsAllocator), 0
-    profile = PROFILES[device.runtime_profile]
+    profile = profile_of(device)
     reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
     context = context_bytes(
         profile,
@@ -141,17 +146,13 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
             "times it, and macOS swaps before that; MPSGraph's own buffers are not counted"
         )
     else:
-        profile = PROFILES[device.runtime_profile]
+        profile = profile_of(device)
         labels = {
             "peak_allocated_bytes": FigureLabel(Provenance.TRACED, "traced"),
             "peak_reserved_bytes": FigureLabel(
                 Provenance.SIMULATED, "simulated (caching allocator replay)"
             ),
-            "runtime_context": (
-                FigureLabel(Provenance.MEASURED, "measured constant")
-                if profile.measured
-                else FigureLabel(Provenance.MODELLED, "modelled (H100 constants)")
-            ),
+            "runtime_context": _context_label(profile),
             "workspaces": FigureLabel(Provenance.DEFAULT, "PyTorch default size"),
         }
     fits = (
@@ -160,3 +161,13 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
         else None
     )
     return assemble(spec, device, trace, result, needed, breakdown, fits, labels, started, notes)
+
+
+def _context_label(profile: RuntimeProfile) -> FigureLabel:
+    if profile.measured:
+        return FigureLabel(Provenance.MEASURED, "measured constant")
+    if profile.fitted:
+        return FigureLabel(
+            Provenance.MODELLED, "modelled (per-SM rule fitted on public out-of-memory messages)"
+        )
+    return FigureLabel(Provenance.MODELLED, "modelled (H100 constants)")

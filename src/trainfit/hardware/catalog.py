@@ -120,6 +120,14 @@ class Device:
     nvlink_gbs: Figure = UNKNOWN
     """NVLink bandwidth per GPU (GB/s, bidirectional); 0 when the device has none."""
     compute_capability_figure: Figure = UNKNOWN
+    sm_count: Figure = UNKNOWN
+    """Streaming multiprocessors (the CUDA context grows with them), where the row gives them."""
+
+    @property
+    def runtime_key(self) -> tuple[object, ...]:
+        """What a memory replay depends on: the cuBLAS workspace (compute capability) and the
+        runtime context (profile and SM count)."""
+        return (self.runtime_profile, self.compute_capability, self.sm_count.value)
 
     @property
     def has_bf16(self) -> bool:
@@ -142,6 +150,7 @@ class Device:
             "pcie_gen": self.pcie_gen,
             "nvlink_gbs": self.nvlink_gbs,
             "compute_capability": self.compute_capability_figure,
+            "sm_count": self.sm_count,
         }
         out.update({f"tflops.{p}": f for p, f in self.tflops.items()})
         if self.price is not None:
@@ -318,6 +327,7 @@ def _parse_device(
         pcie_gen=figures["pcie_gen"],
         nvlink_gbs=figures["nvlink_gbs"],
         compute_capability_figure=cc,
+        sm_count=figures["sm_count"],
     )
 
 

@@ -32,6 +32,9 @@ class SourceKind(str, Enum):
     """A third party restating or measuring the figure (spec database, review, blog)."""
     MEASURED = "measured"
     """Measured by this project; the URL is a path in this repository."""
+    FITTED = "fitted"
+    """Fitted by this project on published measurements; the URL is a path in this repository
+    (the fit and the rows it rests on)."""
     USER = "user"
     """A user catalog file."""
 
@@ -104,7 +107,8 @@ def parse_sources(raw: object, problems: Problems, *, user: bool) -> dict[str, S
         if not isinstance(url, str) or not url:
             problems.add(f"{where}, field 'url'", f"expected a URL, got {url!r}")
             continue
-        if kind_value is not SourceKind.MEASURED and not url.startswith("https://"):
+        local = kind_value in (SourceKind.MEASURED, SourceKind.FITTED)
+        if not local and not url.startswith("https://"):
             problems.add(f"{where}, field 'url'", f"expected an https:// URL, got {url!r}")
             continue
         try:

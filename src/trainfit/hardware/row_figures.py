@@ -21,6 +21,7 @@ def figure_specs() -> dict[str, object]:
         "tdp_watts": number_in(5, 2000, "W"),
         "pcie_gen": number_in(3, 6, "PCIe generation"),
         "nvlink_gbs": number_in(0, 3600, "GB/s"),
+        "sm_count": number_in(1, 1000, "SMs"),
         "precisions": list_of(PRECISIONS),
     }
 

@@ -14,9 +14,12 @@ torch 2.11.0+cu130) and recorded in benchmarks/accuracy/results/measured_h100.js
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from trainfit.hardware.catalog import Device
 
 MiB = 1 << 20
+GiB = 1 << 30
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -36,6 +39,11 @@ class RuntimeProfile:
     measured: bool
     """True when measured on this family; False when carried over from another."""
     source: str
+    per_sm_bytes: int = 0
+    """Added per streaming multiprocessor of the device (its local memory and the like): the
+    device's `sm_count` then decides the context, `base_context_bytes` is the fixed part."""
+    fitted: bool = False
+    """True when fitted on public measurements of this family (not measured by trainfit)."""
 
 
 _HOPPER = RuntimeProfile(
@@ -53,8 +61,32 @@ _HOPPER = RuntimeProfile(
     source="benchmarks/accuracy/results/measured_h100.json (H100 80GB HBM3, 2026-11-26)",
 )
 
+GEFORCE_CONTEXT_FIXED_GIB = 0.056
+GEFORCE_CONTEXT_PER_SM_GIB = 0.003288
+"""The CUDA context of a GeForce card, fitted (least squares) on the calibration rows of the
+public out-of-memory messages that say what the process holds beside PyTorch's memory (RTX 4050
+Laptop, RTX 4090, RTX 5090): benchmarks/external/results/usable_memory.md, which also checks it
+on held-out rows (RTX 4060 Laptop, RTX 3070, RTX 5090: within +0.034 GiB)."""
+
+_GEFORCE = RuntimeProfile(
+    name="geforce-oom-fit",
+    # NB: the messages come from workloads that had loaded cuBLAS (and mostly cuDNN), so the fit
+    # is the base context "after cuBLAS"; the precision, no-cuBLAS and backward-handle parts are
+    # the H100's, not measured on GeForce cards.
+    base_context_bytes=round(GEFORCE_CONTEXT_FIXED_GIB * GiB),
+    per_sm_bytes=round(GEFORCE_CONTEXT_PER_SM_GIB * GiB),
+    reduced_precision_extra_bytes=_HOPPER.reduced_precision_extra_bytes,
+    no_cublas_saving_bytes=_HOPPER.no_cublas_saving_bytes,
+    backward_cublas_bytes=_HOPPER.backward_cublas_bytes,
+    measured=False,
+    fitted=True,
+    source="fitted on public out-of-memory messages of GeForce cards "
+    "(benchmarks/external/results/usable_memory.md)",
+)
+
 PROFILES: dict[str, RuntimeProfile] = {
     _HOPPER.name: _HOPPER,
+    _GEFORCE.name: _GEFORCE,
     "modelled-from-hopper": RuntimeProfile(
         name="modelled-from-hopper",
         base_context_bytes=_HOPPER.base_context_bytes,
@@ -65,6 +97,20 @@ PROFILES: dict[str, RuntimeProfile] = {
         source="not measured on this family: the H100's context sizes are used (modelled)",
     ),
 }
+
+
+def profile_of(device: Device) -> RuntimeProfile:
+    """The runtime profile of `device`, its per-SM part resolved with the device's SM count."""
+    profile = PROFILES[device.runtime_profile]
+    if not profile.per_sm_bytes:
+        return profile
+    if not device.sm_count.known:
+        raise ValueError(
+            f"device {device.name!r}: runtime profile {profile.name!r} needs the device's "
+            "sm_count; add it to the device's row"
+        )
+    extra = profile.per_sm_bytes * int(device.sm_count.value)
+    return replace(profile, base_context_bytes=profile.base_context_bytes + extra, per_sm_bytes=0)
 
 
 NCCL_INIT_BYTES = {1: 683_671_552, 2: 979_435_520}
@@ -93,7 +139,10 @@ def context_bytes(
     reduced_precision: bool,
     backward_cublas: bool = True,
 ) -> int:
-    """Device memory outside the allocator for a step with these library uses."""
+    """Device memory outside the allocator for a step with these library uses (`profile` as
+    `profile_of` resolves it)."""
+    if profile.per_sm_bytes:
+        raise ValueError(f"runtime profile {profile.name!r}: resolve it with profile_of(device)")
     total = profile.base_context_bytes
     if not uses_cublas:
         return total - profile.no_cublas_saving_bytes

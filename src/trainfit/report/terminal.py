@@ -10,7 +10,8 @@ from rich.text import Text
 
 from trainfit.estimator.result import Estimate
 from trainfit.estimator.scaling import MaxBatch
-from trainfit.hardware.catalog import DeviceKind
+from trainfit.hardware.catalog import Device, DeviceKind
+from trainfit.hardware.figures import SourceKind
 from trainfit.provenance import Provenance
 from trainfit.timing.run import RunEstimate
 
@@ -71,7 +72,26 @@ def _headline(result: Estimate) -> Text:
         head.append(f"  -> {verdict}", style="green" if result.fits else "bold red")
     iteration = "first iteration" if result.peak_iteration == 0 else "steady state"
     head.append(f"\npeak in the {result.peak_phase.value} pass ({iteration})")
+    usable = _usable_line(device)
+    if usable and result.fits is not None:
+        head.append(f"\n{usable}")
     return head
+
+
+def _usable_line(device: Device) -> str:
+    """What the memory a verdict compares with is, where it is less than the box says."""
+    visible, box = device.memory_visible_bytes, device.memory_gb
+    if device.kind is not DeviceKind.CUDA or not visible.known or not box.known:
+        return ""
+    whence = {
+        SourceKind.MEASURED: "measured",
+        SourceKind.FITTED: "a rule fitted on public out-of-memory messages of other cards",
+        SourceKind.SECONDARY: "the 'total capacity' of public out-of-memory messages on this card",
+    }.get(visible.source.kind if visible.source else None, "the catalog")
+    return (
+        f"usable: {gib(int(visible.value))} of the {box.value:g} GB card, what PyTorch sees once "
+        f"the driver has its share ({whence}); a display on the card takes more"
+    )
 
 
 def _breakdown_table(result: Estimate) -> Table:

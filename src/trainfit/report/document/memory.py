@@ -85,7 +85,7 @@ def curve(scaling: BatchScaling, micro: int, largest: int, usable: int) -> tuple
     batches |= {b for b in (micro, largest, largest + 1) if 1 <= b <= top}
     if not scaling.affine:
         # NB: each batch would be a new trace: only those the plan's search replayed
-        key = (scaling.device.runtime_profile, scaling.device.compute_capability)
+        key = scaling.device.runtime_key
         known = {
             k[1]
             for k in scaling.memo
