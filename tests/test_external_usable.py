@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 from benchmarks.external.load import load_corpus
+from benchmarks.external.mps_limits import LEFT_OUT as MPS_LEFT_OUT
+from benchmarks.external.mps_limits import fit as mps_fit
+from benchmarks.external.mps_limits import mps_rows, share
 from benchmarks.external.usable import WDDM, fit, oom_rows, visible_gib
 
 from trainfit.hardware.catalog import catalog
@@ -73,3 +76,37 @@ def test_a_profile_per_sm_without_the_sm_count_is_an_error() -> None:
     bare = dataclasses.replace(device, sm_count=UNKNOWN)
     with pytest.raises(ValueError, match="sm_count"):
         runtime.profile_of(bare)
+
+
+MPS = mps_rows(load_corpus())
+MPS_COMMITTED = json.loads(
+    (ROOT / "benchmarks/external/results/mps_limits.json").read_text(encoding="utf-8")
+)
+
+
+def test_the_committed_mps_fit_is_the_fit_of_the_calibration_rows() -> None:
+    assert mps_fit(MPS) == MPS_COMMITTED
+    split = {r.id: r.split for r in MPS}
+    assert all(split[row] == "calibration" for row in MPS_COMMITTED["share_rows"])
+
+
+def test_the_metal_floor_is_the_committed_one() -> None:
+    assert round(MPS_COMMITTED["metal_other_floor_gib"] * GiB) == runtime.METAL_OTHER_FLOOR_BYTES
+
+
+def test_heldout_mac_limits_are_never_over_the_real_one() -> None:
+    held = [r for r in MPS if r.split == "heldout" and r.ram_gb and r.id not in MPS_LEFT_OUT]
+    assert len(held) >= 3
+    for r in held:
+        assert share(r.ram_gb, MPS_COMMITTED) * r.ram_gb <= r.limit_gib + 0.01, r.id
+
+
+@pytest.mark.parametrize("name", [n for n, d in catalog().devices.items() if d.kind == "mps"])
+def test_mac_rows_follow_the_evidence(name: str) -> None:
+    device = catalog().devices[name]
+    if not device.memory_visible_bytes.known:
+        return
+    ram = device.memory_gb.value
+    expected = 2 / 3 if ram <= 32 else MPS_COMMITTED["large_share"]
+    # within 1 MiB: the 16 GB rows carry the logged 10922.67 MiB
+    assert abs(device.memory_bytes - expected * ram * GiB) <= 1 << 20

@@ -29,6 +29,7 @@ from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
 from trainfit.memory.runtime import (
+    METAL_OTHER_FLOOR_BYTES,
     RuntimeProfile,
     context_bytes,
     cublas_workspace_bytes,
@@ -53,10 +54,12 @@ def gpu_memory(
     With a `budget` (device bytes the step may use, context included) the allocator's
     out-of-memory retry is replayed, and OutOfMemory is raised when the step does not fit.
     `sizes` replaces the bytes of each event (see `memory.replay.replay`). An Apple GPU's trace
-    goes through the MPS heap allocator; its runtime's own buffers are not modelled (0).
+    goes through the MPS heap allocator; its runtime context is Metal's measured floor.
     """
     if device.kind is DeviceKind.MPS:
-        return replay(trace, 0, budget, sizes, allocator=MpsAllocator), 0
+        context = METAL_OTHER_FLOOR_BYTES
+        capacity = None if budget is None else max(0, budget - context)
+        return replay(trace, 0, capacity, sizes, allocator=MpsAllocator), context
     profile = profile_of(device)
     reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
     context = context_bytes(
@@ -137,7 +140,9 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
                 Provenance.MODELLED, "modelled (MPS heap allocator replay, not checked on a Mac)"
             ),
             "runtime_context": FigureLabel(
-                Provenance.NOT_MODELLED, "not modelled (Metal and MPSGraph buffers)"
+                Provenance.MODELLED,
+                "a floor: the least Metal held beside PyTorch's heaps in public out-of-memory "
+                "messages; MPSGraph's own buffers above it are not modelled",
             ),
         }
         notes.append(

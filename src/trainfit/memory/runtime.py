@@ -99,6 +99,14 @@ PROFILES: dict[str, RuntimeProfile] = {
 }
 
 
+METAL_OTHER_FLOOR_BYTES = round(0.002705 * GiB)
+"""The least memory Metal held outside PyTorch's MPS heaps in the public MPS out-of-memory
+messages of the calibration rows (2.77 MB, an M4 Mac mini: benchmarks/external/results/
+mps_limits.md). Above it the figure is workload-dependent (MPSGraph's own buffers: from 0.1 GiB
+to tens of GiB in the same messages) and not modelled: an Apple GPU's runtime context is this
+floor, never zero."""
+
+
 def profile_of(device: Device) -> RuntimeProfile:
     """The runtime profile of `device`, its per-SM part resolved with the device's SM count."""
     profile = PROFILES[device.runtime_profile]

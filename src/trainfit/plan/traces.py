@@ -11,7 +11,7 @@ from trainfit.errors import TraceError
 from trainfit.estimator.scaling import PROBES, BatchScaling, scale_batch
 from trainfit.estimator.step import gpu_fits, gpu_memory
 from trainfit.hardware.catalog import Device, DeviceKind
-from trainfit.memory.runtime import context_bytes, profile_of
+from trainfit.memory.runtime import METAL_OTHER_FLOOR_BYTES, context_bytes, profile_of
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import ReferenceKind, TrainSpec
 from trainfit.trace.kernels.attention import kernel_family, traced_kernel
@@ -164,8 +164,10 @@ def floor_bytes(spec: TrainSpec, device: Device, cache: TraceCache) -> int:
     """Device memory no micro-batch of `spec` can go under on `device` (model states plus the
     smallest runtime context): settings above the budget are skipped without a trace."""
     states = model_states(spec, counts(spec, cache))
+    if device.kind is DeviceKind.MPS:
+        return states.total() + METAL_OTHER_FLOOR_BYTES
     if device.kind is not DeviceKind.CUDA:
-        return states.total()  # NB: an Apple GPU's runtime buffers are not modelled
+        return states.total()
     profile = profile_of(device)
     return states.total() + context_bytes(profile, uses_cublas=False, reduced_precision=False)
 
