@@ -418,7 +418,7 @@ def test_a_deadline_only_an_unpriced_option_meets() -> None:
         (["--samples", "5", "--price", "lambda-1x-h100-sxm=nan"], "must be >= 0 USD/hour"),
         (["--measured-step", "nan"], "--measured-step must be a positive number of seconds"),
         (["--measured-on", "a100-80gb"], "--measured-on needs --measured-step SECONDS"),
-        (["--deadline", "3"], "--deadline need the data size: give --samples or --tokens"),
+        (["--deadline", "3"], "--deadline needs the data size: give --samples or --tokens"),
     ],
 )
 def test_more_bad_run_input(
@@ -491,7 +491,7 @@ def test_plan_counts_steps_with_the_batch_it_really_takes() -> None:
         (["--samples", "5", "--epochs", "2", "--stage", "1"], "give --epochs or --stage, not both"),
         (["--samples", "5", "--stage", "inf"], "epochs must be positive and at most 1e+06"),
         (["--samples", "5", "--epochs", "1e308"], "epochs must be at most 1e+06"),
-        (["--gpus", "2"], "--gpus need the data size"),
+        (["--gpus", "2"], "--gpus needs the data size"),
         (["--samples", "5", "--currency", "chf", "--fx", "1.0", "--deadline", "0"], "deadline"),
     ],
 )
@@ -507,3 +507,25 @@ def test_an_unknown_floating_dtype_is_an_error_naming_the_known_ones() -> None:
     x = torch.empty((4, 4), dtype=torch.float8_e4m3fn, device="meta")
     with pytest.raises(TraceError, match=r"dtype float8_e4m3fn: .*float32, bfloat16, float16"):
         op_cost(torch.ops.aten.mm.default, (x, x), {}, x)
+
+
+def test_a_slow_loader_makes_the_run_input_bound() -> None:
+    step = _step(2.0)  # micro-batch 8, 2 s a step
+    device = get_device("h100")
+    stages = [Stage(name="all", epochs=1, step=step)]
+    plain = run_time(stages, 8, RunSpec(samples=800), device, 10**6)
+    assert plain.input_seconds == 0 and plain.input_bound == 0
+    fast = run_time(stages, 8, RunSpec(samples=800, data_rate=100.0), device, 10**6)
+    assert fast.input_seconds == pytest.approx(0.08) and fast.input_bound == 0
+    assert fast.hours == pytest.approx(plain.hours)  # loading hides under compute
+    slow = run_time(stages, 8, RunSpec(samples=800, data_rate=1.0), device, 10**6)
+    assert slow.input_seconds == pytest.approx(8.0) and slow.input_bound == pytest.approx(4.0)
+    assert slow.hours == pytest.approx(100 * 8.0 / 3600)  # 100 steps at the loader's pace
+    # over 2 GPUs each process loads its half of the batch with its own loader
+    two = run_time(stages, 16, RunSpec(samples=800, data_rate=1.0, gpus=2), device, 10**6)
+    assert two.input_seconds == pytest.approx(8.0)
+
+
+def test_a_bad_data_rate_is_named() -> None:
+    with pytest.raises(SpecError, match="data_rate must be a positive number"):
+        RunSpec(samples=10, data_rate=0)

@@ -129,3 +129,30 @@ def test_a_closed_worker_leaves_no_process() -> None:
     worker = LadderWorker(steps, device)
     worker.close()  # NB: while it is still starting or tracing
     assert multiprocessing.active_children() == []
+
+
+def test_data_rate_shows_an_input_bound_run(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["estimate", "trainfit.models.zoo:emotion_mlp", "--device", "rtx-4060", "--batch"]
+    assert main([*argv, "32", "--time", "--samples", "10000", "--data-rate", "50"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "input-bound: 640.0 ms of loading per step at 50 samples/s" in out
+    assert main([*argv, "32", "--time", "--samples", "10000"]) == 0
+    assert "data loading not counted" in " ".join(capsys.readouterr().out.split())
+    assert main([*argv, "32", "--time", "--data-rate", "50"]) == 1
+    assert "--data-rate needs the data size" in capsys.readouterr().err
+
+
+def test_measure_data_times_a_loader(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "my_loader.py").write_text(
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "def make():\n"
+        "    return DataLoader(TensorDataset(torch.zeros(640, 3)), batch_size=32)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["measure-data", "my_loader:make", "--batches", "5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["batches"] == 5 and data["samples"] == 160 and data["samples_per_second"] > 0
+    assert main(["measure-data", "my_loader:nothing"]) == 1
+    assert "has no attribute 'nothing'" in capsys.readouterr().err

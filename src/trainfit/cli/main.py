@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from trainfit.cli import detect, devices, doctor, measure, run_args, spec_args
+from trainfit.cli import detect, devices, doctor, measure, measure_data, run_args, spec_args
 from trainfit.cli import plan as plan_command
 from trainfit.errors import SpecFileError, TrainfitError
 from trainfit.hardware.catalog import using_catalogs
@@ -86,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the built-in model catalog")
     devices.add_parser(sub)
     measure.add_parser(sub)
+    measure_data.add_parser(sub)
     doctor.add_parser(sub)
     detect.add_parser(sub)
     return parser
@@ -179,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return measure.run(args)
         if args.command == "doctor":
             return doctor.run(args)
+        if args.command == "measure-data":
+            return measure_data.run(args)
         with using_catalogs(args.catalog):
             return _estimate(args)
     except SpecFileError as exc:  # a spec file's problems: one a line

@@ -20,6 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="evaluation samples per epoch as a fraction of the training samples",
     )
+    group.add_argument(
+        "--data-rate",
+        type=float,
+        default=None,
+        metavar="SAMPLES_PER_S",
+        help="samples per second your data loader delivers, per process (measure it with "
+        "`trainfit measure-data`); a step takes at least its batch at this rate",
+    )
     group.add_argument("--gpus", type=int, default=1, help="GPUs of the device (data parallel)")
     group.add_argument(
         "--kwh-price",

@@ -29,6 +29,7 @@ from trainfit.plan.options import (
     Rung,
     SettingChange,
 )
+from trainfit.timing.run import RunTime
 
 
 def _samples(count: int) -> str:
@@ -150,6 +151,22 @@ def time_text(d: DevicePlan) -> str:
         NoTime.MULTI_GPU_NOT_CUDA: "runs over several GPUs are planned for CUDA GPUs only",
         NoTime.NO_GPU_COUNT: f"no step time for {gap.gpus} GPUs",
     }[gap.why]
+
+
+def input_text(time: RunTime, data_rate: float | None) -> str:
+    """What the run's hours say of its data loader."""
+    if not data_rate:
+        return (
+            "data loading not counted: the hours assume the data loader keeps up (give "
+            "--data-rate, or measure it with `trainfit measure-data`)"
+        )
+    per_step = f"{time.input_seconds * 1000:,.1f} ms of loading per step at {data_rate:g} samples/s"
+    if time.input_bound:
+        return (
+            f"input-bound: {per_step}, {time.input_bound:.1f}x the step's compute; the hours "
+            "are the loader's"
+        )
+    return f"data loading hides under compute ({per_step})"
 
 
 def failing_text(d: DevicePlan) -> str:

@@ -12,6 +12,7 @@ from trainfit.hardware.catalog import get_device
 from trainfit.plan.options import DevicePlan, Plan, Verdict
 from trainfit.plan.words import (
     changes_text,
+    input_text,
     multi_gpu_text,
     note_text,
     rung_text,
@@ -125,6 +126,12 @@ def _run_parts(plan: Plan, run: RunSpec) -> list[object]:
         )
     if compare.row_count:
         parts.append(compare)
+        timed = [d for d in plan.devices if d.run is not None and d.setting is not None]
+        if not run.data_rate:
+            parts.append(Text(input_text(timed[0].run, None), style="dim"))
+        else:
+            for d in timed:
+                parts.append(Text(f"{d.device}: {input_text(d.run, run.data_rate)}", style="dim"))
     cloud = Table(title="cloud instances for the run (on-demand / spot)")
     for column in ("instance", "hours", "on-demand", "spot"):
         cloud.add_column(column, justify="left" if column == "instance" else "right")

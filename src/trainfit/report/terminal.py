@@ -12,6 +12,7 @@ from trainfit.estimator.result import Estimate
 from trainfit.estimator.scaling import MaxBatch
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.hardware.figures import SourceKind
+from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
 from trainfit.timing.run import RunEstimate
 
@@ -242,6 +243,7 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
                 _money(line.amortisation, currency),
                 line.note,
             )
+        head.append(input_text(t, totals.run.data_rate) + "\n", style="dim")
         words = Text(totals.recommendation.text() + "\n")
         parts += [head, table, words]
     return Group(*parts)

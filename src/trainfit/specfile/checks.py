@@ -20,6 +20,7 @@ class RunOptions(Protocol):
     tokens: int | None
     epochs: float
     eval_fraction: float
+    data_rate: float | None
     gpus: int
     kwh_price: float
     watts: float | None
@@ -51,6 +52,7 @@ def run_spec(options: RunOptions) -> RunSpec:
         tokens=options.tokens,
         epochs=options.epochs,
         eval_fraction=options.eval_fraction,
+        data_rate=options.data_rate,
         gpus=options.gpus,
         kwh_price=options.kwh_price,
         currency=options.currency.upper(),
@@ -72,6 +74,7 @@ def check_sized(run: RunSpec, options: RunOptions, *, gpus_need_size: bool = Fal
             ("--deadline", options.deadline is not None),
             ("--stage", bool(options.stage)),
             ("--eval-fraction", options.eval_fraction != 0.0),
+            ("--data-rate", options.data_rate is not None),
             ("--price", bool(options.price)),
             ("--gpus", options.gpus != 1 and gpus_need_size),
             ("--watts", options.watts is not None),
@@ -84,7 +87,10 @@ def check_sized(run: RunSpec, options: RunOptions, *, gpus_need_size: bool = Fal
     ]
     if loose and not run.sized:
         raise SpecError(
-            [f"{', '.join(loose)} need the data size: give --samples or --tokens per epoch"]
+            [
+                f"{', '.join(loose)} {'needs' if len(loose) == 1 else 'need'} the data size: "
+                "give --samples or --tokens per epoch"
+            ]
         )
     if options.stage and options.epochs != 1.0:
         raise SpecError(["give --epochs or --stage, not both: the stages set the epochs"])

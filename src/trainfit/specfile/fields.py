@@ -44,6 +44,7 @@ FIELDS: tuple[Field, ...] = (
     _field("data.samples", "--samples"),
     _field("data.tokens", "--tokens"),
     _field("data.eval_fraction", "--eval-fraction"),
+    _field("data.data_rate", "--data-rate"),
     _field("training.effective_batch", "--effective-batch"),
     _field("training.epochs", "--epochs"),
     _field("training.stages", "--stage"),

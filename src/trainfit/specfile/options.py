@@ -128,6 +128,8 @@ class PlanOptions:
     """Epochs."""
     eval_fraction: float = 0.0
     """Evaluation samples per epoch as a fraction of the training samples."""
+    data_rate: float | None = None
+    """Samples per second one process's data loader delivers."""
     gpus: int = 1
     """GPUs of the device (1: the GPU count is searched where needed)."""
     kwh_price: float = DEFAULT_KWH_PRICE

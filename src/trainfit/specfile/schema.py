@@ -42,6 +42,9 @@ class Data:
     """Training tokens per epoch (--tokens); give samples or tokens, not both."""
     eval_fraction: float | None = None
     """Evaluation samples per epoch as a fraction of the training samples (--eval-fraction)."""
+    data_rate: float | None = None
+    """Samples per second one process's data loader delivers (--data-rate; measure it with
+    `trainfit measure-data`): a step then takes at least its share of the batch at this rate."""
 
 
 @dataclass(kw_only=True, slots=True)

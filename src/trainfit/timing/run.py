@@ -75,6 +75,10 @@ class RunSpec:
     epochs: float = 1.0
     eval_fraction: float = 0.0
     """Evaluation samples per epoch as a fraction of the training samples (forward only)."""
+    data_rate: float | None = None
+    """Samples per second one process's data loader delivers (each GPU's process has its own).
+    The loader works ahead in its worker processes, so a step takes the longer of its compute
+    and its share of the batch at this rate; None: the input pipeline is not counted."""
     gpus: int = 1
     kwh_price: float = DEFAULT_KWH_PRICE
     currency: str = "USD"
@@ -111,6 +115,8 @@ class RunSpec:
             positive["watts"] = self.watts
         if self.deadline_hours is not None:
             positive["deadline_hours"] = self.deadline_hours
+        if self.data_rate is not None:
+            positive["data_rate"] = self.data_rate
         for name, value in positive.items():
             if not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 problems.append(f"{name} must be a positive number, got {value!r}")
@@ -164,6 +170,11 @@ class RunTime:
     """What DDP adds per step (the largest over the stages; 0 on one GPU)."""
     label: TimeLabel
     evaluation_hours: float = 0.0
+    input_seconds: float = 0.0
+    """One optimizer step's share of the batch at the data loader's rate (0: not given)."""
+    input_bound: float = 0.0
+    """How many times its compute a step waits on its data: input_seconds over the step's
+    compute and communication, where over 1 (0: never input-bound)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -240,14 +251,7 @@ def run_time(
     GPU's step over its share of `effective_batch` (data parallel)."""
     if not run.sized:
         raise SpecError(["give the data size: samples or tokens per epoch"])
-    if run.tokens is not None:
-        if not tokens_per_sample:
-            raise SpecError(
-                ["tokens per epoch need a sequence model; give samples per epoch instead"]
-            )
-        samples = math.ceil(run.tokens / tokens_per_sample)
-    else:
-        samples = run.samples or 0
+    samples = _samples_per_epoch(run, tokens_per_sample)
     if not stages:
         raise SpecError(["a run needs at least one stage"])
     if run.gpus > 1 and device.kind is not DeviceKind.CUDA:
@@ -262,6 +266,9 @@ def run_time(
             ]
         )
     steps_per_epoch = math.ceil(samples / effective_batch)
+    # NB: the loader's workers prefetch, so loading overlaps compute: a step takes the longer
+    load = effective_batch / run.gpus / run.data_rate if run.data_rate else 0.0
+    bound = 0.0
     training = evaluation = 0.0
     steps = 0
     communication = 0.0
@@ -279,15 +286,19 @@ def run_time(
             communication = max(communication, added)
             label = TimeLabel.MODELLED
         stage_steps = math.ceil(steps_per_epoch * stage.epochs)
-        training += stage_steps * (step.seconds + added)
+        compute = step.seconds + added
+        if load > compute:
+            bound = max(bound, load / compute)
+        training += stage_steps * max(compute, load)
         # NB: evaluation is a forward pass per micro-batch over each GPU's share
+        micro_load = step.micro_batch / run.data_rate if run.data_rate else 0.0
         evaluation += (
             stage.epochs
             * run.eval_fraction
             * samples
             / run.gpus
             / step.micro_batch
-            * step.forward_seconds
+            * max(step.forward_seconds, micro_load)
         )
         steps += stage_steps
     return RunTime(
@@ -298,7 +309,17 @@ def run_time(
         communication_seconds=communication,
         label=label,
         evaluation_hours=evaluation / 3600,
+        input_seconds=load,
+        input_bound=bound,
     )
+
+
+def _samples_per_epoch(run: RunSpec, tokens_per_sample: int | None) -> int:
+    if run.tokens is None:
+        return run.samples or 0
+    if not tokens_per_sample:
+        raise SpecError(["tokens per epoch need a sequence model; give samples per epoch instead"])
+    return math.ceil(run.tokens / tokens_per_sample)
 
 
 def ddp_seconds(device: Device, gpus: int, gradient_bytes: int) -> float:
@@ -492,7 +513,15 @@ class RunEstimate:
             "label": self.time.label.value,
             "costs": [c.to_dict() for c in self.costs],
             "recommendation": self.recommendation.to_dict(),
-        }
+        } | (
+            {
+                "data_rate": self.run.data_rate,
+                "input_seconds": round(self.time.input_seconds, 6),
+                "input_bound": round(self.time.input_bound, 3),
+            }
+            if self.run.data_rate
+            else {}
+        )
 
 
 def run_estimate(
