@@ -8,6 +8,7 @@ trainfit models | devices     list the catalogs
 trainfit detect [--json]      this machine's GPUs, MPS, CPU and RAM, matched to the catalog
 trainfit measure MODEL ...    real steps on this machine beside the estimate; --max-batch, --latency
 trainfit doctor [--json]      versions, drivers, GPUs, bf16/tf32/NCCL, a tiny real step; each fix
+trainfit check SPEC.yaml [--baseline FILE]   CI memory guard: fits, and no growth over a baseline
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from trainfit.cli import detect, devices, doctor, measure, run_args, spec_args
+from trainfit.cli import check, detect, devices, doctor, measure, run_args, spec_args
 from trainfit.cli import plan as plan_command
 from trainfit.errors import SpecFileError, TrainfitError
 from trainfit.hardware.catalog import using_catalogs
@@ -88,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     measure.add_parser(sub)
     doctor.add_parser(sub)
     detect.add_parser(sub)
+    check.add_parser(sub)
     return parser
 
 
@@ -179,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return measure.run(args)
         if args.command == "doctor":
             return doctor.run(args)
+        if args.command == "check":
+            return check.run(args)
         with using_catalogs(args.catalog):
             return _estimate(args)
     except SpecFileError as exc:  # a spec file's problems: one a line
