@@ -8,6 +8,7 @@ trainfit models | devices     list the catalogs
 trainfit detect [--json]      this machine's GPUs, MPS, CPU and RAM, matched to the catalog
 trainfit measure MODEL ...    real steps on this machine beside the estimate; --max-batch, --latency
 trainfit doctor [--json]      versions, drivers, GPUs, bf16/tf32/NCCL, a tiny real step; each fix
+trainfit check SPEC.yaml [--baseline FILE]   CI memory guard: fits, and no growth over a baseline
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from trainfit.cli import detect, devices, doctor, measure, measure_data, run_args, spec_args
+from trainfit.cli import (
+    check,
+    detect,
+    devices,
+    doctor,
+    measure,
+    measure_data,
+    run_args,
+    spec_args,
+)
 from trainfit.cli import plan as plan_command
 from trainfit.errors import SpecFileError, TrainfitError
 from trainfit.hardware.catalog import using_catalogs
@@ -89,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     measure_data.add_parser(sub)
     doctor.add_parser(sub)
     detect.add_parser(sub)
+    check.add_parser(sub)
     return parser
 
 
@@ -182,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return doctor.run(args)
         if args.command == "measure-data":
             return measure_data.run(args)
+        if args.command == "check":
+            return check.run(args)
         with using_catalogs(args.catalog):
             return _estimate(args)
     except SpecFileError as exc:  # a spec file's problems: one a line

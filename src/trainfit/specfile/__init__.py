@@ -6,6 +6,8 @@ fields    which `trainfit plan` option each field sets
 options   PlanOptions (one model's plan, typed) and a file resolved into them
 checks    the run, stage, LoRA and calibration options read into typed values
 run       run_plan / run_plan_file: typed options in, typed results (PlanResult) out
+check     check_plan_file: every model fits its devices and grew no more than a baseline allows
+baseline  the committed baseline of `trainfit check` (Footprint per model x device)
 """
 
 from __future__ import annotations
