@@ -114,3 +114,31 @@ def test_terminal_names_the_cpu_quantities(mlp_cpu) -> None:
     assert "memory needed (peak RSS increase):" in text
     assert "peak resident (malloc replay)" in text
     assert "device memory needed" not in text
+
+
+def test_a_cpu_estimate_has_a_modelled_step_time(mlp_cpu) -> None:
+    step = mlp_cpu.step_time
+    assert step is not None and mlp_cpu.step_time_missing is None
+    assert step.seconds == pytest.approx(
+        step.forward_seconds + step.backward_seconds + step.optimizer_seconds
+    )
+    assert "microbenchmarks" in step.basis
+
+
+def test_bf16_on_a_cpu_without_native_bf16_is_slower_and_says_why() -> None:
+    from trainfit.estimator.cpu import estimate_cpu
+    from trainfit.hardware.cpu_features import CpuFeatures
+
+    laptop = CpuFeatures(
+        model="Intel(R) Core(TM) i7-8550U", cores=4, threads=4, clock_mhz=1800.0,
+        flags=frozenset({"avx", "avx2", "fma"}), source="/proc/cpuinfo",
+    )  # fmt: skip
+    at = {p: TrainSpec(model=MLP, batch=64, precision=p, device="cpu") for p in ("fp32", "bf16")}
+    fp32, bf16 = (estimate_cpu(s, get_device("cpu"), 0.0, laptop) for s in at.values())
+    assert bf16.step_time.seconds > 3 * fp32.step_time.seconds
+    assert any("bf16 on Intel(R) Core(TM) i7-8550U is emulated" in n for n in bf16.step_time.notes)
+    assert not fp32.step_time.notes
+    no_clock = dataclasses.replace(laptop, clock_mhz=None)
+    missing = estimate_cpu(at["fp32"], get_device("cpu"), 0.0, no_clock)
+    assert missing.step_time is None
+    assert "clock could not be read" in missing.step_time_missing

@@ -652,3 +652,20 @@ def test_max_batch_keeps_the_batch_given_and_needs_no_gpu_prediction(capsys):
     assert (
         "keeping the effective batch of --batch 4 x --grad-accum 3 = 12" in out["command_notes"][0]
     )
+
+
+def test_on_step_reports_every_step_as_it_completes():
+    seen = []
+    m = measure(TrainSpec(**CAPPED), steps=2, warmup=1, device="cpu", on_step=seen.append)
+    assert [(d.index, d.total, d.warmup) for d in seen] == [(0, 3, True), (1, 3, False),
+                                                           (2, 3, False)]  # fmt: skip
+    # the timed steps' times are the ones measured
+    assert tuple(d.seconds for d in seen[1:]) == m.step_seconds
+
+
+def test_an_error_in_the_callback_is_raised_as_itself_not_as_the_models():
+    def broken(done):
+        raise KeyError("the caller's bug")
+
+    with pytest.raises(KeyError, match="the caller's bug"):
+        measure(TrainSpec(**CAPPED), steps=2, warmup=1, device="cpu", on_step=broken)

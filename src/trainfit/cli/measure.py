@@ -231,7 +231,13 @@ def _measure(
             from trainfit.measure.room import check_room
 
             check_room(spec, backend, result)
-    measured = measure(spec, steps=args.steps, warmup=args.warmup, backend=backend)
+    measured = measure(
+        spec,
+        steps=args.steps,
+        warmup=args.warmup,
+        backend=backend,
+        on_step=_announce(spec, backend, result, args),
+    )
     comparison = None
     if result is not None:
         from trainfit.measure.compare import compare, component_totals
@@ -262,6 +268,23 @@ def _measure(
 
     _emit(args, out, show)
     return 130 if measured.interrupted else 0
+
+
+def _announce(spec: Any, backend: Any, result: Any, args: argparse.Namespace) -> Any:
+    """Print the run's forecast and warnings on stderr before it starts; return the callback
+    that prints each step as it completes."""
+    from trainfit.measure.forecast import forecast
+    from trainfit.report.measure import forecast_lines, step_line
+
+    ahead = forecast(result, backend.kind, spec.precision, args.warmup + args.steps)
+    for line, warning in forecast_lines(ahead):
+        print(f"\033[33m{line}\033[0m" if warning and sys.stderr.isatty() else line,
+              file=sys.stderr)  # fmt: skip
+
+    def on_step(done: Any) -> None:
+        print(step_line(done), file=sys.stderr, flush=True)
+
+    return on_step
 
 
 def _max_batch(

@@ -10,6 +10,9 @@ SDPA and dropout kernels, the for-loop optimizer path, no cuBLAS workspaces. The
 replayed through a model of glibc malloc (`trainfit.memory.malloc`): no caching allocator; big
 blocks are mapped and unmapped, small ones stay in the heap.
 
+Its step time is modelled op by op for this host's CPU (`trainfit.timing.cpu`, from the CPU
+features `trainfit.hardware.cpu_features` reads), whatever RAM a catalog row gives it.
+
 Known limitations: the malloc model is glibc's (Linux); macOS's and musl's allocators are not
 modelled (the estimate on those is labelled modelled). Memory of other processes, the page
 cache and the data loader are not counted. The runtime constant is fitted on one 2-core host.
@@ -22,17 +25,47 @@ import sys
 
 from trainfit.estimator.result import Breakdown, Estimate, assemble
 from trainfit.hardware.catalog import Device
+from trainfit.hardware.cpu_features import CpuFeatures, cpu_features
 from trainfit.hardware.host import total_ram_bytes
 from trainfit.memory.host import CPU_HEAP_SLACK, CPU_RUNTIME_BYTES, replay_host
 from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import TrainSpec
-from trainfit.trace.step import Category, trace_step
+from trainfit.timing.cpu import cpu_step_time
+from trainfit.timing.step import RateMissing, StepTime
+from trainfit.trace.step import Category, StepTrace, trace_step
 from trainfit.trace.target import Target
 
 
-def estimate_cpu(spec: TrainSpec, device: Device, started: float) -> Estimate:
-    """The Estimate of `spec` on the CPU `device` (see the module docstring)."""
+def estimate_cpu(
+    spec: TrainSpec, device: Device, started: float, features: CpuFeatures | None = None
+) -> Estimate:
+    """The Estimate of `spec` on the CPU `device` (see the module docstring); `features`
+    describe the host's CPU (None: read them here)."""
     trace = trace_step(spec, target=Target.cpu())
+    estimate = _memory(spec, device, started, trace)
+    step, why = cpu_time(trace, spec, features or cpu_features())
+    return dataclasses.replace(
+        estimate,
+        step_time=step,
+        step_time_missing=why or None,
+        notes=estimate.notes + ((why,) if why else ()),
+    )
+
+
+def cpu_time(
+    trace: StepTrace, spec: TrainSpec, features: CpuFeatures
+) -> tuple[StepTime | None, str]:
+    """The modelled step time of a CPU trace on this host, or None and why not."""
+    if trace.costs is None:
+        return None, "step time not modelled: the traced step's op costs are missing"
+    try:
+        return cpu_step_time(trace.costs, spec, features, trace.tokens_per_sample), ""
+    except RateMissing as exc:
+        return None, f"step time not modelled: {exc}"
+
+
+def _memory(spec: TrainSpec, device: Device, started: float, trace: StepTrace) -> Estimate:
+    """The Estimate's memory figures (no step time yet)."""
     result = replay_host(trace)
     live = result.live_at_peak
     tensors = sum(live.values())

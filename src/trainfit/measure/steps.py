@@ -177,6 +177,19 @@ class Measured:
         }
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepDone:
+    """One real step just completed (`measure(on_step=...)`)."""
+
+    index: int
+    """0-based, warm-up steps first."""
+    total: int
+    """Warm-up plus timed steps."""
+    warmup: bool
+    seconds: float
+    """Wall time of the step, synchronised."""
+
+
 def device_rig(
     spec: TrainSpec, device: torch.device, build_on: str = "cpu"
 ) -> tuple[StepRig, list[nn.Parameter]]:
@@ -271,11 +284,13 @@ def measure(
     backend: Backend | None = None,
     build_on: str = "cpu",
     phase_times: bool = False,
+    on_step: Callable[[StepDone], None] | None = None,
 ) -> Measured:
     """Run `warmup` + `steps` real optimizer steps of `spec` on the local device and measure
     them. `device` is "cuda", "cuda:N", "mps" or "cpu" (None: the best one here); `build_on`
     as for `device_rig`; `phase_times`: CUDA events at the phase marks time each phase of the
-    timed steps (`Measured.phase_seconds`). With no warm-up the first step is timed too."""
+    timed steps (`Measured.phase_seconds`). With no warm-up the first step is timed too.
+    `on_step` is called as each step (warm-up included) completes, with its wall time."""
     if steps < 1 or warmup < 0:
         raise MeasureError(
             f"measure runs at least 1 timed step after 0 or more warm-up steps, got "
@@ -302,6 +317,7 @@ def measure(
     marks(Phase.SETUP)
     times: list[float] = []
     interrupted = False
+    callback_error: Exception | None = None
     tracker = ModuleTracker(model)
     try:
         for i in range(warmup + steps):
@@ -310,8 +326,16 @@ def measure(
             run_iteration(rig, batch, marks)
             marks.stamp(Phase.SETUP)
             backend.synchronize()
+            took = time.perf_counter() - start
             if i >= warmup:
-                times.append(time.perf_counter() - start)
+                times.append(took)
+            if on_step is not None:
+                done = StepDone(index=i, total=warmup + steps, warmup=i < warmup, seconds=took)
+                try:
+                    on_step(done)
+                except Exception as exc:  # NB: the caller's error, not the model's: re-raised
+                    callback_error = exc
+                    break
             marks(Phase.SETUP)
             if i == 0:
                 tracker.remove()
@@ -327,6 +351,8 @@ def measure(
         tracker.remove()
     if failure is not None:
         raise failure
+    if callback_error is not None:
+        raise callback_error
     return _measured(spec, backend, rig, marks, times, warmup, interrupted, free_at_start)
 
 

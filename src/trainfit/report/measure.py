@@ -1,5 +1,5 @@
 """Render what `trainfit measure` measured: steps beside the estimate, the real largest
-micro-batch, and the latency table."""
+micro-batch, and the latency table; and, before and during a run, its forecast and each step."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.measure.compare import Comparison, Row
+from trainfit.measure.forecast import LONG_RUN_SECONDS, Forecast
 from trainfit.measure.latency import LatencyTable
 from trainfit.measure.max_batch import RealMaxBatch
-from trainfit.measure.steps import Measured
+from trainfit.measure.steps import Measured, StepDone
 
 GiB = 1 << 30
 
@@ -162,3 +163,47 @@ def latency_renderable(table: LatencyTable) -> Table:
             f"{row.samples_per_second:.1f}",
         )
     return out
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
+    """What to say before a real run starts: (line, is_warning) pairs."""
+    out: list[tuple[str, bool]] = []
+    step = forecast.step
+    if step is not None and forecast.total_seconds is not None:
+        out.append(
+            (
+                f"predicted: {_duration(step.seconds)} per step on {forecast.device} "
+                f"({step.label}), {_duration(forecast.total_seconds)} for the "
+                f"{forecast.steps} steps (warm-up included)",
+                False,
+            )
+        )
+        if forecast.long:
+            out.append(
+                (
+                    f"warning: this run is predicted to take {_duration(forecast.total_seconds)},"
+                    f" over {LONG_RUN_SECONDS:.0f} s; fewer steps (--steps, --warmup) or a "
+                    "smaller --batch or --seq shorten it; Ctrl-C stops it and keeps the steps "
+                    "done",
+                    True,
+                )
+            )
+    elif forecast.missing:
+        out.append((f"no predicted step time: {forecast.missing}", False))
+    if forecast.slow_half is not None:
+        out.append((f"warning: {forecast.slow_half.words()}", True))
+    return out
+
+
+def step_line(done: StepDone) -> str:
+    """One completed step, as the run goes."""
+    kind = "warm-up" if done.warmup else "timed"
+    return f"step {done.index + 1}/{done.total} ({kind}): {_duration(done.seconds)}"

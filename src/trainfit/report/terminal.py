@@ -208,9 +208,14 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
         f"{step.samples_per_second:,.1f} {result.spec.sample_unit}/s"
         + (f", {step.tokens_per_second:,.0f} tokens/s" if step.tokens_per_second else "")
         + f"; {step.flops_per_step / 1e12:,.2f} TFLOP per step\n"
-        f"device time: {step.compute_bound_share:.0%} compute-bound, "
-        f"{step.memory_bound_share:.0%} memory-bound; waiting for the host "
-        f"{step.host_bound_share:.0%}\n"
+        + (
+            f"time: {step.compute_bound_share:.0%} in matrix multiplies and convolutions, "
+            f"{step.memory_bound_share:.0%} in other ops\n"
+            if result.device.kind is DeviceKind.CPU
+            else f"device time: {step.compute_bound_share:.0%} compute-bound, "
+            f"{step.memory_bound_share:.0%} memory-bound; waiting for the host "
+            f"{step.host_bound_share:.0%}\n"
+        )
     )
     out.append(f"basis: {step.basis}\n", style="dim")
     for note in step.notes:

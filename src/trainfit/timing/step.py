@@ -233,7 +233,7 @@ def _precision(op: OpCost, spec: TrainSpec, device: Device) -> str:
     return "fp32"
 
 
-def _interpolate(curve: list[list[float]], x: float) -> float:
+def interpolate_curve(curve: list[list[float]], x: float) -> float:
     """y at `x` on a curve of (x, y) points, linear in log x, flat beyond its ends."""
     if x <= curve[0][0]:
         return curve[0][1]
@@ -290,7 +290,7 @@ class Rates:
         if op.kind is OpKind.NORM:
             # NB: PyTorch's kernel for bf16, cuDNN's for fp32 and fp16 (as profiled on CUDA)
             curve = cal.norm_curve["bf16" if op.dtype == "bf16" else "fp32"]
-            efficiency = _interpolate(curve, op.detail)
+            efficiency = interpolate_curve(curve, op.detail)
             return _OpTime(op.bytes / (self.raw_bandwidth * efficiency) + cal.kernel_seconds, False)
         memory = op.bytes / self.elementwise + cal.elementwise_fixed_seconds
         if op.kind is OpKind.MEMORY or op.flops == 0:

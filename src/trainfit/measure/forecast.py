@@ -1,0 +1,77 @@
+"""What a real run is about to cost, said before it starts: the modelled step time, the run's
+total, and the warnings a user should see first (a run over a minute; bf16 or fp16 that this
+CPU emulates).
+
+Known limitations: the total is the modelled step times the steps asked for (warm-up
+included); building the model and the first step's optimizer-state allocation are not
+counted, and on a shared machine other processes slow every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainfit.estimator.result import Estimate
+from trainfit.hardware.catalog import DeviceKind
+from trainfit.hardware.cpu_features import CpuFeatures, HalfSupport, cpu_features
+from trainfit.spec import Precision
+from trainfit.timing.cpu import SlowHalfPrecision, slow_half_precision_of
+from trainfit.timing.step import StepTime
+
+LONG_RUN_SECONDS = 60.0
+"""A run predicted to take longer than this is warned about before it starts."""
+
+_HALF = {Precision.BF16: "bf16", Precision.PURE_BF16: "bf16", Precision.FP16: "fp16"}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Forecast:
+    """What a run of `steps` steps on the local device is expected to take, before it runs."""
+
+    device: str
+    steps: int
+    """Warm-up plus timed steps."""
+    step: StepTime | None
+    """The modelled step (None when not modelled; `missing` says why)."""
+    missing: str | None
+    slow_half: SlowHalfPrecision | None
+    """The spec's half dtype, when this CPU converts or emulates it."""
+
+    @property
+    def total_seconds(self) -> float | None:
+        return None if self.step is None else self.step.seconds * self.steps
+
+    @property
+    def long(self) -> bool:
+        """Whether the run is predicted to take over `LONG_RUN_SECONDS`."""
+        total = self.total_seconds
+        return total is not None and total > LONG_RUN_SECONDS
+
+
+def forecast(
+    result: Estimate | None,
+    kind: DeviceKind,
+    precision: Precision,
+    steps: int,
+    features: CpuFeatures | None = None,
+) -> Forecast:
+    """The forecast of `steps` real steps of an estimate's spec on a local device of `kind`
+    (`result` None: no estimate, so no time); the half-precision warning on the CPU reads
+    `features` (None: this host's)."""
+    slow = None
+    half = _HALF.get(precision)
+    if kind is DeviceKind.CPU and half is not None:
+        features = features or cpu_features()
+        if features.half_support(half) is not HalfSupport.NATIVE:
+            slow = slow_half_precision_of(half, features)
+    if result is None:
+        step, missing = None, "no estimate beside the run"
+    else:
+        step, missing = result.step_time, result.step_time_missing
+    return Forecast(
+        device=kind.value if result is None else result.device.display,
+        steps=steps,
+        step=step,
+        missing=missing,
+        slow_half=slow,
+    )

@@ -1,0 +1,265 @@
+"""How long one training step takes on the host CPU: each traced op's time, summed.
+
+The step is traced for the CPU (`Target.cpu()`), and its op costs (`trainfit.trace.costs`, the
+same table the GPU model reads) are timed op by op. On the CPU one thread issues and runs every
+op in turn (PyTorch's kernels spread over the cores inside an op), so the step's time is the sum:
+- a matrix multiply, attention, convolution or recurrent layer: its FLOPs at the rate a GEMM of
+  that many FLOPs reached in the calibration's microbenchmark, in the class its dtype runs in on
+  this host (`HalfSupport`: fp32, native half, or emulated half), or its bytes at the memory
+  rate, whichever is longer;
+- every other kernel: its bytes at the rate an elementwise op of that many bytes reached;
+- a view or other host-only op, and a module call: a fixed cost each;
+- every op of the backward pass: the autograd engine's extra cost per op on top.
+Each microbenchmark time includes PyTorch's dispatch, so small ops cost their fixed overhead.
+
+The constants (`cpu_calibration.json`) come from microbenchmarks on one host, run on one thread
+and timed in CPU time so that other processes on a shared machine hardly move them
+(benchmarks/accuracy_cpu/calibrate_time.py), and the autograd cost per backward op from real
+steps of the calibration models there. On the same CPU model with N threads the GEMM rates are
+N times the one-thread rates; on another CPU they are scaled by the ratio of the two CPUs' peak
+fp32 FLOP/s (threads x SIMD lanes x FMA units x clock, `CpuFeatures.peak_fp32_flops`).
+Memory-bound ops keep the one-thread rates and fixed costs keep theirs.
+
+Known limitations: GEMMs are assumed to split perfectly over threads, and memory-bound ops not
+at all (one core's rate: an overestimate where several cores share the memory traffic); other
+CPUs are scaled by their peak only (cache sizes, memory
+bandwidth and AVX-512 frequency drops are not modelled); bf16 *converted* (AVX-512 without
+avx512_bf16) is timed at the fp32 rate and native fp16 at the native bf16 rate, neither
+measured; data loading and Python work outside the step are not counted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from trainfit.hardware.cpu_features import (
+    CONVERTING_FLAGS,
+    NATIVE_FLAGS,
+    CpuFeatures,
+    HalfSupport,
+)
+from trainfit.spec import TrainSpec
+from trainfit.timing.step import RateMissing, StepTime, TimeLabel, interpolate_curve
+from trainfit.trace.costs import OpCost, OpKind, StepCosts
+from trainfit.training import Phase
+
+_COMPUTE = (OpKind.MATMUL, OpKind.ATTENTION, OpKind.CONV, OpKind.RNN)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CpuCalibration:
+    """The CPU step-time model's constants, measured on one host."""
+
+    host: dict[str, Any]
+    """The calibration host: model, cores, threads, clock_mhz, flags, peak_fp32_flops."""
+    date: str
+    versions: dict[str, str]
+    source: str
+    load_average: list[float]
+    """The 1, 5 and 15-minute load averages when the microbenchmarks ran."""
+    gemm_curve: dict[str, list[list[float]]]
+    """Per class ("fp32", "native", "emulated"): (FLOPs of one GEMM, FLOP/s reached)."""
+    memory_curve: dict[str, list[list[float]]]
+    """Per dtype ("fp32", "bf16"): (bytes one elementwise op moves, bytes/s reached)."""
+    host_op_seconds: float
+    """A view or other host-only op."""
+    module_call_seconds: float
+    """An `nn.Module` call's own cost (hooks, dispatch), outside its ops."""
+    backward_op_seconds: float
+    """The autograd engine's extra cost per backward op (fitted on the calibration models)."""
+    fitted_on: list[str]
+    """The calibration models `backward_op_seconds` was fitted on."""
+
+    @property
+    def peak_fp32_flops(self) -> float:
+        return float(self.host["peak_fp32_flops"])
+
+
+@cache
+def cpu_calibration() -> CpuCalibration:
+    """The shipped CPU calibration (`cpu_calibration.json`)."""
+    text = resources.files("trainfit.timing").joinpath("cpu_calibration.json").read_text()
+    return CpuCalibration(**json.loads(text))
+
+
+def same_cpu(features: CpuFeatures, cal: CpuCalibration) -> bool:
+    """Whether `features` describes the calibration's CPU model (name and SIMD width)."""
+    return features.model == cal.host["model"] and features.simd_lanes == cal.host["simd_lanes"]
+
+
+class CpuRates:
+    """Per-op seconds on one host under one calibration."""
+
+    def __init__(self, features: CpuFeatures, cal: CpuCalibration) -> None:
+        self.features = features
+        self.cal = cal
+        if same_cpu(features, cal):
+            # NB: GEMMs split over the threads: the calibration's one-thread rate times threads
+            self.scale = features.threads / cal.host["threads"]
+        else:
+            peak = features.peak_fp32_flops
+            if peak is None:
+                missing = "clock" if features.clock_mhz is None else "SIMD width"
+                raise RateMissing(
+                    f"this CPU's {missing} could not be read ({features.source}), so its GEMM "
+                    "rate cannot be scaled from the calibration host's"
+                )
+            self.scale = peak / cal.peak_fp32_flops
+
+    def gemm_class(self, dtype: str) -> str:
+        """The calibration's GEMM class of a `dtype` matmul on this host."""
+        if dtype not in ("bf16", "fp16"):
+            return "fp32"
+        support = self.features.half_support(dtype)
+        return {
+            HalfSupport.NATIVE: "native",
+            HalfSupport.CONVERTED: "fp32",  # NB: assumed, not measured (see Known limitations)
+            HalfSupport.EMULATED: "emulated",
+        }[support]
+
+    def memory_seconds(self, op: OpCost) -> float:
+        curve = self.cal.memory_curve["bf16" if op.dtype in ("bf16", "fp16") else "fp32"]
+        moved = max(op.bytes, 1)
+        return moved / interpolate_curve(curve, moved)
+
+    def seconds(self, op: OpCost, phase: Phase) -> float:
+        cal = self.cal
+        extra = cal.backward_op_seconds if phase is Phase.BACKWARD else 0.0
+        if op.kind is OpKind.MODULE:
+            return cal.module_call_seconds
+        if op.kind in (OpKind.HOST, OpKind.SYNC) or op.kernels == 0:
+            return cal.host_op_seconds + extra
+        memory = self.memory_seconds(op)
+        if op.kind not in _COMPUTE or op.flops == 0:
+            return memory + extra
+        curve = cal.gemm_curve[self.gemm_class(op.dtype)]
+        rate = interpolate_curve(curve, op.flops) * self.scale
+        return max(op.flops / rate, memory) + extra
+
+
+def cpu_step_time(
+    costs: StepCosts,
+    spec: TrainSpec,
+    features: CpuFeatures,
+    tokens_per_sample: int | None = None,
+    cal: CpuCalibration | None = None,
+) -> StepTime:
+    """The modelled time of one optimizer step of `spec` (micro-batch `spec.batch`, times
+    `spec.grad_accum`) on the host CPU `features` describes. Raises RateMissing when the
+    host's peak cannot be read and it is not the calibration's host."""
+    cal = cal or cpu_calibration()
+    rates = CpuRates(features, cal)
+    per_phase: dict[Phase, float] = {}
+    compute = 0.0
+    for phase in (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER):
+        total = 0.0
+        for op in costs.ops(phase):
+            t = rates.seconds(op, phase)
+            total += t
+            if op.kind in _COMPUTE and op.flops:
+                compute += t * (spec.grad_accum if phase is not Phase.OPTIMIZER else 1)
+        per_phase[phase] = total
+    micro = per_phase[Phase.FORWARD] + per_phase[Phase.BACKWARD]
+    seconds = micro * spec.grad_accum + per_phase[Phase.OPTIMIZER]
+    samples = spec.batch * spec.grad_accum
+    flops = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
+    return StepTime(
+        device=spec.device,
+        micro_batch=spec.batch,
+        grad_accum=spec.grad_accum,
+        seconds=seconds,
+        forward_seconds=per_phase[Phase.FORWARD],
+        backward_seconds=per_phase[Phase.BACKWARD],
+        optimizer_seconds=per_phase[Phase.OPTIMIZER],
+        samples_per_second=samples / seconds,
+        tokens_per_second=samples * tokens_per_sample / seconds if tokens_per_sample else None,
+        flops_per_step=flops * spec.grad_accum + costs.flops(Phase.OPTIMIZER),
+        compute_bound_share=min(1.0, compute / seconds),
+        memory_bound_share=max(0.0, 1.0 - compute / seconds),
+        host_bound_share=0.0,
+        label=TimeLabel.MODELLED,
+        basis=_basis(features, cal, rates.scale),
+        notes=tuple(_notes(costs, features, cal)),
+    )
+
+
+def _basis(features: CpuFeatures, cal: CpuCalibration, scale: float) -> str:
+    host = cal.host
+    measured = (
+        f"per-op times from one-thread microbenchmarks on an {host['model']} "
+        f"({cal.date})"
+    )
+    if same_cpu(features, cal):
+        return f"{measured}, this CPU model; GEMMs over {features.threads} threads"
+    return (
+        f"{measured}; GEMM rates x{scale:.3g}, the ratio of this CPU's peak fp32 FLOP/s "
+        f"({features.threads} threads x {features.simd_lanes} lanes x {features.clock_mhz:.0f} "
+        "MHz) to that host's"
+    )
+
+
+def _notes(costs: StepCosts, features: CpuFeatures, cal: CpuCalibration) -> list[str]:
+    """A note per half dtype whose matmuls are not native on this CPU."""
+    return [h.words() for h in slow_half_precision(costs, features, cal)]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlowHalfPrecision:
+    """A half dtype whose matmuls this CPU does not run natively."""
+
+    dtype: str
+    support: HalfSupport
+    """CONVERTED or EMULATED."""
+    cpu: str
+    missing_flags: tuple[str, ...]
+    """The flags any one of which would make it native."""
+    slowdown: float
+    """fp32 GEMM rate over this dtype's, at a 10^8-FLOP GEMM (calibration curves)."""
+
+    def words(self) -> str:
+        flags = ", ".join(self.missing_flags)
+        if self.support is HalfSupport.CONVERTED:
+            return (
+                f"{self.dtype} on {self.cpu} is converted to fp32 (none of the CPU flags "
+                f"{flags}; it has {', '.join(CONVERTING_FLAGS)}): no faster than fp32"
+            )
+        return (
+            f"{self.dtype} on {self.cpu} is emulated (none of the CPU flags {flags}): its "
+            f"matmuls run about {self.slowdown:.0f}x slower than fp32; train in fp32 here"
+        )
+
+
+def slow_half_precision(
+    costs: StepCosts, features: CpuFeatures, cal: CpuCalibration | None = None
+) -> list[SlowHalfPrecision]:
+    """The half dtypes the step's matmuls use that this CPU does not run natively."""
+    dtypes = {op.dtype for op in costs.table if op.kind in _COMPUTE and op.flops}
+    return [
+        slow_half_precision_of(dtype, features, cal)
+        for dtype in sorted(dtypes & set(NATIVE_FLAGS))
+        if features.half_support(dtype) is not HalfSupport.NATIVE
+    ]
+
+
+def slow_half_precision_of(
+    dtype: str, features: CpuFeatures, cal: CpuCalibration | None = None
+) -> SlowHalfPrecision:
+    """How much slower than fp32 this CPU runs `dtype` matmuls ("bf16" or "fp16")."""
+    cal = cal or cpu_calibration()
+    support = features.half_support(dtype)
+    slow = {HalfSupport.NATIVE: "native", HalfSupport.CONVERTED: "fp32"}.get(support, "emulated")
+    at = 1e8  # NB: a GEMM of 10^8 FLOPs, e.g. (64 x 768) @ (768 x 1024)
+    ratio = interpolate_curve(cal.gemm_curve["fp32"], at) / interpolate_curve(
+        cal.gemm_curve[slow], at
+    )
+    return SlowHalfPrecision(
+        dtype=dtype,
+        support=support,
+        cpu=features.model or "this CPU",
+        missing_flags=NATIVE_FLAGS[dtype],
+        slowdown=ratio,
+    )
