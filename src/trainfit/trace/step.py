@@ -189,7 +189,6 @@ def trace_step(
         recorder, rules = tracer.recorder, tracer.rules
         trainable = [p for p in program.model.parameters() if p.requires_grad]
         kind = effective_optimizer(spec.optimizer, spec.lora)
-        dtypes = StepDtypes.of(program.model, kind.value)
         optimizer = traced_optimizer(kind, trainable, foreach=rules.foreach)
         scaler = _ScalerStandIn() if needs_scaler(spec.precision) else None
         rig = StepRig(
@@ -206,6 +205,10 @@ def trace_step(
         advice = "check the inputs, precision and loss given for this model"
         with tracer.failures("the training step", advice):
             replayed, attention = _iterate(tracer, rig, batch, mark, reuse, iterations, source)
+        # NB: a step function that casts the model (`model.to(dtype)`) leaves its parameters
+        # in new storages: the ones they hold after the step are the parameters
+        categories.update(_parameter_categories(recorder, program.model))
+        dtypes = StepDtypes.of(program.model, kind.value)
         categories.update(_state_categories(recorder, optimizer))
         categories.update(dict.fromkeys(tracer.library_keys(), Category.WORKSPACES))
         passes = reuse.exported() if reuse is not None else ()
@@ -290,6 +293,11 @@ def _iterate(
         if i == 0:
             attention = tracer.rules.attention_chosen()  # per step, not per trace
     return replayed, attention
+
+
+def _parameter_categories(recorder: Recorder, model: nn.Module) -> dict[int, Category]:
+    keys = (recorder.key_of(p) for p in model.parameters())
+    return {key: Category.PARAMETERS for key in keys if key is not None}
 
 
 def _state_categories(recorder: Recorder, optimizer: torch.optim.Optimizer) -> dict[int, Category]:
