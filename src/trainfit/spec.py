@@ -286,7 +286,9 @@ class TrainSpec:
     device: str = "h100"
     """Target device name (see `trainfit devices`)."""
     task: str | None = None
-    """Override the model family's default task."""
+    """The head to train, overriding the class the config or catalog chooses: a transformers
+    task ("sequence-classification", "causal-lm", ...) or its auto class's name
+    ("AutoModelForSequenceClassification"); see trainfit.models.heads."""
     lora: LoraSpec | None = None
     """LoRA (or QLoRA) adapters on a frozen base, through peft; a dict of LoraSpec's fields
     is accepted."""

@@ -52,7 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per step")
     parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
     parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
-    parser.add_argument("--task", default=None, help="override the model family's default task")
+    parser.add_argument(
+        "--task",
+        default=None,
+        help="the head to train: "
+        "a transformers task (sequence-classification, token-classification, question-answering, "
+        "multiple-choice, causal-lm, masked-lm, ...) or its AutoModelFor... class name; default: "
+        "the class the config's architectures name",
+    )
     add_lora_arguments(parser)
     add_preference_arguments(parser)
     parser.add_argument(

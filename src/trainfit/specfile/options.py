@@ -69,7 +69,7 @@ class PlanOptions:
     step_fn: str | None = None
     """pkg.module:fn(model, batch) -> loss."""
     task: str | None = None
-    """Override the model family's default task."""
+    """The head to train: a transformers task or its AutoModelFor... class name."""
     device: tuple[str, ...] = ()
     """Devices to plan for (default `DEFAULT_DEVICES`)."""
     margin: float = 0.10

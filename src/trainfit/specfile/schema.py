@@ -132,7 +132,7 @@ class ModelEntry:
     multiplier: int | None = None
     """Per-sample multiplier of the batch dimension (--multiplier)."""
     task: str | None = None
-    """Override the model family's default task (--task)."""
+    """The head to train (--task): a transformers task or its AutoModelFor... class name."""
     loss: str | None = None
     """pkg.module:fn(output, batch) -> loss (--loss)."""
     step_fn: str | None = None

@@ -17,6 +17,7 @@ from enum import Enum
 import torch
 from torch import nn
 
+from trainfit.models.heads import ModelClass
 from trainfit.models.lora import parameter_counts
 from trainfit.models.program import Batch, StepProgram
 from trainfit.models.source import build_program
@@ -83,6 +84,8 @@ class StepTrace:
     """What each op of the step costs (FLOPs, bytes, kernels), for its run time."""
     dtypes: StepDtypes | None = None
     """The dtypes of the weights, gradients and optimizer state."""
+    model_class: ModelClass | None = None
+    """The transformers class the model was built as, and why (None for a plain module)."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
@@ -236,6 +239,7 @@ def trace_step(
         trainable_tensors=len(trainable),
         costs=recorder.costs.step_costs(source.costs if source is not None else None),
         dtypes=dtypes,
+        model_class=program.model_class,
     )
 
 
