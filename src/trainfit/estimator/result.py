@@ -96,6 +96,8 @@ class Estimate:
             value = spec.pop(name)
             if value is not None and value.value != default:
                 spec[name] = value.value
+        if spec.pop("optimizer_path") != "auto":
+            spec["optimizer_path"] = self.spec.optimizer_path.value
         if spec.pop("use_cache") is not None:
             spec["use_cache"] = self.spec.use_cache
         spec["inputs"] = [

@@ -62,6 +62,8 @@ class PlanOptions:
     """Force one precision (default: the best per device)."""
     optimizer: str = "adamw"
     """The optimizer's name."""
+    optimizer_path: str = "auto"
+    """PyTorch's implementation of the optimizer step: auto | foreach | for-loop | fused."""
     freeze: tuple[str, ...] = ()
     """Globs of frozen parameter names."""
     loss: str | None = None

@@ -94,6 +94,8 @@ class Training:
     """A staged schedule (--stage, one per item); excludes `epochs`."""
     optimizer: str | None = None
     """adamw | adam | sgd | sgd-momentum | adafactor | adamw-8bit (--optimizer)."""
+    optimizer_path: str | None = None
+    """auto | foreach | for-loop | fused: PyTorch's optimizer implementation (--optimizer-path)."""
     precision: str | None = None
     """Force one precision (--precision); default: the best per device."""
     freeze: list[str] | None = None

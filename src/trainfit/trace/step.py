@@ -192,7 +192,7 @@ def trace_step(
         recorder, rules = tracer.recorder, tracer.rules
         trainable = [p for p in program.model.parameters() if p.requires_grad]
         kind = effective_optimizer(spec.optimizer, spec.lora)
-        optimizer = traced_optimizer(kind, trainable, foreach=rules.foreach)
+        optimizer = traced_optimizer(kind, trainable, rules.foreach, spec.optimizer_path)
         scaler = _ScalerStandIn() if needs_scaler(spec.precision) else None
         rig = StepRig(
             program=program, optimizer=optimizer, autocast=rules.autocast, scaler=scaler, spec=spec
@@ -305,14 +305,18 @@ def _parameter_categories(recorder: Recorder, model: nn.Module) -> dict[int, Cat
 
 
 def _state_categories(recorder: Recorder, optimizer: torch.optim.Optimizer) -> dict[int, Category]:
-    """The optimizer state's storages: device state, and the step counters (host)."""
+    """The optimizer state's storages: device state, and the step counters (on the host, unless
+    the optimizer is fused or capturable: PyTorch then keeps them on the parameter's device)."""
     categories = {}
-    for state in optimizer.state.values():
-        for name, value in state.items():
-            if isinstance(value, torch.Tensor):
-                key = recorder.key_of(value)
-                if key is not None:
-                    categories[key] = Category.HOST if name == "step" else Category.OPTIMIZER_STATE
+    for group in optimizer.param_groups:
+        on_device = bool(group.get("fused") or group.get("capturable"))
+        for p in group["params"]:
+            for name, value in optimizer.state.get(p, {}).items():
+                if isinstance(value, torch.Tensor):
+                    key = recorder.key_of(value)
+                    if key is not None:
+                        host = name == "step" and not on_device
+                        categories[key] = Category.HOST if host else Category.OPTIMIZER_STATE
     return categories
 
 
