@@ -23,7 +23,7 @@ from trainfit.optim import (
     optimizer_kind,
     traced_optimizer,
 )
-from trainfit.spec import LoraSpec, OptimizerKind, Precision, TrainSpec
+from trainfit.spec import LoraSpec, OptimizerKind, OptimizerPath, Precision, TrainSpec
 from trainfit.timing.step import calibration
 
 ENTRIES = optimizer_entries()
@@ -182,3 +182,96 @@ def test_an_optimizer_the_calibration_lacks_is_an_error() -> None:
     assert cal.optimizer_host(spec, 4) == cal.optimizer_host(
         dataclasses.replace(spec, optimizer=OptimizerKind.ADAMW), 4
     )
+
+
+# --- each optimizer's state as PyTorch keeps it, on each path: the trace against a real step --
+
+FAST_PATHS = {("adafactor", "auto", "pure-bf16"), ("adamw", "fused", "fp32")}
+PATHS = [
+    pytest.param(
+        kind,
+        path,
+        dtype,
+        marks=() if (kind, path, dtype) in FAST_PATHS else pytest.mark.slow,
+    )
+    for kind in ("adamw", "adam", "sgd-momentum", "adafactor")
+    for path in ("auto", "foreach", "for-loop", "fused")
+    for dtype in ("fp32", "pure-bf16")
+    if not (kind == "adafactor" and path == "fused")
+]
+
+
+def _real_state_bytes(spec: TrainSpec) -> tuple[int, int]:
+    """(device, host) bytes of the optimizer state after two real CPU steps of `spec`."""
+    from trainfit.models.source import build_program
+    from trainfit.optim import path_arguments
+
+    program = build_program(spec, "cpu")
+    if spec.precision is Precision.PURE_BF16:
+        program.model.to(torch.bfloat16)
+    entry = optimizer_entry(spec.optimizer)
+    params = [p for p in program.model.parameters() if p.requires_grad]
+    optimizer = entry.optimizer_class()(
+        params,
+        **entry.settings,
+        lr=entry.step_lr,
+        **path_arguments(entry, spec.optimizer_path, False),
+    )
+    for _ in range(2):
+        batch = program.make_batch(torch.device("cpu"), True)
+        program.compute_loss(program.model, batch).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    on_device = bool(optimizer.param_groups[0].get("fused"))
+    device = host = 0
+    for state in optimizer.state.values():
+        for name, value in state.items():
+            nbytes = value.untyped_storage().nbytes()
+            if name == "step" and not on_device:
+                host += nbytes
+            else:
+                device += nbytes
+    return device, host
+
+
+@pytest.mark.parametrize(("kind", "path", "precision"), PATHS)
+def test_traced_state_is_the_real_optimizers(kind: str, path: str, precision: str) -> None:
+    # Adafactor: a row and a column variance per matrix, a full variance per vector, a step;
+    # fused: the step counters on the device; foreach and for-loop: on the host
+    from trainfit.trace.step import Category, trace_step
+
+    spec = TrainSpec(
+        model="trainfit.models.zoo:emotion_mlp",
+        batch=4,
+        optimizer=kind,
+        optimizer_path=path,
+        precision=precision,
+        device="h100",
+    )
+    trace = trace_step(spec, reuse_passes=False)
+    sizes = {e.key: e.nbytes for e in trace.events if e.alloc}
+    traced = {
+        c: sum(sizes[k] for k, kc in trace.categories.items() if kc is c)
+        for c in (Category.OPTIMIZER_STATE, Category.HOST)
+    }
+    device, host = _real_state_bytes(spec)
+    assert (traced[Category.OPTIMIZER_STATE], traced[Category.HOST]) == (device, host)
+    if kind == "adafactor":
+        model = trainfit_zoo_mlp()
+        full = sum(p.numel() for p in model.parameters()) * (2 if precision == "pure-bf16" else 4)
+        assert device < full / 4  # factored: far less than one full-size moment
+
+
+def trainfit_zoo_mlp() -> nn.Module:
+    from trainfit.models import zoo
+
+    return zoo.emotion_mlp()
+
+
+def test_a_path_the_optimizer_lacks_is_refused() -> None:
+    with pytest.raises(SpecError, match="no fused implementation"):
+        traced_optimizer(OptimizerKind.ADAFACTOR, [], True, OptimizerPath.FUSED)
+    with pytest.raises(SpecError, match="one implementation"):
+        traced_optimizer(OptimizerKind.ADAMW_8BIT, [], True, OptimizerPath.FOREACH)
+    with pytest.raises(SpecError, match="unknown optimizer path 'fast'"):
+        TrainSpec(model="gpt2", optimizer_path="fast")

@@ -14,7 +14,9 @@ Three factories read the entries:
   entry's class with the keyword arguments that make it this kind, the caller's on top.
 - `measured_optimizer`: the optimizer of trainfit's own measured steps, with PyTorch's defaults
   (which pick the foreach path on CUDA).
-- `traced_optimizer`: the optimizer of a traced step, forced onto the path the target takes.
+- `traced_optimizer`: the optimizer of a traced step, forced onto the path the target takes
+  (or the one the spec's `optimizer_path` names: foreach, for-loop, or fused, whose step
+  counters PyTorch keeps on the device and whose single kernel makes no temporaries).
   On CUDA, PyTorch's Adam, AdamW and SGD default to their foreach implementation; the traced
   parameters are fake CPU tensors, for which the default would be the for-loop path, so the
   path is passed explicitly. Adafactor takes its for-loop path unless asked (its functional
@@ -24,7 +26,11 @@ Three factories read the entries:
 
 Known limitations:
 
-- The state bytes per element count the buffers as large as the parameter only. Adafactor's
+- A traced step runs PyTorch's own optimizer on fake tensors, so its state is PyTorch's on
+  every path (tests/test_optim.py checks it against a real step, tensor for tensor): Adafactor's
+  row and column variances for a matrix, a full variance for a vector, its step counters.
+- The state bytes per element (the untraced floor) count the buffers as large as the parameter
+  only. Adafactor's
   factored second moment (a row and a column per matrix) is counted as 0, though a 1-D parameter
   (a bias, a norm's weight) keeps a full-size `variance`; 8-bit AdamW's fp32 block scales, and
   the fp32 moments it keeps for tensors under 4096 elements, are not counted; nor is the
@@ -47,7 +53,7 @@ from torch import nn
 
 from trainfit.errors import SpecError, TrainfitError, UnknownNameError
 from trainfit.hardware.catalog import DeviceKind
-from trainfit.spec import LoraSpec, OptimizerKind, parse_enum
+from trainfit.spec import LoraSpec, OptimizerKind, OptimizerPath, parse_enum
 
 SGD_MOMENTUM = 0.9
 """Momentum of the sgd-momentum optimizer (the estimate models its buffer, not its value); the
@@ -121,6 +127,8 @@ class OptimizerEntry:
     """`transformers.TrainingArguments.optim` for it."""
     fused: bool = False
     """Whether exports for a CUDA GPU ask for its fused kernel (`fused=True`, HF's `_fused`)."""
+    fused_kernel: bool = False
+    """Whether the class takes `fused=True` (a traced step can follow `OptimizerPath.FUSED`)."""
     eight_bit: OptimizerKind | None = None
     """The optimizer with 8-bit state that the low-memory ladders offer in its place."""
     under_qlora: OptimizerKind | None = None
@@ -199,6 +207,7 @@ def _adamw() -> OptimizerEntry:
         fused=True,
         eight_bit=OptimizerKind.ADAMW_8BIT,
         under_qlora=OptimizerKind.ADAMW_8BIT,
+        fused_kernel=True,
     )
 
 
@@ -215,6 +224,7 @@ def _adam() -> OptimizerEntry:
         hf_optim="adamw_torch",
         fused=True,
         eight_bit=OptimizerKind.ADAMW_8BIT,
+        fused_kernel=True,
     )
 
 
@@ -228,6 +238,7 @@ def _sgd() -> OptimizerEntry:
         step_lr=1e-3,
         host_timed_as=OptimizerKind.SGD,
         hf_optim="sgd",
+        fused_kernel=True,
     )
 
 
@@ -243,6 +254,7 @@ def _sgd_momentum() -> OptimizerEntry:
         moments=1,
         host_timed_as=OptimizerKind.SGD_MOMENTUM,
         hf_optim="sgd",
+        fused_kernel=True,
     )
 
 
@@ -348,27 +360,59 @@ def build_optimizer(
     return entry.optimizer_class()(params, **{**given, **kwargs})
 
 
-def measured_optimizer(kind: OptimizerKind, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+def measured_optimizer(
+    kind: OptimizerKind, params: list[nn.Parameter], path: OptimizerPath = OptimizerPath.AUTO
+) -> torch.optim.Optimizer:
     """The optimizer of trainfit's own measured steps, with PyTorch's defaults (which pick
-    foreach on CUDA); one outside PyTorch is refused (trainfit measure does not drive it)."""
+    foreach on CUDA) unless `path` names one; one outside PyTorch is refused (trainfit measure
+    does not drive it)."""
     entry = optimizer_entry(kind)
     if entry.package is not None:
         raise TrainfitError(
             f"optimizer {kind.value!r} needs {entry.package} for a real run; "
             "it is modelled in estimates only"
         )
-    return entry.optimizer_class()(params, **{**entry.settings, "lr": entry.step_lr})
+    chosen = path_arguments(entry, path, default_foreach=None)
+    return entry.optimizer_class()(params, **{**entry.settings, "lr": entry.step_lr, **chosen})
+
+
+def path_arguments(
+    entry: OptimizerEntry, path: OptimizerPath, default_foreach: bool | None
+) -> dict[str, bool]:
+    """The keyword arguments that put `entry`'s class on `path` (`default_foreach` for auto:
+    None leaves PyTorch's own choice); SpecError where the class has no such path."""
+    if path is OptimizerPath.FUSED:
+        if not entry.fused_kernel:
+            with_fused = ", ".join(e.kind.value for e in optimizer_entries() if e.fused_kernel)
+            raise SpecError(
+                [
+                    f"{entry.display} has no fused implementation in PyTorch; the fused path is "
+                    f"for {with_fused} (or choose optimizer path auto, foreach or for-loop)"
+                ]
+            )
+        return {"fused": True, "foreach": False}
+    if path is not OptimizerPath.AUTO and entry.stand_in is not None:
+        raise SpecError(
+            [f"{entry.display} has one implementation: give optimizer path auto, not {path.value}"]
+        )
+    if path is OptimizerPath.FOREACH:
+        return {"foreach": True}
+    if path is OptimizerPath.FOR_LOOP:
+        return {"foreach": False}
+    return {} if default_foreach is None else {"foreach": default_foreach}
 
 
 def traced_optimizer(
-    kind: OptimizerKind, params: list[nn.Parameter], foreach: bool
+    kind: OptimizerKind,
+    params: list[nn.Parameter],
+    foreach: bool,
+    path: OptimizerPath = OptimizerPath.AUTO,
 ) -> torch.optim.Optimizer:
-    """The optimizer of a traced step over `params`, forced onto the foreach or for-loop path
-    (the for-loop path where the target's default is not foreach); its stand-in if it has one."""
+    """The optimizer of a traced step over `params` on `path`; for auto, forced onto the foreach
+    or for-loop path (the for-loop path where the target's default is not foreach); its
+    stand-in if it has one."""
     entry = optimizer_entry(kind)
+    chosen = path_arguments(entry, path, default_foreach=foreach and entry.foreach)
     if entry.stand_in is not None:
         return entry.stand_in(params, lr=entry.step_lr)  # type: ignore[call-arg]
-    path = foreach and entry.foreach
-    return entry.optimizer_class()(
-        params, **{**entry.settings, "lr": entry.step_lr, "foreach": path}
-    )
+    return entry.optimizer_class()(params, **{**entry.settings, "lr": entry.step_lr, **chosen})

@@ -60,6 +60,20 @@ class WeightsDtype(str, Enum):
         }.get(self)
 
 
+class OptimizerPath(str, Enum):
+    """Which of PyTorch's implementations runs the optimizer step.
+
+    `auto` is PyTorch's own default on the target: foreach on CUDA for Adam, AdamW and SGD, the
+    for-loop for Adafactor and on the CPU. `fused` is one kernel per step (`fused=True`: Adam,
+    AdamW and SGD): no per-step temporaries, and its step counters live on the device.
+    """
+
+    AUTO = "auto"
+    FOREACH = "foreach"
+    FOR_LOOP = "for-loop"
+    FUSED = "fused"
+
+
 class PreferenceKind(str, Enum):
     """Preference-training losses trainfit runs (see `trainfit.models.preference`)."""
 
@@ -286,7 +300,9 @@ class TrainSpec:
     device: str = "h100"
     """Target device name (see `trainfit devices`)."""
     task: str | None = None
-    """Override the model family's default task."""
+    """The head to train, overriding the class the config or catalog chooses: a transformers
+    task ("sequence-classification", "causal-lm", ...) or its auto class's name
+    ("AutoModelForSequenceClassification"); see trainfit.models.heads."""
     lora: LoraSpec | None = None
     """LoRA (or QLoRA) adapters on a frozen base, through peft; a dict of LoraSpec's fields
     is accepted."""
@@ -300,6 +316,8 @@ class TrainSpec:
     (mixed precision) or bf16 with precision pure-bf16."""
     reference_dtype: WeightsDtype | None = None
     """With a preference reference model: its dtype; None takes the policy's weights' dtype."""
+    optimizer_path: OptimizerPath = OptimizerPath.AUTO
+    """Which implementation runs the optimizer step (see `OptimizerPath`)."""
     use_cache: bool | None = None
     """transformers' `config.use_cache` in the train-mode forward; None keeps the config's own
     value for a user's config (a local directory or hub id) and False for a catalog model."""
@@ -324,6 +342,11 @@ class TrainSpec:
                 problems.append(str(exc))
         try:
             coerce(self, "reference", parse_enum(ReferenceKind, "reference", self.reference))
+        except UnknownNameError as exc:
+            problems.append(str(exc))
+        try:
+            path = parse_enum(OptimizerPath, "optimizer path", self.optimizer_path)
+            coerce(self, "optimizer_path", path)
         except UnknownNameError as exc:
             problems.append(str(exc))
         problems.extend(self._dtype_problems())

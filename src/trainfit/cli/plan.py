@@ -104,6 +104,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     spec_args.add_lora_arguments(parser)
     spec_args.add_preference_arguments(parser)
+    spec_args.add_optimizer_path_argument(parser)
     inference.add_arguments(parser)
     run_args.add_arguments(parser)
     parser.add_argument(

@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="adamw",
         help="adamw | adam | sgd | sgd-momentum | adafactor | adamw-8bit",
     )
+    add_optimizer_path_argument(parser)
     parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
     parser.add_argument(
         "--checkpoint-modules",
@@ -52,7 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per step")
     parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
     parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
-    parser.add_argument("--task", default=None, help="override the model family's default task")
+    parser.add_argument(
+        "--task",
+        default=None,
+        help="the head to train: "
+        "a transformers task (sequence-classification, token-classification, question-answering, "
+        "multiple-choice, causal-lm, masked-lm, ...) or its AutoModelFor... class name; default: "
+        "the class the config's architectures name",
+    )
     add_lora_arguments(parser)
     add_preference_arguments(parser)
     parser.add_argument(
@@ -121,6 +129,17 @@ def add_preference_arguments(parser: argparse.ArgumentParser) -> None:
     add_dtype_arguments(parser)
 
 
+def add_optimizer_path_argument(parser: argparse.ArgumentParser) -> None:
+    """`--optimizer-path` (also on `trainfit plan`)."""
+    parser.add_argument(
+        "--optimizer-path",
+        default="auto",
+        metavar="auto|foreach|for-loop|fused",
+        help="PyTorch's implementation of the optimizer step (auto: PyTorch's default on the "
+        "device, foreach on CUDA; fused: fused=True, for Adam, AdamW and SGD)",
+    )
+
+
 def add_dtype_arguments(parser: argparse.ArgumentParser) -> None:
     """`--weights-dtype` and `--reference-dtype` (also on `trainfit plan`)."""
     parser.add_argument(
@@ -162,6 +181,7 @@ def spec(args: argparse.Namespace, device: str | None = None) -> TrainSpec:
         reference=args.reference,
         weights_dtype=args.weights_dtype,
         reference_dtype=args.reference_dtype,
+        optimizer_path=args.optimizer_path,
         use_cache=getattr(args, "use_cache", None),
         device=device or args.device,
         lora=lora(args),

@@ -12,6 +12,7 @@ from typing import Any
 
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.memory.replay import Replay
+from trainfit.models.heads import ModelClass
 from trainfit.models.lora import labels as peft_labels
 from trainfit.models.weights import StepDtypes
 from trainfit.provenance import FigureLabel
@@ -82,6 +83,8 @@ class Estimate:
     """Tokens per sample of the traced step (for tokens per epoch and tokens/s)."""
     dtypes: StepDtypes | None = None
     """The dtypes of the weights, gradients and optimizer state."""
+    model_class: ModelClass | None = None
+    """The transformers class the model was built as, and why (None for a plain module)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (bytes as integers)."""
@@ -93,6 +96,8 @@ class Estimate:
             value = spec.pop(name)
             if value is not None and value.value != default:
                 spec[name] = value.value
+        if spec.pop("optimizer_path") != "auto":
+            spec["optimizer_path"] = self.spec.optimizer_path.value
         if spec.pop("use_cache") is not None:
             spec["use_cache"] = self.spec.use_cache
         spec["inputs"] = [
@@ -125,6 +130,7 @@ class Estimate:
             "seconds": round(self.seconds, 3),
             "time": None if self.step_time is None else self.step_time.to_dict(),
             "dtypes": None if self.dtypes is None else self.dtypes.to_dict(),
+            "model_class": None if self.model_class is None else self.model_class.to_dict(),
             "spec": spec,
         }
 
@@ -170,6 +176,7 @@ def assemble(
         step_time_missing=why or None,
         step_time_tokens=trace.tokens_per_sample,
         dtypes=trace.dtypes,
+        model_class=trace.model_class,
         spec=spec,
         device=device,
         device_memory_needed_bytes=needed,

@@ -228,7 +228,7 @@ class _Prober:
     def _train(self, micro: int, state: dict[str, Any]) -> None:
         spec = dataclasses.replace(self.spec, batch=micro)
         program = self._program(micro)
-        optimizer = measured_optimizer(spec.optimizer, self.trainable)
+        optimizer = measured_optimizer(spec.optimizer, self.trainable, spec.optimizer_path)
         scaler = (
             torch.amp.GradScaler(self.backend.kind.value) if needs_scaler(spec.precision) else None
         )

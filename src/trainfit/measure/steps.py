@@ -210,7 +210,7 @@ def device_rig(
             torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
         elif spec.precision is Precision.TF32:
             torch.backends.cuda.matmul.allow_tf32 = True
-    optimizer = measured_optimizer(spec.optimizer, trainable)
+    optimizer = measured_optimizer(spec.optimizer, trainable, spec.optimizer_path)
     autocast_dtype = spec.precision.autocast_dtype
     autocast: Callable[[], Any] = no_context
     if autocast_dtype is not None:

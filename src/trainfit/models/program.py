@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from trainfit.models.heads import ModelClass
+
 Batch = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
 
@@ -36,3 +38,5 @@ class StepProgram:
     """Tokens one sample carries (the sequence length of a language model's input), if any."""
     task: str | None = None
     """A transformers model's task ("causal-lm", ...); None for a plain module."""
+    model_class: ModelClass | None = None
+    """The transformers class the model was built as, and why; None for a plain module."""

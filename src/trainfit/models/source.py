@@ -20,31 +20,19 @@ from torch import nn
 from trainfit.errors import ModelLoadError, SpecError, TrainfitError
 from trainfit.models import catalog as _catalog
 from trainfit.models import weights as _weights
+from trainfit.models.heads import (
+    MULTIPLE_CHOICES,
+    TEXT_TASKS,
+    HfTask,
+    ModelClass,
+    choose_class,
+    head_inputs,
+    prepare_config,
+    sequence_problem,
+)
 from trainfit.models.imports import is_import_path, resolve
 from trainfit.models.program import Batch, LossFn, StepProgram
 from trainfit.spec import InputSpec, Precision, TrainSpec
-
-# Default task by transformers model_type, for configs that are not in the catalog.
-_TASK_BY_MODEL_TYPE: dict[str, str] = {
-    "bert": "masked-lm",
-    "roberta": "masked-lm",
-    "distilbert": "masked-lm",
-    "t5": "seq2seq-lm",
-    "mt5": "seq2seq-lm",
-    "bart": "seq2seq-lm",
-    "whisper": "speech-seq2seq",
-    "vit": "image-classification",
-    "resnet": "image-classification",
-    "convnext": "image-classification",
-}
-
-_AUTO_CLASS: dict[str, str] = {
-    "causal-lm": "AutoModelForCausalLM",
-    "masked-lm": "AutoModelForMaskedLM",
-    "seq2seq-lm": "AutoModelForSeq2SeqLM",
-    "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
-    "image-classification": "AutoModelForImageClassification",
-}
 
 _TASK_NOTE: dict[str, str] = {
     "causal-lm": "causal LM, labels = input ids",
@@ -52,6 +40,10 @@ _TASK_NOTE: dict[str, str] = {
     "seq2seq-lm": "sequence-to-sequence LM with labels",
     "speech-seq2seq": "speech sequence-to-sequence with labels",
     "image-classification": "image classification, cross-entropy",
+    "sequence-classification": "sequence classification",
+    "token-classification": "token classification",
+    "question-answering": "extractive question answering, cross-entropy over start and end",
+    "multiple-choice": f"multiple choice over {MULTIPLE_CHOICES} choices, cross-entropy",
 }
 
 DEFAULT_SEQ_LEN = 1024
@@ -67,20 +59,25 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     elif row is not None:
         config = _hf_config_from_dict(row.config)
         declared = _weights.named_dtype(row.torch_dtype or None, row.name)
-        task = spec.task or row.task
-        program = _hf_program(spec, config, task, device, f"{row.name} (catalog)", catalog=True)
+        origin = f"{row.name} (catalog)"
+        chosen = choose_class(config, spec.task, row.task, origin)
+        program = _hf_program(spec, config, chosen, device, origin, catalog=True)
     elif is_import_path(spec.model):
         program = _module_program(spec, spec.model, (), device, f"{spec.model} (import path)")
     elif os.path.isdir(spec.model):
         config = _hf_config_from_pretrained(spec.model)
         declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
-        task = spec.task or _default_task(config)
-        program = _hf_program(spec, config, task, device, f"{spec.model} (local config)")
+        origin = f"{spec.model} (local config)"
+        program = _hf_program(
+            spec, config, choose_class(config, spec.task, None, origin), device, origin
+        )
     elif "/" in spec.model and not spec.model.startswith((".", "/")):
         config = _hf_config_from_pretrained(spec.model)
         declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
-        task = spec.task or _default_task(config)
-        program = _hf_program(spec, config, task, device, f"{spec.model} (hub config)")
+        origin = f"{spec.model} (hub config)"
+        program = _hf_program(
+            spec, config, choose_class(config, spec.task, None, origin), device, origin
+        )
     else:
         _catalog.lookup(spec.model)  # raises UnknownNameError with close matches
         raise AssertionError("unreachable")
@@ -115,6 +112,7 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
             loss_note=f"user step function {spec.step_fn}",
             is_hf=program.is_hf,
             tokens_per_sample=program.tokens_per_sample,
+            model_class=program.model_class,
         )
     return program
 
@@ -161,54 +159,82 @@ def _hf_config_from_pretrained(name: str) -> Any:
         ) from exc
 
 
-def _default_task(config: Any) -> str:
-    if config.model_type in _TASK_BY_MODEL_TYPE:
-        return _TASK_BY_MODEL_TYPE[config.model_type]
-    if getattr(config, "is_encoder_decoder", False):
-        return "seq2seq-lm"
-    return "causal-lm"
-
-
 def _hf_program(
     spec: TrainSpec,
     config: Any,
-    task: str,
+    chosen: ModelClass,
     device: torch.device,
     origin: str,
     catalog: bool = False,
 ) -> StepProgram:
-    if task not in _AUTO_CLASS:
-        raise SpecError([f"unknown task {task!r}; choose one of {', '.join(sorted(_AUTO_CLASS))}"])
     transformers = _transformers()
+    task = chosen.task
     if hasattr(config, "use_cache") and (spec.use_cache is not None or catalog):
         # NB: a user's config keeps its own use_cache unless asked (transformers builds a KV
         # cache in a train-mode forward when it is on); a catalog model is built without one.
         config.use_cache = bool(spec.use_cache)
-    auto = getattr(transformers, _AUTO_CLASS[task])
+    prepare_config(config, task)
+    cls = getattr(transformers, chosen.name, None)
+    if cls is None:
+        raise ModelLoadError(
+            f"{origin}: transformers {transformers.__version__} has no {chosen.name}"
+        )
     try:
         with torch.device(device):
             # NB: built in fp32 whatever the config declares; `build_program` puts the frozen
             # parts in their load dtype (see trainfit.models.weights)
-            model = auto.from_config(config, dtype=torch.float32)
+            model = cls._from_config(config, dtype=torch.float32)
     except ValueError as exc:
-        raise ModelLoadError(f"{origin}: transformers cannot build a {task} model: {exc}") from exc
+        raise ModelLoadError(
+            f"{origin}: transformers cannot build {chosen.name} ({task.value}): {exc}"
+        ) from exc
+    rows = spec.rows
+    inputs, seq = _hf_inputs(spec, config, task, origin)
+
+    def make_batch(dev: torch.device, real: bool) -> Batch:
+        batch = _make_tensors(inputs, rows, dev, real)
+        if task is HfTask.CAUSAL_LM:
+            batch["labels"] = batch["input_ids"]
+        return batch
+
+    def compute_loss(m: nn.Module, batch: Batch) -> torch.Tensor:
+        return m(**batch).loss
+
+    note = _task_note(task, config)
+    tokens = seq * (MULTIPLE_CHOICES if task is HfTask.MULTIPLE_CHOICE else 1)
+    return StepProgram(
+        model=model,
+        make_batch=make_batch,
+        compute_loss=compute_loss,
+        description=f"{origin}: {config.model_type}, {note}",
+        loss_note=f"the model's own loss ({note})",
+        is_hf=True,
+        tokens_per_sample=tokens if task in TEXT_TASKS else None,
+        task=task.value,
+        model_class=chosen,
+    )
+
+
+def _hf_inputs(
+    spec: TrainSpec, config: Any, task: HfTask, origin: str
+) -> tuple[list[InputSpec], int]:
+    """The inputs of a transformers model's step for `task`, and their sequence length."""
     rows = spec.rows
     vocab = getattr(config, "vocab_size", None)
-    if task in ("causal-lm", "masked-lm", "seq2seq-lm"):
-        limit = getattr(config, "max_position_embeddings", None) or getattr(
-            config, "n_positions", None
-        )
-        seq = spec.seq_len or min(DEFAULT_SEQ_LEN, limit or DEFAULT_SEQ_LEN)
-        if limit is not None and seq > limit and config.model_type not in ("t5", "mt5"):
-            raise SpecError(
-                [f"seq_len {seq} exceeds the model's maximum of {limit} positions ({origin})"]
-            )
-        inputs = [
-            InputSpec(name="input_ids", dims=(rows, seq), dtype=torch.int64, high=vocab),
-        ]
-        if task != "causal-lm":
-            inputs.append(InputSpec(name="labels", dims=(rows, seq), dtype=torch.int64, high=vocab))
-    elif task == "speech-seq2seq":
+    seq = 0
+    if task in TEXT_TASKS:
+        seq = _text_length(spec, config, origin)
+        if task in (HfTask.CAUSAL_LM, HfTask.MASKED_LM, HfTask.SEQ2SEQ_LM):
+            inputs = [
+                InputSpec(name="input_ids", dims=(rows, seq), dtype=torch.int64, high=vocab),
+            ]
+            if task is not HfTask.CAUSAL_LM:
+                inputs.append(
+                    InputSpec(name="labels", dims=(rows, seq), dtype=torch.int64, high=vocab)
+                )
+        else:
+            inputs = head_inputs(task, config, rows, seq)
+    elif task is HfTask.SPEECH_SEQ2SEQ:
         frames = 2 * config.max_source_positions
         seq = spec.seq_len or min(128, config.max_target_positions)
         inputs = [
@@ -222,26 +248,35 @@ def _hf_program(
             InputSpec(name="pixel_values", dims=(rows, channels, size, size)),
             InputSpec(name="labels", dims=(rows,), dtype=torch.int64, high=config.num_labels),
         ]
+    return inputs, seq
 
-    def make_batch(dev: torch.device, real: bool) -> Batch:
-        batch = _make_tensors(inputs, rows, dev, real)
-        if task == "causal-lm":
-            batch["labels"] = batch["input_ids"]
-        return batch
 
-    def compute_loss(m: nn.Module, batch: Batch) -> torch.Tensor:
-        return m(**batch).loss
+def _text_length(spec: TrainSpec, config: Any, origin: str) -> int:
+    """The sequence length of a text model's input: the spec's, else up to DEFAULT_SEQ_LEN."""
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    seq = spec.seq_len or min(DEFAULT_SEQ_LEN, limit or DEFAULT_SEQ_LEN)
+    if limit is not None and seq > limit and config.model_type not in ("t5", "mt5"):
+        raise SpecError(
+            [f"seq_len {seq} exceeds the model's maximum of {limit} positions ({origin})"]
+        )
+    return seq
 
-    return StepProgram(
-        model=model,
-        make_batch=make_batch,
-        compute_loss=compute_loss,
-        description=f"{origin}: {config.model_type}, {_TASK_NOTE[task]}",
-        loss_note=f"the model's own loss ({_TASK_NOTE[task]})",
-        is_hf=True,
-        tokens_per_sample=seq if task in ("causal-lm", "masked-lm", "seq2seq-lm") else None,
-        task=task,
-    )
+
+def _labels(count: int) -> str:
+    return "1 label" if count == 1 else f"{count} labels"
+
+
+def _task_note(task: HfTask, config: Any) -> str:
+    note = _TASK_NOTE[task.value]
+    if task is HfTask.SEQUENCE_CLASSIFICATION:
+        loss = {
+            "regression": "mean squared error",
+            "multi_label_classification": "binary cross-entropy per label",
+        }.get(sequence_problem(config), "cross-entropy")
+        return f"{note} over {_labels(config.num_labels)}, {loss}"
+    if task is HfTask.TOKEN_CLASSIFICATION:
+        return f"{note} over {_labels(config.num_labels)}, cross-entropy per token"
+    return note
 
 
 # --- plain modules --------------------------------------------------------------------------

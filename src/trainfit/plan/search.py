@@ -156,9 +156,7 @@ def _checked(
 def _check_precision(precision: Precision | None, devices: list[Device]) -> None:
     """SpecError when a precision given for every device is one some of them lack."""
     if precision in (Precision.BF16, Precision.PURE_BF16):
-        lacking = [
-            d.name for d in devices if d.kind is DeviceKind.CUDA and not d.has_bf16
-        ]
+        lacking = [d.name for d in devices if d.kind is DeviceKind.CUDA and not d.has_bf16]
         if lacking:
             raise SpecError(
                 [

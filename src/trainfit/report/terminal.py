@@ -12,6 +12,7 @@ from trainfit.estimator.result import Estimate
 from trainfit.estimator.scaling import MaxBatch
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.hardware.figures import SourceKind
+from trainfit.models.heads import ClassReason, ModelClass
 from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
 from trainfit.timing.run import RunEstimate
@@ -118,6 +119,29 @@ def _breakdown_table(result: Estimate) -> Table:
     return table
 
 
+_CLASS_REASON = {
+    ClassReason.TASK_OPTION: "the task given (--task)",
+    ClassReason.CATALOG: "the catalog's task for this model",
+    ClassReason.ARCHITECTURES: "the config's architectures",
+    ClassReason.HEADLESS_ARCHITECTURE: "the model type's usual task",
+    ClassReason.MODEL_TYPE: "the model type's usual task (the config names no architecture)",
+}
+
+
+def model_class_words(chosen: ModelClass) -> str:
+    """ "DistilBertForSequenceClassification (sequence-classification), from the config's
+    architectures"."""
+    why = _CLASS_REASON[chosen.reason]
+    if chosen.reason is ClassReason.HEADLESS_ARCHITECTURE:
+        why += f" (the config names {chosen.architecture}, which has no training head)"
+    elif chosen.reason is not ClassReason.ARCHITECTURES and chosen.architecture not in (
+        None,
+        chosen.name,
+    ):
+        why += f"; the config names {chosen.architecture}"
+    return f"{chosen.name} ({chosen.task.value}), from {why}"
+
+
 def _notes(result: Estimate) -> Text:
     """Peaks, parameters, the loss, LoRA, attention kernels, modelled figures and notes."""
     notes = Text()
@@ -133,6 +157,8 @@ def _notes(result: Estimate) -> Text:
         f"({result.trainable_parameter_count / 1e6:,.1f}M trainable)\n"
     )
     notes.append(f"loss: {result.loss_note}\n")
+    if result.model_class is not None:
+        notes.append(f"built as {model_class_words(result.model_class)}\n")
     if result.dtypes is not None:
         d = result.dtypes
         notes.append(

@@ -49,6 +49,7 @@ FIELDS: tuple[Field, ...] = (
     _field("training.epochs", "--epochs"),
     _field("training.stages", "--stage"),
     _field("training.optimizer", "--optimizer"),
+    _field("training.optimizer_path", "--optimizer-path"),
     _field("training.precision", "--precision"),
     _field("training.freeze", "--freeze"),
     _field("training.lora.rank", "--lora"),

@@ -62,6 +62,8 @@ class PlanOptions:
     """Force one precision (default: the best per device)."""
     optimizer: str = "adamw"
     """The optimizer's name."""
+    optimizer_path: str = "auto"
+    """PyTorch's implementation of the optimizer step: auto | foreach | for-loop | fused."""
     freeze: tuple[str, ...] = ()
     """Globs of frozen parameter names."""
     loss: str | None = None
@@ -69,7 +71,7 @@ class PlanOptions:
     step_fn: str | None = None
     """pkg.module:fn(model, batch) -> loss."""
     task: str | None = None
-    """Override the model family's default task."""
+    """The head to train: a transformers task or its AutoModelFor... class name."""
     device: tuple[str, ...] = ()
     """Devices to plan for (default `DEFAULT_DEVICES`)."""
     margin: float = 0.10

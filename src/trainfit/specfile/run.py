@@ -121,6 +121,7 @@ def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanR
         inputs=options.input,
         multiplier=options.multiplier,
         optimizer=options.optimizer,
+        optimizer_path=options.optimizer_path,
         freeze=options.freeze,
         loss=options.loss,
         step_fn=options.step_fn,

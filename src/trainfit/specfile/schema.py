@@ -97,6 +97,8 @@ class Training:
     """A staged schedule (--stage, one per item); excludes `epochs`."""
     optimizer: str | None = None
     """adamw | adam | sgd | sgd-momentum | adafactor | adamw-8bit (--optimizer)."""
+    optimizer_path: str | None = None
+    """auto | foreach | for-loop | fused: PyTorch's optimizer implementation (--optimizer-path)."""
     precision: str | None = None
     """Force one precision (--precision); default: the best per device."""
     freeze: list[str] | None = None
@@ -135,7 +137,7 @@ class ModelEntry:
     multiplier: int | None = None
     """Per-sample multiplier of the batch dimension (--multiplier)."""
     task: str | None = None
-    """Override the model family's default task (--task)."""
+    """The head to train (--task): a transformers task or its AutoModelFor... class name."""
     loss: str | None = None
     """pkg.module:fn(output, batch) -> loss (--loss)."""
     step_fn: str | None = None

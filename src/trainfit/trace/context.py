@@ -24,6 +24,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from trainfit.errors import TraceError, TrainfitError
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.trace.compat import internal_moved
+from trainfit.trace.convert import conversions_in_place
 from trainfit.trace.costs import MODULE_CALL
 from trainfit.trace.kernels.cudnn_conv import CudnnConv
 from trainfit.trace.kernels.cudnn_rnn import LIBRARY_OP, CudnnLstm
@@ -101,6 +102,7 @@ def tracing(
         stack.enter_context(mode)
         stack.enter_context(recorder)
         stack.enter_context(_module_tracking(recorder, model))
+        stack.enter_context(conversions_in_place())
         if transformers:
             stack.enter_context(_not_tracing_for_transformers())
         if not grad:

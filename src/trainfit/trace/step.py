@@ -17,6 +17,7 @@ from enum import Enum
 import torch
 from torch import nn
 
+from trainfit.models.heads import ModelClass
 from trainfit.models.lora import parameter_counts
 from trainfit.models.program import Batch, StepProgram
 from trainfit.models.source import build_program
@@ -83,6 +84,8 @@ class StepTrace:
     """What each op of the step costs (FLOPs, bytes, kernels), for its run time."""
     dtypes: StepDtypes | None = None
     """The dtypes of the weights, gradients and optimizer state."""
+    model_class: ModelClass | None = None
+    """The transformers class the model was built as, and why (None for a plain module)."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
@@ -189,8 +192,7 @@ def trace_step(
         recorder, rules = tracer.recorder, tracer.rules
         trainable = [p for p in program.model.parameters() if p.requires_grad]
         kind = effective_optimizer(spec.optimizer, spec.lora)
-        dtypes = StepDtypes.of(program.model, kind.value)
-        optimizer = traced_optimizer(kind, trainable, foreach=rules.foreach)
+        optimizer = traced_optimizer(kind, trainable, rules.foreach, spec.optimizer_path)
         scaler = _ScalerStandIn() if needs_scaler(spec.precision) else None
         rig = StepRig(
             program=program, optimizer=optimizer, autocast=rules.autocast, scaler=scaler, spec=spec
@@ -206,6 +208,10 @@ def trace_step(
         advice = "check the inputs, precision and loss given for this model"
         with tracer.failures("the training step", advice):
             replayed, attention = _iterate(tracer, rig, batch, mark, reuse, iterations, source)
+        # NB: a step function that casts the model (`model.to(dtype)`) leaves its parameters
+        # in new storages: the ones they hold after the step are the parameters
+        categories.update(_parameter_categories(recorder, program.model))
+        dtypes = StepDtypes.of(program.model, kind.value)
         categories.update(_state_categories(recorder, optimizer))
         categories.update(dict.fromkeys(tracer.library_keys(), Category.WORKSPACES))
         passes = reuse.exported() if reuse is not None else ()
@@ -233,6 +239,7 @@ def trace_step(
         trainable_tensors=len(trainable),
         costs=recorder.costs.step_costs(source.costs if source is not None else None),
         dtypes=dtypes,
+        model_class=program.model_class,
     )
 
 
@@ -292,15 +299,24 @@ def _iterate(
     return replayed, attention
 
 
+def _parameter_categories(recorder: Recorder, model: nn.Module) -> dict[int, Category]:
+    keys = (recorder.key_of(p) for p in model.parameters())
+    return {key: Category.PARAMETERS for key in keys if key is not None}
+
+
 def _state_categories(recorder: Recorder, optimizer: torch.optim.Optimizer) -> dict[int, Category]:
-    """The optimizer state's storages: device state, and the step counters (host)."""
+    """The optimizer state's storages: device state, and the step counters (on the host, unless
+    the optimizer is fused or capturable: PyTorch then keeps them on the parameter's device)."""
     categories = {}
-    for state in optimizer.state.values():
-        for name, value in state.items():
-            if isinstance(value, torch.Tensor):
-                key = recorder.key_of(value)
-                if key is not None:
-                    categories[key] = Category.HOST if name == "step" else Category.OPTIMIZER_STATE
+    for group in optimizer.param_groups:
+        on_device = bool(group.get("fused") or group.get("capturable"))
+        for p in group["params"]:
+            for name, value in optimizer.state.get(p, {}).items():
+                if isinstance(value, torch.Tensor):
+                    key = recorder.key_of(value)
+                    if key is not None:
+                        host = name == "step" and not on_device
+                        categories[key] = Category.HOST if host else Category.OPTIMIZER_STATE
     return categories
 
 
