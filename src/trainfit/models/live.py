@@ -40,7 +40,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainfit.errors import ModelLoadError, SpecError, TraceError, TrainfitError
+from trainfit.errors import (
+    ModelLoadError,
+    SpecError,
+    TraceError,
+    TrainfitError,
+    raised_in_user_code,
+)
 from trainfit.models.source import default_loss
 from trainfit.spec import InputSpec
 
@@ -279,10 +285,9 @@ def forward_failure(exc: BaseException, model: nn.Module, what: str) -> str:
             name = names[id(owner)] or "(the model itself)"
             where = f" in module {name!r} ({type(owner).__name__})"
         tb = tb.tb_next
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return (
         f"the training step of {type(model).__name__} fails on {what}{where}: "
-        f"{type(exc).__name__}: {first}"
+        f"{raised_in_user_code(exc)}"
     )
 
 
