@@ -154,11 +154,23 @@ def _hf_config_from_pretrained(name: str) -> Any:
     try:
         return transformers.AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(
-            f"cannot load a transformers config from {name!r}: {first}; give a directory holding "
-            "config.json, a reachable hub id, or a catalog name (trainfit models)"
+            f"cannot load a transformers config from {name!r}: {_words(exc)}; give a directory "
+            "holding config.json, a reachable hub id, or a catalog name (trainfit models)"
         ) from exc
+    except Exception as exc:  # NB: a field of the wrong type (huggingface_hub's strict check)
+        raise ModelLoadError(
+            f"the transformers config of {name!r} is invalid: {_words(exc)}; fix config.json"
+        ) from exc
+
+
+def _words(exc: BaseException) -> str:
+    """An exception of a library as one line: its type and message, lines joined."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = " ".join(lines)
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _default_task(config: Any) -> str:
@@ -190,8 +202,10 @@ def _hf_program(
             # NB: built in fp32 whatever the config declares; `build_program` puts the frozen
             # parts in their load dtype (see trainfit.models.weights)
             model = auto.from_config(config, dtype=torch.float32)
-    except ValueError as exc:
-        raise ModelLoadError(f"{origin}: transformers cannot build a {task} model: {exc}") from exc
+    except Exception as exc:  # NB: a config's value of the wrong type fails in the build
+        raise ModelLoadError(
+            f"{origin}: transformers cannot build a {task} model from its config: {_words(exc)}"
+        ) from exc
     rows = spec.rows
     vocab = getattr(config, "vocab_size", None)
     if task in ("causal-lm", "masked-lm", "seq2seq-lm"):
