@@ -146,3 +146,23 @@ def test_context_without_cublas_in_backward() -> None:
         hopper, uses_cublas=True, reduced_precision=False, backward_cublas=False
     )
     assert both - forward_only == 69_206_016
+
+
+def test_a_live_module_with_its_sample_is_estimated() -> None:
+    net = nn.Linear(4, 3)
+    sample = (torch.randn(8, 4), torch.randint(0, 3, (8,)))
+    result = estimate(model=net, sample=sample, loss=nn.functional.cross_entropy)
+    assert result.spec.batch == 8  # NB: the sample's rows
+    assert result.breakdown.parameters > 0
+    bigger = estimate(model=net, sample=sample, loss=nn.functional.cross_entropy, batch=4096)
+    assert bigger.breakdown.activations > result.breakdown.activations
+    assert net.weight.device.type == "cpu"  # NB: the user's module is left as it was
+
+
+def test_a_live_module_needs_its_sample_and_a_spec_must_be_a_trainspec() -> None:
+    with pytest.raises(SpecError, match=r"model is a live Linear: give its batch too"):
+        estimate(model=nn.Linear(4, 4))
+    with pytest.raises(SpecError, match=r"estimate takes a TrainSpec .* got a Linear"):
+        estimate(nn.Linear(4, 4))  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"sample is the batch of a live model"):
+        estimate(model="gpt2", sample=torch.randn(2, 4))

@@ -85,7 +85,8 @@ def test_bad_requests() -> None:
 def test_model_without_blocks_skips_checkpointing(capsys: pytest.CaptureFixture[str]) -> None:
     # the MLP has no ModuleList to checkpoint: the ladder leaves that rung out
     mlp = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
-    result = plan(mlp, effective_batch=256, devices=("h100",))
+    result = plan(mlp, effective_batch=256, devices="h100")  # NB: one name, not its letters
+    assert [d.device for d in result.devices] == ["h100"]
     assert not any("checkpointing" in rung_text(r) for r in result.ladder)
     assert result.devices[0].verdict is Verdict.COMFORTABLE
 

@@ -80,16 +80,34 @@ def gpu_fits(
     return True
 
 
-def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
+def estimate(spec: TrainSpec | None = None, *, sample: Any = None, **kwargs: Any) -> Estimate:
     """Predict the device memory one training step of `spec` needs on `spec.device`.
 
     Pass a TrainSpec, or its fields as keyword arguments: `estimate(model="gpt2", batch=8)`.
+    The model may be a live `nn.Module` with its `sample` batch (a tensor, a tuple ending in
+    the target, or a dict of tensors), and then `loss` and `step_fn` callables:
+    `estimate(model=net, sample=(x, y), loss=F.cross_entropy, batch=64)`; the micro-batch
+    defaults to the sample's rows.
     """
     started = time.perf_counter()
-    if spec is None:
-        spec = TrainSpec(**kwargs)
-    elif kwargs:
+    if spec is not None and (kwargs or sample is not None):
         raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
+    if spec is not None and not isinstance(spec, TrainSpec):
+        raise SpecError(
+            [
+                f"estimate takes a TrainSpec or keyword arguments, got a "
+                f"{type(spec).__name__}: for a live model, estimate(model=module, sample=batch)"
+            ]
+        )
+    if spec is None:
+        from trainfit.models.live import live_fields
+
+        with live_fields(kwargs, sample) as fields:
+            return _estimate(TrainSpec(**fields), started)
+    return _estimate(spec, started)
+
+
+def _estimate(spec: TrainSpec, started: float) -> Estimate:
     device = get_device(spec.device)
     if device.kind is DeviceKind.CPU:
         return estimate_cpu(spec, device, started)

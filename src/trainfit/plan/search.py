@@ -22,12 +22,12 @@ devices of one compute-capability family share traces.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
 from trainfit.errors import SpecError
 from trainfit.estimator.scaling import BatchScaling
-from trainfit.hardware.catalog import Device, DeviceKind, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
 from trainfit.plan.beyond import with_distributed
 from trainfit.plan.device import plan_device
 from trainfit.plan.ladder import ladder_rungs, ladder_steps
@@ -42,7 +42,7 @@ from trainfit.timing.run import RunSpec
 def plan(
     spec: TrainSpec,
     effective_batch: int,
-    devices: tuple[str, ...],
+    devices: str | Sequence[str],
     margin: float = DEFAULT_MARGIN,
     precision: Precision | None = None,
     ladder: bool = True,
@@ -71,6 +71,7 @@ def plan(
     several of it (`with_distributed`); without them only the GPUs that cannot hold the job
     alone are.
     """
+    devices = device_names(devices)
     resolved = _checked(effective_batch, devices, margin, precision, jobs, run, gpus, nodes)
     if precision is not None:
         spec = dataclasses.replace(spec, precision=precision)
@@ -156,9 +157,7 @@ def _checked(
 def _check_precision(precision: Precision | None, devices: list[Device]) -> None:
     """SpecError when a precision given for every device is one some of them lack."""
     if precision in (Precision.BF16, Precision.PURE_BF16):
-        lacking = [
-            d.name for d in devices if d.kind is DeviceKind.CUDA and not d.has_bf16
-        ]
+        lacking = [d.name for d in devices if d.kind is DeviceKind.CUDA and not d.has_bf16]
         if lacking:
             raise SpecError(
                 [
