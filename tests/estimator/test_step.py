@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -166,3 +167,18 @@ def test_a_live_module_needs_its_sample_and_a_spec_must_be_a_trainspec() -> None
         estimate(nn.Linear(4, 4))  # type: ignore[arg-type]
     with pytest.raises(SpecError, match=r"sample is the batch of a live model"):
         estimate(model="gpt2", sample=torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("device", ["t4", "v100-16gb"])
+def test_bf16_on_a_card_without_it_is_estimated_with_a_warning(device: str) -> None:
+    spec = TrainSpec(
+        model="trainfit.models.zoo:emotion_mlp", batch=8, precision="bf16", device=device
+    )
+    result = estimate(spec)
+    assert result.fits
+    assert any("has no native bf16: PyTorch emulates it" in n for n in result.notes)
+    assert result.step_time is None
+    assert result.step_time_missing is not None and "emulated" in result.step_time_missing
+    native = estimate(dataclasses.replace(spec, device="a100-80gb"))
+    assert not any("emulates" in n for n in native.notes)
+    assert native.step_time is not None

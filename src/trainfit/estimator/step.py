@@ -23,7 +23,7 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.estimator.cpu import estimate_cpu
-from trainfit.estimator.result import Breakdown, Estimate, assemble
+from trainfit.estimator.result import Breakdown, Estimate, assemble, emulated_bf16
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
@@ -159,6 +159,14 @@ def _estimate(spec: TrainSpec, started: float) -> Estimate:
             "times it, and macOS swaps before that; MPSGraph's own buffers are not counted"
         )
     else:
+        if emulated_bf16(spec, device):
+            major, minor = device.compute_capability
+            notes.append(
+                f"{device.display} (compute capability {major}.{minor}) has no native "
+                f"{spec.precision.value}: PyTorch emulates it (torch.cuda.is_bf16_supported() "
+                "is True there), so the step runs in the memory estimated, but slower than "
+                "fp16, which is native: consider --precision fp16"
+            )
         profile = PROFILES[device.runtime_profile]
         labels = {
             "peak_allocated_bytes": FigureLabel(Provenance.TRACED, "traced"),
