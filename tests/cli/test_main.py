@@ -35,6 +35,11 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
         (["estimate", "gpt2", "--optimizer", "lion"], "unknown optimizer 'lion'"),
         (["estimate", "x.y:z", "--input", "x=B,-1"], "dimension '-1' is neither B"),
         (["estimate", "gpt2", "--batch", "0"], "batch must be a positive integer, got 0"),
+        (["estimate", "gpt2", "--margin", "0.1"], "--margin 0.1 applies to --max-batch only"),
+        (
+            ["estimate", "gpt2", "--loss", "nosuchmod:fn"],
+            "--loss nosuchmod:fn is for a plain module: gpt2 (catalog) is a transformers model",
+        ),
     ],
 )
 def test_errors_are_one_line(

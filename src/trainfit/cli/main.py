@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from trainfit.cli import detect, devices, doctor, measure, run_args, spec_args
 from trainfit.cli import plan as plan_command
-from trainfit.errors import SpecFileError, TrainfitError
+from trainfit.errors import SpecError, SpecFileError, TrainfitError
 from trainfit.hardware.catalog import using_catalogs
 
 DEFAULT_EXAMPLE = ["estimate", "gpt2", "--batch", "8", "--seq", "512", "--precision", "bf16"]
@@ -96,6 +96,14 @@ def _estimate(args: argparse.Namespace) -> int:
     from trainfit.estimator.step import estimate
 
     spec = spec_args.spec(args)
+    if args.margin and not args.max_batch:
+        raise SpecError(
+            [
+                f"--margin {args.margin:g} applies to --max-batch only (the fraction of memory "
+                "kept free while searching): add --max-batch, or plan with a margin "
+                "(trainfit plan MODEL --effective-batch N --margin F)"
+            ]
+        )
     if args.max_batch:
         from trainfit.estimator.scaling import max_micro_batch
 

@@ -181,6 +181,18 @@ def _default_task(config: Any) -> str:
     return "causal-lm"
 
 
+def _check_own_loss(spec: TrainSpec, origin: str) -> None:
+    """A SpecError for `--loss` on a transformers model (its own loss would be used)."""
+    if spec.loss:
+        raise SpecError(
+            [
+                f"--loss {spec.loss} is for a plain module: {origin} is a transformers model, "
+                "which computes its own loss from the labels; for another loss give "
+                "--step-fn pkg.module:fn(model, batch) -> loss"
+            ]
+        )
+
+
 def _hf_program(
     spec: TrainSpec,
     config: Any,
@@ -191,6 +203,7 @@ def _hf_program(
 ) -> StepProgram:
     if task not in _AUTO_CLASS:
         raise SpecError([f"unknown task {task!r}; choose one of {', '.join(sorted(_AUTO_CLASS))}"])
+    _check_own_loss(spec, origin)
     transformers = _transformers()
     if hasattr(config, "use_cache") and (spec.use_cache is not None or catalog):
         # NB: a user's config keeps its own use_cache unless asked (transformers builds a KV
