@@ -507,3 +507,14 @@ def test_an_unknown_floating_dtype_is_an_error_naming_the_known_ones() -> None:
     x = torch.empty((4, 4), dtype=torch.float8_e4m3fn, device="meta")
     with pytest.raises(TraceError, match=r"dtype float8_e4m3fn: .*float32, bfloat16, float16"):
         op_cost(torch.ops.aten.mm.default, (x, x), {}, x)
+
+
+def test_a_step_that_does_not_fit_is_not_priced() -> None:
+    from trainfit.timing.run import estimate_run
+
+    result = estimate(
+        model="trainfit.models.zoo:melody_transformer", batch=2048, seq_len=128, device="rtx-4060"
+    )
+    assert result.fits is False
+    with pytest.raises(SpecError, match=r"does not fit rtx-4060, so its run is not priced"):
+        estimate_run(result, RunSpec(samples=100_000))

@@ -134,3 +134,17 @@ def test_a_closed_worker_leaves_no_process() -> None:
     worker = LadderWorker(steps, device)
     worker.close()  # NB: while it is still starting or tracing
     assert multiprocessing.active_children() == []
+
+
+def test_a_step_that_does_not_fit_is_not_priced_and_exits_3(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["estimate", "trainfit.models.zoo:melody_transformer", "--seq", "128"]
+    code = main([*args, "--batch", "2048", "--device", "rtx-4060", "--samples", "100000"])
+    out, err = capsys.readouterr()
+    assert code == 3
+    assert "does NOT fit" in out and "step time: " in out
+    assert "cost of the run" not in out and "run: " not in out
+    assert err.startswith("trainfit: the step does not fit rtx-4060; its run is not priced")
+    assert "adding --max-batch" in err and "trainfit plan trainfit.models.zoo:melody_" in err
+    assert "--effective-batch 2048 --device rtx-4060" in err

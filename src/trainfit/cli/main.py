@@ -1,7 +1,7 @@
 """The `trainfit` command: a thin layer over the public API.
 
 trainfit                      estimate the default example (gpt2, batch 8, seq 512, bf16, h100)
-trainfit estimate MODEL ...   estimate one training step
+trainfit estimate MODEL ...   estimate one training step (exit code 3: it does not fit)
 trainfit plan MODEL --effective-batch N [--device D ...]   settings that fit each device
 trainfit plan SPEC.yaml [--option ...]   the same from a plan spec file (docs/spec-file.md)
 trainfit models | devices     list the catalogs
@@ -24,6 +24,10 @@ from trainfit.cli import plan as plan_command
 from trainfit.errors import SpecError, SpecFileError, TrainfitError
 from trainfit.hardware.catalog import using_catalogs
 
+DOES_NOT_FIT = 3
+"""`trainfit estimate`'s exit code when the step does not fit the device (the estimate is
+printed, the run is neither priced nor recommended); 1 is an error, 2 a usage error."""
+
 DEFAULT_EXAMPLE = ["estimate", "gpt2", "--batch", "8", "--seq", "512", "--precision", "bf16"]
 
 
@@ -33,7 +37,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Will this training job fit on this device, and with which settings?",
     )
     sub = parser.add_subparsers(dest="command")
-    est = sub.add_parser("estimate", help="memory one training step needs on a target device")
+    est = sub.add_parser(
+        "estimate",
+        help="memory one training step needs on a target device",
+        epilog="exit codes: 0 the step fits (or the device has no verdict), 1 an error, "
+        "2 a usage error, 3 the step does not fit the device (the estimate is printed; with "
+        "--samples or --tokens the run is not priced; with --max-batch not even one sample "
+        "fits)",
+    )
     est.add_argument(
         "model",
         nargs="?",
@@ -114,7 +125,7 @@ def _estimate(args: argparse.Namespace) -> int:
             from trainfit.report.terminal import max_batch_text
 
             print(max_batch_text(found))
-        return 0
+        return 0 if found.batch else DOES_NOT_FIT
     from trainfit.specfile import checks
 
     run = checks.run_spec(args)
@@ -128,7 +139,7 @@ def _estimate(args: argparse.Namespace) -> int:
     if measured is not None:
         result, reference = calibrated(result, *measured)
     totals = None
-    if run.sized and result.step_time is not None:
+    if run.sized and result.step_time is not None and result.fits is not False:
         from trainfit.timing.run import estimate_run
 
         stages = stage_times(stage_specs, result, reference)
@@ -147,6 +158,11 @@ def _estimate(args: argparse.Namespace) -> int:
         console.print(estimate_renderable(result))
         if args.time:
             console.print(time_renderable(result, totals))
+    if result.fits is False:
+        from trainfit.report.terminal import does_not_fit_text
+
+        print(does_not_fit_text(result, priced=run.sized), file=sys.stderr)
+        return DOES_NOT_FIT
     return 0
 
 
