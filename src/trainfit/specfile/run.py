@@ -24,6 +24,7 @@ from trainfit.estimator.generation import InferenceEstimate
 from trainfit.estimator.storage import InferencePrecision
 from trainfit.export.write import Exported
 from trainfit.hardware.catalog import DEFAULT_DEVICES
+from trainfit.io import StagedDirectories, staged_directories
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
 from trainfit.spec import Precision, TrainSpec
@@ -83,18 +84,30 @@ def run_plan_file(
     progress: Progress | None = None,
     on_start: Callable[[ModelOptions], None] | None = None,
     on_model: Callable[[PlanResult], None] | None = None,
+    outputs: StagedDirectories | None = None,
 ) -> PlanFileResult:
     """Plan every model of `plan_file` (see `resolve_plan_file` for `overrides`), in order;
     `on_start` is told which model is planned next, `on_model` is given each model's result as
     soon as it is planned (to show it before the next). A model's error is a SpecFileError
-    naming the model and its line."""
+    naming the model and its line. The models' files are written whole or not at all: into
+    `outputs` (committed by the caller), else committed when every model is planned."""
+    if outputs is None:
+        with staged_directories() as staged:
+            return run_plan_file(
+                plan_file,
+                overrides,
+                progress=progress,
+                on_start=on_start,
+                on_model=on_model,
+                outputs=staged,
+            )
     resolved = resolve_plan_file(plan_file, overrides)
     out = []
     for model in resolved:
         if on_start is not None:
             on_start(model)
         try:
-            result = run_plan(model.options, progress=progress)
+            result = run_plan(model.options, progress=progress, outputs=outputs)
         except SpecFileError:
             raise
         except TrainfitError as exc:
@@ -106,9 +119,19 @@ def run_plan_file(
     return PlanFileResult(plan_file=plan_file, models=tuple(out))
 
 
-def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanResult:
+def run_plan(
+    options: PlanOptions,
+    *,
+    progress: Progress | None = None,
+    outputs: StagedDirectories | None = None,
+) -> PlanResult:
     """Plan one model: the settings that fit each device (per stage with `stage`), the
-    serving estimates with `inference`, and the config and export files asked for."""
+    serving estimates with `inference`, and the config and export files asked for, written
+    whole or not at all: into `outputs` (committed by the caller), else committed when the
+    plan is done."""
+    if outputs is None:
+        with staged_directories() as staged:
+            return run_plan(options, progress=progress, outputs=staged)
     devices = options.device or DEFAULT_DEVICES
     if options.inference and options.effective_batch is None:  # NB: serving only
         return _serve_only(options, devices)
@@ -153,7 +176,9 @@ def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanR
     else:
         planned = _plan(options, spec, devices, run, precision, multi, progress)
         plans, subdirectories = [planned], [""]
-    files = tuple(_write_files(options, p, s) for p, s in zip(plans, subdirectories, strict=True))
+    files = tuple(
+        _write_files(options, p, s, outputs) for p, s in zip(plans, subdirectories, strict=True)
+    )
     serving_spec = _serving_spec(options) if options.inference else None
     return PlanResult(
         options=options,
@@ -259,19 +284,26 @@ def _staged(
     )
 
 
-def _write_files(options: PlanOptions, plan: Plan, subdirectory: str) -> FilesWritten:
-    """`config_dir` and `export` files of one plan, under `subdirectory` of each."""
+def _write_files(
+    options: PlanOptions, plan: Plan, subdirectory: str, outputs: StagedDirectories
+) -> FilesWritten:
+    """`config_dir` and `export` files of one plan, under `subdirectory` of each (into the
+    staged directories; the paths returned are where they will be)."""
     configs: list[Path] = []
     if options.config_dir:
         from trainfit.export.configs import write_configs
 
-        configs = write_configs(plan, Path(options.config_dir) / subdirectory)
+        written = write_configs(plan, outputs.path(options.config_dir) / subdirectory)
+        configs = [outputs.final(path) for path in written]
     exported = None
     if options.export:
         from trainfit.export.write import write_exports
 
-        where = Path(options.export_dir or ".") / subdirectory
+        where = outputs.path(options.export_dir or ".") / subdirectory
         exported = write_exports(plan, options.export, where)
+        exported = dataclasses.replace(
+            exported, written=tuple(outputs.final(path) for path in exported.written)
+        )
     return FilesWritten(configs=tuple(configs), exported=exported)
 
 
