@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from trainfit.cli import detect, devices, doctor, measure, run_args, spec_args
 from trainfit.cli import plan as plan_command
+from trainfit.cli.interrupt import interrupts_raised
 from trainfit.errors import SpecError, SpecFileError, TrainfitError
 from trainfit.hardware.catalog import using_catalogs
 
@@ -186,25 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv or DEFAULT_EXAMPLE)
     try:
-        if args.command == "plan":
-            # `trainfit plan spec.yaml` plans each of the spec file's models
-            from trainfit.cli import spec_file
-
-            if spec_file.is_spec_file(args.model):
-                return spec_file.run(args, argv, _parser)
-            return plan_command.run(args)
-        if args.command == "models":
-            return _models()
-        if args.command == "devices":
-            return devices.run(args)
-        if args.command == "detect":
-            return detect.run(args)
-        if args.command == "measure":
-            return measure.run(args)
-        if args.command == "doctor":
-            return doctor.run(args)
-        with using_catalogs(args.catalog):
-            return _estimate(args)
+        with interrupts_raised():
+            return _run(args, argv)
     except SpecFileError as exc:  # a spec file's problems: one a line
         from trainfit.cli import spec_file
 
@@ -216,6 +200,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trainfit: interrupted", file=sys.stderr)
         return 130
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    """The command of `args`; its errors are the caller's."""
+    if args.command == "plan":
+        # `trainfit plan spec.yaml` plans each of the spec file's models
+        from trainfit.cli import spec_file
+
+        if spec_file.is_spec_file(args.model):
+            return spec_file.run(args, argv, _parser)
+        return plan_command.run(args)
+    if args.command == "models":
+        return _models()
+    if args.command == "devices":
+        return devices.run(args)
+    if args.command == "detect":
+        return detect.run(args)
+    if args.command == "measure":
+        return measure.run(args)
+    if args.command == "doctor":
+        return doctor.run(args)
+    with using_catalogs(args.catalog):
+        return _estimate(args)
 
 
 def entry() -> None:
