@@ -103,6 +103,41 @@ def test_a_models_error_names_its_line(tmp_path: Path) -> None:
         trainfit.run_plan_file(plan_file)
 
 
+def test_every_problem_of_every_model_comes_before_any_is_planned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainfit.plan.search
+
+    def not_planned(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a model was planned before the file's problems were raised")
+
+    monkeypatch.setattr(trainfit.plan.search, "plan", not_planned)
+    plan_file = _spec(
+        f"""
+        models:
+          - {{name: good, model: "{MLP}"}}
+          - {{name: bad, model: "trainfit.models.zoo:no_such_model", loss: "nosuchmod:fn"}}
+          - {{name: lm, model: gpt2, loss: "{MLP}", offload: disk}}
+        training: {{effective_batch: 16, strategy: zero9}}
+        devices: [h100, h10]
+        jobs: 1
+        """,
+        tmp_path,
+    )
+    with pytest.raises(SpecFileError) as raised:
+        trainfit.run_plan_file(plan_file)
+    problems = raised.value.problems
+    assert len(problems) == 6, problems
+    assert problems[0].startswith("spec.yaml:6: devices[1]: unknown device 'h10'")
+    assert problems[1].startswith("spec.yaml: every model: unknown strategy 'zero9'")
+    bad = "spec.yaml:3: models[1] (bad): "
+    assert problems[2].startswith(f"{bad}module 'trainfit.models.zoo' has no attribute")
+    assert problems[3].startswith(f"{bad}cannot import module 'nosuchmod' for loss function")
+    lm = "spec.yaml:4: models[2] (lm): "
+    assert problems[4].startswith(f"{lm}unknown offload 'disk'")
+    assert problems[5].startswith(f"{lm}--loss {MLP} is for a plain module: gpt2 (catalog)")
+
+
 def test_run_plan_needs_an_effective_batch() -> None:
     with pytest.raises(trainfit.SpecError, match="needs --effective-batch"):
         run_plan(PlanOptions(model=MLP, device=("h100",)))

@@ -51,7 +51,6 @@ DATALOADER_WORKERS = 4
 """Worker processes per DataLoader (a conventional default, as the seed-style YAML's)."""
 
 
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TrainerLayout:
     """How one device of a plan trains, in terms every trainer export shares."""

@@ -39,8 +39,6 @@ def compute_dtype(precision: Precision) -> torch.dtype:
     return precision.autocast_dtype or torch.float32
 
 
-
-
 def candidate_names(model: nn.Module) -> list[str]:
     """Distinct leaf names of the model's Linear (and transformers Conv1D) modules, the output
     head left out."""

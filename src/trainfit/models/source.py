@@ -119,6 +119,42 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     return program
 
 
+def model_problems(model: str, loss: str | None, step_fn: str | None) -> list[str]:
+    """What would stop `build_program` from finding the model, its loss or its step
+    function, each a line, without building anything: a name not in the catalog, an import
+    path that does not import, a directory without config.json, `loss` on a transformers
+    model. A hub id is looked up only when the model is built."""
+    problems: list[str] = []
+    row = _catalog.find(model)
+    transformers_model = row is not None and row.kind != "module"
+    origin = f"{model} (catalog)"
+    try:
+        if row is None and is_import_path(model):
+            resolve(model, "model factory")
+        elif row is None and os.path.isdir(model):
+            transformers_model, origin = True, f"{model} (local config)"
+            if not os.path.isfile(os.path.join(model, "config.json")):
+                problems.append(f"model directory {model} holds no config.json")
+        elif row is None and "/" in model and not model.startswith((".", "/")):
+            transformers_model, origin = True, f"{model} (hub config)"
+        elif row is None:
+            _catalog.lookup(model)  # NB: raises UnknownNameError with the close matches
+    except TrainfitError as exc:
+        problems.append(str(exc))
+    for what, path in (("loss function", loss), ("step function", step_fn)):
+        if path:
+            try:
+                resolve(path, what)
+            except TrainfitError as exc:
+                problems.append(str(exc))
+    if transformers_model and loss:
+        try:
+            _check_own_loss(loss, origin)
+        except SpecError as exc:
+            problems += exc.problems
+    return problems
+
+
 def _checked_loss(fn: LossFn, where: str) -> LossFn:
     def compute(model: nn.Module, batch: Batch) -> torch.Tensor:
         loss = fn(model, batch)
@@ -181,12 +217,12 @@ def _default_task(config: Any) -> str:
     return "causal-lm"
 
 
-def _check_own_loss(spec: TrainSpec, origin: str) -> None:
+def _check_own_loss(loss: str | None, origin: str) -> None:
     """A SpecError for `--loss` on a transformers model (its own loss would be used)."""
-    if spec.loss:
+    if loss:
         raise SpecError(
             [
-                f"--loss {spec.loss} is for a plain module: {origin} is a transformers model, "
+                f"--loss {loss} is for a plain module: {origin} is a transformers model, "
                 "which computes its own loss from the labels; for another loss give "
                 "--step-fn pkg.module:fn(model, batch) -> loss"
             ]
@@ -203,7 +239,7 @@ def _hf_program(
 ) -> StepProgram:
     if task not in _AUTO_CLASS:
         raise SpecError([f"unknown task {task!r}; choose one of {', '.join(sorted(_AUTO_CLASS))}"])
-    _check_own_loss(spec, origin)
+    _check_own_loss(spec.loss, origin)
     transformers = _transformers()
     if hasattr(config, "use_cache") and (spec.use_cache is not None or catalog):
         # NB: a user's config keeps its own use_cache unless asked (transformers builds a KV

@@ -32,6 +32,7 @@ _NAMES: dict[str, torch.dtype] = {
     "half": torch.float16,
 }
 
+
 def config_dtype(config: Any | None) -> torch.dtype:
     """The dtype `from_pretrained` loads `config`'s checkpoint in: its `dtype` (transformers 5)
     or `torch_dtype`, fp32 where it declares none (or for a plain module, `config` None)."""

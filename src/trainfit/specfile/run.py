@@ -24,12 +24,18 @@ from trainfit.estimator.generation import InferenceEstimate
 from trainfit.estimator.storage import InferencePrecision
 from trainfit.export.write import Exported
 from trainfit.hardware.catalog import DEFAULT_DEVICES
-from trainfit.io import StagedDirectories, staged_directories
+from trainfit.io import StagedDirectories, check_writable_directory, staged_directories
+from trainfit.models.source import model_problems
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
 from trainfit.spec import Precision, TrainSpec
 from trainfit.specfile.checks import check_sized, lora_fields, measured, run_spec, stages
-from trainfit.specfile.options import ModelOptions, PlanOptions, resolve_plan_file, where_model
+from trainfit.specfile.options import (
+    ModelOptions,
+    PlanOptions,
+    resolved_with_problems,
+    where_model,
+)
 from trainfit.specfile.schema import PlanFile
 from trainfit.timing.run import RunSpec
 
@@ -101,7 +107,16 @@ def run_plan_file(
                 on_model=on_model,
                 outputs=staged,
             )
-    resolved = resolve_plan_file(plan_file, overrides)
+    resolved, problems = resolved_with_problems(plan_file, overrides)
+    # NB: before any model is planned (which takes seconds each): every problem at once
+    found = [option_problems(model.options) for model in resolved]
+    shared = set.intersection(*(set(f) for f in found)) if len(found) > 1 else set()
+    problems += [f"{plan_file.source}: every model: {p}" for p in found[0] if p in shared]
+    for model, own in zip(resolved, found, strict=True):
+        where = where_model(plan_file, model)
+        problems += [f"{where}: {p}" for p in own if p not in shared]
+    if problems:
+        raise SpecFileError(plan_file.source, list(dict.fromkeys(problems)))
     out = []
     for model in resolved:
         if on_start is not None:
@@ -132,6 +147,9 @@ def run_plan(
     if outputs is None:
         with staged_directories() as staged:
             return run_plan(options, progress=progress, outputs=staged)
+    problems = option_problems(options)
+    if problems:
+        raise SpecError(problems)
     devices = options.device or DEFAULT_DEVICES
     if options.inference and options.effective_batch is None:  # NB: serving only
         return _serve_only(options, devices)
@@ -189,6 +207,36 @@ def run_plan(
     )
 
 
+def option_problems(options: PlanOptions) -> list[str]:
+    """What `run_plan` would refuse in `options` only once planning (the engine, offload,
+    stages, outputs, LoRA, calibration, inference precisions) and a model, loss or step
+    function that cannot be found, each a line; none of it plans or builds the model."""
+    checks: list[Callable[[], object]] = [
+        lambda: _check_outputs(options),
+        lambda: options.report and check_writable_directory(options.report, "report directory"),
+        lambda: _multi_gpu(options),
+        lambda: stages(options.stage, TrainSpec(model="x.y:z", freeze=options.freeze)),
+        lambda: measured(options.measured_step, options.measured_on, "h100"),
+        lambda: lora_fields(
+            options.lora,
+            options.lora_alpha,
+            options.lora_dropout,
+            options.lora_targets,
+            options.qlora,
+        ),
+        lambda: options.inference and _inference_precisions(options),
+    ]
+    problems = []
+    for check in checks:
+        try:
+            check()
+        except SpecError as exc:
+            problems += exc.problems
+        except TrainfitError as exc:
+            problems.append(str(exc))
+    return problems + model_problems(options.model, options.loss, options.step_fn)
+
+
 def _check_outputs(options: PlanOptions) -> None:
     """Before planning (which takes seconds): the export formats' packages, and the
     directories can be written."""
@@ -244,10 +292,19 @@ def _multi_gpu(options: PlanOptions) -> dict[str, Any]:
 
     strategy = offload = None
     asked = any(v is not None for v in (options.strategy, options.offload, options.nodes))
-    if options.strategy not in (None, "auto"):
-        strategy = parse_enum(Strategy, "strategy", options.strategy)
-    if options.offload is not None:
-        offload = parse_enum(Offload, "offload", options.offload)
+    problems = []
+    try:
+        if options.strategy not in (None, "auto"):
+            strategy = parse_enum(Strategy, "strategy", options.strategy)
+    except TrainfitError as exc:
+        problems.append(str(exc))
+    try:
+        if options.offload is not None:
+            offload = parse_enum(Offload, "offload", options.offload)
+    except TrainfitError as exc:
+        problems.append(str(exc))
+    if problems:
+        raise SpecError(problems)
     if strategy is not None and offload is not None:
         check_offload(strategy, offload)  # NB: before planning, which takes seconds
     # NB: one GPU is the default: the GPU count is then searched
