@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from trainfit import TraceError, TrainSpec, estimate
+from trainfit import Estimate, TraceError, TrainSpec, estimate
 from trainfit.errors import ModelLoadError, SpecError
 
 GiB = 1 << 30
@@ -182,3 +182,14 @@ def test_bf16_on_a_card_without_it_is_estimated_with_a_warning(device: str) -> N
     native = estimate(dataclasses.replace(spec, device="a100-80gb"))
     assert not any("emulates" in n for n in native.notes)
     assert native.step_time is not None
+
+
+def test_the_live_module_example_of_the_errors_page_runs() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "errors.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    names: dict[str, object] = {}
+    exec(compile(code, "docs/errors.md", "exec"), names)
+    result = names["result"]
+    assert isinstance(result, Estimate) and result.spec.batch == 64
