@@ -34,11 +34,10 @@ def run(
 
     from trainfit.cli import plan, report_args
     from trainfit.io import staged_directories
-    from trainfit.specfile.loader import load_plan_spec
-    from trainfit.specfile.run import run_plan_file
+    from trainfit.specfile.run import load_checked, run_plan_file
 
-    plan_file = load_plan_spec(args.model)
     overrides = plan.typed_options(typed_options(make_parser, argv))
+    plan_file = load_checked(args.model, overrides)
     outputs = plan_file.outputs
     shown = bool(overrides.get("report") or (outputs is not None and outputs.report))
     several = len(plan_file.entries()) > 1

@@ -30,6 +30,7 @@ from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
 from trainfit.spec import Precision, TrainSpec
 from trainfit.specfile.checks import check_sized, lora_fields, measured, run_spec, stages
+from trainfit.specfile.loader import StructureError, load_plan_spec
 from trainfit.specfile.options import (
     ModelOptions,
     PlanOptions,
@@ -107,16 +108,10 @@ def run_plan_file(
                 on_model=on_model,
                 outputs=staged,
             )
-    resolved, problems = resolved_with_problems(plan_file, overrides)
     # NB: before any model is planned (which takes seconds each): every problem at once
-    found = [option_problems(model.options) for model in resolved]
-    shared = set.intersection(*(set(f) for f in found)) if len(found) > 1 else set()
-    problems += [f"{plan_file.source}: every model: {p}" for p in found[0] if p in shared]
-    for model, own in zip(resolved, found, strict=True):
-        where = where_model(plan_file, model)
-        problems += [f"{where}: {p}" for p in own if p not in shared]
+    resolved, problems = _file_problems(plan_file, overrides)
     if problems:
-        raise SpecFileError(plan_file.source, list(dict.fromkeys(problems)))
+        raise SpecFileError(plan_file.source, problems)
     out = []
     for model in resolved:
         if on_start is not None:
@@ -132,6 +127,51 @@ def run_plan_file(
         if on_model is not None:
             on_model(out[-1])
     return PlanFileResult(plan_file=plan_file, models=tuple(out))
+
+
+def load_checked(path: str | Path, overrides: Mapping[str, Any] | None = None) -> PlanFile:
+    """`load_plan_spec`, with the problems of one round: where the file's structure or types
+    are wrong, the values of its other fields are checked too (`run_plan_file`'s checks), and
+    every problem is raised at once."""
+    try:
+        return load_plan_spec(path)
+    except StructureError as exc:
+        if exc.partial is None:
+            raise
+        _, more = _file_problems(exc.partial, overrides)
+        # NB: a field left out for its problem is not missing as well
+        paths = set(exc.paths)
+        leaves = [
+            p for p in paths if p and not any(q.startswith((p + ".", p + "[")) for q in paths)
+        ]
+        names = {p.rsplit(".", 1)[-1].split("[")[0] for p in leaves}
+        forms = {f for n in names for f in (f".{n}", f"--{n.replace('_', '-')}")}
+        forms |= {n.replace("_", " ") for n in names if "_" in n}
+        kept = [p for p in more if not any(f in p for f in forms)]
+        source = exc.path
+        every = sorted([*exc.problems, *kept], key=lambda p: _line(source, p))
+        raise SpecFileError(source, every) from None
+
+
+def _line(source: str, problem: str) -> int:
+    """The line a problem starts with (`spec.yaml:12: ...`), 0 for none."""
+    number = problem[len(source) + 1 :].partition(":")[0]
+    return int(number) if problem.startswith(source + ":") and number.isdigit() else 0
+
+
+def _file_problems(
+    plan_file: PlanFile, overrides: Mapping[str, Any] | None
+) -> tuple[tuple[ModelOptions, ...], list[str]]:
+    """Every model's options and every problem of the file that planning is not needed to
+    find (the values, the models' sources, the options `run_plan` reads)."""
+    resolved, problems = resolved_with_problems(plan_file, overrides)
+    found = [option_problems(model.options) for model in resolved]
+    shared = set.intersection(*(set(f) for f in found)) if len(found) > 1 else set()
+    problems += [f"{plan_file.source}: every model: {p}" for p in found[0] if p in shared]
+    for model, own in zip(resolved, found, strict=True):
+        where = where_model(plan_file, model)
+        problems += [f"{where}: {p}" for p in own if p not in shared]
+    return resolved, list(dict.fromkeys(problems))
 
 
 def run_plan(
