@@ -339,3 +339,10 @@ def test_the_typed_facts_render_as_the_plan_words_them() -> None:
         "micro-batch 4 x 16 accumulation steps",
         "effective batch 70 (not 67)",
     ]
+
+
+def test_arguments_of_the_wrong_type_are_named() -> None:
+    with pytest.raises(SpecError, match=r"plan takes a TrainSpec, got str"):
+        plan("gpt2", 8, "h100")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"effective batch must be a positive integer, got '8'"):
+        plan(MELODY, "8", "h100")  # type: ignore[arg-type]

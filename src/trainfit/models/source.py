@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainfit.errors import ModelLoadError, SpecError, TrainfitError
+from trainfit.errors import ModelLoadError, SpecError, TrainfitError, raised_in_user_code
 from trainfit.models import catalog as _catalog
 from trainfit.models import weights as _weights
 from trainfit.models.imports import is_import_path, resolve
@@ -323,9 +323,9 @@ def _module_program(
             model = factory()
     except TrainfitError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # NB: the user's factory may raise anything
         raise ModelLoadError(
-            f"model factory {factory_path} failed: {type(exc).__name__}: {exc}"
+            f"model factory {factory_path} failed: {raised_in_user_code(exc)}"
         ) from exc
     if not isinstance(model, nn.Module):
         raise ModelLoadError(

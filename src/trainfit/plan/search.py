@@ -71,6 +71,10 @@ def plan(
     several of it (`with_distributed`); without them only the GPUs that cannot hold the job
     alone are.
     """
+    if not isinstance(spec, TrainSpec):
+        raise SpecError(
+            [f"plan takes a TrainSpec, got {type(spec).__name__}: plan(TrainSpec(model=...), ...)"]
+        )
     devices = device_names(devices)
     resolved = _checked(effective_batch, devices, margin, precision, jobs, run, gpus, nodes)
     if precision is not None:
@@ -133,6 +137,8 @@ def _checked(
             effective_batch,
             Layout(gpus=gpus if gpus is not None else (nodes or 1) * 8, nodes=nodes or 1),
         )
+    if not isinstance(effective_batch, int) or isinstance(effective_batch, bool):
+        raise SpecError([f"effective batch must be a positive integer, got {effective_batch!r}"])
     problems = []
     if effective_batch < 1:
         problems.append(f"effective batch must be a positive integer, got {effective_batch}")
