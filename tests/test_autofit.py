@@ -363,9 +363,10 @@ def test_failing_forward_names_the_module_and_the_error(device: str) -> None:
     assert "in module 'blocks.1'" in text and "RuntimeError" in text
     with pytest.raises(TraceError) as e:
         autofit(Outer(), {"image": torch.randn(4, 4)}, 8, device=device)
+    line = Inner.forward.__code__.co_firstlineno + 1
     assert str(e.value) == (
         "the training step of Outer fails on the sample batch in module 'inner' (Inner): "
-        "KeyError: 'pixels'"
+        f"KeyError: 'pixels' (at {__file__}:{line})"
     )
 
 

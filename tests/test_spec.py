@@ -56,3 +56,25 @@ def test_input_parsing() -> None:
 def test_malformed_inputs(text: str, message: str) -> None:
     with pytest.raises((SpecError, UnknownNameError), match=message):
         InputSpec.parse(text)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"model": torch.nn.Linear(4, 4)}, r"model is a live Linear: .*estimate\(model=module"),
+        ({"model": 3}, r"model must be .* \(str\), got int"),
+        ({"device": ["h100"]}, r"device must be one device's name \(str; .*got list"),
+        ({"loss": len}, r"loss is a callable: name it as pkg.module:fn, or give it with a live"),
+        ({"step_fn": 1.5}, r"step_fn must be pkg.module:fn \(str\), got float"),
+        ({"freeze": [1]}, r"freeze must be a list of str, got \[1\]"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_named(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        TrainSpec(**fields)
+
+
+def test_one_string_where_a_list_is_expected_is_one_item() -> None:
+    spec = TrainSpec(model="x.y:z", freeze="encoder.*", inputs="x=B,4")
+    assert spec.freeze == ("encoder.*",)
+    assert [i.name for i in spec.inputs] == ["x"]

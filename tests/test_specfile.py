@@ -439,7 +439,9 @@ def test_cli_prints_each_problem_on_its_line(
     path = _write(tmp_path, "model: gpt2\nseq: 5\ntraining: {epochs: x}\n")
     assert main(["plan", str(path)]) == 1
     assert capsys.readouterr().err.splitlines() == [
-        f"trainfit: error: {path}: 2 problems",
+        f"trainfit: error: {path}: 3 problems",
+        f"  {path}:1: models[0] (gpt2): no effective batch: add training.effective_batch (or "
+        "effective_batch in the model entry)",
         f"  {path}:2: unknown field 'seq' in the file's top level (fields: title, description, "
         "model, models, data, training, devices, gpus, margin, cost, measured, inference, "
         "outputs, jobs, claims)",

@@ -103,6 +103,72 @@ def test_a_models_error_names_its_line(tmp_path: Path) -> None:
         trainfit.run_plan_file(plan_file)
 
 
+def test_every_problem_of_every_model_comes_before_any_is_planned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainfit.plan.search
+
+    def not_planned(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a model was planned before the file's problems were raised")
+
+    monkeypatch.setattr(trainfit.plan.search, "plan", not_planned)
+    plan_file = _spec(
+        f"""
+        models:
+          - {{name: good, model: "{MLP}"}}
+          - {{name: bad, model: "trainfit.models.zoo:no_such_model", loss: "nosuchmod:fn"}}
+          - {{name: lm, model: gpt2, loss: "{MLP}", offload: disk}}
+        training: {{effective_batch: 16, strategy: zero9}}
+        devices: [h100, h10]
+        jobs: 1
+        """,
+        tmp_path,
+    )
+    with pytest.raises(SpecFileError) as raised:
+        trainfit.run_plan_file(plan_file)
+    problems = raised.value.problems
+    assert len(problems) == 6, problems
+    assert problems[0].startswith("spec.yaml:6: devices[1]: unknown device 'h10'")
+    assert problems[1].startswith("spec.yaml: every model: unknown strategy 'zero9'")
+    bad = "spec.yaml:3: models[1] (bad): "
+    assert problems[2].startswith(f"{bad}module 'trainfit.models.zoo' has no attribute")
+    assert problems[3].startswith(f"{bad}cannot import module 'nosuchmod' for loss function")
+    lm = "spec.yaml:4: models[2] (lm): "
+    assert problems[4].startswith(f"{lm}unknown offload 'disk'")
+    assert problems[5].startswith(f"{lm}--loss {MLP} is for a plain module: gpt2 (catalog)")
+
+
+def test_structure_and_value_problems_come_in_one_round(tmp_path: Path) -> None:
+    from trainfit.specfile.run import load_checked
+
+    spec = textwrap.dedent(
+        """
+        models:
+          - {name: good, model: "trainfit.models.zoo:emotion_mlp", seq: long}
+          - {name: bad, model: "trainfit.models.zoo:no_such_model"}
+        training: {efective_batch: 16, effective_batch: sixteen, optimizer: lion}
+        devices: [h100, h10]
+        jobs: 1
+        """
+    ).lstrip("\n")
+    (tmp_path / "spec.yaml").write_text(spec)
+    with pytest.raises(SpecFileError) as raised:
+        load_checked(tmp_path / "spec.yaml")
+    source = str(tmp_path / "spec.yaml")
+    problems = [p.removeprefix(source) for p in raised.value.problems]
+    assert problems == [
+        ":2: models[0].seq: expected a whole number, got 'long'",
+        ":3: models[1] (bad): module 'trainfit.models.zoo' has no attribute 'no_such_model' "
+        "(model factory 'trainfit.models.zoo:no_such_model')",
+        ":4: unknown field 'efective_batch' in training (did you mean 'effective_batch'?)",
+        ":4: training.effective_batch: expected a whole number, got 'sixteen'",
+        ":4: training.optimizer: unknown optimizer 'lion'; choose one of adafactor, adam, "
+        "adamw, adamw-8bit, sgd, sgd-momentum",
+        ":5: devices[1]: unknown device 'h10'; did you mean 'h100', 'a10', 'h200'? "
+        "(run `trainfit devices` for the list)",
+    ]  # NB: and not "no effective batch", the field left out for its own problem
+
+
 def test_run_plan_needs_an_effective_batch() -> None:
     with pytest.raises(trainfit.SpecError, match="needs --effective-batch"):
         run_plan(PlanOptions(model=MLP, device=("h100",)))

@@ -529,3 +529,14 @@ def test_a_slow_loader_makes_the_run_input_bound() -> None:
 def test_a_bad_data_rate_is_named() -> None:
     with pytest.raises(SpecError, match="data_rate must be a positive number"):
         RunSpec(samples=10, data_rate=0)
+
+
+def test_a_step_that_does_not_fit_is_not_priced() -> None:
+    from trainfit.timing.run import estimate_run
+
+    result = estimate(
+        model="trainfit.models.zoo:melody_transformer", batch=2048, seq_len=128, device="rtx-4060"
+    )
+    assert result.fits is False
+    with pytest.raises(SpecError, match=r"does not fit rtx-4060, so its run is not priced"):
+        estimate_run(result, RunSpec(samples=100_000))

@@ -10,12 +10,17 @@
     └── MeasureError              a real run on a device failed (no device, out of memory ...)
 
 The CLI catches `TrainfitError`, prints its message on one line and exits with code 1. The
-library never prints and never exits.
+library never prints and never exits. An exception raised by the user's own code (a model's
+forward, a loss, a step function) is turned into one of these where trainfit calls that code,
+worded by `raised_in_user_code`: its type, its message and the user's frame.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
+import sys
+import sysconfig
 from collections.abc import Iterable
 
 
@@ -94,3 +99,36 @@ class TraceError(TrainfitError):
 
 class MeasureError(TrainfitError):
     """A real run on a device failed."""
+
+
+def _library_folders() -> tuple[str, ...]:
+    """Folders whose frames are not the user's: trainfit's, torch's and Python's own library."""
+    folders = [os.path.dirname(__file__), sysconfig.get_paths()["stdlib"]]
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "__file__", None):
+        folders.append(os.path.dirname(torch.__file__))
+    return tuple(os.path.join(os.path.realpath(f), "") for f in folders)
+
+
+def user_frame(exc: BaseException) -> str | None:
+    """`file:line` of the innermost frame of `exc`'s traceback outside trainfit, torch and
+    Python's own library (where the user's code, or a model library such as transformers,
+    raised it); None when every frame is one of those."""
+    folders = _library_folders()
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        path = os.path.realpath(tb.tb_frame.f_code.co_filename)
+        if not path.startswith(folders) and not path.startswith("<"):
+            found = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+def raised_in_user_code(exc: BaseException) -> str:
+    """One line for an exception of the user's code: `KeyError: 'labels' (at train.py:12)`,
+    its type, the first line of its message and the user's frame where known."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    where = user_frame(exc)
+    return f"{text} (at {where})" if where else text

@@ -323,7 +323,9 @@ class TrainSpec:
     value for a user's config (a local directory or hub id) and False for a catalog model."""
 
     def __post_init__(self) -> None:
-        problems: list[str] = []
+        problems = self._type_problems()
+        if problems:
+            raise SpecError(problems)  # NB: the checks below read these fields as typed
         coerce = object.__setattr__
         try:
             coerce(self, "precision", parse_enum(Precision, "precision", self.precision))
@@ -399,6 +401,54 @@ class TrainSpec:
             )
         if problems:
             raise SpecError(problems)
+
+    def _type_problems(self) -> list[str]:
+        """The fields of the wrong Python type, each named with what it takes; one string
+        where a sequence of them is expected (`freeze`, `inputs`) is taken as one item."""
+        coerce = object.__setattr__
+        for name in ("freeze", "inputs"):
+            if isinstance(getattr(self, name), (str, InputSpec)):
+                coerce(self, name, (getattr(self, name),))
+        problems = []
+        if not isinstance(self.model, str):
+            kind = type(self.model).__name__
+            if isinstance(self.model, torch.nn.Module):
+                problems.append(
+                    f"model is a live {kind}: a TrainSpec names its model (a catalog name, a "
+                    "directory or pkg.module:factory); pass the module to "
+                    "estimate(model=module, sample=batch) or autofit(module, sample, ...)"
+                )
+            else:
+                problems.append(
+                    f"model must be a catalog name, a directory or pkg.module:factory (str), "
+                    f"got {kind}"
+                )
+        if not isinstance(self.device, str):
+            problems.append(
+                f"device must be one device's name (str; see `trainfit devices`), "
+                f"got {type(self.device).__name__}"
+            )
+        for name in ("loss", "step_fn"):
+            value = getattr(self, name)
+            if callable(value):
+                problems.append(
+                    f"{name} is a callable: name it as pkg.module:fn, or give it with a live "
+                    f"model: estimate(model=module, sample=batch, {name}=fn)"
+                )
+            elif value is not None and not isinstance(value, str):
+                problems.append(f"{name} must be pkg.module:fn (str), got {type(value).__name__}")
+        for name in ("task", "checkpoint_modules"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                problems.append(f"{name} must be a str, got {type(value).__name__}")
+        for name, kinds in (("freeze", (str,)), ("inputs", (str, InputSpec))):
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)) or not all(isinstance(v, kinds) for v in value):
+                problems.append(
+                    f"{name} must be a list of {' or '.join(k.__name__ for k in kinds)}, "
+                    f"got {value!r}"
+                )
+        return problems
 
     def _dtype_problems(self) -> list[str]:
         """Parse the weights and reference dtypes; name the combinations no user step runs."""

@@ -35,6 +35,11 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
         (["estimate", "gpt2", "--optimizer", "lion"], "unknown optimizer 'lion'"),
         (["estimate", "x.y:z", "--input", "x=B,-1"], "dimension '-1' is neither B"),
         (["estimate", "gpt2", "--batch", "0"], "batch must be a positive integer, got 0"),
+        (["estimate", "gpt2", "--margin", "0.1"], "--margin 0.1 applies to --max-batch only"),
+        (
+            ["estimate", "gpt2", "--loss", "nosuchmod:fn"],
+            "--loss nosuchmod:fn is for a plain module: gpt2 (catalog) is a transformers model",
+        ),
     ],
 )
 def test_errors_are_one_line(
@@ -156,3 +161,17 @@ def test_measure_data_times_a_loader(
     assert data["batches"] == 5 and data["samples"] == 160 and data["samples_per_second"] > 0
     assert main(["measure-data", "my_loader:nothing"]) == 1
     assert "has no attribute 'nothing'" in capsys.readouterr().err
+
+
+def test_a_step_that_does_not_fit_is_not_priced_and_exits_3(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["estimate", "trainfit.models.zoo:melody_transformer", "--seq", "128"]
+    code = main([*args, "--batch", "2048", "--device", "rtx-4060", "--samples", "100000"])
+    out, err = capsys.readouterr()
+    assert code == 3
+    assert "does NOT fit" in out and "step time: " in out
+    assert "cost of the run" not in out and "run: " not in out
+    assert err.startswith("trainfit: the step does not fit rtx-4060; its run is not priced")
+    assert "adding --max-batch" in err and "trainfit plan trainfit.models.zoo:melody_" in err
+    assert "--effective-batch 2048 --device rtx-4060" in err

@@ -129,3 +129,11 @@ def test_search_finds_the_boundary_of_a_monotone_curve(
     assert found.batch == (max(fitting) if fitting else 0)
     # the search replays a few batches, not a bisection of the whole range
     assert len(set(tried)) <= 12
+
+
+def test_max_micro_batch_takes_a_trainspec() -> None:
+    from trainfit.errors import SpecError
+    from trainfit.estimator.scaling import max_micro_batch
+
+    with pytest.raises(SpecError, match=r"max_micro_batch takes a TrainSpec, got str"):
+        max_micro_batch("gpt2")  # type: ignore[arg-type]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 import torch
 from torch import nn
 
-from trainfit import TraceError, TrainSpec, estimate
+from trainfit import Estimate, TraceError, TrainSpec, estimate
 from trainfit.errors import ModelLoadError, SpecError
 
 GiB = 1 << 30
@@ -146,3 +147,49 @@ def test_context_without_cublas_in_backward() -> None:
         hopper, uses_cublas=True, reduced_precision=False, backward_cublas=False
     )
     assert both - forward_only == 69_206_016
+
+
+def test_a_live_module_with_its_sample_is_estimated() -> None:
+    net = nn.Linear(4, 3)
+    sample = (torch.randn(8, 4), torch.randint(0, 3, (8,)))
+    result = estimate(model=net, sample=sample, loss=nn.functional.cross_entropy)
+    assert result.spec.batch == 8  # NB: the sample's rows
+    assert result.breakdown.parameters > 0
+    bigger = estimate(model=net, sample=sample, loss=nn.functional.cross_entropy, batch=4096)
+    assert bigger.breakdown.activations > result.breakdown.activations
+    assert net.weight.device.type == "cpu"  # NB: the user's module is left as it was
+
+
+def test_a_live_module_needs_its_sample_and_a_spec_must_be_a_trainspec() -> None:
+    with pytest.raises(SpecError, match=r"model is a live Linear: give its batch too"):
+        estimate(model=nn.Linear(4, 4))
+    with pytest.raises(SpecError, match=r"estimate takes a TrainSpec .* got a Linear"):
+        estimate(nn.Linear(4, 4))  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"sample is the batch of a live model"):
+        estimate(model="gpt2", sample=torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("device", ["t4", "v100-16gb"])
+def test_bf16_on_a_card_without_it_is_estimated_with_a_warning(device: str) -> None:
+    spec = TrainSpec(
+        model="trainfit.models.zoo:emotion_mlp", batch=8, precision="bf16", device=device
+    )
+    result = estimate(spec)
+    assert result.fits
+    assert any("has no native bf16: PyTorch emulates it" in n for n in result.notes)
+    assert result.step_time is None
+    assert result.step_time_missing is not None and "emulated" in result.step_time_missing
+    native = estimate(dataclasses.replace(spec, device="a100-80gb"))
+    assert not any("emulates" in n for n in native.notes)
+    assert native.step_time is not None
+
+
+def test_the_live_module_example_of_the_errors_page_runs() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "errors.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    names: dict[str, object] = {}
+    exec(compile(code, "docs/errors.md", "exec"), names)
+    result = names["result"]
+    assert isinstance(result, Estimate) and result.spec.batch == 64

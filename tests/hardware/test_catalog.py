@@ -308,3 +308,15 @@ def test_bf16_and_tf32_come_with_ampere_on_cuda_only() -> None:
     ]
     assert get_device("rtx-3090").has_tf32 and not get_device("t4").has_tf32
     assert not get_device("m1-pro-16gb").has_bf16 and not get_device("cpu").has_tf32
+
+
+def test_devices_are_one_name_or_several() -> None:
+    from trainfit.errors import SpecError
+    from trainfit.hardware.catalog import device_names, get_device
+
+    assert device_names("rtx-4060") == ("rtx-4060",)
+    assert device_names(["h100", "a100"]) == ("h100", "a100")
+    with pytest.raises(SpecError, match=r"devices must be .* \(str\), got int"):
+        device_names(["h100", 3])  # type: ignore[list-item]
+    with pytest.raises(SpecError, match=r"a device is named by a str .* got int"):
+        get_device(3)  # type: ignore[arg-type]

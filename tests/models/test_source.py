@@ -40,6 +40,20 @@ def test_local_directory_config_only(tmp_path: Path) -> None:
     assert batch["labels"] is batch["input_ids"]
 
 
+def test_a_config_value_of_the_wrong_type_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    fields = '"model_type": "gpt2", "n_layer": "twelve", "n_embd": 64, "n_head": 2'
+    (tmp_path / "config.json").write_text("{" + fields + "}")
+    with pytest.raises(ModelLoadError) as raised:
+        build_program(TrainSpec(model=str(tmp_path), seq_len=16), "meta")
+    text = str(raised.value)
+    assert "\n" not in text
+    assert "n_layer" in text and "'twelve'" in text
+    assert text.startswith(
+        (f"the transformers config of {str(tmp_path)!r} is invalid: ", str(tmp_path))
+    )
+
+
 @pytest.mark.slow
 def test_unreachable_hub_id_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("transformers")

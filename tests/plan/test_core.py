@@ -85,7 +85,8 @@ def test_bad_requests() -> None:
 def test_model_without_blocks_skips_checkpointing(capsys: pytest.CaptureFixture[str]) -> None:
     # the MLP has no ModuleList to checkpoint: the ladder leaves that rung out
     mlp = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
-    result = plan(mlp, effective_batch=256, devices=("h100",))
+    result = plan(mlp, effective_batch=256, devices="h100")  # NB: one name, not its letters
+    assert [d.device for d in result.devices] == ["h100"]
     assert not any("checkpointing" in rung_text(r) for r in result.ladder)
     assert result.devices[0].verdict is Verdict.COMFORTABLE
 
@@ -338,3 +339,10 @@ def test_the_typed_facts_render_as_the_plan_words_them() -> None:
         "micro-batch 4 x 16 accumulation steps",
         "effective batch 70 (not 67)",
     ]
+
+
+def test_arguments_of_the_wrong_type_are_named() -> None:
+    with pytest.raises(SpecError, match=r"plan takes a TrainSpec, got str"):
+        plan("gpt2", 8, "h100")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"effective batch must be a positive integer, got '8'"):
+        plan(MELODY, "8", "h100")  # type: ignore[arg-type]

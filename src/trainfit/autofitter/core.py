@@ -15,12 +15,10 @@ batches should give their longest sample); the CPU is planned in fp32 only.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
-import logging
 import numbers
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -168,16 +166,13 @@ def _plan_and_estimate(
 ) -> _Chosen:
     """The live model registered, planned on `catalog` and its chosen step estimated."""
     model, freeze, modules = request.model, request.freeze, request.checkpoint_modules
-    with (
-        registered(
-            model,
-            request.sample,
-            request.loss_fn,
-            request.step_fn,
-            trainable_all=freeze is not None,
-        ) as live,
-        _quiet_tracer(),
-    ):
+    with registered(
+        model,
+        request.sample,
+        request.loss_fn,
+        request.step_fn,
+        trainable_all=freeze is not None,
+    ) as live:
         spec = TrainSpec(
             model=live.model_path,
             step_fn=live.step_path,
@@ -539,16 +534,3 @@ def _check_setting(request: Request, found: DevicePlan, kind: OptimizerKind) -> 
             ]
         )
     return setting
-
-
-@contextlib.contextmanager
-def _quiet_tracer() -> Iterator[None]:
-    """Silence the tracebacks FakeTensorMode logs for an op that fails: the failure is raised
-    as one TraceError line."""
-    logger = logging.getLogger("torch._subclasses.fake_tensor")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)

@@ -1,7 +1,7 @@
 """The `trainfit` command: a thin layer over the public API.
 
 trainfit                      estimate the default example (gpt2, batch 8, seq 512, bf16, h100)
-trainfit estimate MODEL ...   estimate one training step
+trainfit estimate MODEL ...   estimate one training step (exit code 3: it does not fit)
 trainfit plan MODEL --effective-batch N [--device D ...]   settings that fit each device
 trainfit plan SPEC.yaml [--option ...]   the same from a plan spec file (docs/spec-file.md)
 trainfit models | devices     list the catalogs
@@ -31,8 +31,13 @@ from trainfit.cli import (
     spec_args,
 )
 from trainfit.cli import plan as plan_command
-from trainfit.errors import SpecFileError, TrainfitError
+from trainfit.cli.interrupt import interrupts_raised
+from trainfit.errors import SpecError, SpecFileError, TrainfitError
 from trainfit.hardware.catalog import using_catalogs
+
+DOES_NOT_FIT = 3
+"""`trainfit estimate`'s exit code when the step does not fit the device (the estimate is
+printed, the run is neither priced nor recommended); 1 is an error, 2 a usage error."""
 
 DEFAULT_EXAMPLE = ["estimate", "gpt2", "--batch", "8", "--seq", "512", "--precision", "bf16"]
 
@@ -43,7 +48,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Will this training job fit on this device, and with which settings?",
     )
     sub = parser.add_subparsers(dest="command")
-    est = sub.add_parser("estimate", help="memory one training step needs on a target device")
+    est = sub.add_parser(
+        "estimate",
+        help="memory one training step needs on a target device",
+        epilog="exit codes: 0 the step fits (or the device has no verdict), 1 an error, "
+        "2 a usage error, 3 the step does not fit the device (the estimate is printed; with "
+        "--samples or --tokens the run is not priced; with --max-batch not even one sample "
+        "fits)",
+    )
     est.add_argument(
         "model",
         nargs="?",
@@ -108,6 +120,14 @@ def _estimate(args: argparse.Namespace) -> int:
     from trainfit.estimator.step import estimate
 
     spec = spec_args.spec(args)
+    if args.margin and not args.max_batch:
+        raise SpecError(
+            [
+                f"--margin {args.margin:g} applies to --max-batch only (the fraction of memory "
+                "kept free while searching): add --max-batch, or plan with a margin "
+                "(trainfit plan MODEL --effective-batch N --margin F)"
+            ]
+        )
     if args.max_batch:
         from trainfit.estimator.scaling import max_micro_batch
 
@@ -118,7 +138,7 @@ def _estimate(args: argparse.Namespace) -> int:
             from trainfit.report.terminal import max_batch_text
 
             print(max_batch_text(found))
-        return 0
+        return 0 if found.batch else DOES_NOT_FIT
     from trainfit.specfile import checks
 
     run = checks.run_spec(args)
@@ -132,7 +152,7 @@ def _estimate(args: argparse.Namespace) -> int:
     if measured is not None:
         result, reference = calibrated(result, *measured)
     totals = None
-    if run.sized and result.step_time is not None:
+    if run.sized and result.step_time is not None and result.fits is not False:
         from trainfit.timing.run import estimate_run
 
         stages = stage_times(stage_specs, result, reference)
@@ -151,6 +171,11 @@ def _estimate(args: argparse.Namespace) -> int:
         console.print(estimate_renderable(result))
         if args.time:
             console.print(time_renderable(result, totals))
+    if result.fits is False:
+        from trainfit.report.terminal import does_not_fit_text
+
+        print(does_not_fit_text(result, priced=run.sized), file=sys.stderr)
+        return DOES_NOT_FIT
     return 0
 
 
@@ -174,29 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv or DEFAULT_EXAMPLE)
     try:
-        if args.command == "plan":
-            # `trainfit plan spec.yaml` plans each of the spec file's models
-            from trainfit.cli import spec_file
-
-            if spec_file.is_spec_file(args.model):
-                return spec_file.run(args, argv, _parser)
-            return plan_command.run(args)
-        if args.command == "models":
-            return _models()
-        if args.command == "devices":
-            return devices.run(args)
-        if args.command == "detect":
-            return detect.run(args)
-        if args.command == "measure":
-            return measure.run(args)
-        if args.command == "doctor":
-            return doctor.run(args)
-        if args.command == "measure-data":
-            return measure_data.run(args)
-        if args.command == "check":
-            return check.run(args)
-        with using_catalogs(args.catalog):
-            return _estimate(args)
+        with interrupts_raised():
+            return _run(args, argv)
     except SpecFileError as exc:  # a spec file's problems: one a line
         from trainfit.cli import spec_file
 
@@ -208,6 +212,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trainfit: interrupted", file=sys.stderr)
         return 130
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    """The command of `args`; its errors are the caller's."""
+    if args.command == "plan":
+        # `trainfit plan spec.yaml` plans each of the spec file's models
+        from trainfit.cli import spec_file
+
+        if spec_file.is_spec_file(args.model):
+            return spec_file.run(args, argv, _parser)
+        return plan_command.run(args)
+    if args.command == "models":
+        return _models()
+    if args.command == "devices":
+        return devices.run(args)
+    if args.command == "detect":
+        return detect.run(args)
+    if args.command == "measure":
+        return measure.run(args)
+    if args.command == "doctor":
+        return doctor.run(args)
+    if args.command == "measure-data":
+        return measure_data.run(args)
+    if args.command == "check":
+        return check.run(args)
+    with using_catalogs(args.catalog):
+        return _estimate(args)
 
 
 def entry() -> None:

@@ -140,17 +140,22 @@ def typed_options(values: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
     from trainfit.cli import report_args
+    from trainfit.io import staged_directories
     from trainfit.specfile.run import run_plan
 
     options = options_of(args)
-    with report_args.progress(bool(options.report)) as say:
-        result = run_plan(options, progress=say)
-    if options.json:
-        print(json.dumps(as_json(result), indent=2))
-    else:
-        render(result)
+    # NB: every output directory is written whole or not at all (a failure or Ctrl-C leaves
+    # none of them behind)
+    with staged_directories() as outputs:
+        with report_args.progress(bool(options.report)) as say:
+            result = run_plan(options, progress=say, outputs=outputs)
+        if options.json:
+            print(json.dumps(as_json(result), indent=2))
+        else:
+            render(result)
+        reported = report_args.write(options.report, [result], outputs)
     print_files(result)
-    report_args.write(options.report, [result])
+    report_args.print_written(reported)
     return 0
 
 

@@ -10,8 +10,11 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.progress import Progress, TaskID
 
+    from trainfit.io import StagedDirectories
     from trainfit.specfile.run import PlanResult
     from trainfit.specfile.schema import PlanFile
 
@@ -74,18 +77,26 @@ def progress(shown: bool, what: str = "planning") -> Iterator[ProgressLine | Non
 
 
 def write(
-    directory: str | None, models: Sequence[PlanResult], plan_file: PlanFile | None = None
-) -> None:
-    """Build and write the report of `models` under `directory` (nothing without one)."""
+    directory: str | None,
+    models: Sequence[PlanResult],
+    outputs: StagedDirectories,
+    plan_file: PlanFile | None = None,
+) -> list[Path]:
+    """Build and write the report of `models` under `directory` (nothing without one), into
+    the staged `outputs`; return the paths of report.md, report.json and report.html as they
+    will be once committed."""
     if not directory:
-        return
-    from pathlib import Path
-
+        return []
     from trainfit.report.document import plan_report, write_report
 
     with progress(True, "report") as say:
         report = plan_report(models, plan_file, progress=say)
-        written = write_report(report, Path(directory), progress=say)
-    for path in written:
-        if path.name in ("report.md", "report.json", "report.html"):
-            print(f"wrote {path}", file=sys.stderr)
+        written = write_report(report, outputs.path(directory), progress=say)
+    names = ("report.md", "report.json", "report.html")
+    return [outputs.final(path) for path in written if path.name in names]
+
+
+def print_written(paths: Sequence[Path]) -> None:
+    """One `wrote PATH` line each on stderr."""
+    for path in paths:
+        print(f"wrote {path}", file=sys.stderr)

@@ -33,11 +33,11 @@ def run(
     from rich.console import Console
 
     from trainfit.cli import plan, report_args
-    from trainfit.specfile.loader import load_plan_spec
-    from trainfit.specfile.run import run_plan_file
+    from trainfit.io import staged_directories
+    from trainfit.specfile.run import load_checked, run_plan_file
 
-    plan_file = load_plan_spec(args.model)
     overrides = plan.typed_options(typed_options(make_parser, argv))
+    plan_file = load_checked(args.model, overrides)
     outputs = plan_file.outputs
     shown = bool(overrides.get("report") or (outputs is not None and outputs.report))
     several = len(plan_file.entries()) > 1
@@ -58,13 +58,21 @@ def run(
             as_json[str(model.name)] = plan.as_json(model)
         else:
             plan.render(model)
-        plan.print_files(model)
 
-    with report_args.progress(shown) as say:
-        result = run_plan_file(plan_file, overrides, progress=say, on_start=start, on_model=show)
-    if as_json:
-        print(json.dumps(as_json if several else next(iter(as_json.values())), indent=2))
-    report_args.write(result.models[-1].options.report, result.models, plan_file)
+    # NB: the models' files and the report are written whole or not at all: a model that
+    # fails, or Ctrl-C, leaves none of them behind
+    with staged_directories() as outputs:
+        with report_args.progress(shown) as say:
+            result = run_plan_file(
+                plan_file, overrides, progress=say, on_start=start, on_model=show, outputs=outputs
+            )
+        if as_json:
+            print(json.dumps(as_json if several else next(iter(as_json.values())), indent=2))
+        directory = result.models[-1].options.report
+        reported = report_args.write(directory, result.models, outputs, plan_file)
+    for model in result.models:
+        plan.print_files(model)
+    report_args.print_written(reported)
     return 0
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.estimator.generation import InferenceEstimate, estimate_inference
 from trainfit.estimator.storage import InferencePrecision
-from trainfit.hardware.catalog import Device, DeviceKind, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
 from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.trace.target import Target
@@ -192,7 +192,7 @@ def _described(spec: TrainSpec) -> tuple[bool, int]:
 def estimate_serving(
     spec: TrainSpec,
     *,
-    devices: Sequence[str],
+    devices: str | Sequence[str],
     precisions: Sequence[InferencePrecision | str],
     batches: Sequence[int],
     context: int | None = None,
@@ -202,6 +202,7 @@ def estimate_serving(
     and `new_tokens`), one no_grad forward for any other model; a combination trainfit does
     not estimate (an Apple GPU for generation, int4 for a forward) is a ServingRefusal saying
     why, so that a report can show it rather than drop it."""
+    devices = device_names(devices)
     generative = is_generative(spec)
     if generative and (context is None or new_tokens is None):
         raise SpecError([f"{spec.model} generates text: give the inference context and new_tokens"])

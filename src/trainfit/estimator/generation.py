@@ -40,7 +40,7 @@ import torch
 
 from trainfit.errors import SpecError
 from trainfit.estimator.storage import InferencePrecision, tensor_bytes
-from trainfit.hardware.catalog import Device, DeviceKind, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
 from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
 from trainfit.memory.runtime import context_bytes, cublas_workspace_bytes, profile_of
@@ -518,9 +518,10 @@ def estimate_inference_table(
     new_tokens: int,
     batches: Sequence[int],
     precisions: Sequence[InferencePrecision | str],
-    devices: Sequence[str],
+    devices: str | Sequence[str],
 ) -> list[InferenceEstimate]:
     """Every (device, precision, batch) estimate, in that order (traces are shared)."""
+    devices = device_names(devices)
     return [
         estimate_inference(
             model, context=context, new_tokens=new_tokens, batch=b, precision=p, device=d

@@ -16,7 +16,7 @@ from trainfit.models.heads import ModelClass
 from trainfit.models.lora import labels as peft_labels
 from trainfit.models.weights import StepDtypes
 from trainfit.provenance import FigureLabel
-from trainfit.spec import TrainSpec
+from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.step import RateMissing, StepTime, step_time
 from trainfit.trace.step import StepTrace
 from trainfit.training import Phase
@@ -135,12 +135,25 @@ class Estimate:
         }
 
 
+def emulated_bf16(spec: TrainSpec, device: Device) -> bool:
+    """Whether `spec` computes in bf16 on a CUDA GPU without native bf16 (before Ampere: T4,
+    V100). PyTorch runs it there: `torch.cuda.is_bf16_supported()` is True by emulation, so
+    autocast and bf16 tensors work, without bf16 tensor cores."""
+    bf16 = spec.precision in (Precision.BF16, Precision.PURE_BF16)
+    return bf16 and device.kind is DeviceKind.CUDA and not device.has_bf16
+
+
 def modelled_step_time(
     trace: StepTrace, spec: TrainSpec, device: Device
 ) -> tuple[StepTime | None, str]:
     """The step time of a traced step on `device`, or None and why not."""
     if trace.costs is None:
         return None, "step time not modelled: the traced step's op costs are missing"
+    if emulated_bf16(spec, device):
+        return None, (
+            f"step time not modelled: bf16 on {device.display} is emulated (no bf16 tensor "
+            "cores); fp16 is native there"
+        )
     try:
         return (
             step_time(trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors),

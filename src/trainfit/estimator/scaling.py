@@ -285,6 +285,13 @@ def max_micro_batch(
 
     `margin` is the fraction of the device's memory kept free (0.1 keeps 10%).
     """
+    if not isinstance(spec, TrainSpec):
+        raise SpecError(
+            [
+                f"max_micro_batch takes a TrainSpec, got {type(spec).__name__}: "
+                "max_micro_batch(TrainSpec(model=...))"
+            ]
+        )
     if not 0.0 <= margin < 1.0:
         raise SpecError([f"margin must be a fraction in [0, 1), got {margin}"])
     scaling = scaling or scale_batch(spec)

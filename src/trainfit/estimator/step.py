@@ -23,7 +23,7 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.estimator.cpu import estimate_cpu
-from trainfit.estimator.result import Breakdown, Estimate, assemble
+from trainfit.estimator.result import Breakdown, Estimate, assemble, emulated_bf16
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
@@ -88,16 +88,34 @@ def gpu_fits(
     return True
 
 
-def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
+def estimate(spec: TrainSpec | None = None, *, sample: Any = None, **kwargs: Any) -> Estimate:
     """Predict the device memory one training step of `spec` needs on `spec.device`.
 
     Pass a TrainSpec, or its fields as keyword arguments: `estimate(model="gpt2", batch=8)`.
+    The model may be a live `nn.Module` with its `sample` batch (a tensor, a tuple ending in
+    the target, or a dict of tensors), and then `loss` and `step_fn` callables:
+    `estimate(model=net, sample=(x, y), loss=F.cross_entropy, batch=64)`; the micro-batch
+    defaults to the sample's rows.
     """
     started = time.perf_counter()
-    if spec is None:
-        spec = TrainSpec(**kwargs)
-    elif kwargs:
+    if spec is not None and (kwargs or sample is not None):
         raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
+    if spec is not None and not isinstance(spec, TrainSpec):
+        raise SpecError(
+            [
+                f"estimate takes a TrainSpec or keyword arguments, got a "
+                f"{type(spec).__name__}: for a live model, estimate(model=module, sample=batch)"
+            ]
+        )
+    if spec is None:
+        from trainfit.models.live import live_fields
+
+        with live_fields(kwargs, sample) as fields:
+            return _estimate(TrainSpec(**fields), started)
+    return _estimate(spec, started)
+
+
+def _estimate(spec: TrainSpec, started: float) -> Estimate:
     device = get_device(spec.device)
     if device.kind is DeviceKind.CPU:
         return estimate_cpu(spec, device, started)
@@ -151,6 +169,14 @@ def estimate(spec: TrainSpec | None = None, **kwargs: Any) -> Estimate:
             "times it, and macOS swaps before that; MPSGraph's own buffers are not counted"
         )
     else:
+        if emulated_bf16(spec, device):
+            major, minor = device.compute_capability
+            notes.append(
+                f"{device.display} (compute capability {major}.{minor}) has no native "
+                f"{spec.precision.value}: PyTorch emulates it (torch.cuda.is_bf16_supported() "
+                "is True there), so the step runs in the memory estimated, but slower than "
+                "fp16, which is native: consider --precision fp16"
+            )
         profile = profile_of(device)
         labels = {
             "peak_allocated_bytes": FigureLabel(Provenance.TRACED, "traced"),

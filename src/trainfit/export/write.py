@@ -11,7 +11,6 @@ micro-batch and accumulation, the GPU count); a sharded verdict has none, so it 
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from trainfit.export.hf import hf_training_arguments
 from trainfit.export.launch import launch_files
 from trainfit.export.layout import trainer_layout
 from trainfit.export.lightning import lightning_arguments, lightning_fsdp_note
-from trainfit.io import write_atomically
+from trainfit.io import check_writable_directory, write_atomically
 from trainfit.plan.options import DevicePlan, Plan
 
 
@@ -56,15 +55,9 @@ def export_text(
 
 
 def check_directory(directory: Path | str, what: str = "export directory") -> None:
-    """Create `directory` if needed and check that a file can be written in it: TrainfitError
+    """Check that `directory` can be made and written, without making it: TrainfitError
     naming it otherwise (the CLI checks before planning, which takes seconds)."""
-    directory = Path(directory)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as exc:
-        raise TrainfitError(f"cannot write to the {what} {directory}: {exc}") from exc
+    check_writable_directory(directory, what)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -19,7 +19,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
@@ -27,7 +27,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from trainfit.errors import CatalogError, TrainfitError, UnknownNameError
+from trainfit.errors import CatalogError, SpecError, TrainfitError, UnknownNameError
 from trainfit.hardware.figures import (
     UNKNOWN,
     Figure,
@@ -536,7 +536,28 @@ def instances() -> dict[str, Instance]:
 
 def get_device(name: str) -> Device:
     """The device called `name` (any common spelling); UnknownNameError with close matches."""
+    if not isinstance(name, str):
+        raise SpecError(
+            [f"a device is named by a str (see `trainfit devices`), got {type(name).__name__}"]
+        )
     return catalog().device(name)
+
+
+def device_names(devices: str | Iterable[str]) -> tuple[str, ...]:
+    """The device names of a `devices` argument: one name (a str) or several; a SpecError
+    naming the type of anything else."""
+    if isinstance(devices, str):
+        return (devices,)
+    try:
+        names = tuple(devices)
+    except TypeError:
+        names = (devices,)  # type: ignore[assignment]
+    odd = sorted({type(n).__name__ for n in names if not isinstance(n, str)})
+    if odd:
+        raise SpecError(
+            [f"devices must be a device name or a list of them (str), got {', '.join(odd)}"]
+        )
+    return names
 
 
 def get_instance(name: str) -> Instance:

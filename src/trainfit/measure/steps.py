@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainfit.errors import MeasureError
+from trainfit.errors import MeasureError, user_frame
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.models.lora import check_runnable
@@ -485,9 +485,12 @@ _USED_METHOD = {
 
 
 def first_line(exc: BaseException) -> str:
-    """The exception's type and the first line of its message (300 characters at most)."""
+    """The exception's type, the first line of its message (300 characters at most) and the
+    user's frame that raised it, where known."""
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
+    line = f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
+    where = user_frame(exc)
+    return f"{line} (at {where})" if where else line
 
 
 def setup_failure(exc: Exception, backend: Backend, free_at_start: int | None) -> MeasureError:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from trainfit.errors import ModelLoadError
+from trainfit.errors import ModelLoadError, raised_in_user_code
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -30,6 +30,11 @@ def resolve(path: str, what: str) -> Callable[..., Any]:
         raise ModelLoadError(
             f"cannot import module {module_name!r} for {what} {path!r}: {exc}; "
             "check the name and that its folder is on PYTHONPATH"
+        ) from exc
+    except Exception as exc:  # NB: the user's module failed while it was imported
+        raise ModelLoadError(
+            f"importing module {module_name!r} for {what} {path!r} failed: "
+            f"{raised_in_user_code(exc)}"
         ) from exc
     obj: Any = module
     for part in attr.split("."):

@@ -40,7 +40,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainfit.errors import ModelLoadError, SpecError, TraceError, TrainfitError
+from trainfit.errors import (
+    ModelLoadError,
+    SpecError,
+    TraceError,
+    TrainfitError,
+    raised_in_user_code,
+)
 from trainfit.models.source import default_loss
 from trainfit.spec import InputSpec
 
@@ -197,6 +203,42 @@ def registered(
         raise
 
 
+@contextlib.contextmanager
+def live_fields(fields: Mapping[str, Any], sample: UserBatch | None) -> Iterator[dict[str, Any]]:
+    """TrainSpec fields with a live model in place of an import path: `model` an `nn.Module`
+    run on `sample` (`loss` and `step_fn` may then be callables, see `register_model`),
+    registered for the block; the micro-batch defaults to the sample's rows. Fields without
+    a live model are returned as they are (a `sample` without one is an error)."""
+    model = fields.get("model")
+    if not isinstance(model, nn.Module):
+        if sample is not None:
+            raise SpecError(["sample is the batch of a live model: give model=<an nn.Module>"])
+        yield dict(fields)
+        return
+    if sample is None:
+        raise SpecError(
+            [
+                f"model is a live {type(model).__name__}: give its batch too, "
+                "e.g. estimate(model=module, sample=torch.randn(8, 4))"
+            ]
+        )
+    loss, step = fields.get("loss"), fields.get("step_fn")
+    problems = [
+        f"{name} of a live model is a callable, got {type(value).__name__}"
+        for name, value in (("loss", loss), ("step_fn", step))
+        if value is not None and not callable(value)
+    ]
+    if "inputs" in fields:
+        problems.append("inputs of a live model come from its sample: drop inputs")
+    if problems:
+        raise SpecError(problems)
+    with registered(model, sample, loss, step) as live:
+        out = {k: v for k, v in fields.items() if k not in ("loss", "step_fn")}
+        out.update(model=live.model_path, step_fn=live.step_path, inputs=live.inputs)
+        out.setdefault("batch", live.sample_rows)
+        yield out
+
+
 def register_model(
     model: nn.Module,
     sample: UserBatch,
@@ -279,10 +321,9 @@ def forward_failure(exc: BaseException, model: nn.Module, what: str) -> str:
             name = names[id(owner)] or "(the model itself)"
             where = f" in module {name!r} ({type(owner).__name__})"
         tb = tb.tb_next
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return (
         f"the training step of {type(model).__name__} fails on {what}{where}: "
-        f"{type(exc).__name__}: {first}"
+        f"{raised_in_user_code(exc)}"
     )
 
 

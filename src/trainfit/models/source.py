@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainfit.errors import ModelLoadError, SpecError, TrainfitError
+from trainfit.errors import ModelLoadError, SpecError, TrainfitError, raised_in_user_code
 from trainfit.models import catalog as _catalog
 from trainfit.models import weights as _weights
 from trainfit.models.heads import (
@@ -117,6 +117,42 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     return program
 
 
+def model_problems(model: str, loss: str | None, step_fn: str | None) -> list[str]:
+    """What would stop `build_program` from finding the model, its loss or its step
+    function, each a line, without building anything: a name not in the catalog, an import
+    path that does not import, a directory without config.json, `loss` on a transformers
+    model. A hub id is looked up only when the model is built."""
+    problems: list[str] = []
+    row = _catalog.find(model)
+    transformers_model = row is not None and row.kind != "module"
+    origin = f"{model} (catalog)"
+    try:
+        if row is None and is_import_path(model):
+            resolve(model, "model factory")
+        elif row is None and os.path.isdir(model):
+            transformers_model, origin = True, f"{model} (local config)"
+            if not os.path.isfile(os.path.join(model, "config.json")):
+                problems.append(f"model directory {model} holds no config.json")
+        elif row is None and "/" in model and not model.startswith((".", "/")):
+            transformers_model, origin = True, f"{model} (hub config)"
+        elif row is None:
+            _catalog.lookup(model)  # NB: raises UnknownNameError with the close matches
+    except TrainfitError as exc:
+        problems.append(str(exc))
+    for what, path in (("loss function", loss), ("step function", step_fn)):
+        if path:
+            try:
+                resolve(path, what)
+            except TrainfitError as exc:
+                problems.append(str(exc))
+    if transformers_model and loss:
+        try:
+            _check_own_loss(loss, origin)
+        except SpecError as exc:
+            problems += exc.problems
+    return problems
+
+
 def _checked_loss(fn: LossFn, where: str) -> LossFn:
     def compute(model: nn.Module, batch: Batch) -> torch.Tensor:
         loss = fn(model, batch)
@@ -152,11 +188,35 @@ def _hf_config_from_pretrained(name: str) -> Any:
     try:
         return transformers.AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(
-            f"cannot load a transformers config from {name!r}: {first}; give a directory holding "
-            "config.json, a reachable hub id, or a catalog name (trainfit models)"
+            f"cannot load a transformers config from {name!r}: {_words(exc)}; give a directory "
+            "holding config.json, a reachable hub id, or a catalog name (trainfit models)"
         ) from exc
+    except Exception as exc:  # NB: a field of the wrong type (huggingface_hub's strict check)
+        raise ModelLoadError(
+            f"the transformers config of {name!r} is invalid: {_words(exc)}; fix config.json"
+        ) from exc
+
+
+def _words(exc: BaseException) -> str:
+    """An exception of a library as one line: its type and message, lines joined."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = " ".join(lines)
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _check_own_loss(loss: str | None, origin: str) -> None:
+    """A SpecError for `--loss` on a transformers model (its own loss would be used)."""
+    if loss:
+        raise SpecError(
+            [
+                f"--loss {loss} is for a plain module: {origin} is a transformers model, "
+                "which computes its own loss from the labels; for another loss give "
+                "--step-fn pkg.module:fn(model, batch) -> loss"
+            ]
+        )
 
 
 def _hf_program(
@@ -167,6 +227,7 @@ def _hf_program(
     origin: str,
     catalog: bool = False,
 ) -> StepProgram:
+    _check_own_loss(spec.loss, origin)
     transformers = _transformers()
     task = chosen.task
     if hasattr(config, "use_cache") and (spec.use_cache is not None or catalog):
@@ -184,9 +245,10 @@ def _hf_program(
             # NB: built in fp32 whatever the config declares; `build_program` puts the frozen
             # parts in their load dtype (see trainfit.models.weights)
             model = cls._from_config(config, dtype=torch.float32)
-    except ValueError as exc:
+    except Exception as exc:  # NB: a config's value of the wrong type fails in the build
         raise ModelLoadError(
-            f"{origin}: transformers cannot build {chosen.name} ({task.value}): {exc}"
+            f"{origin}: transformers cannot build {chosen.name} ({task.value}) from its config: "
+            f"{_words(exc)}"
         ) from exc
     rows = spec.rows
     inputs, seq = _hf_inputs(spec, config, task, origin)
@@ -295,9 +357,9 @@ def _module_program(
             model = factory()
     except TrainfitError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # NB: the user's factory may raise anything
         raise ModelLoadError(
-            f"model factory {factory_path} failed: {type(exc).__name__}: {exc}"
+            f"model factory {factory_path} failed: {raised_in_user_code(exc)}"
         ) from exc
     if not isinstance(model, nn.Module):
         raise ModelLoadError(

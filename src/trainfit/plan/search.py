@@ -22,12 +22,12 @@ devices of one compute-capability family share traces.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
 from trainfit.errors import SpecError
 from trainfit.estimator.scaling import BatchScaling
-from trainfit.hardware.catalog import Device, DeviceKind, get_device
+from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
 from trainfit.plan.beyond import with_distributed
 from trainfit.plan.device import plan_device
 from trainfit.plan.ladder import ladder_rungs, ladder_steps
@@ -42,7 +42,7 @@ from trainfit.timing.run import RunSpec
 def plan(
     spec: TrainSpec,
     effective_batch: int,
-    devices: tuple[str, ...],
+    devices: str | Sequence[str],
     margin: float = DEFAULT_MARGIN,
     precision: Precision | None = None,
     ladder: bool = True,
@@ -71,6 +71,11 @@ def plan(
     several of it (`with_distributed`); without them only the GPUs that cannot hold the job
     alone are.
     """
+    if not isinstance(spec, TrainSpec):
+        raise SpecError(
+            [f"plan takes a TrainSpec, got {type(spec).__name__}: plan(TrainSpec(model=...), ...)"]
+        )
+    devices = device_names(devices)
     resolved = _checked(effective_batch, devices, margin, precision, jobs, run, gpus, nodes)
     if precision is not None:
         spec = dataclasses.replace(spec, precision=precision)
@@ -132,6 +137,8 @@ def _checked(
             effective_batch,
             Layout(gpus=gpus if gpus is not None else (nodes or 1) * 8, nodes=nodes or 1),
         )
+    if not isinstance(effective_batch, int) or isinstance(effective_batch, bool):
+        raise SpecError([f"effective batch must be a positive integer, got {effective_batch!r}"])
     problems = []
     if effective_batch < 1:
         problems.append(f"effective batch must be a positive integer, got {effective_batch}")

@@ -26,10 +26,11 @@ it started fresh).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainfit.errors import SpecError
-from trainfit.hardware.catalog import get_device
+from trainfit.hardware.catalog import device_names, get_device
 from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
 from trainfit.plan.search import plan
 from trainfit.plan.times import with_run
@@ -107,7 +108,7 @@ def plan_stages(
     spec: TrainSpec,
     stages: list[tuple[str, float, TrainSpec]],
     effective_batch: int,
-    devices: tuple[str, ...],
+    devices: str | Sequence[str],
     margin: float = DEFAULT_MARGIN,
     precision: Precision | None = None,
     jobs: int = 1,
@@ -115,6 +116,7 @@ def plan_stages(
     measured_step: tuple[float, str] | None = None,
 ) -> StagedPlan:
     """Plan each (name, epochs, stage spec) of `stages` (see the module)."""
+    devices = device_names(devices)
     if not stages:
         raise SpecError(["a staged plan needs at least one stage (--stage EPOCHS[:PATTERN,...])"])
     planned = []

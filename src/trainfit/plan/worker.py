@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import signal
 from concurrent.futures import ProcessPoolExecutor
 
 from trainfit.estimator.step import gpu_memory
@@ -24,11 +25,15 @@ class LadderWorker:
     NB: a fresh interpreter (spawn, the default on macOS and safe beside torch's threads)
     imports the model's code again; a step it cannot do (a model defined in `__main__`, a
     user catalog given on the command line) comes back as None and is done here instead.
+    Ctrl-C (SIGINT, sent to the whole process group) is this process's to handle: the worker
+    ignores it, and this process's KeyboardInterrupt ends the worker through `close()`.
     """
 
     def __init__(self, steps: list[tuple[TrainSpec, int]], device: Device) -> None:
         context = multiprocessing.get_context("spawn")
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        self._pool = ProcessPoolExecutor(
+            max_workers=1, mp_context=context, initializer=ignore_interrupts
+        )
         # NB: the steps from the 8-bit optimizer on are the plan's own settings, which it has
         # usually traced by the time the ladder is read: those are left to this process
         self._futures = [
@@ -57,6 +62,12 @@ class LadderWorker:
         for process in list(getattr(self._pool, "_processes", {}).values()):
             process.terminate()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def ignore_interrupts() -> None:
+    """The worker's start: SIGINT ignored (the planning process handles Ctrl-C and ends the
+    worker; the worker's own KeyboardInterrupt would print a traceback of its own)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:

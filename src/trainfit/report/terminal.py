@@ -216,6 +216,19 @@ def _money(x: float | None, currency: str) -> str:
     return "-" if x is None else f"{x:,.2f} {currency}"
 
 
+def does_not_fit_text(result: Estimate, priced: bool = False) -> str:
+    """One line for a step that does not fit: the run is not priced (`priced`: a data size
+    was given), and where to go next."""
+    spec = result.spec
+    not_priced = "; its run is not priced or recommended" if priced else ""
+    return (
+        f"trainfit: the step does not fit {result.device.name}{not_priced}: find the "
+        "micro-batch that fits by adding --max-batch to this command, or the settings "
+        f"that fit with `trainfit plan {spec.model} --effective-batch "
+        f"{spec.batch * spec.grad_accum} --device {result.device.name}`"
+    )
+
+
 def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Group:
     """The step time (and the run's hours and costs) of an estimate."""
     step = result.step_time

@@ -84,7 +84,9 @@ def parse_plan_spec(
         reader.problem(None, "no model: add 'model:' or 'models:'")
     planfile = reader.read(root, PlanFile, "")
     if planfile is _BAD or reader.problems:
-        raise SpecFileError(source, reader.sorted_problems())
+        raise StructureError(
+            source, reader.sorted_problems(), _partial(root, source, directory), reader.paths
+        )
     planfile.source = source
     planfile.directory = directory or Path(".").resolve()
     planfile.lines = reader.lines
@@ -93,6 +95,32 @@ def parse_plan_spec(
     if reader.problems:
         raise SpecFileError(source, reader.sorted_problems())
     return planfile
+
+
+class StructureError(SpecFileError):
+    """A spec file's structure and types are wrong; `partial` is the file read without the
+    fields that are (None when too little is left), so that the values of the others can be
+    checked in the same round; `paths` are the fields with a problem."""
+
+    def __init__(
+        self, path: str, problems: list[str], partial: PlanFile | None, paths: list[str]
+    ) -> None:
+        super().__init__(path, problems)
+        self.partial = partial
+        self.paths = tuple(paths)
+
+
+def _partial(root: yaml.MappingNode, source: str, directory: Path | None) -> PlanFile | None:
+    """The file read again, leaving out each field that has a problem."""
+    reader = _Reader(source, lenient=True)
+    planfile = reader.read(root, PlanFile, "")
+    if planfile is _BAD:
+        return None
+    planfile.source = source
+    planfile.directory = directory or Path(".").resolve()
+    planfile.lines = reader.lines
+    _normalise_models(planfile, reader)
+    return planfile if planfile.entries() else None
 
 
 def _normalise_models(planfile: PlanFile, reader: _Reader) -> None:
@@ -152,14 +180,21 @@ def _check_claims(planfile: PlanFile, reader: _Reader) -> None:
 class _Reader:
     """Reads YAML nodes into typed values, recording problems and the line of each field."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, lenient: bool = False) -> None:
         self.source = source
         self.problems: list[tuple[int, str]] = []
         self.lines: dict[str, int] = {}
+        self.lenient = lenient
+        """Leave out a field that has a problem (a list with one bad item is such a field)
+        rather than the whole section."""
+        self.paths: list[str] = []
+        """The fields (and list items) with a problem."""
 
-    def problem(self, line: int | None, text: str) -> None:
+    def problem(self, line: int | None, text: str, path: str = "") -> None:
         where = f"{self.source}:{line}" if line is not None else self.source
         self.problems.append((line or 0, f"{where}: {text}"))
+        if path:
+            self.paths.append(path)
 
     def sorted_problems(self) -> list[str]:
         return [text for _, text in sorted(self.problems, key=lambda p: p[0])]
@@ -170,6 +205,12 @@ class _Reader:
 
     def read(self, node: yaml.Node, kind: Any, path: str) -> Any:
         """`node` as a value of type `kind` (a type hint), or _BAD with its problem recorded."""
+        value = self._read(node, kind, path)
+        if value is _BAD:
+            self.paths.append(path)
+        return value
+
+    def _read(self, node: yaml.Node, kind: Any, path: str) -> Any:
         line = node.start_mark.line + 1
         if path:
             self.lines.setdefault(path, line)
@@ -333,7 +374,12 @@ class _Reader:
         ]
         for name in missing:
             self.problem(node.start_mark.line + 1, f"{_where(path)}: missing field {name!r}")
-        if bad or missing:
+        required = [
+            name
+            for name, f in fields.items()
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        if missing or (bad and not self.lenient) or any(n not in values for n in required):
             return _BAD
         return kind(**values)
 

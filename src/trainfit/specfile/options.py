@@ -203,6 +203,17 @@ def resolve_plan_file(
 ) -> tuple[ModelOptions, ...]:
     """One `PlanOptions` per model: defaults, the file's values, then `overrides` (options by
     name, e.g. typed on the command line); SpecFileError lists every problem with its line."""
+    out, problems = resolved_with_problems(plan_file, overrides)
+    if problems:
+        raise SpecFileError(plan_file.source, problems)
+    return out
+
+
+def resolved_with_problems(
+    plan_file: PlanFile, overrides: Mapping[str, Any] | None = None
+) -> tuple[tuple[ModelOptions, ...], list[str]]:
+    """`resolve_plan_file`'s options and its problems (each with its line), not raised, so
+    that a caller adds its own checks of the same models before raising them all at once."""
     given = dict(overrides or {})
     unknown = sorted(set(given) - set(_OPTIONS))
     if unknown:
@@ -232,9 +243,7 @@ def resolve_plan_file(
         found += _value_problems(plan_file, options, entry.label, index, origins)
         problems += sorted(found, key=lambda p: _line_of(plan_file, p))
         out.append(ModelOptions(name=entry.label, index=index, options=options))
-    if problems:
-        raise SpecFileError(plan_file.source, problems)
-    return tuple(out)
+    return tuple(out), problems
 
 
 def where_model(plan_file: PlanFile, model: ModelOptions) -> str:
@@ -449,5 +458,6 @@ __all__ = [
     "PlanOptions",
     "option_defaults",
     "resolve_plan_file",
+    "resolved_with_problems",
     "where_model",
 ]

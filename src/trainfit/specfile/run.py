@@ -24,11 +24,19 @@ from trainfit.estimator.generation import InferenceEstimate
 from trainfit.estimator.storage import InferencePrecision
 from trainfit.export.write import Exported
 from trainfit.hardware.catalog import DEFAULT_DEVICES
+from trainfit.io import StagedDirectories, check_writable_directory, staged_directories
+from trainfit.models.source import model_problems
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
 from trainfit.spec import Precision, TrainSpec
 from trainfit.specfile.checks import check_sized, lora_fields, measured, run_spec, stages
-from trainfit.specfile.options import ModelOptions, PlanOptions, resolve_plan_file, where_model
+from trainfit.specfile.loader import StructureError, load_plan_spec
+from trainfit.specfile.options import (
+    ModelOptions,
+    PlanOptions,
+    resolved_with_problems,
+    where_model,
+)
 from trainfit.specfile.schema import PlanFile
 from trainfit.timing.run import RunSpec
 
@@ -83,18 +91,33 @@ def run_plan_file(
     progress: Progress | None = None,
     on_start: Callable[[ModelOptions], None] | None = None,
     on_model: Callable[[PlanResult], None] | None = None,
+    outputs: StagedDirectories | None = None,
 ) -> PlanFileResult:
     """Plan every model of `plan_file` (see `resolve_plan_file` for `overrides`), in order;
     `on_start` is told which model is planned next, `on_model` is given each model's result as
     soon as it is planned (to show it before the next). A model's error is a SpecFileError
-    naming the model and its line."""
-    resolved = resolve_plan_file(plan_file, overrides)
+    naming the model and its line. The models' files are written whole or not at all: into
+    `outputs` (committed by the caller), else committed when every model is planned."""
+    if outputs is None:
+        with staged_directories() as staged:
+            return run_plan_file(
+                plan_file,
+                overrides,
+                progress=progress,
+                on_start=on_start,
+                on_model=on_model,
+                outputs=staged,
+            )
+    # NB: before any model is planned (which takes seconds each): every problem at once
+    resolved, problems = _file_problems(plan_file, overrides)
+    if problems:
+        raise SpecFileError(plan_file.source, problems)
     out = []
     for model in resolved:
         if on_start is not None:
             on_start(model)
         try:
-            result = run_plan(model.options, progress=progress)
+            result = run_plan(model.options, progress=progress, outputs=outputs)
         except SpecFileError:
             raise
         except TrainfitError as exc:
@@ -106,9 +129,67 @@ def run_plan_file(
     return PlanFileResult(plan_file=plan_file, models=tuple(out))
 
 
-def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanResult:
+def load_checked(path: str | Path, overrides: Mapping[str, Any] | None = None) -> PlanFile:
+    """`load_plan_spec`, with the problems of one round: where the file's structure or types
+    are wrong, the values of its other fields are checked too (`run_plan_file`'s checks), and
+    every problem is raised at once."""
+    try:
+        return load_plan_spec(path)
+    except StructureError as exc:
+        if exc.partial is None:
+            raise
+        _, more = _file_problems(exc.partial, overrides)
+        # NB: a field left out for its problem is not missing as well
+        paths = set(exc.paths)
+        leaves = [
+            p for p in paths if p and not any(q.startswith((p + ".", p + "[")) for q in paths)
+        ]
+        names = {p.rsplit(".", 1)[-1].split("[")[0] for p in leaves}
+        forms = {f for n in names for f in (f".{n}", f"--{n.replace('_', '-')}")}
+        forms |= {n.replace("_", " ") for n in names if "_" in n}
+        kept = [p for p in more if not any(f in p for f in forms)]
+        source = exc.path
+        every = sorted([*exc.problems, *kept], key=lambda p: _line(source, p))
+        raise SpecFileError(source, every) from None
+
+
+def _line(source: str, problem: str) -> int:
+    """The line a problem starts with (`spec.yaml:12: ...`), 0 for none."""
+    number = problem[len(source) + 1 :].partition(":")[0]
+    return int(number) if problem.startswith(source + ":") and number.isdigit() else 0
+
+
+def _file_problems(
+    plan_file: PlanFile, overrides: Mapping[str, Any] | None
+) -> tuple[tuple[ModelOptions, ...], list[str]]:
+    """Every model's options and every problem of the file that planning is not needed to
+    find (the values, the models' sources, the options `run_plan` reads)."""
+    resolved, problems = resolved_with_problems(plan_file, overrides)
+    found = [option_problems(model.options) for model in resolved]
+    shared = set.intersection(*(set(f) for f in found)) if len(found) > 1 else set()
+    problems += [f"{plan_file.source}: every model: {p}" for p in found[0] if p in shared]
+    for model, own in zip(resolved, found, strict=True):
+        where = where_model(plan_file, model)
+        problems += [f"{where}: {p}" for p in own if p not in shared]
+    return resolved, list(dict.fromkeys(problems))
+
+
+def run_plan(
+    options: PlanOptions,
+    *,
+    progress: Progress | None = None,
+    outputs: StagedDirectories | None = None,
+) -> PlanResult:
     """Plan one model: the settings that fit each device (per stage with `stage`), the
-    serving estimates with `inference`, and the config and export files asked for."""
+    serving estimates with `inference`, and the config and export files asked for, written
+    whole or not at all: into `outputs` (committed by the caller), else committed when the
+    plan is done."""
+    if outputs is None:
+        with staged_directories() as staged:
+            return run_plan(options, progress=progress, outputs=staged)
+    problems = option_problems(options)
+    if problems:
+        raise SpecError(problems)
     devices = options.device or DEFAULT_DEVICES
     if options.inference and options.effective_batch is None:  # NB: serving only
         return _serve_only(options, devices)
@@ -154,7 +235,9 @@ def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanR
     else:
         planned = _plan(options, spec, devices, run, precision, multi, progress)
         plans, subdirectories = [planned], [""]
-    files = tuple(_write_files(options, p, s) for p, s in zip(plans, subdirectories, strict=True))
+    files = tuple(
+        _write_files(options, p, s, outputs) for p, s in zip(plans, subdirectories, strict=True)
+    )
     serving_spec = _serving_spec(options) if options.inference else None
     return PlanResult(
         options=options,
@@ -163,6 +246,36 @@ def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanR
         serving=_serving(options, serving_spec, devices) if serving_spec else (),
         files=files,
     )
+
+
+def option_problems(options: PlanOptions) -> list[str]:
+    """What `run_plan` would refuse in `options` only once planning (the engine, offload,
+    stages, outputs, LoRA, calibration, inference precisions) and a model, loss or step
+    function that cannot be found, each a line; none of it plans or builds the model."""
+    checks: list[Callable[[], object]] = [
+        lambda: _check_outputs(options),
+        lambda: options.report and check_writable_directory(options.report, "report directory"),
+        lambda: _multi_gpu(options),
+        lambda: stages(options.stage, TrainSpec(model="x.y:z", freeze=options.freeze)),
+        lambda: measured(options.measured_step, options.measured_on, "h100"),
+        lambda: lora_fields(
+            options.lora,
+            options.lora_alpha,
+            options.lora_dropout,
+            options.lora_targets,
+            options.qlora,
+        ),
+        lambda: options.inference and _inference_precisions(options),
+    ]
+    problems = []
+    for check in checks:
+        try:
+            check()
+        except SpecError as exc:
+            problems += exc.problems
+        except TrainfitError as exc:
+            problems.append(str(exc))
+    return problems + model_problems(options.model, options.loss, options.step_fn)
 
 
 def _check_outputs(options: PlanOptions) -> None:
@@ -220,10 +333,19 @@ def _multi_gpu(options: PlanOptions) -> dict[str, Any]:
 
     strategy = offload = None
     asked = any(v is not None for v in (options.strategy, options.offload, options.nodes))
-    if options.strategy not in (None, "auto"):
-        strategy = parse_enum(Strategy, "strategy", options.strategy)
-    if options.offload is not None:
-        offload = parse_enum(Offload, "offload", options.offload)
+    problems = []
+    try:
+        if options.strategy not in (None, "auto"):
+            strategy = parse_enum(Strategy, "strategy", options.strategy)
+    except TrainfitError as exc:
+        problems.append(str(exc))
+    try:
+        if options.offload is not None:
+            offload = parse_enum(Offload, "offload", options.offload)
+    except TrainfitError as exc:
+        problems.append(str(exc))
+    if problems:
+        raise SpecError(problems)
     if strategy is not None and offload is not None:
         check_offload(strategy, offload)  # NB: before planning, which takes seconds
     # NB: one GPU is the default: the GPU count is then searched
@@ -260,19 +382,26 @@ def _staged(
     )
 
 
-def _write_files(options: PlanOptions, plan: Plan, subdirectory: str) -> FilesWritten:
-    """`config_dir` and `export` files of one plan, under `subdirectory` of each."""
+def _write_files(
+    options: PlanOptions, plan: Plan, subdirectory: str, outputs: StagedDirectories
+) -> FilesWritten:
+    """`config_dir` and `export` files of one plan, under `subdirectory` of each (into the
+    staged directories; the paths returned are where they will be)."""
     configs: list[Path] = []
     if options.config_dir:
         from trainfit.export.configs import write_configs
 
-        configs = write_configs(plan, Path(options.config_dir) / subdirectory)
+        written = write_configs(plan, outputs.path(options.config_dir) / subdirectory)
+        configs = [outputs.final(path) for path in written]
     exported = None
     if options.export:
         from trainfit.export.write import write_exports
 
-        where = Path(options.export_dir or ".") / subdirectory
+        where = outputs.path(options.export_dir or ".") / subdirectory
         exported = write_exports(plan, options.export, where)
+        exported = dataclasses.replace(
+            exported, written=tuple(outputs.final(path) for path in exported.written)
+        )
     return FilesWritten(configs=tuple(configs), exported=exported)
 
 

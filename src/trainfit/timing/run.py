@@ -553,6 +553,13 @@ def estimate_run(result: Estimate, run: RunSpec, stages: Sequence[Stage] = ()) -
     `run.epochs` of `result`'s step."""
     if result.step_time is None:
         raise SpecError(["this estimate has no step time, so no run time"])
+    if result.fits is False:
+        raise SpecError(
+            [
+                f"the step does not fit {result.device.name}, so its run is not priced: find "
+                "the micro-batch that fits (max_micro_batch) or the settings that fit (plan)"
+            ]
+        )
     spec = result.spec
     effective = spec.batch * spec.grad_accum * run.gpus
     grad_bytes = result.trainable_parameter_count * spec.precision.param_dtype.itemsize

@@ -4,15 +4,16 @@ forward and the start of generation.
 `tracing(model, target, autocast_dtype)` makes the model's meta parameters and buffers fake
 CPU tensors and runs the block with, from the outside in: the garbage collector paused, the
 target's rules installed (autocast emulation, attention routing), cuDNN's LSTM and convolution
-emulated on a CUDA target, FakeTensorMode, the `Recorder`, the module path tracked for errors
-and costs, transformers kept on its eager paths, and (for serving) `torch.no_grad()`. It yields
-a `Tracer`; when the block ends the recorder is finished.
+emulated on a CUDA target, FakeTensorMode's error log silenced, FakeTensorMode, the `Recorder`,
+the module path tracked for errors and costs, transformers kept on its eager paths, and (for
+serving) `torch.no_grad()`. It yields a `Tracer`; when the block ends the recorder is finished.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from trainfit.errors import TraceError, TrainfitError
+from trainfit.errors import TraceError, TrainfitError, raised_in_user_code, user_frame
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.trace.compat import internal_moved
 from trainfit.trace.convert import conversions_in_place
@@ -99,6 +100,7 @@ def tracing(
         if cudnn is not None:
             stack.enter_context(cudnn.installed())
             stack.enter_context(CudnnConv(recorder).installed())
+        stack.enter_context(_quiet_fake_tensor_log())
         stack.enter_context(mode)
         stack.enter_context(recorder)
         stack.enter_context(_module_tracking(recorder, model))
@@ -119,6 +121,12 @@ def traced_failures(recorder: Recorder, what: str, advice: str) -> Iterator[None
     trainfit's own errors pass through."""
     try:
         yield
+    except TraceError as exc:
+        # NB: an op that failed under the user's code: the user's line that called it
+        where = user_frame(exc)
+        if where is None or "(at " in str(exc):
+            raise
+        raise TraceError(f"{exc} (at {where})") from exc
     except TrainfitError:
         raise
     except NotImplementedError as exc:
@@ -127,10 +135,22 @@ def traced_failures(recorder: Recorder, what: str, advice: str) -> Iterator[None
             f"an op{where} has no implementation the tracer can run without data ({exc}); "
             "measure this model on the device instead (trainfit measure)"
         ) from exc
-    except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
+    except Exception as exc:  # NB: the user's code may raise anything (an assert, a KeyError)
         where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise TraceError(f"{what} failed{where}: {type(exc).__name__}: {first}; {advice}") from exc
+        raise TraceError(f"{what} failed{where}: {raised_in_user_code(exc)}; {advice}") from exc
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_log() -> Iterator[None]:
+    """Silence the tracebacks FakeTensorMode logs for an op that fails (an absurd batch's
+    overflow among them): the failure is raised as one TraceError line."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _fakeify(model: nn.Module, mode: FakeTensorMode) -> None:

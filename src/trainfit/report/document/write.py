@@ -1,5 +1,5 @@
 """`write_report(report, directory)`: report.md, report.json, the plots, report.html and the
-config files, each written atomically."""
+config files, written whole or not at all."""
 
 from __future__ import annotations
 
@@ -15,11 +15,21 @@ from trainfit.report.document.render import to_html, to_json, to_markdown
 def write_report(
     report: Report, directory: Path | str, progress: Callable[[str], None] | None = None
 ) -> list[Path]:
-    """Write the report's files under `directory` (created if needed); return their paths
-    (report.html last). TrainfitError naming a path that cannot be written."""
+    """Write the report's files under `directory` (created if needed), whole or not at all
+    (`trainfit.io.atomic_directory`); return their paths (report.html last). TrainfitError
+    naming a path that cannot be written."""
+    from trainfit.io import atomic_directory
+
+    with atomic_directory(directory) as temporary:
+        written = _write_files(report, temporary, progress)
+    return [Path(directory) / path.relative_to(temporary) for path in written]
+
+
+def _write_files(
+    report: Report, directory: Path, progress: Callable[[str], None] | None
+) -> list[Path]:
     from trainfit.io import write_atomically, write_bytes_atomically
 
-    directory = Path(directory)
     say = progress or (lambda _: None)
     say("plotting")
     plots = render_plots(report)
