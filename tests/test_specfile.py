@@ -554,7 +554,7 @@ def test_inference_without_an_effective_batch_is_serving_only(tmp_path: Path) ->
     )
     (ns,) = _resolved(path)
     assert ns.inference is True and ns.effective_batch is None
-    assert ns.inference_precision == "fp32" and ns.batch == (1, 4)
+    assert ns.inference_precision == "fp32" and ns.infer_batch == (1, 4)
 
 
 def test_inference_claims_take_a_precision_and_batch() -> None:

@@ -28,11 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="weight precisions to plan, comma-separated: fp16, bf16, int8, int4 (modelled)",
     )
     parser.add_argument(
-        "--batch",
+        "--infer-batch",
         type=int,
         action="append",
         default=[],
-        help="sequences generated together (--inference; repeatable, default 1)",
+        metavar="N",
+        help="sequences generated together (--inference; repeatable, default 1); the training "
+        "micro-batch is --batch of `trainfit estimate`",
     )
 
 

@@ -310,7 +310,7 @@ def _serving(
             spec,
             devices=devices,
             precisions=_inference_precisions(options),
-            batches=options.batch or [1],
+            batches=options.infer_batch or [1],
             context=options.context,
             new_tokens=options.new_tokens,
         )
@@ -341,7 +341,7 @@ def _serve_only(options: PlanOptions, devices: tuple[str, ...]) -> PlanResult:
         options.model,
         context=options.context,
         new_tokens=options.new_tokens,
-        batches=options.batch or [1],
+        batches=options.infer_batch or [1],
         precisions=_inference_precisions(options),
         devices=devices,
     )
