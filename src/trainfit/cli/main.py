@@ -92,14 +92,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    from trainfit.cli.progress import shown, status
     from trainfit.estimator.stages import calibrated, stage_times
     from trainfit.estimator.step import estimate
 
     spec = spec_args.spec(args)
+    show = shown(args.json)
     if args.max_batch:
         from trainfit.estimator.scaling import max_micro_batch
 
-        found = max_micro_batch(spec, margin=args.margin)
+        with status(show):
+            found = max_micro_batch(spec, margin=args.margin)
         if args.json:
             print(json.dumps(found.to_dict(), indent=2))
         else:
@@ -115,7 +118,8 @@ def _estimate(args: argparse.Namespace) -> int:
     # NB: a data size, a measured step or stages ask for the time without --time
     args.time = args.time or run.sized or measured is not None
     stage_specs = checks.stages(args.stage, spec)
-    result = estimate(spec)
+    with status(show):
+        result = estimate(spec)
     reference = None
     if measured is not None:
         result, reference = calibrated(result, *measured)

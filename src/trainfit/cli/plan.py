@@ -139,17 +139,19 @@ def typed_options(values: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
     from trainfit.cli import report_args
+    from trainfit.cli.progress import shown, status
     from trainfit.specfile.run import run_plan
 
     options = options_of(args)
-    with report_args.progress(bool(options.report)) as say:
-        result = run_plan(options, progress=say)
+    show = shown(options.json)
+    with status(show):
+        result = run_plan(options)
     if options.json:
         print(json.dumps(as_json(result), indent=2))
     else:
         render(result)
     print_files(result)
-    report_args.write(options.report, [result])
+    report_args.write(options.report, [result], show=show)
     return 0
 
 

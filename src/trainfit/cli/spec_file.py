@@ -33,38 +33,40 @@ def run(
     from rich.console import Console
 
     from trainfit.cli import plan, report_args
+    from trainfit.cli.progress import shown, status
     from trainfit.specfile.loader import load_plan_spec
     from trainfit.specfile.run import run_plan_file
 
     plan_file = load_plan_spec(args.model)
     overrides = plan.typed_options(typed_options(make_parser, argv))
     outputs = plan_file.outputs
-    shown = bool(overrides.get("report") or (outputs is not None and outputs.report))
+    as_json_out = bool(overrides.get("json") or (outputs is not None and outputs.json))
+    show = shown(as_json_out)
     several = len(plan_file.entries()) > 1
     as_json: dict[str, object] = {}
 
     def start(model: ModelOptions) -> None:
         """With several models, a rule naming the next one."""
         if several and not model.options.json:
-            if say is not None:
-                say.stop()
+            if line is not None:
+                line.stop()
             Console().rule(f"model {model.name} ({model.options.model})")
 
-    def show(model: PlanResult) -> None:
+    def done(model: PlanResult) -> None:
         """A model's result, as soon as it is planned (the progress line removed first)."""
-        if say is not None:
-            say.stop()
+        if line is not None:
+            line.stop()
         if model.options.json:
             as_json[str(model.name)] = plan.as_json(model)
         else:
             plan.render(model)
         plan.print_files(model)
 
-    with report_args.progress(shown) as say:
-        result = run_plan_file(plan_file, overrides, progress=say, on_start=start, on_model=show)
+    with status(show) as line:
+        result = run_plan_file(plan_file, overrides, on_start=start, on_model=done)
     if as_json:
         print(json.dumps(as_json if several else next(iter(as_json.values())), indent=2))
-    report_args.write(result.models[-1].options.report, result.models, plan_file)
+    report_args.write(result.models[-1].options.report, result.models, plan_file, show=show)
     return 0
 
 

@@ -22,7 +22,7 @@ devices of one compute-capability family share traces.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
 from trainfit.errors import SpecError
@@ -35,6 +35,7 @@ from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
 from trainfit.plan.times import GPU_COUNTS, with_measured_step, with_run
 from trainfit.plan.traces import TraceCache, counts, model_parameters, scaling_for, traced
 from trainfit.plan.worker import WORKER_PARAMETERS, LadderWorker
+from trainfit.progress import Part, Reporter, reporting, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
 
@@ -49,7 +50,7 @@ def plan(
     jobs: int = 1,
     run: RunSpec | None = None,
     measured_step: tuple[float, str] | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Reporter | None = None,
     strategy: Strategy | None = None,
     offload: Offload | None = None,
     gpus: int | None = None,
@@ -65,12 +66,36 @@ def plan(
     `run` (data size, epochs, prices) adds each device's run hours and costs and the
     recommendations (`with_run`); `measured_step` (seconds, device) scales every step time by
     a step measured with the plan's setting on that device (`with_measured_step`).
-    `progress` is told each device as its planning starts ("planning h100").
+    `progress` (else the reporter in effect, `trainfit.progress`) is told each device as its
+    planning starts, each rung of the ladder and each traced step.
 
     `strategy`, `offload`, `gpus` and `nodes` (or `multi_gpu`) plan every CUDA GPU over
     several of it (`with_distributed`); without them only the GPUs that cannot hold the job
     alone are.
     """
+    with reporting(progress):
+        return _plan(
+            spec, effective_batch, devices, margin, precision, ladder, jobs, run, measured_step,
+            strategy, offload, gpus, nodes, multi_gpu,
+        )  # fmt: skip
+
+
+def _plan(
+    spec: TrainSpec,
+    effective_batch: int,
+    devices: tuple[str, ...],
+    margin: float,
+    precision: Precision | None,
+    ladder: bool,
+    jobs: int,
+    run: RunSpec | None,
+    measured_step: tuple[float, str] | None,
+    strategy: Strategy | None,
+    offload: Offload | None,
+    gpus: int | None,
+    nodes: int | None,
+    multi_gpu: bool,
+) -> Plan:
     resolved = _checked(effective_batch, devices, margin, precision, jobs, run, gpus, nodes)
     if precision is not None:
         spec = dataclasses.replace(spec, precision=precision)
@@ -86,7 +111,7 @@ def plan(
             plan_device(
                 spec, effective_batch, d, margin, precision is None, cache, gpu_counts=gpu_counts
             )
-            for d in _announced(resolved, progress)
+            for d in _announced(resolved)
         )
         rungs = ()
         if ladder and cuda:
@@ -156,9 +181,7 @@ def _checked(
 def _check_precision(precision: Precision | None, devices: list[Device]) -> None:
     """SpecError when a precision given for every device is one some of them lack."""
     if precision in (Precision.BF16, Precision.PURE_BF16):
-        lacking = [
-            d.name for d in devices if d.kind is DeviceKind.CUDA and not d.has_bf16
-        ]
+        lacking = [d.name for d in devices if d.kind is DeviceKind.CUDA and not d.has_bf16]
         if lacking:
             raise SpecError(
                 [
@@ -177,11 +200,10 @@ def _check_precision(precision: Precision | None, devices: list[Device]) -> None
             )
 
 
-def _announced(devices: list[Device], progress: Callable[[str], None] | None) -> Iterator[Device]:
-    """`devices`, telling `progress` of each as it is reached."""
-    for d in devices:
-        if progress is not None:
-            progress(f"planning {d.name}")
+def _announced(devices: list[Device]) -> Iterator[Device]:
+    """`devices`, telling the reporter in effect of each as it is reached."""
+    for index, d in enumerate(devices, start=1):
+        tell(Part.DEVICE, d.name, index=index, total=len(devices))
         yield d
 
 

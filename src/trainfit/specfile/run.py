@@ -26,14 +26,12 @@ from trainfit.export.write import Exported
 from trainfit.hardware.catalog import DEFAULT_DEVICES
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
+from trainfit.progress import Part, Reporter, reporting, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.specfile.checks import check_sized, lora_fields, measured, run_spec, stages
 from trainfit.specfile.options import ModelOptions, PlanOptions, resolve_plan_file, where_model
 from trainfit.specfile.schema import PlanFile
 from trainfit.timing.run import RunSpec
-
-Progress = Callable[[str], None]
-"""Told what is being done (a progress display's callback)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -80,21 +78,24 @@ def run_plan_file(
     plan_file: PlanFile,
     overrides: Mapping[str, Any] | None = None,
     *,
-    progress: Progress | None = None,
+    progress: Reporter | None = None,
     on_start: Callable[[ModelOptions], None] | None = None,
     on_model: Callable[[PlanResult], None] | None = None,
 ) -> PlanFileResult:
     """Plan every model of `plan_file` (see `resolve_plan_file` for `overrides`), in order;
     `on_start` is told which model is planned next, `on_model` is given each model's result as
-    soon as it is planned (to show it before the next). A model's error is a SpecFileError
-    naming the model and its line."""
+    soon as it is planned (to show it before the next); `progress` (else the reporter in effect,
+    `trainfit.progress`) is told each model, device, rung and trace. A model's error is a
+    SpecFileError naming the model and its line."""
     resolved = resolve_plan_file(plan_file, overrides)
     out = []
-    for model in resolved:
+    for index, model in enumerate(resolved, start=1):
         if on_start is not None:
             on_start(model)
         try:
-            result = run_plan(model.options, progress=progress)
+            with reporting(progress):
+                tell(Part.MODEL, str(model.name), index=index, total=len(resolved))
+                result = run_plan(model.options)
         except SpecFileError:
             raise
         except TrainfitError as exc:
@@ -106,9 +107,15 @@ def run_plan_file(
     return PlanFileResult(plan_file=plan_file, models=tuple(out))
 
 
-def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanResult:
+def run_plan(options: PlanOptions, *, progress: Reporter | None = None) -> PlanResult:
     """Plan one model: the settings that fit each device (per stage with `stage`), the
-    serving estimates with `inference`, and the config and export files asked for."""
+    serving estimates with `inference`, and the config and export files asked for;
+    `progress` (else the reporter in effect) is told each device, rung and trace."""
+    with reporting(progress):
+        return _run_plan(options)
+
+
+def _run_plan(options: PlanOptions) -> PlanResult:
     devices = options.device or DEFAULT_DEVICES
     if options.inference and options.effective_batch is None:  # NB: serving only
         return _serve_only(options, devices)
@@ -147,11 +154,11 @@ def run_plan(options: PlanOptions, *, progress: Progress | None = None) -> PlanR
     precision = _precision(options)
     multi = _multi_gpu(options)
     if options.stage:
-        planned: Plan | StagedPlan = _staged(options, spec, devices, run, precision, progress)
+        planned: Plan | StagedPlan = _staged(options, spec, devices, run, precision)
         plans = [stage.plan for stage in planned.stages]
         subdirectories = [f"stage{number}" for number in range(1, len(plans) + 1)]
     else:
-        planned = _plan(options, spec, devices, run, precision, multi, progress)
+        planned = _plan(options, spec, devices, run, precision, multi)
         plans, subdirectories = [planned], [""]
     files = tuple(_write_files(options, p, s) for p, s in zip(plans, subdirectories, strict=True))
     serving_spec = _serving_spec(options) if options.inference else None
@@ -186,7 +193,6 @@ def _plan(
     run: RunSpec,
     precision: Precision | None,
     multi: dict[str, Any],
-    progress: Progress | None,
 ) -> Plan:
     from trainfit.plan.search import plan
 
@@ -199,7 +205,6 @@ def _plan(
         jobs=options.jobs,
         run=run,
         measured_step=measured(options.measured_step, options.measured_on, devices[0]),
-        progress=progress,
         **multi,
     )
 
@@ -238,14 +243,11 @@ def _staged(
     devices: tuple[str, ...],
     run: RunSpec,
     precision: Precision | None,
-    progress: Progress | None,
 ) -> StagedPlan:
     """Every stage planned."""
     from trainfit.plan.stages import plan_stages
 
     items = stages(options.stage, spec)
-    if progress is not None:
-        progress(f"planning {len(items)} stages")
     return plan_stages(
         spec,
         items,
