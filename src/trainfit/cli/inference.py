@@ -6,28 +6,31 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from trainfit.cli import help as helps
+
 if TYPE_CHECKING:
     from trainfit.report.document.model import InferenceRow
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `--inference` options of `trainfit plan`."""
-    parser.add_argument(
+    """The `--inference` options of `trainfit plan` (its inference group)."""
+    group = helps.group(parser, helps.INFERENCE)
+    group.add_argument(
         "--inference",
         action="store_true",
         help="plan greedy generation (KV cache, prefill, decode) instead of training",
     )
-    parser.add_argument("--context", type=int, default=None, help="prompt tokens (--inference)")
-    parser.add_argument(
+    group.add_argument("--context", type=int, default=None, help="prompt tokens (--inference)")
+    group.add_argument(
         "--new-tokens", type=int, default=None, help="tokens generated per sequence (--inference)"
     )
-    parser.add_argument(
+    group.add_argument(
         "--inference-precision",
         default="bf16",
         metavar="bf16,int8,int4",
         help="weight precisions to plan, comma-separated: fp16, bf16, int8, int4 (modelled)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--infer-batch",
         type=int,
         action="append",

@@ -19,7 +19,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from trainfit.cli import detect, devices, doctor, measure, run_args, spec_args
+from trainfit.cli import detect, devices, doctor, measure, spec_args
+from trainfit.cli import estimate as estimate_command
 from trainfit.cli import plan as plan_command
 from trainfit.errors import SpecFileError, TrainfitError
 from trainfit.hardware.catalog import using_catalogs
@@ -33,55 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Will this training job fit on this device, and with which settings?",
     )
     sub = parser.add_subparsers(dest="command")
-    est = sub.add_parser("estimate", help="memory one training step needs on a target device")
-    est.add_argument(
-        "model",
-        nargs="?",
-        default="gpt2",
-        help="catalog name, HF model directory or hub id, or pkg.module:factory",
-    )
-    spec_args.add_arguments(est)
-    est.add_argument("--device", default="h100", help="target device (trainfit devices)")
-    est.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    est.add_argument(
-        "--catalog", action="append", default=[], metavar="PATH", help="a user device catalog file"
-    )
-    est.add_argument(
-        "--max-batch",
-        action="store_true",
-        help="find the largest micro-batch that fits the device instead (--batch is ignored)",
-    )
-    est.add_argument(
-        "--margin",
-        type=float,
-        default=0.0,
-        help="with --max-batch: fraction of the device's memory to keep free (e.g. 0.1)",
-    )
-    est.add_argument(
-        "--time",
-        action="store_true",
-        help="show the step time (and, with --samples or --tokens, the run's hours and cost)",
-    )
-    run_args.add_arguments(est)
-    est.add_argument(
-        "--stage",
-        action="append",
-        default=[],
-        metavar="EPOCHS[:PATTERN,...]",
-        help="a stage of the run: its epochs and the parameters frozen in it (repeatable; "
-        "e.g. --stage '5:backbone.*' --stage 50); replaces --epochs",
-    )
-    est.add_argument(
-        "--measured-step",
-        type=float,
-        default=None,
-        help="seconds per optimizer step you measured for this spec (see --measured-on)",
-    )
-    est.add_argument(
-        "--measured-on",
-        default=None,
-        help="the device --measured-step was measured on (default: --device)",
-    )
+    estimate_command.add_parser(sub)
     plan_command.add_parser(sub)
     sub.add_parser("models", help="list the built-in model catalog")
     devices.add_parser(sub)

@@ -8,14 +8,16 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from trainfit.cli import help as helps
+
 if TYPE_CHECKING:
     from trainfit.specfile.run import PlanResult
     from trainfit.specfile.schema import PlanFile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register `--report DIR`."""
-    parser.add_argument(
+    """Register `--report DIR` (output group)."""
+    helps.group(parser, helps.OUTPUT).add_argument(
         "--report",
         default=None,
         metavar="DIR",
