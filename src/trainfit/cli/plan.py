@@ -136,6 +136,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     output = helps.group(parser, helps.OUTPUT)
     output.add_argument("--json", action="store_true", help="print JSON instead of tables")
     output.add_argument(
+        "--yes",
+        action="store_true",
+        help="start a plan counted to run for more than three minutes (many models or devices) "
+        "without asking",
+    )
+    output.add_argument(
         "--config-dir", default=None, help="write config_<device>.yaml for each device that fits"
     )
     output.add_argument(
@@ -154,6 +160,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="where --export writes hf_<device>.json ... (default: the current directory)",
     )
     report_args.add_arguments(parser)
+
+
+COMMAND_LINE_ONLY = ("yes",)
+"""`plan` options that are no `PlanOptions` field (nor a spec-file field)."""
 
 
 def options_of(args: argparse.Namespace) -> PlanOptions:
@@ -175,9 +185,11 @@ def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
     from trainfit.cli import report_args
     from trainfit.cli.progress import shown, status
+    from trainfit.specfile.duration import check_confirmed, workload
     from trainfit.specfile.run import run_plan
 
     options = options_of(args)
+    check_confirmed(workload([options]), args.yes)
     show = shown(options.json)
     with status(show):
         result = run_plan(options)

@@ -34,11 +34,15 @@ def run(
 
     from trainfit.cli import plan, report_args
     from trainfit.cli.progress import shown, status
+    from trainfit.specfile.duration import check_confirmed, workload
     from trainfit.specfile.loader import load_plan_spec
+    from trainfit.specfile.options import resolve_plan_file
     from trainfit.specfile.run import run_plan_file
 
     plan_file = load_plan_spec(args.model)
     overrides = plan.typed_options(typed_options(make_parser, argv))
+    models = resolve_plan_file(plan_file, overrides)
+    check_confirmed(workload([m.options for m in models]), args.yes)
     outputs = plan_file.outputs
     as_json_out = bool(overrides.get("json") or (outputs is not None and outputs.json))
     show = shown(as_json_out)
