@@ -44,9 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def print_rows(rows: Sequence[InferenceRow]) -> None:
     """The inference rows as a table on stdout."""
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="Inference")
+    from trainfit.report.tables import FitTable
+
+    table = FitTable(title="Inference")
     header = ("device", "kind", "precision", "batch", "memory GiB", "fits", "total ms", "tok/s")
     for name in (*header, "note"):
         table.add_column(name)

@@ -101,11 +101,11 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def _models() -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from trainfit.models.catalog import catalog
+    from trainfit.report.tables import FitTable
 
-    table = Table(title="model catalog")
+    table = FitTable(title="model catalog")
     for column in ("name", "family", "task", "source"):
         table.add_column(column)
     for row in catalog().values():
