@@ -33,7 +33,14 @@ from trainfit.plan.device import plan_device
 from trainfit.plan.ladder import ladder_rungs, ladder_steps
 from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
 from trainfit.plan.times import GPU_COUNTS, with_measured_step, with_run
-from trainfit.plan.traces import TraceCache, counts, model_parameters, scaling_for, traced
+from trainfit.plan.traces import (
+    TraceCache,
+    counts,
+    model_parameters,
+    scaling_for,
+    shared_traces,
+    traced,
+)
 from trainfit.plan.worker import WORKER_PARAMETERS, LadderWorker
 from trainfit.progress import Part, Reporter, reporting, tell
 from trainfit.spec import Precision, TrainSpec
@@ -136,8 +143,9 @@ def _plan(
         result = with_measured_step(result, *measured_step)
     asked = multi_gpu or any(x is not None for x in (strategy, offload, gpus, nodes))
     result = with_distributed(
-        result, precision, margin, strategy, offload, gpus, nodes, every=asked
-    )
+        result, precision, margin, strategy, offload, gpus, nodes, every=asked,
+        shared=shared_traces(spec, cache),
+    )  # fmt: skip
     return with_run(result, run) if run is not None and run.sized else result
 
 
