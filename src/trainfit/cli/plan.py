@@ -185,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
     from trainfit.cli import report_args
     from trainfit.cli.progress import shown, status
+    from trainfit.progress import Part, tell
     from trainfit.specfile.duration import check_confirmed, workload
     from trainfit.specfile.run import run_plan
 
@@ -192,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
     check_confirmed(workload([options]), args.yes)
     show = shown(options.json)
     with status(show):
+        tell(Part.MODEL, options.model)  # NB: shown while the model is loaded and counted
         result = run_plan(options)
     if options.json:
         print(json.dumps(as_json(result), indent=2))

@@ -27,7 +27,7 @@ def event_text(event: Event, alone: bool) -> str:
     """One part's words; `alone`: no outer part is shown (a trace then names its model)."""
     count = _count(event)
     if event.part is Part.MODEL:
-        return f"model {event.name}{count}"
+        return f"model {_short(event.name)}{count}"
     if event.part is Part.STAGE:
         return f"stage {event.name}{count}"
     if event.part is Part.DEVICE:
