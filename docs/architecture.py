@@ -36,7 +36,9 @@ sits just above `spec`, so that every layer that builds, traces, sizes, times or
 optimizer reads the same entry. The estimators live in `estimator/` and autofit in
 `autofitter/` so that `trainfit.estimate` and `trainfit.autofit` stay the public functions, with
 no package of the same name to shadow them. `provenance` (how each figure was obtained) sits at
-the bottom, beside `errors` and `io`, since every layer labels its figures.
+the bottom, beside `errors` and `io`, since every layer labels its figures; `progress` (what a
+long computation is doing, told to a reporter the command line shows) sits under it, since the
+tracer deep under a plan tells its traces.
 """
 
 

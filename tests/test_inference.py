@@ -190,9 +190,9 @@ def test_cli_plan_inference_json(tiny_lm: str, capsys: pytest.CaptureFixture[str
             "16",
             "--inference-precision",
             "bf16,int4",
-            "--batch",
+            "--infer-batch",
             "1",
-            "--batch",
+            "--infer-batch",
             "4",
             "--device",
             "h100",
@@ -345,7 +345,7 @@ def test_serving_picks_generation_or_forward_and_says_why_not(tiny_lm: str) -> N
 def test_serving_only_cli_writes_a_report(tiny_lm: str, tmp_path: Path, capsys) -> None:
     out = tmp_path / "rep"
     argv = ["plan", tiny_lm, "--inference", "--context", "16", "--new-tokens", "4",
-            "--device", "rtx-4060", "--batch", "2", "--report", str(out)]  # fmt: skip
+            "--device", "rtx-4060", "--infer-batch", "2", "--report", str(out)]  # fmt: skip
     assert main(argv) == 0
     data = json.loads((out / "report.json").read_text())
     (row,) = data["models"][0]["inference"]

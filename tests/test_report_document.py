@@ -581,7 +581,8 @@ def test_plan_with_inference_and_an_effective_batch_reports_both(tmp_path, capsy
     out = tmp_path / "rep"
     argv = ["plan", "trainfit.models.zoo:emotion_mlp", "--effective-batch", "32", "--device",
             "rtx-4060", "--samples", "1000", "--jobs", "1", "--inference",
-            "--inference-precision", "fp32", "--batch", "1", "--report", str(out)]  # fmt: skip
+            "--inference-precision", "fp32", "--infer-batch", "1",
+            "--report", str(out)]  # fmt: skip
     assert main(argv) == 0
     md = (out / "report.md").read_text()
     assert "## Quick comparison" in md and "## Inference" in md

@@ -14,6 +14,7 @@ import trainfit
 from trainfit.cli import plan as plan_command
 from trainfit.cli import spec_file
 from trainfit.cli.main import _parser, main
+from trainfit.cli.plan import COMMAND_LINE_ONLY
 from trainfit.errors import SpecFileError, UnknownNameError
 from trainfit.specfile import (
     FIELDS,
@@ -238,7 +239,7 @@ def test_every_plan_option_has_a_field() -> None:
     missing = [
         action.option_strings[0] if action.option_strings else action.dest
         for action in parser._actions
-        if action.dest != "help" and field_for_dest(action.dest) is None
+        if action.dest not in ("help", *COMMAND_LINE_ONLY) and field_for_dest(action.dest) is None
     ]
     assert missing == []
 
@@ -401,7 +402,8 @@ def test_every_field_and_option_is_a_plan_option() -> None:
     names = {f.name for f in dataclasses.fields(PlanOptions)}
     assert [f.dest for f in FIELDS if f.dest not in names] == []
     parser = spec_file.plan_parser(_parser)
-    assert sorted(a.dest for a in parser._actions if a.dest != "help") == sorted(names)
+    dests = [a.dest for a in parser._actions if a.dest not in ("help", *COMMAND_LINE_ONLY)]
+    assert sorted(dests) == sorted(names)
 
 
 def test_the_command_lines_defaults_are_the_plan_options() -> None:
@@ -556,7 +558,7 @@ def test_inference_without_an_effective_batch_is_serving_only(tmp_path: Path) ->
     )
     (ns,) = _resolved(path)
     assert ns.inference is True and ns.effective_batch is None
-    assert ns.inference_precision == "fp32" and ns.batch == (1, 4)
+    assert ns.inference_precision == "fp32" and ns.infer_batch == (1, 4)
 
 
 def test_inference_claims_take_a_precision_and_batch() -> None:

@@ -246,7 +246,10 @@ def test_macs_are_limited_to_metals_working_set() -> None:
         assert device.kind is DeviceKind.MPS and device.memory_visible_bytes.source, name
 
 
-def test_devices_cli_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_devices_cli_table(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")  # NB: narrower, each device is a block of lines
     assert main(["devices"]) == 0
     out = capsys.readouterr().out
     lines = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}

@@ -8,7 +8,6 @@ written (atomically) from this run, and the exit code says whether every model f
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 from trainfit.errors import SpecError
@@ -58,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainfit.cli.report_args import progress
+    from trainfit.cli.progress import shown, status
     from trainfit.specfile.baseline import read_baseline
     from trainfit.specfile.check import (
         BASELINE_OUTCOMES,
@@ -75,10 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if args.baseline and not args.update_baseline:
         baseline = read_baseline(args.baseline)  # NB: before planning, which takes seconds
     plan_file = load_plan_spec(args.spec)
-    with progress(sys.stderr.isatty(), "checking") as say:
-        result = check_plan_file(
-            plan_file, baseline=baseline, tolerance=args.tolerance, progress=say
-        )
+    with status(shown()):
+        result = check_plan_file(plan_file, baseline=baseline, tolerance=args.tolerance)
     for line in result_lines(result):
         print(line)
     if args.update_baseline:

@@ -40,8 +40,6 @@ def run(args: argparse.Namespace) -> int:
         if args.instances
         else render.devices_table(cat.devices.values())
     )
-    console = Console()
-    if console.width < 110:  # never squeeze the figures: wider than the terminal wraps instead
-        console = Console(width=110)
-    console.print(table)
+    # NB: narrower than the table, each device is a block of lines (`FitTable`)
+    Console().print(table)
     return 0

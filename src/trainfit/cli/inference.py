@@ -6,42 +6,48 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from trainfit.cli import help as helps
+
 if TYPE_CHECKING:
     from trainfit.report.document.model import InferenceRow
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `--inference` options of `trainfit plan`."""
-    parser.add_argument(
+    """The `--inference` options of `trainfit plan` (its inference group)."""
+    group = helps.group(parser, helps.INFERENCE)
+    group.add_argument(
         "--inference",
         action="store_true",
         help="plan greedy generation (KV cache, prefill, decode) instead of training",
     )
-    parser.add_argument("--context", type=int, default=None, help="prompt tokens (--inference)")
-    parser.add_argument(
+    group.add_argument("--context", type=int, default=None, help="prompt tokens (--inference)")
+    group.add_argument(
         "--new-tokens", type=int, default=None, help="tokens generated per sequence (--inference)"
     )
-    parser.add_argument(
+    group.add_argument(
         "--inference-precision",
         default="bf16",
         metavar="bf16,int8,int4",
         help="weight precisions to plan, comma-separated: fp16, bf16, int8, int4 (modelled)",
     )
-    parser.add_argument(
-        "--batch",
+    group.add_argument(
+        "--infer-batch",
         type=int,
         action="append",
         default=[],
-        help="sequences generated together (--inference; repeatable, default 1)",
+        metavar="N",
+        help="sequences generated together (--inference; repeatable, default 1); the training "
+        "micro-batch is --batch of `trainfit estimate`",
     )
 
 
 def print_rows(rows: Sequence[InferenceRow]) -> None:
     """The inference rows as a table on stdout."""
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="Inference")
+    from trainfit.report.tables import FitTable
+
+    table = FitTable(title="Inference")
     header = ("device", "kind", "precision", "batch", "memory GiB", "fits", "total ms", "tok/s")
     for name in (*header, "note"):
         table.add_column(name)

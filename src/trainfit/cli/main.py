@@ -20,16 +20,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from trainfit.cli import (
-    check,
-    detect,
-    devices,
-    doctor,
-    measure,
-    measure_data,
-    run_args,
-    spec_args,
-)
+from trainfit.cli import check, detect, devices, doctor, measure, measure_data, spec_args
+from trainfit.cli import estimate as estimate_command
 from trainfit.cli import plan as plan_command
 from trainfit.cli.interrupt import interrupts_raised
 from trainfit.errors import SpecError, SpecFileError, TrainfitError
@@ -48,62 +40,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Will this training job fit on this device, and with which settings?",
     )
     sub = parser.add_subparsers(dest="command")
-    est = sub.add_parser(
-        "estimate",
-        help="memory one training step needs on a target device",
-        epilog="exit codes: 0 the step fits (or the device has no verdict), 1 an error, "
-        "2 a usage error, 3 the step does not fit the device (the estimate is printed; with "
-        "--samples or --tokens the run is not priced; with --max-batch not even one sample "
-        "fits)",
-    )
-    est.add_argument(
-        "model",
-        nargs="?",
-        default="gpt2",
-        help="catalog name, HF model directory or hub id, or pkg.module:factory",
-    )
-    spec_args.add_arguments(est)
-    est.add_argument("--device", default="h100", help="target device (trainfit devices)")
-    est.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    est.add_argument(
-        "--catalog", action="append", default=[], metavar="PATH", help="a user device catalog file"
-    )
-    est.add_argument(
-        "--max-batch",
-        action="store_true",
-        help="find the largest micro-batch that fits the device instead (--batch is ignored)",
-    )
-    est.add_argument(
-        "--margin",
-        type=float,
-        default=0.0,
-        help="with --max-batch: fraction of the device's memory to keep free (e.g. 0.1)",
-    )
-    est.add_argument(
-        "--time",
-        action="store_true",
-        help="show the step time (and, with --samples or --tokens, the run's hours and cost)",
-    )
-    run_args.add_arguments(est)
-    est.add_argument(
-        "--stage",
-        action="append",
-        default=[],
-        metavar="EPOCHS[:PATTERN,...]",
-        help="a stage of the run: its epochs and the parameters frozen in it (repeatable; "
-        "e.g. --stage '5:backbone.*' --stage 50); replaces --epochs",
-    )
-    est.add_argument(
-        "--measured-step",
-        type=float,
-        default=None,
-        help="seconds per optimizer step you measured for this spec (see --measured-on)",
-    )
-    est.add_argument(
-        "--measured-on",
-        default=None,
-        help="the device --measured-step was measured on (default: --device)",
-    )
+    estimate_command.add_parser(sub)
     plan_command.add_parser(sub)
     sub.add_parser("models", help="list the built-in model catalog")
     devices.add_parser(sub)
@@ -116,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    from trainfit.cli.progress import shown, status
     from trainfit.estimator.stages import calibrated, stage_times
     from trainfit.estimator.step import estimate
 
@@ -128,10 +66,12 @@ def _estimate(args: argparse.Namespace) -> int:
                 "(trainfit plan MODEL --effective-batch N --margin F)"
             ]
         )
+    show = shown(args.json)
     if args.max_batch:
         from trainfit.estimator.scaling import max_micro_batch
 
-        found = max_micro_batch(spec, margin=args.margin)
+        with status(show):
+            found = max_micro_batch(spec, margin=args.margin)
         if args.json:
             print(json.dumps(found.to_dict(), indent=2))
         else:
@@ -147,7 +87,8 @@ def _estimate(args: argparse.Namespace) -> int:
     # NB: a data size, a measured step or stages ask for the time without --time
     args.time = args.time or run.sized or measured is not None
     stage_specs = checks.stages(args.stage, spec)
-    result = estimate(spec)
+    with status(show):
+        result = estimate(spec)
     reference = None
     if measured is not None:
         result, reference = calibrated(result, *measured)
@@ -181,11 +122,11 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def _models() -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from trainfit.models.catalog import catalog
+    from trainfit.report.tables import FitTable
 
-    table = Table(title="model catalog")
+    table = FitTable(title="model catalog")
     for column in ("name", "family", "task", "source"):
         table.add_column(column)
     for row in catalog().values():

@@ -14,79 +14,104 @@ import os
 import sys
 from typing import Any
 
+from trainfit.cli import help as helps
 from trainfit.cli import spec_args
 from trainfit.hardware.catalog import DeviceKind
+
+EXAMPLES = (
+    "trainfit measure gpt2 --batch 8 --seq 512 --precision bf16   # steps, beside the estimate",
+    "trainfit measure gpt2 --seq 512 --precision bf16 --max-batch   # the real largest micro-batch",
+    "trainfit measure gpt2 --seq 128 --latency --latency-batch 32   # p50/p95/p99 at batch 1, 32",
+    "trainfit measure trainfit.models.zoo:emotion_mlp --batch 32 --on cpu --steps 5",
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the `measure` subcommand."""
-    parser = sub.add_parser("measure", help="run real training steps here and compare")
-    parser.add_argument(
+    parser = helps.command_parser(
+        sub,
+        "measure",
+        "run real training steps here and compare",
+        (
+            helps.MODEL,
+            helps.BATCH,
+            helps.PRECISION,
+            helps.DEVICE,
+            helps.MEASUREMENT,
+            helps.OUTPUT,
+        ),
+        EXAMPLES,
+    )
+    helps.group(parser, helps.MODEL).add_argument(
         "model", help="catalog name, HF model directory or hub id, or pkg.module:factory"
     )
     spec_args.add_arguments(parser)
-    parser.add_argument(
+    device = helps.group(parser, helps.DEVICE)
+    device.add_argument(
         "--on",
         default=None,
         metavar="LOCAL",
         help="local device to run on: cuda, cuda:N, mps or cpu (default: the best one here)",
     )
-    parser.add_argument(
+    device.add_argument(
         "--device",
         default=None,
         help="catalog row to estimate for (default: the row matching the local device)",
     )
-    parser.add_argument("--steps", type=int, default=None, help="timed steps (default 10)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
-    parser.add_argument(
+    device.add_argument(
+        "--catalog", action="append", default=[], metavar="PATH", help="a user device catalog file"
+    )
+    steps = helps.group(parser, helps.MEASUREMENT)
+    steps.add_argument("--steps", type=int, default=None, help="timed steps (default 10)")
+    steps.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    steps.add_argument(
         "--no-estimate", action="store_true", help="measure only; skip the estimate beside it"
     )
-    parser.add_argument(
+    steps.add_argument(
         "--force",
         action="store_true",
         help="run even when the estimate says the step needs more than is free",
     )
-    parser.add_argument(
+    batch = helps.group(parser, helps.BATCH)
+    batch.add_argument(
         "--max-batch", action="store_true", help="find the real largest micro-batch instead"
     )
-    parser.add_argument(
+    batch.add_argument(
         "--effective-batch",
         type=int,
         default=None,
         help="with --max-batch: keep this effective batch (micro-batch x accumulation x ranks)",
     )
-    parser.add_argument(
+    batch.add_argument(
         "--eval-batch",
         type=int,
         default=None,
         help="with --max-batch: evaluation batch tried after training (default: the micro-batch)",
     )
-    parser.add_argument(
+    batch.add_argument(
         "--no-eval", action="store_true", help="with --max-batch: skip the evaluation pass"
     )
-    parser.add_argument(
+    batch.add_argument(
         "--limit", type=int, default=4096, help="with --max-batch: largest micro-batch tried"
     )
-    parser.add_argument(
+    batch.add_argument(
         "--attempt-steps",
         type=int,
         default=3,
-        help="with --max-batch: optimizer steps per attempt (default 3)",
+        help="with --max-batch: optimizer steps per attempt",
     )
-    parser.add_argument("--latency", action="store_true", help="measure inference latency instead")
-    parser.add_argument(
+    steps.add_argument("--latency", action="store_true", help="measure inference latency instead")
+    steps.add_argument(
         "--latency-batch",
         type=int,
         action="append",
         default=[],
         help="with --latency: a batch besides 1 (repeatable)",
     )
-    parser.add_argument("--runs", type=int, default=100, help="with --latency: timed runs")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--out", default=None, help="also write the JSON to this file")
-    parser.add_argument(
-        "--catalog", action="append", default=[], metavar="PATH", help="a user device catalog file"
-    )
+    steps.add_argument("--runs", type=int, default=100, help="with --latency: timed runs")
+    output = helps.group(parser, helps.OUTPUT)
+    output.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    output.add_argument("--out", default=None, help="also write the JSON to this file")
 
 
 def run(args: argparse.Namespace) -> int:

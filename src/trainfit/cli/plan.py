@@ -12,6 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from trainfit.cli import help as helps
 from trainfit.hardware.catalog import DEFAULT_DEVICES
 
 if TYPE_CHECKING:
@@ -19,51 +20,132 @@ if TYPE_CHECKING:
     from trainfit.specfile.run import FilesWritten, PlanResult
 
 
+EXAMPLES = (
+    "trainfit plan llama-3.1-8b --effective-batch 32 --seq 2048 --device h100 --device a100-40gb",
+    "trainfit plan gpt2 --effective-batch 64 --seq 512 --tokens 1000000000 --report out",
+    "trainfit plan qwen2.5-14b --effective-batch 64 --seq 1024 --preference dpo --strategy fsdp2",
+    "trainfit plan qwen2-0.5b --inference --context 2048 --new-tokens 256 --infer-batch 8",
+    "trainfit plan spec.yaml --device rtx-4090   # a spec file; options typed here win",
+)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the `plan` subcommand."""
-    parser = sub.add_parser("plan", help="settings that fit each device, with a verdict")
-    parser.add_argument(
+    from trainfit.cli import inference, report_args, run_args, spec_args
+
+    parser = helps.command_parser(
+        sub,
+        "plan",
+        "settings that fit each device, with a verdict",
+        (
+            helps.MODEL,
+            helps.BATCH,
+            helps.PRECISION,
+            helps.DEVICES,
+            helps.TIME,
+            helps.INFERENCE,
+            helps.OUTPUT,
+        ),
+        EXAMPLES,
+        arguments="MODEL|SPEC.yaml [options]",
+    )
+    model = helps.group(parser, helps.MODEL)
+    model.add_argument(
         "model",
         help="catalog name, HF model directory or hub id, or pkg:fn; or a plan spec file "
         "(SPEC.yaml: docs/spec-file.md), whose values the options given here override",
     )
-    parser.add_argument(
+    model.add_argument("--seq", type=int, default=None, help="sequence length")
+    model.add_argument(
+        "--input", action="append", default=[], metavar="NAME=B,...:DTYPE", help="an input"
+    )
+    model.add_argument("--multiplier", type=int, default=1, help="per-sample multiplier")
+    model.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
+    model.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
+    model.add_argument("--task", default=None, help="override the model family's default task")
+    helps.group(parser, helps.BATCH).add_argument(
         "--effective-batch",
         type=int,
         default=None,
-        help="samples (pairs with --preference) per optimizer step (required unless --inference)",
+        help="samples (pairs with --preference) per optimizer step (required unless "
+        "--inference); the plan picks the micro-batch and the accumulation",
     )
-    parser.add_argument("--seq", type=int, default=None, help="sequence length")
-    parser.add_argument(
-        "--input", action="append", default=[], metavar="NAME=B,...:DTYPE", help="an input"
+    memory = helps.group(parser, helps.PRECISION)
+    memory.add_argument("--precision", default=None, help="force a precision (default: per device)")
+    memory.add_argument("--optimizer", default="adamw", help="adamw | adam | sgd | ...")
+    memory.add_argument(
+        "--freeze",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="freeze parameters whose names match this glob (repeatable)",
     )
-    parser.add_argument("--multiplier", type=int, default=1, help="per-sample multiplier")
-    parser.add_argument("--precision", default=None, help="force a precision (default: per device)")
-    parser.add_argument("--optimizer", default="adamw", help="adamw | adam | sgd | ...")
-    parser.add_argument("--freeze", action="append", default=[], metavar="PATTERN")
-    parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
-    parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
-    parser.add_argument("--task", default=None, help="override the model family's default task")
-    parser.add_argument(
+    memory.add_argument(
+        "--margin", type=float, default=0.10, help="fraction of device memory kept free"
+    )
+    spec_args.add_lora_arguments(parser)
+    spec_args.add_preference_arguments(parser)
+    spec_args.add_optimizer_path_argument(parser)
+    devices = helps.group(parser, helps.DEVICES)
+    devices.add_argument(
         "--device",
         action="append",
         default=[],
         help=f"a device to plan for (repeatable; default {', '.join(DEFAULT_DEVICES)})",
     )
-    parser.add_argument(
-        "--margin", type=float, default=0.10, help="fraction of device memory kept free"
+    devices.add_argument(
+        "--strategy",
+        default=None,
+        help="plan over several GPUs with this engine: auto | ddp | fsdp2 | fsdp2-hybrid | "
+        "zero1 | zero2 | zero3 (default: only GPUs that cannot hold the job alone, auto)",
     )
-    parser.add_argument(
+    devices.add_argument(
+        "--offload",
+        default=None,
+        help="none | optimizer | params: what host RAM holds (default: auto, offload last)",
+    )
+    devices.add_argument(
+        "--nodes", type=int, default=None, help="machines to plan over (with --gpus: all GPUs)"
+    )
+    devices.add_argument(
         "--jobs",
         type=int,
         default=min(2, os.cpu_count() or 1),
         help="processes to trace in (default: 2 where there are 2 cores; 1 keeps one process)",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument(
+    run_args.add_arguments(parser)
+    time = helps.group(parser, helps.TIME)
+    time.add_argument(
+        "--stage",
+        action="append",
+        default=[],
+        metavar="EPOCHS[:PATTERN,...]",
+        help="a stage of a staged schedule: its epochs and the parameters frozen in it "
+        "(repeatable; e.g. --stage '5:backbone.*' --stage 50): each stage is planned",
+    )
+    time.add_argument(
+        "--measured-step",
+        type=float,
+        default=None,
+        help="seconds per optimizer step you measured with the plan's setting on --measured-on "
+        "(with --stage: the last stage's step; every stage is scaled by the same ratio)",
+    )
+    time.add_argument(
+        "--measured-on", default=None, help="the device --measured-step was measured on"
+    )
+    inference.add_arguments(parser)
+    output = helps.group(parser, helps.OUTPUT)
+    output.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    output.add_argument(
+        "--yes",
+        action="store_true",
+        help="start a plan counted to run for more than three minutes (many models or devices) "
+        "without asking",
+    )
+    output.add_argument(
         "--config-dir", default=None, help="write config_<device>.yaml for each device that fits"
     )
-    parser.add_argument(
+    output.add_argument(
         "--export",
         action="append",
         default=[],
@@ -73,53 +155,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(launch_<device>.sh + fsdp2_<device>.json + train_fsdp2.py), deepspeed "
         "(ds_config_<device>.json + accelerate_ds_<device>.yaml); repeatable",
     )
-    parser.add_argument(
-        "--strategy",
-        default=None,
-        help="plan over several GPUs with this engine: auto | ddp | fsdp2 | fsdp2-hybrid | "
-        "zero1 | zero2 | zero3 (default: only GPUs that cannot hold the job alone, auto)",
-    )
-    parser.add_argument(
-        "--offload",
-        default=None,
-        help="none | optimizer | params: what host RAM holds (default: auto, offload last)",
-    )
-    parser.add_argument(
-        "--nodes", type=int, default=None, help="machines to plan over (with --gpus: all GPUs)"
-    )
-    parser.add_argument(
-        "--stage",
-        action="append",
-        default=[],
-        metavar="EPOCHS[:PATTERN,...]",
-        help="a stage of a staged schedule: its epochs and the parameters frozen in it "
-        "(repeatable; e.g. --stage '5:backbone.*' --stage 50): each stage is planned",
-    )
-    parser.add_argument(
+    output.add_argument(
         "--export-dir",
         default=None,
         help="where --export writes hf_<device>.json ... (default: the current directory)",
     )
-    from trainfit.cli import inference, run_args, spec_args
-
-    spec_args.add_lora_arguments(parser)
-    spec_args.add_preference_arguments(parser)
-    spec_args.add_optimizer_path_argument(parser)
-    inference.add_arguments(parser)
-    run_args.add_arguments(parser)
-    parser.add_argument(
-        "--measured-step",
-        type=float,
-        default=None,
-        help="seconds per optimizer step you measured with the plan's setting on --measured-on "
-        "(with --stage: the last stage's step; every stage is scaled by the same ratio)",
-    )
-    parser.add_argument(
-        "--measured-on", default=None, help="the device --measured-step was measured on"
-    )
-    from trainfit.cli import report_args
-
     report_args.add_arguments(parser)
+
+
+COMMAND_LINE_ONLY = ("yes",)
+"""`plan` options that are no `PlanOptions` field (nor a spec-file field)."""
 
 
 def options_of(args: argparse.Namespace) -> PlanOptions:
@@ -140,20 +185,26 @@ def typed_options(values: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Plan and print; returns the exit code."""
     from trainfit.cli import report_args
+    from trainfit.cli.progress import shown, status
     from trainfit.io import staged_directories
+    from trainfit.progress import Part, tell
+    from trainfit.specfile.duration import check_confirmed, workload
     from trainfit.specfile.run import run_plan
 
     options = options_of(args)
+    check_confirmed(workload([options]), args.yes)
+    show = shown(options.json)
     # NB: every output directory is written whole or not at all (a failure or Ctrl-C leaves
     # none of them behind)
     with staged_directories() as outputs:
-        with report_args.progress(bool(options.report)) as say:
-            result = run_plan(options, progress=say, outputs=outputs)
+        with status(show):
+            tell(Part.MODEL, options.model)  # NB: shown while the model is loaded and counted
+            result = run_plan(options, outputs=outputs)
         if options.json:
             print(json.dumps(as_json(result), indent=2))
         else:
             render(result)
-        reported = report_args.write(options.report, [result], outputs)
+        reported = report_args.write(options.report, [result], outputs, show=show)
     print_files(result)
     report_args.print_written(reported)
     return 0

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 
+from trainfit.cli import help as helps
 from trainfit.timing.run import DEFAULT_HOURS_PER_YEAR, DEFAULT_KWH_PRICE, DEFAULT_YEARS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The run options (each is a RunSpec field)."""
-    group = parser.add_argument_group("run size and cost")
+    group = helps.group(parser, helps.TIME)
     group.add_argument("--samples", type=int, default=None, help="training samples per epoch")
     group.add_argument("--tokens", type=int, default=None, help="training tokens per epoch")
     group.add_argument("--epochs", type=float, default=1.0, help="epochs (default 1)")
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kwh-price",
         type=float,
         default=DEFAULT_KWH_PRICE,
-        help=f"electricity price per kWh in USD (default {DEFAULT_KWH_PRICE})",
+        help="electricity price per kWh in USD",
     )
     group.add_argument("--watts", type=float, default=None, help="power the local machine draws")
     group.add_argument("--currency", default="USD", help="currency of the costs shown")

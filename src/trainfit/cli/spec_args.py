@@ -5,65 +5,40 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from trainfit.cli import help as helps
+
 if TYPE_CHECKING:
     from trainfit.spec import TrainSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options that make a TrainSpec (all but the model and the target device)."""
-    parser.add_argument("--batch", type=int, default=1, help="micro-batch (samples per step)")
-    parser.add_argument("--seq", type=int, default=None, help="sequence length")
-    parser.add_argument(
+    """Options that make a TrainSpec (all but the model and the target device), in the groups
+    of `trainfit.cli.help` (model, batch, precision and memory)."""
+    model = helps.group(parser, helps.MODEL)
+    model.add_argument("--seq", type=int, default=None, help="sequence length")
+    model.add_argument(
         "--input",
         action="append",
         default=[],
         metavar="NAME=B,...:DTYPE",
         help="an input of a plain module, e.g. 'x=B,3,224,224:float32'",
     )
-    parser.add_argument(
+    model.add_argument(
         "--multiplier",
         type=int,
         default=1,
         help="per-sample multiplier of the batch dimension (e.g. patches)",
     )
-    parser.add_argument(
-        "--precision", default="fp32", help="fp32 | tf32 | fp16 | bf16 | pure-bf16 (default fp32)"
-    )
-    parser.add_argument(
-        "--optimizer",
-        default="adamw",
-        help="adamw | adam | sgd | sgd-momentum | adafactor | adamw-8bit",
-    )
-    add_optimizer_path_argument(parser)
-    parser.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
-    parser.add_argument(
-        "--checkpoint-modules",
-        default=None,
-        metavar="GLOB",
-        help="modules to checkpoint in a plain module (default: largest ModuleList)",
-    )
-    parser.add_argument(
-        "--freeze",
-        action="append",
-        default=[],
-        metavar="PATTERN",
-        help="freeze parameters whose names match this glob (repeatable)",
-    )
-    parser.add_argument("--grad-clip", type=float, default=None, help="clip gradient norm")
-    parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per step")
-    parser.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
-    parser.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
-    parser.add_argument(
+    model.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
+    model.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
+    model.add_argument(
         "--task",
         default=None,
-        help="the head to train: "
-        "a transformers task (sequence-classification, token-classification, question-answering, "
-        "multiple-choice, causal-lm, masked-lm, ...) or its AutoModelFor... class name; default: "
-        "the class the config's architectures name",
+        help="the head to train: a transformers task (sequence-classification, "
+        "token-classification, question-answering, multiple-choice, causal-lm, masked-lm, ...) "
+        "or its AutoModelFor... class name; default: the class the config's architectures name",
     )
-    add_lora_arguments(parser)
-    add_preference_arguments(parser)
-    parser.add_argument(
+    model.add_argument(
         "--no-cache",
         dest="use_cache",
         action="store_false",
@@ -71,27 +46,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="build a transformers model with config.use_cache=False (default: a user's config "
         "keeps its own value, a catalog model is built without the cache)",
     )
+    batch = helps.group(parser, helps.BATCH)
+    batch.add_argument("--batch", type=int, default=1, help="micro-batch (samples per step)")
+    batch.add_argument("--grad-accum", type=int, default=1, help="micro-batches per step")
+    memory = helps.group(parser, helps.PRECISION)
+    memory.add_argument("--precision", default="fp32", help="fp32 | tf32 | fp16 | bf16 | pure-bf16")
+    memory.add_argument(
+        "--optimizer",
+        default="adamw",
+        help="adamw | adam | sgd | sgd-momentum | adafactor | adamw-8bit",
+    )
+    add_optimizer_path_argument(parser)
+    memory.add_argument("--checkpointing", action="store_true", help="gradient checkpointing")
+    memory.add_argument(
+        "--checkpoint-modules",
+        default=None,
+        metavar="GLOB",
+        help="modules to checkpoint in a plain module (default: largest ModuleList)",
+    )
+    memory.add_argument(
+        "--freeze",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="freeze parameters whose names match this glob (repeatable)",
+    )
+    memory.add_argument("--grad-clip", type=float, default=None, help="clip gradient norm")
+    add_lora_arguments(parser)
+    add_preference_arguments(parser)
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
-    """--lora RANK, --lora-alpha, --lora-dropout, --lora-targets, --qlora."""
-    parser.add_argument(
+    """--lora RANK, --lora-alpha, --lora-dropout, --lora-targets, --qlora (model group)."""
+    model = helps.group(parser, helps.MODEL)
+    model.add_argument(
         "--lora", type=int, default=None, metavar="RANK", help="LoRA adapters of this rank (peft)"
     )
-    parser.add_argument(
+    model.add_argument(
         "--lora-alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)"
     )
-    parser.add_argument(
+    model.add_argument(
         "--lora-dropout", type=float, default=None, help="dropout on the LoRA input (default 0)"
     )
-    parser.add_argument(
+    model.add_argument(
         "--lora-targets",
         default=None,
         metavar="A,B,...",
         help="modules to adapt (default: peft's for the architecture, else every Linear but "
         "the head)",
     )
-    parser.add_argument(
+    model.add_argument(
         "--qlora",
         action="store_true",
         help="4-bit NF4 base with paged 8-bit AdamW (modelled; implies --lora 8 unless given)",
@@ -113,13 +117,14 @@ def lora(args: argparse.Namespace) -> dict[str, object] | None:
 
 def add_preference_arguments(parser: argparse.ArgumentParser) -> None:
     """`--preference`, `--reference` and the dtype options (also on `trainfit plan`)."""
-    parser.add_argument(
+    model = helps.group(parser, helps.MODEL)
+    model.add_argument(
         "--preference",
         default=None,
         metavar="dpo",
-        help="preference training (dpo): --batch counts chosen/rejected pairs (causal LMs)",
+        help="preference training (dpo): the batch counts chosen/rejected pairs (causal LMs)",
     )
-    parser.add_argument(
+    model.add_argument(
         "--reference",
         default="model",
         metavar="model|precomputed",
@@ -130,8 +135,8 @@ def add_preference_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_optimizer_path_argument(parser: argparse.ArgumentParser) -> None:
-    """`--optimizer-path` (also on `trainfit plan`)."""
-    parser.add_argument(
+    """`--optimizer-path` (also on `trainfit plan`; precision and memory group)."""
+    helps.group(parser, helps.PRECISION).add_argument(
         "--optimizer-path",
         default="auto",
         metavar="auto|foreach|for-loop|fused",
@@ -142,14 +147,15 @@ def add_optimizer_path_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_dtype_arguments(parser: argparse.ArgumentParser) -> None:
     """`--weights-dtype` and `--reference-dtype` (also on `trainfit plan`)."""
-    parser.add_argument(
+    memory = helps.group(parser, helps.PRECISION)
+    memory.add_argument(
         "--weights-dtype",
         default="auto",
         metavar="auto|fp32|bf16|fp16",
         help="the dtype the weights load in (auto: the config's torch_dtype for a LoRA base, as "
         "from_pretrained loads it; a full fine-tune keeps fp32 master weights)",
     )
-    parser.add_argument(
+    memory.add_argument(
         "--reference-dtype",
         default=None,
         metavar="auto|fp32|bf16|fp16",

@@ -33,27 +33,33 @@ def run(
     from rich.console import Console
 
     from trainfit.cli import plan, report_args
+    from trainfit.cli.progress import shown, status
     from trainfit.io import staged_directories
+    from trainfit.specfile.duration import check_confirmed, workload
+    from trainfit.specfile.options import resolve_plan_file
     from trainfit.specfile.run import load_checked, run_plan_file
 
     overrides = plan.typed_options(typed_options(make_parser, argv))
     plan_file = load_checked(args.model, overrides)
+    models = resolve_plan_file(plan_file, overrides)
+    check_confirmed(workload([m.options for m in models]), args.yes)
     outputs = plan_file.outputs
-    shown = bool(overrides.get("report") or (outputs is not None and outputs.report))
+    as_json_out = bool(overrides.get("json") or (outputs is not None and outputs.json))
+    show = shown(as_json_out)
     several = len(plan_file.entries()) > 1
     as_json: dict[str, object] = {}
 
     def start(model: ModelOptions) -> None:
         """With several models, a rule naming the next one."""
         if several and not model.options.json:
-            if say is not None:
-                say.stop()
+            if line is not None:
+                line.stop()
             Console().rule(f"model {model.name} ({model.options.model})")
 
-    def show(model: PlanResult) -> None:
+    def done(model: PlanResult) -> None:
         """A model's result, as soon as it is planned (the progress line removed first)."""
-        if say is not None:
-            say.stop()
+        if line is not None:
+            line.stop()
         if model.options.json:
             as_json[str(model.name)] = plan.as_json(model)
         else:
@@ -61,15 +67,15 @@ def run(
 
     # NB: the models' files and the report are written whole or not at all: a model that
     # fails, or Ctrl-C, leaves none of them behind
-    with staged_directories() as outputs:
-        with report_args.progress(shown) as say:
+    with staged_directories() as staged:
+        with status(show) as line:
             result = run_plan_file(
-                plan_file, overrides, progress=say, on_start=start, on_model=show, outputs=outputs
+                plan_file, overrides, on_start=start, on_model=done, outputs=staged
             )
         if as_json:
             print(json.dumps(as_json if several else next(iter(as_json.values())), indent=2))
         directory = result.models[-1].options.report
-        reported = report_args.write(directory, result.models, outputs, plan_file)
+        reported = report_args.write(directory, result.models, staged, plan_file, show=show)
     for model in result.models:
         plan.print_files(model)
     report_args.print_written(reported)

@@ -36,7 +36,9 @@ from trainfit.distributed.strategy import (
 from trainfit.distributed.units import Units, units
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import Device, DeviceKind, cheapest_instance, get_device, instances
+from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
+from trainfit.trace.kernels.attention import kernel_family
 from trainfit.trace.step import StepTrace, trace_step
 from trainfit.trace.target import Target
 
@@ -100,14 +102,37 @@ class DistributedPlan:
         }
 
 
+TraceKey = tuple[object, ...]
+"""What a step's trace depends on besides the job (`SharedTraces`): the kind of device, its
+kernel family, checkpointing, the micro-batch and the precision traced."""
+
+
+@dataclass(kw_only=True, slots=True)
+class SharedTraces:
+    """The traces and FSDP units the multi-GPU plans of one job share across its GPUs.
+
+    NB: GPUs of one kernel family trace the same step (`kernel_family`: the only
+    capability-dependent part of a CUDA trace; the allocator replay, workspaces and runtime
+    context are applied per GPU), as the single-GPU plan's traces are shared
+    (`trainfit.plan.traces`). Only for GPUs planned for the same job: the model, its inputs,
+    optimizer and frozen parameters.
+    """
+
+    made: dict[TraceKey, StepTrace] = dataclasses.field(default_factory=dict)
+    units: dict[Precision, Units] = dataclasses.field(default_factory=dict)
+    """The model's FSDP units by the job's precision (the spec they are counted from)."""
+
+
 @dataclass(kw_only=True, slots=True)
 class _Traces:
-    """Traces of one GPU's step by (checkpointing, micro-batch)."""
+    """Traces of one GPU's step by (checkpointing, micro-batch, precision), kept in `shared`."""
 
     spec: TrainSpec
     device: Device
-    made: dict[tuple[bool, int, Precision], StepTrace] = dataclasses.field(default_factory=dict)
-    units: Units | None = None
+    shared: SharedTraces = dataclasses.field(default_factory=SharedTraces)
+    memories: dict[tuple[object, ...], RankMemory] = dataclasses.field(default_factory=dict)
+    """Per-rank memory already worked out on this GPU (`memory` is asked again for the
+    chosen micro-batch and for the offloaded alternative)."""
 
     def at(
         self, checkpointing: bool, micro: int, precision: Precision | None = None
@@ -122,26 +147,32 @@ class _Traces:
             device=self.device.name,
         )
         precision = precision or at.precision
-        key = (checkpointing, micro, precision)
-        if key not in self.made:
+        family = kernel_family(self.device.compute_capability)
+        key = (self.device.kind, family, checkpointing, micro, precision)
+        made = self.shared.made
+        if key not in made:
             traced = dataclasses.replace(at, precision=precision)
-            self.made[key] = trace_step(traced, target=Target.of(self.device))
-        return self.made[key], at
+            made[key] = trace_step(traced, target=Target.of(self.device))
+        return made[key], at
 
     def memory(
         self, checkpointing: bool, micro: int, strategy: Strategy, offload: Offload, layout: Layout
     ) -> RankMemory:
         """Per-rank memory of the step at `micro`, traced as `strategy` really runs it."""
-        traced = traced_precision(strategy, self.spec.precision)
-        trace, at = self.at(checkpointing, micro, traced)
-        return rank_memory(
-            trace, at, self.device, strategy, offload, layout, self.unit_sizes(), traced
-        )
+        key = (checkpointing, micro, strategy, offload, layout)
+        if key not in self.memories:
+            traced = traced_precision(strategy, self.spec.precision)
+            trace, at = self.at(checkpointing, micro, traced)
+            self.memories[key] = rank_memory(
+                trace, at, self.device, strategy, offload, layout, self.unit_sizes(), traced
+            )
+        return self.memories[key]
 
     def unit_sizes(self) -> Units:
-        if self.units is None:
-            self.units = units(self.spec)
-        return self.units
+        found = self.shared.units.get(self.spec.precision)
+        if found is None:
+            found = self.shared.units[self.spec.precision] = units(self.spec)
+        return found
 
 
 def gpus_per_machine(device: Device) -> int:
@@ -187,10 +218,11 @@ def plan_distributed(
     offload: Offload | None = None,
     gpus: int | None = None,
     nodes: int | None = None,
+    shared: SharedTraces | None = None,
 ) -> DistributedPlan | None:
     """The fewest GPUs of `device` (a CUDA GPU) that hold `spec` (its precision is used; its
     batch is replaced) for `effective_batch`, or None when none up to MAX_GPUS (or the given
-    layout) does."""
+    layout) does. `shared` keeps the traces for the same job's plans on other GPUs."""
     if device.kind is not DeviceKind.CUDA or not device.memory_bytes:
         raise SpecError([f"device {device.name!r}: multi-GPU plans are for CUDA GPUs only"])
     if strategy is not None and offload is not None:
@@ -201,13 +233,14 @@ def plan_distributed(
     if strategy not in (None, Strategy.DDP) and gpus is None and nodes is None:
         # NB: a sharding engine asked for by name is searched from two GPUs
         tried = [layout for layout in tried if layout.gpus > 1]
-    traces = _Traces(spec=spec, device=device)
+    traces = _Traces(spec=spec, device=device, shared=shared or SharedTraces())
     checkpointing = (False, True) if not spec.checkpointing else (True,)
     # NB: a model with no blocks to checkpoint is planned without checkpointing
     for phase in ("on GPUs", "offload"):
         for layout in tried:
             for ckpt in checkpointing:
                 for strat, off in _candidates(strategy, offload, layout, phase):
+                    tell(Part.RUNG, f"{strat.value} on {layout.gpus} GPUs")
                     try:
                         one = traces.memory(ckpt, 1, strat, off, layout)
                     except SpecError:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainfit.distributed.search import DistributedPlan, plan_distributed
+from trainfit.distributed.search import DistributedPlan, SharedTraces, plan_distributed
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.plan.ladder import supported_precision
 from trainfit.plan.options import NoMultiGpu, Offloaded, Plan, Sharded, Verdict
+from trainfit.progress import Part, tell
 from trainfit.spec import OptimizerKind, Precision
 
 
@@ -24,11 +25,15 @@ def with_distributed(
     gpus: int | None,
     nodes: int | None,
     every: bool,
+    shared: SharedTraces | None = None,
 ) -> Plan:
     """`result` with each CUDA GPU's multi-GPU plan (`trainfit.distributed.plan_distributed`):
-    every CUDA GPU when `every`, else those that do not fit alone."""
+    every CUDA GPU when `every`, else those that do not fit alone. `shared`: traces of the job
+    already made (`trainfit.plan.traces.shared_traces`), kept for the GPUs of one kernel family
+    to share."""
     devices = []
-    for d in result.devices:
+    shared = shared or SharedTraces()
+    for index, d in enumerate(result.devices, start=1):
         device = get_device(d.device)
         if (
             device.kind is not DeviceKind.CUDA
@@ -37,6 +42,9 @@ def with_distributed(
         ):
             devices.append(d)
             continue
+        tell(
+            Part.DEVICE, f"{device.name} over several GPUs", index=index, total=len(result.devices)
+        )
         chosen = d.setting.precision if d.setting is not None else None
         spec = dataclasses.replace(
             result.spec,
@@ -44,7 +52,7 @@ def with_distributed(
             precision=precision or chosen or supported_precision(device),
         )
         found = plan_distributed(
-            spec, result.effective_batch, device, margin, strategy, offload, gpus, nodes
+            spec, result.effective_batch, device, margin, strategy, offload, gpus, nodes, shared
         )
         missing = (
             None

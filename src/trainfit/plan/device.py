@@ -12,7 +12,7 @@ from trainfit.estimator.scaling import BatchScaling, max_micro_batch
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.models.source import build_program
 from trainfit.plan.cpu import plan_cpu
-from trainfit.plan.ladder import setting_rungs
+from trainfit.plan.ladder import setting_name, setting_rungs
 from trainfit.plan.options import (
     DevicePlan,
     GpuShort,
@@ -32,6 +32,7 @@ from trainfit.plan.traces import (
     one_sample_over,
     scaling_for,
 )
+from trainfit.progress import Part, tell
 from trainfit.spec import TrainSpec
 from trainfit.training import enable_checkpointing
 
@@ -58,7 +59,9 @@ def plan_device(
     floor = 0
     latest_one: int | None = None
     untried = None
-    for rung_spec, changes in setting_rungs(spec, device, auto_precision):
+    rungs = setting_rungs(spec, device, auto_precision)
+    for index, (rung_spec, changes) in enumerate(rungs, start=1):
+        tell(Part.RUNG, setting_name(rung_spec), index=index, total=len(rungs))
         floor = floor_bytes(rung_spec, device, cache)
         if floor > budget:
             untried = rung_spec

@@ -20,6 +20,7 @@ from trainfit.optim import optimizer_entry
 from trainfit.plan.options import Change, MpsAutocast, Rung, SettingChange
 from trainfit.plan.traces import TraceCache, needed_once, other_optimizer, traced
 from trainfit.plan.worker import LadderWorker
+from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
 
 LADDER: tuple[Change, ...] = (
@@ -79,6 +80,13 @@ def setting_after(change: Change, spec: TrainSpec, device: Device) -> TrainSpec:
     if change is Change.EIGHT_BIT_ADAMW and eight_bit is not None:
         return dataclasses.replace(spec, optimizer=eight_bit)
     return spec
+
+
+def setting_name(spec: TrainSpec) -> str:
+    """The setting a rung tries, as the plan's options name it (`bf16+checkpointing+adamw`),
+    for a progress display."""
+    checkpointing = ("checkpointing",) if spec.checkpointing else ()
+    return "+".join((spec.precision.value, *checkpointing, spec.optimizer.value))
 
 
 def with_change(change: Change, spec: TrainSpec, device: Device) -> TrainSpec:
@@ -156,7 +164,11 @@ def ladder_rungs(
     """The ladder on `device`: each change's memory at the same effective batch."""
     rungs: list[Rung] = []
     before = 0
-    for index, step in enumerate(ladder_steps(spec, effective, device)):
+    steps = ladder_steps(spec, effective, device)
+    tell(Part.DEVICE, device.name)
+    for index, step in enumerate(steps):
+        name = step.change.value if step.change is not None else step.spec.precision.value
+        tell(Part.RUNG, name, index=index + 1, total=len(steps))
         needed = None
         if (
             worker is not None

@@ -22,7 +22,7 @@ devices of one compute-capability family share traces.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
 from trainfit.errors import SpecError
@@ -33,8 +33,16 @@ from trainfit.plan.device import plan_device
 from trainfit.plan.ladder import ladder_rungs, ladder_steps
 from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
 from trainfit.plan.times import GPU_COUNTS, with_measured_step, with_run
-from trainfit.plan.traces import TraceCache, counts, model_parameters, scaling_for, traced
+from trainfit.plan.traces import (
+    TraceCache,
+    counts,
+    model_parameters,
+    scaling_for,
+    shared_traces,
+    traced,
+)
 from trainfit.plan.worker import WORKER_PARAMETERS, LadderWorker
+from trainfit.progress import Part, Reporter, reporting, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
 
@@ -49,7 +57,7 @@ def plan(
     jobs: int = 1,
     run: RunSpec | None = None,
     measured_step: tuple[float, str] | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Reporter | None = None,
     strategy: Strategy | None = None,
     offload: Offload | None = None,
     gpus: int | None = None,
@@ -65,7 +73,8 @@ def plan(
     `run` (data size, epochs, prices) adds each device's run hours and costs and the
     recommendations (`with_run`); `measured_step` (seconds, device) scales every step time by
     a step measured with the plan's setting on that device (`with_measured_step`).
-    `progress` is told each device as its planning starts ("planning h100").
+    `progress` (else the reporter in effect, `trainfit.progress`) is told each device as its
+    planning starts, each rung of the ladder and each traced step.
 
     `strategy`, `offload`, `gpus` and `nodes` (or `multi_gpu`) plan every CUDA GPU over
     several of it (`with_distributed`); without them only the GPUs that cannot hold the job
@@ -76,6 +85,29 @@ def plan(
             [f"plan takes a TrainSpec, got {type(spec).__name__}: plan(TrainSpec(model=...), ...)"]
         )
     devices = device_names(devices)
+    with reporting(progress):
+        return _plan(
+            spec, effective_batch, devices, margin, precision, ladder, jobs, run, measured_step,
+            strategy, offload, gpus, nodes, multi_gpu,
+        )  # fmt: skip
+
+
+def _plan(
+    spec: TrainSpec,
+    effective_batch: int,
+    devices: tuple[str, ...],
+    margin: float,
+    precision: Precision | None,
+    ladder: bool,
+    jobs: int,
+    run: RunSpec | None,
+    measured_step: tuple[float, str] | None,
+    strategy: Strategy | None,
+    offload: Offload | None,
+    gpus: int | None,
+    nodes: int | None,
+    multi_gpu: bool,
+) -> Plan:
     resolved = _checked(effective_batch, devices, margin, precision, jobs, run, gpus, nodes)
     if precision is not None:
         spec = dataclasses.replace(spec, precision=precision)
@@ -91,7 +123,7 @@ def plan(
             plan_device(
                 spec, effective_batch, d, margin, precision is None, cache, gpu_counts=gpu_counts
             )
-            for d in _announced(resolved, progress)
+            for d in _announced(resolved)
         )
         rungs = ()
         if ladder and cuda:
@@ -116,8 +148,9 @@ def plan(
         result = with_measured_step(result, *measured_step)
     asked = multi_gpu or any(x is not None for x in (strategy, offload, gpus, nodes))
     result = with_distributed(
-        result, precision, margin, strategy, offload, gpus, nodes, every=asked
-    )
+        result, precision, margin, strategy, offload, gpus, nodes, every=asked,
+        shared=shared_traces(spec, cache),
+    )  # fmt: skip
     return with_run(result, run) if run is not None and run.sized else result
 
 
@@ -182,11 +215,10 @@ def _check_precision(precision: Precision | None, devices: list[Device]) -> None
             )
 
 
-def _announced(devices: list[Device], progress: Callable[[str], None] | None) -> Iterator[Device]:
-    """`devices`, telling `progress` of each as it is reached."""
-    for d in devices:
-        if progress is not None:
-            progress(f"planning {d.name}")
+def _announced(devices: list[Device]) -> Iterator[Device]:
+    """`devices`, telling the reporter in effect of each as it is reached."""
+    for index, d in enumerate(devices, start=1):
+        tell(Part.DEVICE, d.name, index=index, total=len(devices))
         yield d
 
 

@@ -35,6 +35,7 @@ from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
 from trainfit.plan.search import plan
 from trainfit.plan.times import with_run
 from trainfit.plan.words import failing_text, plan_dict
+from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
 from trainfit.timing.step import StepTime, TimeLabel, scaled
@@ -121,6 +122,7 @@ def plan_stages(
         raise SpecError(["a staged plan needs at least one stage (--stage EPOCHS[:PATTERN,...])"])
     planned = []
     for index, (name, epochs, stage_spec) in enumerate(stages):
+        tell(Part.STAGE, name, index=index + 1, total=len(stages))
         last = index == len(stages) - 1
         stage_run = None if run is None else dataclasses.replace(run, epochs=epochs)
         # NB: planned unmeasured: a measured step is the last stage's (see the module)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from trainfit.distributed.search import SharedTraces
 from trainfit.errors import TraceError
 from trainfit.estimator.scaling import PROBES, BatchScaling, scale_batch
 from trainfit.estimator.step import gpu_fits, gpu_memory
@@ -170,6 +171,28 @@ def floor_bytes(spec: TrainSpec, device: Device, cache: TraceCache) -> int:
         return states.total()
     profile = profile_of(device)
     return states.total() + context_bytes(profile, uses_cublas=False, reduced_precision=False)
+
+
+def shared_traces(spec: TrainSpec, cache: TraceCache) -> SharedTraces:
+    """The plan's exact traces of `spec`'s optimizer (at one sample, at the scalings' base
+    batch and their exact batches) for its multi-GPU plans to start from.
+
+    NB: a multi-GPU plan traces its step at a micro-batch as the plan's settings are traced
+    (`trace_key`: precision, checkpointing, optimizer, kind of device, kernel family; batch;
+    accumulation 1), so a trace the plan made is the one it would make; lines through the
+    probes (`BatchScaling.trace_at`) are not taken.
+    """
+    shared = SharedTraces()
+    exact: list[tuple[tuple[object, ...], int, StepTrace]] = [
+        (key, 1, trace) for key, trace in cache.ones.items()
+    ]
+    for key, scaling in cache.scalings.items():
+        exact.append((key, scaling.spec.batch, scaling.base))
+        exact += [(key, batch, trace) for batch, trace in scaling.exact.items()]
+    for (precision, checkpointing, optimizer, kind, family), batch, trace in exact:
+        if optimizer == spec.optimizer:
+            shared.made[(kind, family, checkpointing, batch, precision)] = trace
+    return shared
 
 
 def counts(spec: TrainSpec, cache: TraceCache) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from rich.table import Table
 from trainfit.hardware.catalog import Device, DeviceKind, GiB
 from trainfit.hardware.figures import Figure
 from trainfit.hardware.instances import Instance
+from trainfit.report.tables import FitTable
 
 
 def _num(figure: Figure, fmt: str = "{:g}") -> str:
@@ -27,7 +28,7 @@ def devices_table(devices: Iterable[Device]) -> Table:
 
     The 16-bit column is bf16 where known, else fp16 (dense tensor-core rate)."""
     devices = list(devices)
-    table = Table(title="device catalog (? = not sourced; `--json` for every source)")
+    table = FitTable(title="device catalog (? = not sourced; `--json` for every source)")
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("name", "left"),
         ("kind", "left"),
@@ -58,7 +59,7 @@ def devices_table(devices: Iterable[Device]) -> Table:
 
 def instances_table(instances: Iterable[Instance]) -> Table:
     """One row per cloud instance."""
-    table = Table(title="cloud instances (? = not sourced; `--json` for every source)")
+    table = FitTable(title="cloud instances (? = not sourced; `--json` for every source)")
     for column in ("name", "GPUs", "vCPUs", "RAM GiB", "$/h on-demand", "$/h spot", "region"):
         table.add_column(column, no_wrap=True)
     for i in instances:

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.measure.diagnosis import Diagnosis, Status
+from trainfit.report.tables import FitTable
 
 _LABEL = {Status.OK: "ok", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "skip"}
 _STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
@@ -43,7 +44,7 @@ def _summary(diagnosis: Diagnosis) -> Text:
 
 def doctor_renderable(diagnosis: Diagnosis) -> Group:
     """A rich renderable: versions, one row per check, the fixes, and a one-line verdict."""
-    table = Table(title="trainfit doctor", show_edge=False, pad_edge=False)
+    table = FitTable(title="trainfit doctor", show_edge=False, pad_edge=False)
     table.add_column("")
     table.add_column("check", no_wrap=True)
     table.add_column("result")

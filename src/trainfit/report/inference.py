@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.estimator.generation import InferenceEstimate
+from trainfit.report.tables import FitTable
 
 GIB = 1 << 30
 
@@ -28,7 +29,7 @@ def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
     )
     for device in dict.fromkeys(e.device.name for e in estimates):
         rows = [e for e in estimates if e.device.name == device]
-        table = Table(
+        table = FitTable(
             title=f"{rows[0].device.display} ({rows[0].device.memory_bytes / GIB:.1f} GiB)"
         )
         for column in (

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rich.console import Console, Group
-from rich.table import Table
 from rich.text import Text
 
 from trainfit.hardware.detect import LocalMachine
+from trainfit.report.tables import FitTable
 from trainfit.report.terminal import gib
 
 
@@ -16,7 +16,7 @@ def _or_unknown(value: int | None, suffix: str = "") -> str:
 
 def local_machine_renderable(machine: LocalMachine) -> Group:
     """A rich renderable: one row per device found, then versions, sources and notes."""
-    table = Table(title="this machine", show_edge=False, pad_edge=False)
+    table = FitTable(title="this machine", show_edge=False, pad_edge=False)
     for column in ("", "device", "memory", "usable now", "details", "catalog row"):
         table.add_column(column)
     unmatched: list[str] = []

@@ -12,6 +12,7 @@ from trainfit.measure.forecast import LONG_RUN_SECONDS, Forecast
 from trainfit.measure.latency import LatencyTable
 from trainfit.measure.max_batch import RealMaxBatch
 from trainfit.measure.steps import Measured, StepDone
+from trainfit.report.tables import FitTable
 
 GiB = 1 << 30
 
@@ -59,7 +60,7 @@ def measured_renderable(measured: Measured, comparison: Comparison | None) -> Gr
     parts: list[object] = [head]
     if comparison is not None:
         title = f"estimated for {comparison.estimated_device} against measured"
-        table = Table(title=title, title_justify="left")
+        table = FitTable(title=title, title_justify="left")
         for column, justify in (
             ("quantity", "left"),
             ("estimated", "right"),
@@ -77,7 +78,7 @@ def measured_renderable(measured: Measured, comparison: Comparison | None) -> Gr
         parts.append(table)
         parts += [Text(f"- {note}", style="dim") for note in comparison.notes]
     else:
-        table = Table(title="measured", title_justify="left")
+        table = FitTable(title="measured", title_justify="left")
         table.add_column("quantity")
         table.add_column("measured", justify="right")
         for quantity, value in (
@@ -123,7 +124,7 @@ def max_batch_renderable(found: RealMaxBatch) -> Group:
             f"\nfor an effective batch of {found.effective_batch}: micro-batch "
             f"{found.chosen_micro_batch} x {found.grad_accum} accumulation{ranks}"
         )
-    table = Table(title="attempts", title_justify="left")
+    table = FitTable(title="attempts", title_justify="left")
     for column in ("micro-batch", "training", "evaluation", "peak reserved", "seconds"):
         table.add_column(column, justify="right")
     for a in found.attempts:
@@ -146,7 +147,7 @@ def max_batch_renderable(found: RealMaxBatch) -> Group:
 
 def latency_renderable(table: LatencyTable) -> Table:
     """p50/p95/p99 per batch."""
-    out = Table(
+    out = FitTable(
         title=f"inference latency on {table.device_name} ({table.precision}, "
         f"{table.warmup} warm-up runs)" + (" - interrupted" if table.interrupted else ""),
         title_justify="left",

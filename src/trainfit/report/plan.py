@@ -18,6 +18,7 @@ from trainfit.plan.words import (
     rung_text,
     time_text,
 )
+from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunSpec
 
 GIB = 2**30
@@ -60,7 +61,7 @@ def _head(plan: Plan) -> Text:
 
 def _devices(plan: Plan) -> Table:
     """One row per device: verdict, setting, step, and the changes or why none fits."""
-    devices = Table(title="per device")
+    devices = FitTable(title="per device")
     timed = plan.run is not None
     rate = f"{plan.spec.sample_unit}/s"
     numeric = ("memory", "max micro", "step", rate, "run hours", "cost")
@@ -99,7 +100,7 @@ def _devices(plan: Plan) -> Table:
 def _run_parts(plan: Plan, run: RunSpec) -> list[object]:
     """The run's comparison of devices, its cloud instances and the recommendation."""
     parts: list[object] = []
-    compare = Table(title="comparison for the run (local: electricity + share of the price)")
+    compare = FitTable(title="comparison for the run (local: electricity + share of the price)")
     for column in ("device", "hours", "cost", "energy", "power", "memory headroom"):
         compare.add_column(column, justify="left" if column == "device" else "right")
     for d in plan.devices:
@@ -132,7 +133,7 @@ def _run_parts(plan: Plan, run: RunSpec) -> list[object]:
         else:
             for d in timed:
                 parts.append(Text(f"{d.device}: {input_text(d.run, run.data_rate)}", style="dim"))
-    cloud = Table(title="cloud instances for the run (on-demand / spot)")
+    cloud = FitTable(title="cloud instances for the run (on-demand / spot)")
     for column in ("instance", "hours", "on-demand", "spot"):
         cloud.add_column(column, justify="left" if column == "instance" else "right")
     for d in plan.devices:
@@ -169,7 +170,7 @@ def _run_parts(plan: Plan, run: RunSpec) -> list[object]:
 
 def _tiers(plan: Plan) -> Table:
     """Each device's tiers and its largest micro-batch."""
-    tiers = Table(title="tiers (micro-batch x accumulation, memory)")
+    tiers = FitTable(title="tiers (micro-batch x accumulation, memory)")
     tiers.add_column("device")
     names = [t.name for d in plan.devices for t in d.tiers][:3]
     for name in names:
@@ -190,7 +191,7 @@ def _tiers(plan: Plan) -> Table:
 
 def _ladder(plan: Plan) -> Table:
     """The low-memory ladder: each change, its split, memory and saving."""
-    ladder = Table(title=f"low-memory ladder on {plan.ladder_device}")
+    ladder = FitTable(title=f"low-memory ladder on {plan.ladder_device}")
     for column in ("change", "micro x accum", "memory", "saves"):
         ladder.add_column(column, justify="left" if column == "change" else "right")
     for rung in plan.ladder:

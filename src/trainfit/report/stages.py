@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from rich.console import Group
 from rich.rule import Rule
-from rich.table import Table
 from rich.text import Text
 
 from trainfit.plan.stages import StagedPlan
 from trainfit.plan.words import failing_text
 from trainfit.report.plan import plan_renderable
+from trainfit.report.tables import FitTable
 
 GiB = 1 << 30
 
@@ -22,7 +22,7 @@ def staged_renderable(staged: StagedPlan) -> Group:
         frozen = f", frozen: {', '.join(stage.freeze)}" if stage.freeze else ""
         parts.append(Rule(f"{stage.name}: {stage.epochs:g} epochs{frozen}"))
         parts.append(plan_renderable(stage.plan))
-    table = Table(title="the whole schedule", title_justify="left")
+    table = FitTable(title="the whole schedule", title_justify="left")
     for column, justify in (
         ("device", "left"),
         ("every stage fits", "left"),

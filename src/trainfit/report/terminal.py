@@ -15,6 +15,7 @@ from trainfit.hardware.figures import SourceKind
 from trainfit.models.heads import ClassReason, ModelClass
 from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
+from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunEstimate
 
 GiB = 1 << 30
@@ -98,7 +99,7 @@ def _usable_line(device: Device) -> str:
 
 def _breakdown_table(result: Estimate) -> Table:
     """The memory at the peak by component, with each one's share."""
-    table = Table(title="breakdown at the peak", show_edge=False, pad_edge=False)
+    table = FitTable(title="breakdown at the peak", show_edge=False, pad_edge=False)
     table.add_column("component")
     table.add_column("memory", justify="right")
     table.add_column("share", justify="right")
@@ -272,7 +273,7 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
             + f", {t.label})\n",
             style="bold",
         )
-        table = Table(title="cost of the run", show_edge=False, pad_edge=False)
+        table = FitTable(title="cost of the run", show_edge=False, pad_edge=False)
         for column in ("option", "hours", "on-demand", "spot", "electricity", "share of price"):
             table.add_column(column, justify="left" if column == "option" else "right")
         table.add_column("note")

@@ -26,8 +26,9 @@ from pathlib import Path
 from trainfit.errors import SpecError
 from trainfit.plan.options import CpuShort, CpuSized, DevicePlan, GpuShort, Plan, Verdict
 from trainfit.plan.stages import StagedPlan
+from trainfit.progress import Reporter
 from trainfit.specfile.baseline import Baseline, Footprint, current_versions, write_baseline
-from trainfit.specfile.run import PlanFileResult, Progress, run_plan_file
+from trainfit.specfile.run import PlanFileResult, run_plan_file
 from trainfit.specfile.schema import PlanFile
 
 DEFAULT_TOLERANCE = 0.02
@@ -147,7 +148,7 @@ def check_plan_file(
     *,
     baseline: Baseline | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
-    progress: Progress | None = None,
+    progress: Reporter | None = None,
 ) -> CheckResult:
     """Plan every model of `plan_file` (as `run_plan_file` does, writing nothing) and check
     each against every device of the file and against `baseline` (`compare`)."""

@@ -82,7 +82,7 @@ FIELDS: tuple[Field, ...] = (
     _field("inference.context", "--context"),
     _field("inference.new_tokens", "--new-tokens"),
     _field("inference.precision", "--inference-precision"),
-    _field("inference.batch", "--batch"),
+    _field("inference.batch", "--infer-batch"),
     _field("outputs.report", "--report", relative_path=True),
     _field("outputs.config_dir", "--config-dir", relative_path=True),
     _field("outputs.export", "--export"),

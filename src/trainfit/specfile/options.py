@@ -120,7 +120,7 @@ class PlanOptions:
     """Tokens generated per sequence (inference)."""
     inference_precision: str = "bf16"
     """Weight precisions to plan, comma-separated."""
-    batch: tuple[int, ...] = ()
+    infer_batch: tuple[int, ...] = ()
     """Sequences generated together (inference; default 1)."""
     samples: int | None = None
     """Training samples per epoch."""

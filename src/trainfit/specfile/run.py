@@ -28,6 +28,7 @@ from trainfit.io import StagedDirectories, check_writable_directory, staged_dire
 from trainfit.models.source import model_problems
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
+from trainfit.progress import Part, Reporter, reporting, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.specfile.checks import check_sized, lora_fields, measured, run_spec, stages
 from trainfit.specfile.loader import StructureError, load_plan_spec
@@ -39,9 +40,6 @@ from trainfit.specfile.options import (
 )
 from trainfit.specfile.schema import PlanFile
 from trainfit.timing.run import RunSpec
-
-Progress = Callable[[str], None]
-"""Told what is being done (a progress display's callback)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,16 +86,18 @@ def run_plan_file(
     plan_file: PlanFile,
     overrides: Mapping[str, Any] | None = None,
     *,
-    progress: Progress | None = None,
+    progress: Reporter | None = None,
     on_start: Callable[[ModelOptions], None] | None = None,
     on_model: Callable[[PlanResult], None] | None = None,
     outputs: StagedDirectories | None = None,
 ) -> PlanFileResult:
     """Plan every model of `plan_file` (see `resolve_plan_file` for `overrides`), in order;
     `on_start` is told which model is planned next, `on_model` is given each model's result as
-    soon as it is planned (to show it before the next). A model's error is a SpecFileError
-    naming the model and its line. The models' files are written whole or not at all: into
-    `outputs` (committed by the caller), else committed when every model is planned."""
+    soon as it is planned (to show it before the next); `progress` (else the reporter in
+    effect, `trainfit.progress`) is told each model, device, rung and trace. A model's error is
+    a SpecFileError naming the model and its line. The models' files are written whole or not
+    at all: into `outputs` (committed by the caller), else committed when every model is
+    planned."""
     if outputs is None:
         with staged_directories() as staged:
             return run_plan_file(
@@ -113,11 +113,13 @@ def run_plan_file(
     if problems:
         raise SpecFileError(plan_file.source, problems)
     out = []
-    for model in resolved:
+    for index, model in enumerate(resolved, start=1):
         if on_start is not None:
             on_start(model)
         try:
-            result = run_plan(model.options, progress=progress, outputs=outputs)
+            with reporting(progress):
+                tell(Part.MODEL, str(model.name), index=index, total=len(resolved))
+                result = run_plan(model.options, outputs=outputs)
         except SpecFileError:
             raise
         except TrainfitError as exc:
@@ -177,19 +179,25 @@ def _file_problems(
 def run_plan(
     options: PlanOptions,
     *,
-    progress: Progress | None = None,
+    progress: Reporter | None = None,
     outputs: StagedDirectories | None = None,
 ) -> PlanResult:
     """Plan one model: the settings that fit each device (per stage with `stage`), the
     serving estimates with `inference`, and the config and export files asked for, written
     whole or not at all: into `outputs` (committed by the caller), else committed when the
-    plan is done."""
+    plan is done; `progress` (else the reporter in effect) is told each device, rung and
+    trace."""
     if outputs is None:
         with staged_directories() as staged:
             return run_plan(options, progress=progress, outputs=staged)
     problems = option_problems(options)
     if problems:
         raise SpecError(problems)
+    with reporting(progress):
+        return _run_plan(options, outputs)
+
+
+def _run_plan(options: PlanOptions, outputs: StagedDirectories) -> PlanResult:
     devices = options.device or DEFAULT_DEVICES
     if options.inference and options.effective_batch is None:  # NB: serving only
         return _serve_only(options, devices)
@@ -229,11 +237,11 @@ def run_plan(
     precision = _precision(options)
     multi = _multi_gpu(options)
     if options.stage:
-        planned: Plan | StagedPlan = _staged(options, spec, devices, run, precision, progress)
+        planned: Plan | StagedPlan = _staged(options, spec, devices, run, precision)
         plans = [stage.plan for stage in planned.stages]
         subdirectories = [f"stage{number}" for number in range(1, len(plans) + 1)]
     else:
-        planned = _plan(options, spec, devices, run, precision, multi, progress)
+        planned = _plan(options, spec, devices, run, precision, multi)
         plans, subdirectories = [planned], [""]
     files = tuple(
         _write_files(options, p, s, outputs) for p, s in zip(plans, subdirectories, strict=True)
@@ -300,7 +308,6 @@ def _plan(
     run: RunSpec,
     precision: Precision | None,
     multi: dict[str, Any],
-    progress: Progress | None,
 ) -> Plan:
     from trainfit.plan.search import plan
 
@@ -313,7 +320,6 @@ def _plan(
         jobs=options.jobs,
         run=run,
         measured_step=measured(options.measured_step, options.measured_on, devices[0]),
-        progress=progress,
         **multi,
     )
 
@@ -361,14 +367,11 @@ def _staged(
     devices: tuple[str, ...],
     run: RunSpec,
     precision: Precision | None,
-    progress: Progress | None,
 ) -> StagedPlan:
     """Every stage planned."""
     from trainfit.plan.stages import plan_stages
 
     items = stages(options.stage, spec)
-    if progress is not None:
-        progress(f"planning {len(items)} stages")
     return plan_stages(
         spec,
         items,
@@ -440,7 +443,7 @@ def _serving(
             spec,
             devices=devices,
             precisions=_inference_precisions(options),
-            batches=options.batch or [1],
+            batches=options.infer_batch or [1],
             context=options.context,
             new_tokens=options.new_tokens,
         )
@@ -471,7 +474,7 @@ def _serve_only(options: PlanOptions, devices: tuple[str, ...]) -> PlanResult:
         options.model,
         context=options.context,
         new_tokens=options.new_tokens,
-        batches=options.batch or [1],
+        batches=options.infer_batch or [1],
         precisions=_inference_precisions(options),
         devices=devices,
     )

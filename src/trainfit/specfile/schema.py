@@ -202,7 +202,7 @@ class Inference:
     precision: list[str] | None = None
     """Weight precisions to compare, e.g. [bf16, int8, int4] (--inference-precision)."""
     batch: list[int] | None = None
-    """Concurrent sequences to plan (--batch)."""
+    """Concurrent sequences to plan (--infer-batch)."""
 
 
 @dataclass(kw_only=True, slots=True)

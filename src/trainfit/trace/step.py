@@ -23,6 +23,7 @@ from trainfit.models.program import Batch, StepProgram
 from trainfit.models.source import build_program
 from trainfit.models.weights import StepDtypes
 from trainfit.optim import effective_optimizer, traced_optimizer
+from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.compat import check_torch
 from trainfit.trace.context import Tracer, tracing
@@ -181,6 +182,7 @@ def trace_step(
     its forward/backward passes are copied instead of traced again (only the optimizer steps
     are traced), when it recorded them. The caller vouches that only the optimizer differs.
     """
+    tell(Part.TRACE, spec.model, batch=spec.batch)
     torch_note = check_torch()
     program = build_program(spec, "meta")
     apply_settings(program, spec)

@@ -1,0 +1,45 @@
+"""The words of a progress display: the parts of a computation under way as one line.
+
+`progress_text` renders the events in effect (`trainfit.progress`), outermost first, e.g.
+`model small 1/3 · h100 (device 2/10) · bf16+checkpointing+adamw (setting 1/3) · tracing
+batch 4`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trainfit.progress import Event, Part
+
+
+def _count(event: Event) -> str:
+    if event.index is None:
+        return ""
+    return f" {event.index}/{event.total}" if event.total is not None else f" {event.index}"
+
+
+def _short(model: str) -> str:
+    """A model's name without a long path: its last component."""
+    return model.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1] or model
+
+
+def event_text(event: Event, alone: bool) -> str:
+    """One part's words; `alone`: no outer part is shown (a trace then names its model)."""
+    count = _count(event)
+    if event.part is Part.MODEL:
+        return f"model {_short(event.name)}{count}"
+    if event.part is Part.STAGE:
+        return f"stage {event.name}{count}"
+    if event.part is Part.DEVICE:
+        return f"{event.name} (device{count})" if count else event.name
+    if event.part is Part.RUNG:
+        return f"{event.name} (setting{count})" if count else event.name
+    if event.part is Part.TRACE:
+        what = f"tracing {_short(event.name)}" if alone else "tracing"
+        return f"{what} at batch {event.batch}" if event.batch is not None else what
+    return f"report: {event.name}"
+
+
+def progress_text(events: Sequence[Event]) -> str:
+    """The parts under way, outermost first, as one line."""
+    return " · ".join(event_text(e, alone=len(events) == 1) for e in events)
