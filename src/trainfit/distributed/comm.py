@@ -7,7 +7,9 @@ Volumes per GPU (ring collectives; Patarasuk & Yuan 2009, NCCL's bus-bandwidth c
   the same volume): 2(N-1)/N x gradient bytes.
 - fsdp2, zero3: per micro-batch, the parameters are all-gathered in forward and again in
   backward and the gradients reduce-scattered: (N-1)/N x (2 x parameter bytes in the compute
-  dtype + gradient bytes in the reduce dtype), about 3 x parameter bytes x (N-1)/N.
+  dtype + gradient bytes in the reduce dtype), about 3 x parameter bytes x (N-1)/N. A DPO
+  reference copy is gathered once (its forward runs under no_grad; the caller counts it as
+  half its parameters in `parameter_elements`).
 - fsdp2-hybrid: that within each node over its G GPUs, plus an all-reduce of each GPU's
   gradient shard across the M nodes: 2(M-1)/M x gradient bytes / G over the inter-node link.
 

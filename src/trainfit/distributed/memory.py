@@ -73,6 +73,10 @@ class RankMemory:
     total_bytes: int
     """Device memory one rank needs: the allocator's reserved peak, the runtime context,
     the engine's buffers and NCCL's."""
+    peak_allocated_bytes: int
+    """The allocator's allocated peak (`torch.cuda.max_memory_allocated`): the replay's, plus
+    the engine's buffers (they go through the caching allocator; NCCL's and the context do
+    not)."""
     parameters_bytes: int
     """Live at the replayed peak: this rank's share of the parameters."""
     gradients_bytes: int
@@ -99,6 +103,7 @@ class RankMemory:
             "nodes": self.nodes,
             "micro_batch": self.micro_batch,
             "per_rank_bytes": self.total_bytes,
+            "peak_allocated_bytes": self.peak_allocated_bytes,
             "breakdown": {
                 "parameters": self.parameters_bytes,
                 "gradients": self.gradients_bytes,
@@ -189,7 +194,10 @@ def rank_memory(
     sizes = []
     for name, event in zip(names, trace.events, strict=True):
         n = event.nbytes
-        if name == Category.PARAMETERS.value:
+        if name == Category.PARAMETERS.value and event.key in trace.reference_keys:
+            # NB: a DPO reference copy keeps its own dtype (not the fp32 master weights')
+            n = _share(n * trace.reference_itemsize // event_itemsize(traced, trace), pdiv)
+        elif name == Category.PARAMETERS.value:
             n = _share(n // 2 if half else n * grow[0] // grow[1], pdiv)
         elif name == Category.GRADIENTS.value:
             n = 0 if fsdp2 else _share(n // 2 if half else n * grow[0] // grow[1], gdiv)
@@ -221,6 +229,7 @@ def rank_memory(
         nodes=layout.nodes,
         micro_batch=spec.batch,
         total_bytes=result.peak_reserved_bytes + context + extra + nccl,
+        peak_allocated_bytes=result.peak_allocated_bytes + extra,
         parameters_bytes=live.get(Category.PARAMETERS.value, 0),
         gradients_bytes=live.get(Category.GRADIENTS.value, 0),
         optimizer_state_bytes=live.get(Category.OPTIMIZER_STATE.value, 0),
@@ -232,6 +241,12 @@ def rank_memory(
         host_bytes_per_node=host,
         label="modelled, DeepSpeed not run" if strategy.deepspeed else "modelled",
     )
+
+
+def event_itemsize(traced: Precision, trace: StepTrace) -> int:
+    """Bytes per element of a reference copy's parameters in `trace`: 2 in a pure-bf16 trace
+    (the whole model cast), else as built."""
+    return 2 if traced is Precision.PURE_BF16 else trace.reference_itemsize
 
 
 def _share(nbytes: int, ways: int) -> int:

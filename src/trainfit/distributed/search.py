@@ -359,7 +359,9 @@ def _timing(
         strategy,
         layout,
         device,
-        unit_sizes.total,
+        # NB: gathered twice per micro-batch (forward, backward); a DPO reference copy once
+        # (its forward runs under no_grad): 2 x policy + reference = 2 x (total - reference / 2)
+        unit_sizes.total - unit_sizes.reference // 2,
         unit_sizes.trainable * reduce,
         c,
         accum,

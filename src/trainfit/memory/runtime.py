@@ -75,8 +75,14 @@ total - free after the init minus before it on 2 x NVIDIA H200 (driver 580.159.0
 
 
 def nccl_bytes(ranks: int) -> int:
-    """NCCL's own device memory per rank in a group of `ranks` (NB: groups of more than two
-    ranks take the two-rank figure; they were not measured)."""
+    """NCCL's own device memory per rank in a group of `ranks`.
+
+    NB: groups of more than two ranks take the two-rank figure. NCCL's buffers grow with its
+    channels and connections, not with the ranks: a ring has two connections per channel (the
+    previous and the next rank) at any scale, and FSDP2's and DDP's collectives run on one
+    communicator (NVIDIA's NCCL maintainers, github.com/NVIDIA/nccl issues 864 and 986); what
+    can change with the ranks is how many channels NCCL opens on the topology, and all-to-all
+    or send/recv patterns (not used here). Not measured beyond two ranks."""
     return NCCL_INIT_BYTES[1] if ranks <= 1 else NCCL_INIT_BYTES[2]
 
 
