@@ -359,9 +359,7 @@ def _timing(
         strategy,
         layout,
         device,
-        # NB: gathered twice per micro-batch (forward, backward); a DPO reference copy once
-        # (its forward runs under no_grad): 2 x policy + reference = 2 x (total - reference / 2)
-        unit_sizes.total - unit_sizes.reference // 2,
+        unit_sizes.total - unit_sizes.reference // 2,  # NB: a DPO reference: gathered once
         unit_sizes.trainable * reduce,
         c,
         accum,
