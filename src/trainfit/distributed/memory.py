@@ -48,6 +48,7 @@ from trainfit.hardware.catalog import Device
 from trainfit.memory.runtime import nccl_bytes
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.autocast import WEIGHT_CAST
+from trainfit.trace.recorder import Event
 from trainfit.trace.step import Category, StepTrace
 from trainfit.training import Phase
 
@@ -194,11 +195,8 @@ def rank_memory(
     sizes = []
     for name, event in zip(names, trace.events, strict=True):
         n = event.nbytes
-        if name == Category.PARAMETERS.value and event.key in trace.reference_keys:
-            # NB: a DPO reference copy keeps its own dtype (not the fp32 master weights')
-            n = _share(n * trace.reference_itemsize // event_itemsize(traced, trace), pdiv)
-        elif name == Category.PARAMETERS.value:
-            n = _share(n // 2 if half else n * grow[0] // grow[1], pdiv)
+        if name == Category.PARAMETERS.value:
+            n = _share(_parameter_bytes(trace, event, traced, half, grow), pdiv)
         elif name == Category.GRADIENTS.value:
             n = 0 if fsdp2 else _share(n // 2 if half else n * grow[0] // grow[1], gdiv)
         elif name == Category.OPTIMIZER_STATE.value:
@@ -243,10 +241,17 @@ def rank_memory(
     )
 
 
-def event_itemsize(traced: Precision, trace: StepTrace) -> int:
-    """Bytes per element of a reference copy's parameters in `trace`: 2 in a pure-bf16 trace
-    (the whole model cast), else as built."""
-    return 2 if traced is Precision.PURE_BF16 else trace.reference_itemsize
+def _parameter_bytes(
+    trace: StepTrace, event: Event, traced: Precision, half: bool, grow: tuple[int, int]
+) -> int:
+    """The bytes of a traced parameter storage at the run's dtype: DeepSpeed's 16-bit copy
+    (`half`), else rescaled from the traced to the master weights' dtype (`grow`); a DPO
+    reference copy keeps its own dtype (2 bytes in a pure-bf16 trace, the whole model cast)."""
+    n = event.nbytes
+    if event.key in trace.reference_keys:
+        traced_size = 2 if traced is Precision.PURE_BF16 else trace.reference_itemsize
+        return n * trace.reference_itemsize // traced_size
+    return n // 2 if half else n * grow[0] // grow[1]
 
 
 def _share(nbytes: int, ways: int) -> int:
