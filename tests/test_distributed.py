@@ -61,6 +61,43 @@ def test_units_of_gpt2_split_blocks_from_the_root(traced: tuple) -> None:
     assert sizes.root == sizes.total - 12 * sizes.largest_block
 
 
+def test_units_keep_a_dpo_reference_copy_out_of_the_root() -> None:
+    plain = units(TrainSpec(model="gpt2", seq_len=128, batch=2, device="h100"))
+    dpo = units(TrainSpec(model="gpt2", seq_len=128, batch=2, device="h100", preference="dpo"))
+    # the reference's blocks are sharded like the policy's; its embeddings are its own unit
+    assert dpo.blocks == 2 * plain.blocks and dpo.largest_block == plain.largest_block
+    assert dpo.root == plain.root and plain.reference_root == 0
+    assert dpo.reference_root == plain.root
+    assert dpo.total == 2 * plain.total and dpo.trainable == plain.trainable
+    assert dpo.reference == plain.total and plain.reference == 0
+
+
+def test_a_bf16_dpo_reference_keeps_its_dtype_in_an_fsdp2_rank() -> None:
+    from trainfit.distributed.memory import traced_precision
+
+    def fsdp2_parameters(**dpo: str) -> int:
+        spec = TrainSpec(model="gpt2", seq_len=64, batch=1, precision="bf16", device="h100", **dpo)
+        traced = traced_precision(Strategy.FSDP2, spec.precision)
+        trace = trace_step(dataclasses.replace(spec, precision=traced), target=Target.of(H100))
+        got = rank_memory(
+            trace, spec, H100, Strategy.FSDP2, Offload.NONE, Layout(gpus=2), units(spec), traced
+        )
+        return got.parameters_bytes
+
+    plain = fsdp2_parameters()
+    dpo = fsdp2_parameters(preference="dpo", reference_dtype="bf16")
+    # the reference adds its bf16 half of 124,439,808 parameters (2 bytes over 2 GPUs), not
+    # the fp32 master weights' 4 bytes
+    assert dpo - plain == pytest.approx(124_439_808, rel=0.001)
+
+
+def test_peak_allocated_is_the_replay_plus_the_engine_below_the_total(traced: tuple) -> None:
+    for strategy in (Strategy.DDP, Strategy.FSDP2):
+        got = memory(traced, strategy, 4)
+        assert got.engine_bytes < got.peak_allocated_bytes < got.total_bytes
+        assert got.to_dict()["peak_allocated_bytes"] == got.peak_allocated_bytes
+
+
 def test_divisors_by_strategy() -> None:
     four = Layout(gpus=4)
     assert divisors(Strategy.DDP, Offload.NONE, four) == (1, 1, 1)
@@ -247,6 +284,20 @@ def test_single_node_launch_is_standalone(hybrid_plan: tuple) -> None:
 
 
 @pytest.mark.slow
+def test_settings_carry_the_preference_training(hybrid_plan: tuple) -> None:
+    spec, found = hybrid_plan
+    dpo = dataclasses.replace(spec, preference="dpo", reference_dtype="auto")
+    settings = fsdp2_settings(dpo, found, 32)
+    assert (settings["preference"], settings["reference"], settings["reference_dtype"]) == (
+        "dpo",
+        "model",
+        "auto",
+    )
+    assert fsdp2_settings(spec, found, 32)["preference"] is None
+    assert settings["predicted_peak_allocated_bytes"] == found.memory.peak_allocated_bytes
+
+
+@pytest.mark.slow
 def test_deepspeed_config_passes_its_schema_check(hybrid_plan: tuple) -> None:
     spec, found = hybrid_plan
     zero2 = dataclasses.replace(found, strategy=Strategy.ZERO2, offload=Offload.OPTIMIZER)
@@ -296,7 +347,7 @@ def test_deepspeed_schema_check_lists_every_problem() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2", "fsdp2-dpo"])
 def test_fsdp2_template_trains_one_step_on_two_cpu_ranks(tmp_path: Path, strategy: str) -> None:
     model_dir = tmp_path / "tiny"
     model_dir.mkdir()
@@ -315,8 +366,15 @@ def test_fsdp2_template_trains_one_step_on_two_cpu_ranks(tmp_path: Path, strateg
             }
         )
     )
-    spec = TrainSpec(model=str(model_dir), seq_len=16, precision="bf16", device="h100")
-    found = plan_distributed(spec, 4, H100, strategy=Strategy(strategy), gpus=2)
+    engine, _, dpo = strategy.partition("-")
+    spec = TrainSpec(
+        model=str(model_dir),
+        seq_len=16,
+        precision="bf16",
+        device="h100",
+        preference="dpo" if dpo else None,
+    )
+    found = plan_distributed(spec, 4, H100, strategy=Strategy(engine), gpus=2)
     assert found is not None
     settings = fsdp2_settings(spec, found, 4)
     # NB: gloo has no bf16 reduce-scatter on a CPU: fp32 there
@@ -336,10 +394,13 @@ def test_fsdp2_template_trains_one_step_on_two_cpu_ranks(tmp_path: Path, strateg
         if result.returncode == 0:
             break
     assert result.returncode == 0, result.stderr[-2000:]
-    ranks = json.loads(out.read_text())["ranks"]
+    record = json.loads(out.read_text())
+    ranks = record["ranks"]
     assert len(ranks) == 2 and all(r["error"] == "" for r in ranks)
     # both ranks see the same loss (one model, replicated or sharded)
     assert ranks[0]["losses"] == ranks[1]["losses"] and len(ranks[0]["losses"]) == 1
+    assert all(len(r["step_seconds"]) == 1 and r["step_seconds"][0] > 0 for r in ranks)
+    assert record["config"]["preference"] == ("dpo" if dpo else None)
 
 
 # --- the CLI ------------------------------------------------------------------------------------

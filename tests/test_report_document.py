@@ -605,7 +605,8 @@ def test_a_distributed_plan_renders_its_engine_and_per_rank_parts(report) -> Non
     devices = list(stage.plan.devices)
     memory = RankMemory(
         strategy=Strategy.FSDP2, offload=Offload.NONE, gpus=8, nodes=1, micro_batch=2,
-        total_bytes=70 * GIB, parameters_bytes=14 * GIB, gradients_bytes=7 * GIB,
+        total_bytes=70 * GIB, peak_allocated_bytes=60 * GIB, parameters_bytes=14 * GIB,
+        gradients_bytes=7 * GIB,
         optimizer_state_bytes=0, activations_bytes=0, other_bytes=0, engine_bytes=15 * GIB,
         nccl_bytes=0, context_bytes=0, host_bytes_per_node=0, label="modelled",
     )  # fmt: skip

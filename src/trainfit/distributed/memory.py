@@ -48,6 +48,7 @@ from trainfit.hardware.catalog import Device
 from trainfit.memory.runtime import nccl_bytes
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.autocast import WEIGHT_CAST
+from trainfit.trace.recorder import Event
 from trainfit.trace.step import Category, StepTrace
 from trainfit.training import Phase
 
@@ -73,6 +74,10 @@ class RankMemory:
     total_bytes: int
     """Device memory one rank needs: the allocator's reserved peak, the runtime context,
     the engine's buffers and NCCL's."""
+    peak_allocated_bytes: int
+    """The allocator's allocated peak (`torch.cuda.max_memory_allocated`): the replay's, plus
+    the engine's buffers (they go through the caching allocator; NCCL's and the context do
+    not)."""
     parameters_bytes: int
     """Live at the replayed peak: this rank's share of the parameters."""
     gradients_bytes: int
@@ -99,6 +104,7 @@ class RankMemory:
             "nodes": self.nodes,
             "micro_batch": self.micro_batch,
             "per_rank_bytes": self.total_bytes,
+            "peak_allocated_bytes": self.peak_allocated_bytes,
             "breakdown": {
                 "parameters": self.parameters_bytes,
                 "gradients": self.gradients_bytes,
@@ -190,7 +196,7 @@ def rank_memory(
     for name, event in zip(names, trace.events, strict=True):
         n = event.nbytes
         if name == Category.PARAMETERS.value:
-            n = _share(n // 2 if half else n * grow[0] // grow[1], pdiv)
+            n = _share(_parameter_bytes(trace, event, traced, half, grow), pdiv)
         elif name == Category.GRADIENTS.value:
             n = 0 if fsdp2 else _share(n // 2 if half else n * grow[0] // grow[1], gdiv)
         elif name == Category.OPTIMIZER_STATE.value:
@@ -221,6 +227,7 @@ def rank_memory(
         nodes=layout.nodes,
         micro_batch=spec.batch,
         total_bytes=result.peak_reserved_bytes + context + extra + nccl,
+        peak_allocated_bytes=result.peak_allocated_bytes + extra,
         parameters_bytes=live.get(Category.PARAMETERS.value, 0),
         gradients_bytes=live.get(Category.GRADIENTS.value, 0),
         optimizer_state_bytes=live.get(Category.OPTIMIZER_STATE.value, 0),
@@ -232,6 +239,19 @@ def rank_memory(
         host_bytes_per_node=host,
         label="modelled, DeepSpeed not run" if strategy.deepspeed else "modelled",
     )
+
+
+def _parameter_bytes(
+    trace: StepTrace, event: Event, traced: Precision, half: bool, grow: tuple[int, int]
+) -> int:
+    """The bytes of a traced parameter storage at the run's dtype: DeepSpeed's 16-bit copy
+    (`half`), else rescaled from the traced to the master weights' dtype (`grow`); a DPO
+    reference copy keeps its own dtype (2 bytes in a pure-bf16 trace, the whole model cast)."""
+    n = event.nbytes
+    if event.key in trace.reference_keys:
+        traced_size = 2 if traced is Precision.PURE_BF16 else trace.reference_itemsize
+        return n * trace.reference_itemsize // traced_size
+    return n // 2 if half else n * grow[0] // grow[1]
 
 
 def _share(nbytes: int, ways: int) -> int:

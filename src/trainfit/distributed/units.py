@@ -2,10 +2,14 @@
 `fully_shard`ed, as `train_fsdp2.py` and benchmarks/sharded do) and the root (the rest:
 embeddings, final norm, output head).
 
+A DPO reference model (a frozen copy registered under the policy) is sharded like the
+policy: its blocks block by block, and the rest of the copy (its embeddings, final norm and
+head) as a unit of its own, which `train_fsdp2.py` gathers for the reference's forward and
+frees after it (`reshard_after_forward`; no gradients): it is not the root, and not held at
+the step's peak in backward (`Units.reference_root`).
+
 Known limitations: a model without a ModuleList is one root unit; every block is taken to be
-as large as the largest; a DPO reference model's embeddings and head count in the one root
-unit with the policy's (gathered with them, and given unsharded gradients it does not have:
-an over-estimate of about its embeddings in the compute dtype, twice).
+as large as the largest.
 """
 
 from __future__ import annotations
@@ -22,7 +26,11 @@ class Units:
     """Parameter elements of the sharded units (ties counted once)."""
 
     root: int
-    """Parameters outside the blocks (the root unit)."""
+    """Parameters outside the blocks (the root unit), a frozen reference copy's excluded."""
+    reference_root: int
+    """A DPO reference copy's parameters outside its blocks (its own unit; 0 without one)."""
+    reference: int
+    """A DPO reference copy's parameters in all (0 without one)."""
     largest_block: int
     """The largest block's parameters."""
     blocks: int
@@ -51,7 +59,10 @@ def blocks_of(model: nn.Module) -> list[nn.Module]:
 
 def units_of(model: nn.Module) -> Units:
     """The units of an (un-sharded) model, on any device, meta included."""
+    from trainfit.models.preference import reference_parameter_ids
+
     blocks = blocks_of(model)
+    reference = reference_parameter_ids(model)
     in_blocks: set[int] = set()
     largest = 0
     for block in blocks:
@@ -59,7 +70,7 @@ def units_of(model: nn.Module) -> Units:
         in_blocks |= ids
         largest = max(largest, sum(p.numel() for p in block.parameters()))
     seen: set[int] = set()
-    root = trainable = total = 0
+    root = reference_root = reference_total = trainable = total = 0
     for p in model.parameters():
         if id(p) in seen:
             continue
@@ -67,10 +78,22 @@ def units_of(model: nn.Module) -> Units:
         total += p.numel()
         if p.requires_grad:
             trainable += p.numel()
-        if id(p) not in in_blocks:
+        if id(p) in reference:
+            reference_total += p.numel()
+        if id(p) in in_blocks:
+            continue
+        if id(p) in reference:
+            reference_root += p.numel()
+        else:
             root += p.numel()
     return Units(
-        root=root, largest_block=largest, blocks=len(blocks), trainable=trainable, total=total
+        root=root,
+        reference_root=reference_root,
+        reference=reference_total,
+        largest_block=largest,
+        blocks=len(blocks),
+        trainable=trainable,
+        total=total,
     )
 
 

@@ -46,6 +46,7 @@ def _one_gpu(device: str, s: Setting) -> DistributedPlan:
         nodes=1,
         micro_batch=s.micro_batch,
         total_bytes=s.needed_bytes,
+        peak_allocated_bytes=0,
         parameters_bytes=0,
         gradients_bytes=0,
         optimizer_state_bytes=0,

@@ -6,7 +6,8 @@ The settings: the world size and mesh (1-D over all GPUs; for fsdp2-hybrid a 2-D
 (replicate = nodes, shard = GPUs per node) mesh, HSDP), `reshard_after_forward` (True: the
 gathered units are freed after forward, as the memory model assumes), the
 MixedPrecisionPolicy dtypes (compute dtype; fp32 `reduce_dtype`), CPUOffloadPolicy, activation
-checkpointing, the micro-batch and accumulation, and the plan's per-rank figure.
+checkpointing, the micro-batch and accumulation, preference training (DPO and its reference
+copy's dtype), and the plan's per-rank figures.
 
 Known limitations: multi-node commands leave MASTER_ADDR (node 0's address) and the
 rendezvous id to the user (placeholders with `${...:?}` checks); the template's learning rate
@@ -66,6 +67,9 @@ def fsdp2_settings(spec: TrainSpec, plan: DistributedPlan, effective_batch: int)
         "grad_accum": plan.grad_accum,
         "effective_batch": plan.micro_batch * plan.grad_accum * plan.gpus,
         "requested_effective_batch": effective_batch,
+        "preference": None if spec.preference is None else spec.preference.value,
+        "reference": spec.reference.value,
+        "reference_dtype": None if spec.reference_dtype is None else spec.reference_dtype.value,
         "optimizer": spec.optimizer.value,
         "learning_rate": LEARNING_RATE,
         "grad_clip": spec.grad_clip,
@@ -73,6 +77,7 @@ def fsdp2_settings(spec: TrainSpec, plan: DistributedPlan, effective_batch: int)
         if precision is Precision.FP16
         else "",
         "predicted_per_rank_bytes": plan.memory.total_bytes,
+        "predicted_peak_allocated_bytes": plan.memory.peak_allocated_bytes,
         "predicted_label": plan.memory.label,
     }
 

@@ -129,8 +129,17 @@ total - free after the init minus before it on 2 x NVIDIA H200 (driver 580.159.0
 
 
 def nccl_bytes(ranks: int) -> int:
-    """NCCL's own device memory per rank in a group of `ranks` (NB: groups of more than two
-    ranks take the two-rank figure; they were not measured)."""
+    """NCCL's own device memory per rank in a group of `ranks`.
+
+    NB: groups of more than two ranks take the two-rank figure. NCCL's buffers grow with its
+    channels and connections, not with the ranks: a ring has two connections per channel (the
+    previous and the next rank) at any scale, and FSDP2's and DDP's collectives run on one
+    communicator (NVIDIA's NCCL maintainers, github.com/NVIDIA/nccl issues 864 and 986); what
+    can change with the ranks is how many channels NCCL opens on the topology, and all-to-all
+    or send/recv patterns (not used here). At four ranks (4 x H100 over NVLink, NCCL 2.28.9,
+    NVLS off, 2026-11-26) it was 985,661,440 B after the first collective, within 0.7% of the
+    two-rank figure, and no more after the training steps
+    (benchmarks/sharded/results/scale_h100.md); eight ranks were not measured."""
     return NCCL_INIT_BYTES[1] if ranks <= 1 else NCCL_INIT_BYTES[2]
 
 

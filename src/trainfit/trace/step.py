@@ -87,6 +87,10 @@ class StepTrace:
     """The dtypes of the weights, gradients and optimizer state."""
     model_class: ModelClass | None = None
     """The transformers class the model was built as, and why (None for a plain module)."""
+    reference_keys: frozenset[int] = frozenset()
+    """The storage keys of a DPO reference copy's parameters (none without one)."""
+    reference_itemsize: int = 0
+    """Bytes per element of the reference copy as built, before a pure-bf16 step's cast."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
@@ -186,6 +190,8 @@ def trace_step(
     torch_note = check_torch()
     program = build_program(spec, "meta")
     apply_settings(program, spec)
+    reference = [p for p in program.model.parameters() if id(p) in _reference_ids(program)]
+    reference_itemsize = reference[0].dtype.itemsize if reference else 0
     if spec.precision is Precision.PURE_BF16:
         program.model.to(torch.bfloat16)
     target = target or Target.cuda(compute_capability)
@@ -202,6 +208,9 @@ def trace_step(
         flatten = tracer.cudnn.flatten_weights if tracer.cudnn is not None else None
         weights = tracer.track_weights(_apply_order(program.model, flatten))
         categories = dict.fromkeys(weights, Category.PARAMETERS)
+        reference_keys = frozenset(
+            k for k in (recorder.key_of(p) for p in reference) if k is not None
+        )
         batch = program.make_batch(torch.device("cpu"), False)
         mark = _marker(recorder, trainable, categories)
         reuse = PassReuse(recorder, rig, batch, mark, trainable) if reuse_passes else None
@@ -242,6 +251,8 @@ def trace_step(
         costs=recorder.costs.step_costs(source.costs if source is not None else None),
         dtypes=dtypes,
         model_class=program.model_class,
+        reference_keys=reference_keys,
+        reference_itemsize=reference_itemsize,
     )
 
 
@@ -320,6 +331,12 @@ def _state_categories(recorder: Recorder, optimizer: torch.optim.Optimizer) -> d
                         host = name == "step" and not on_device
                         categories[key] = Category.HOST if host else Category.OPTIMIZER_STATE
     return categories
+
+
+def _reference_ids(program: StepProgram) -> set[int]:
+    from trainfit.models.preference import reference_parameter_ids
+
+    return reference_parameter_ids(program.model)
 
 
 def _count(program: StepProgram, trainable_only: bool) -> int:
