@@ -328,7 +328,8 @@ def predict_heldout(
     with tempfile.TemporaryDirectory() as tmp:
         for name in cases_run:
             spec = spec_of(name)
-            cases[name] = {"spec": spec, "run": cases_run[name], **_estimate(spec, Path(tmp))}
+            figures = _estimate(dict(spec), Path(tmp))  # NB: a copy: the spec keeps its placeholder
+            cases[name] = {"spec": spec, "run": cases_run[name], **figures}
             print(name, cases[name], flush=True)
     record = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
