@@ -31,11 +31,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.faithful.measure_gpu import HELDOUT_DTYPE, HELDOUT_RNN, VOCAB
+from benchmarks.faithful.measure_gpu import HELDOUT_DTYPE, HELDOUT_HEADS, HELDOUT_RNN, VOCAB
 
 RESULTS = Path(__file__).parent / "results"
 HELDOUT_PREDICTIONS = RESULTS / "rnn_heldout_predictions.json"
 DTYPE_PREDICTIONS = RESULTS / "dtype_heldout_predictions.json"
+HEADS_PREDICTIONS = RESULTS / "heads_heldout_predictions.json"
 GiB = 2**30
 FAITHFUL = "benchmarks.faithful.models"
 
@@ -175,6 +176,36 @@ def dtype_heldout_spec(name: str) -> dict[str, Any]:
     return spec
 
 
+def heads_heldout_spec(name: str) -> dict[str, Any]:
+    """The TrainSpec keyword arguments of a held-out head, optimizer or cast case: a head
+    case's config saved to a directory (its `architectures` choose the class), GPT-2 from the
+    catalog with its config's own use_cache (True, as the run builds it), the run's optimizer,
+    path and precision, a cast step as the step function."""
+    case = HELDOUT_HEADS[name]
+    if "head" in case:
+        return dict(
+            model=f"<head:{case['head']}>",
+            batch=case["batch"],
+            seq_len=case["seq"],
+            precision="bf16",
+        )
+    spec: dict[str, Any] = dict(
+        model=case["hf"], batch=case["batch"], seq_len=case["seq"], use_cache=True
+    )
+    if case.get("autocast", True):
+        spec["precision"] = "bf16"
+    elif case.get("dtype") == "bf16":
+        spec["precision"] = "pure-bf16"
+    optim = case.get("optim", "adamw")
+    if optim == "adamw-fused":
+        spec["optimizer_path"] = "fused"
+    elif optim != "adamw":
+        spec["optimizer"] = optim
+    if case.get("cast"):
+        spec["step_fn"] = "benchmarks.faithful.heads:cast_bf16_step"
+    return spec
+
+
 def estimate_case(name: str, root: Path) -> dict[str, Any]:
     """trainfit's estimate (device memory needed, step time) for a case on the catalog's h100."""
     kwargs = dict(heldout_spec(name) if name in HELDOUT_RNN else SPECS[name][0])
@@ -186,15 +217,24 @@ def _estimate(kwargs: dict[str, Any], root: Path) -> dict[str, Any]:
 
     if kwargs["model"] == "<distilbert-seqcls-dir>":
         kwargs["model"] = _distilbert_dir(root / "distilbert")
+    if kwargs["model"].startswith("<head:"):
+        from benchmarks.faithful.heads import head_config
+
+        name = kwargs["model"].removeprefix("<head:").removesuffix(">")
+        head_config(name).save_pretrained(root / name)
+        kwargs["model"] = str(root / name)
     try:
         est = trainfit.estimate(device="h100", **kwargs)
     except trainfit.TrainfitError as exc:
         return {"error": str(exc).splitlines()[0]}
-    return {
+    figures: dict[str, Any] = {
         "device_memory_needed_bytes": est.device_memory_needed_bytes,
         "peak_allocated_bytes": est.peak_allocated_bytes,
         "step_seconds": None if est.step_time is None else est.step_time.seconds,
     }
+    if est.model_class is not None:
+        figures["model_class"] = est.model_class.to_dict()
+    return figures
 
 
 def _measured(runs: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -288,7 +328,8 @@ def predict_heldout(
     with tempfile.TemporaryDirectory() as tmp:
         for name in cases_run:
             spec = spec_of(name)
-            cases[name] = {"spec": spec, "run": cases_run[name], **_estimate(spec, Path(tmp))}
+            figures = _estimate(dict(spec), Path(tmp))  # NB: a copy: the spec keeps its placeholder
+            cases[name] = {"spec": spec, "run": cases_run[name], **figures}
             print(name, cases[name], flush=True)
     record = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -352,13 +393,25 @@ def render_heldout(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--case-list", choices=("faithful", "heldout-rnn", "heldout-dtype"), default="faithful"
+        "--case-list",
+        choices=("faithful", "heldout-rnn", "heldout-dtype", "heldout-heads"),
+        default="faithful",
     )
     parser.add_argument("--predict", action="store_true", help="heldout-*: write predictions")
     parser.add_argument("--measured", type=Path, default=RESULTS / "faithful_h100.json")
     parser.add_argument("--out", type=Path, default=RESULTS / "faithful_h100.md")
     parser.add_argument("--estimates", type=Path, default=RESULTS / "faithful_estimates.json")
     args = parser.parse_args()
+    if args.case_list == "heldout-heads":
+        if args.predict:
+            predict_heldout(HEADS_PREDICTIONS, HELDOUT_HEADS, heads_heldout_spec)
+            return
+        predictions = json.loads(HEADS_PREDICTIONS.read_text())
+        record = json.loads(args.measured.read_text())
+        rules = "Head, optimizer-path and cast rules"
+        text = render_heldout(record, predictions, rules, "heldout-heads", HEADS_PREDICTIONS.name)
+        args.out.write_text(text)
+        return
     if args.case_list == "heldout-dtype":
         if args.predict:
             predict_heldout(DTYPE_PREDICTIONS, HELDOUT_DTYPE, dtype_heldout_spec)

@@ -1,7 +1,7 @@
 """Measure training steps built the way users' own code builds them, on a real CUDA GPU.
 
     PYTHONPATH=src:. python -m benchmarks.faithful.measure_gpu --out DIR [--cases a,b] [--repeat 2]
-        [--case-list faithful|heldout-rnn|heldout-dtype]
+        [--case-list faithful|heldout-rnn|heldout-dtype|heldout-heads]
 
 The accuracy suite (benchmarks/accuracy) builds every model the way trainfit traces it: fp32
 weights on the CPU, `use_cache=False`, transformers' auto class for the catalog's task. Users'
@@ -105,10 +105,36 @@ HELDOUT_DTYPE: dict[str, dict[str, Any]] = {
     ),
 }
 
+# Held-out cases of the head, optimizer-path and cast rules (the class the config's
+# `architectures` names, labels per head, `--optimizer-path fused`, Adafactor's states, a step
+# function that casts a tied model): trainfit's predictions for them were committed
+# (results/heads_heldout_predictions.json) before their first run. `head` names a config in
+# benchmarks.faithful.heads; no attention mask is passed (trainfit's batch has none).
+HELDOUT_HEADS: dict[str, dict[str, Any]] = {
+    "distilbert-seqcls3-b16-s384-bf16": dict(head="distilbert-seqcls3", batch=16, seq=384),
+    "bert-base-tokcls9-b16-s256-bf16": dict(head="bert-tokcls9", batch=16, seq=256),
+    "roberta-base-qa-b12-s384-bf16": dict(head="roberta-qa", batch=12, seq=384),
+    "bert-base-mc4-b8-s128-bf16": dict(head="bert-mc", batch=8, seq=128),
+    "qwen2-0.5b-seqcls-b4-s512-bf16": dict(head="qwen2-seqcls", batch=4, seq=512),
+    "gpt2-adafactor-pure-bf16-b8-s512": dict(
+        hf="gpt2", dtype="bf16", autocast=False, optim="adafactor", batch=8, seq=512
+    ),
+    "gpt2-medium-adafactor-fp32-b4-s512": dict(
+        hf="gpt2-medium", dtype="fp32", autocast=False, optim="adafactor", batch=4, seq=512
+    ),
+    "gpt2-medium-fused-adamw-bf16-b8-s512": dict(
+        hf="gpt2-medium", dtype="fp32", optim="adamw-fused", batch=8, seq=512
+    ),
+    "gpt2-cast-bf16-step-tied-b8-s512": dict(
+        hf="gpt2", dtype="fp32", autocast=False, cast=True, batch=8, seq=512
+    ),
+}
+
 CASE_LISTS: dict[str, dict[str, dict[str, Any]]] = {
     "faithful": CASES,
     "heldout-rnn": HELDOUT_RNN,
     "heldout-dtype": HELDOUT_DTYPE,
+    "heldout-heads": HELDOUT_HEADS,
 }
 """The case lists `--case-list` picks from."""
 
@@ -227,6 +253,8 @@ def _build(case: dict[str, Any]) -> tuple[Any, Callable[[], Any], Any, bool]:
         def loss() -> Any:
             return model(tokens)
 
+    elif "head" in case:
+        model, loss = _head_case(case)
     elif "zoo" in case:
         from trainfit.models import zoo
 
@@ -266,6 +294,12 @@ def _build(case: dict[str, Any]) -> tuple[Any, Callable[[], Any], Any, bool]:
                     holder["ref"] = copy.deepcopy(model).to(ref_dtype).eval().requires_grad_(False)
                 return _dpo_loss(model, holder["ref"], ids, case["batch"])
 
+        elif case.get("cast"):
+            from benchmarks.faithful.heads import cast_bf16_step
+
+            def loss() -> Any:
+                return cast_bf16_step(model, {"input_ids": ids, "labels": ids})
+
         elif case["hf"] == "distilbert-seqcls":
             labels = torch.randint(0, 2, (case["batch"],), device=DEV)
 
@@ -281,6 +315,8 @@ def _build(case: dict[str, Any]) -> tuple[Any, Callable[[], Any], Any, bool]:
     optim = case.get("optim", "adamw")
     if optim == "adafactor":
         optimizer = torch.optim.Adafactor(params, lr=1e-3)
+    elif optim == "adamw-fused":
+        optimizer = torch.optim.AdamW(params, lr=1e-5, fused=True)
     elif optim == "sgd":
         optimizer = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
     else:
@@ -289,10 +325,47 @@ def _build(case: dict[str, Any]) -> tuple[Any, Callable[[], Any], Any, bool]:
     return model, loss, optimizer, autocast
 
 
+def _head_case(case: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
+    """A head case: the model its config's architectures name, built with the head's auto
+    class (fp32 weights), and its loss on random ids and labels shaped for the head."""
+    import torch
+    import transformers
+
+    from benchmarks.faithful.heads import CHOICES, auto_class, head_config
+
+    config = head_config(case["head"])
+    architecture = config.architectures[0]
+    with torch.device(DEV):
+        model = getattr(transformers, auto_class(architecture)).from_config(config)
+    rows, seq, vocab = case["batch"], case["seq"], config.vocab_size
+    if architecture.endswith("MultipleChoice"):
+        inputs = {
+            "input_ids": torch.randint(0, vocab, (rows, CHOICES, seq), device=DEV),
+            "labels": torch.randint(0, CHOICES, (rows,), device=DEV),
+        }
+    elif architecture.endswith("QuestionAnswering"):
+        inputs = {
+            "input_ids": torch.randint(0, vocab, (rows, seq), device=DEV),
+            "start_positions": torch.randint(0, seq, (rows,), device=DEV),
+            "end_positions": torch.randint(0, seq, (rows,), device=DEV),
+        }
+    else:
+        shape = (rows, seq) if architecture.endswith("TokenClassification") else (rows,)
+        inputs = {
+            "input_ids": torch.randint(0, vocab, (rows, seq), device=DEV),
+            "labels": torch.randint(0, config.num_labels, shape, device=DEV),
+        }
+
+    def loss() -> Any:
+        return model(**inputs).loss
+
+    return model, loss
+
+
 def run_one(name: str, timed: int) -> dict[str, Any]:
     import torch
 
-    case = {**CASES, **HELDOUT_RNN, **HELDOUT_DTYPE}[name]
+    case = {**CASES, **HELDOUT_RNN, **HELDOUT_DTYPE, **HELDOUT_HEADS}[name]
     free0, total = torch.cuda.mem_get_info()
     model, loss_fn, optimizer, autocast = _build(case)
     params = sum(p.numel() for p in model.parameters())
@@ -324,6 +397,13 @@ def run_one(name: str, timed: int) -> dict[str, Any]:
         "step_seconds": steps,
         "median_timed_step_seconds": statistics.median(steps[3:]) if timed else None,
         "use_cache": getattr(getattr(model, "config", None), "use_cache", None),
+        "model_class": type(model).__name__,
+        "optimizer_state_bytes": sum(
+            v.untyped_storage().nbytes()
+            for s in optimizer.state.values()
+            for v in s.values()
+            if isinstance(v, torch.Tensor) and v.is_cuda
+        ),
     }
 
 

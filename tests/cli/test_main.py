@@ -40,6 +40,15 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
             ["estimate", "gpt2", "--loss", "nosuchmod:fn"],
             "--loss nosuchmod:fn is for a plain module: gpt2 (catalog) is a transformers model",
         ),
+        (
+            ["estimate", "gpt2", "--task", "text-classification"],
+            "unknown task 'text-classification'",
+        ),
+        (["estimate", "gpt2", "--task", "multiple-choice"], "no multiple-choice class for model"),
+        (
+            ["estimate", "gpt2", "--optimizer", "adafactor", "--optimizer-path", "fused"],
+            "Adafactor has no fused implementation",
+        ),
     ],
 )
 def test_errors_are_one_line(
@@ -50,6 +59,19 @@ def test_errors_are_one_line(
     assert message in err
     assert err.count("\n") == 1
     assert "Traceback" not in err
+
+
+def test_the_class_built_and_the_optimizer_path_are_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["estimate", "gpt2", "--batch", "1", "--seq", "32", "--task"]
+    assert main([*argv, "AutoModelForTokenClassification", "--optimizer-path", "fused"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "built as GPT2ForTokenClassification (token-classification), from the task given" in out
+    assert main([*argv, "sequence-classification", "--optimizer-path", "fused", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model_class"]["name"] == "GPT2ForSequenceClassification"
+    assert data["spec"]["optimizer_path"] == "fused"
 
 
 def test_max_batch(capsys: pytest.CaptureFixture[str]) -> None:
