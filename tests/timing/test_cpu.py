@@ -30,6 +30,7 @@ def _cal(**host: object) -> CpuCalibration:
             "cores": 2,
             "threads": 2,
             "simd_lanes": 16,
+            "clock_mhz": 2500.0,
             "peak_fp32_flops": 1e11,
         }
         | host,
@@ -112,6 +113,10 @@ def test_another_cpu_is_scaled_by_its_peak_and_one_without_a_clock_is_not_modell
     assert step.optimizer_seconds == pytest.approx(2 * 1e8 / 1e10)  # memory is not scaled
     assert step.forward_seconds == pytest.approx(2e-6 + 1e9 / (1e11 * scale) + 1e-2 + 1e-6)
     assert f"x{scale:.3g}" in step.basis
+    # the emulated GEMM is scaled by the clock only
+    slow = _features("avx2", model="Other CPU", clock=3125.0)
+    half = cpu_step_time(_costs(MM_BF16), TrainSpec(device="cpu"), slow, cal=_cal())
+    assert half.forward_seconds == pytest.approx(2e-6 + 1e9 / (1e9 * 1.25) + 1e-2 + 1e-6)
     with pytest.raises(RateMissing, match="clock could not be read"):
         cpu_step_time(_costs(), TrainSpec(device="cpu"), _features(model="X", clock=None),
                       cal=_cal())  # fmt: skip
@@ -135,3 +140,13 @@ def test_the_shipped_calibration_has_every_class_and_dtype():
     assert cal.fitted_on and cal.backward_op_seconds >= 0
     converted = slow_half_precision_of("bf16", _features("avx512bw avx512vl avx512dq"), cal)
     assert converted.support is HalfSupport.CONVERTED and converted.slowdown == 1.0
+
+
+def test_more_threads_speed_up_gemms_but_not_the_one_thread_emulated_gemm():
+    cal = _cal(threads=1)
+    fp32 = cpu_step_time(_costs(), TrainSpec(device="cpu"), _features(), cal=cal)
+    laptop = _features("avx512f", model="Test CPU")  # same model and lanes, no native bf16
+    half = cpu_step_time(_costs(MM_BF16), TrainSpec(device="cpu"), laptop, cal=cal)
+    rest = 2e-6 + 1e8 / 1e10 + 1e-6
+    assert fp32.forward_seconds == pytest.approx(rest + 1e9 / (2 * 1e11))  # 2 threads
+    assert half.forward_seconds == pytest.approx(rest + 1e9 / 1e9)  # one thread, as measured

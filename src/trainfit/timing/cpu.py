@@ -17,7 +17,8 @@ and timed in CPU time so that other processes on a shared machine hardly move th
 (benchmarks/accuracy_cpu/calibrate_time.py), and the autograd cost per backward op from real
 steps of the calibration models there. On the same CPU model with N threads the GEMM rates are
 N times the one-thread rates; on another CPU they are scaled by the ratio of the two CPUs' peak
-fp32 FLOP/s (threads x SIMD lanes x FMA units x clock, `CpuFeatures.peak_fp32_flops`).
+fp32 FLOP/s (threads x SIMD lanes x FMA units x clock, `CpuFeatures.peak_fp32_flops`). The
+emulated GEMM runs on one thread in scalar code: it is scaled by the clock only.
 Memory-bound ops keep the one-thread rates and fixed costs keep theirs.
 
 Known limitations: GEMMs are assumed to split perfectly over threads, and memory-bound ops not
@@ -97,6 +98,9 @@ class CpuRates:
     def __init__(self, features: CpuFeatures, cal: CpuCalibration) -> None:
         self.features = features
         self.cal = cal
+        # NB: PyTorch's reference GEMM (the emulated class) runs on one thread, in scalar
+        # code: it scales with the clock only (per-thread CPU time, torch 2.13 on this host)
+        self.emulated_scale = 1.0
         if same_cpu(features, cal):
             # NB: GEMMs split over the threads: the calibration's one-thread rate times threads
             self.scale = features.threads / cal.host["threads"]
@@ -109,6 +113,7 @@ class CpuRates:
                     "rate cannot be scaled from the calibration host's"
                 )
             self.scale = peak / cal.peak_fp32_flops
+            self.emulated_scale = (features.clock_mhz or 0.0) / cal.host["clock_mhz"]
 
     def gemm_class(self, dtype: str) -> str:
         """The calibration's GEMM class of a `dtype` matmul on this host."""
@@ -136,8 +141,9 @@ class CpuRates:
         memory = self.memory_seconds(op)
         if op.kind not in _COMPUTE or op.flops == 0:
             return memory + extra
-        curve = cal.gemm_curve[self.gemm_class(op.dtype)]
-        rate = interpolate_curve(curve, op.flops) * self.scale
+        kind = self.gemm_class(op.dtype)
+        scale = self.emulated_scale if kind == "emulated" else self.scale
+        rate = interpolate_curve(cal.gemm_curve[kind], op.flops) * scale
         return max(op.flops / rate, memory) + extra
 
 
