@@ -200,6 +200,15 @@ def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
         out.append((f"no predicted step time: {forecast.missing}", False))
     if forecast.slow_half is not None:
         out.append((f"warning: {forecast.slow_half.words()}", True))
+    if forecast.load is not None:
+        out.append(
+            (
+                f"warning: this machine is busy (load average {forecast.load:.1f} on "
+                f"{forecast.cores} cores): steps will take longer than predicted, which assumes "
+                "an idle CPU",
+                True,
+            )
+        )
     return out
 
 
