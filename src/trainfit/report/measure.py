@@ -191,8 +191,8 @@ def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
                 (
                     f"warning: this run is predicted to take {_duration(forecast.total_seconds)},"
                     f" over {LONG_RUN_SECONDS:.0f} s; fewer steps (--steps, --warmup) or a "
-                    "smaller --batch or --seq shorten it; Ctrl-C stops it and keeps the steps "
-                    "done",
+                    "smaller --batch or --seq shorten it; Ctrl-C after the first step stops it and "
+                    "reports the steps done",
                     True,
                 )
             )
