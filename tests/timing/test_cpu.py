@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from trainfit.hardware.cpu_features import CpuFeatures, HalfSupport
@@ -40,6 +42,8 @@ def _cal(**host: object) -> CpuCalibration:
         load_average=[0.5, 0.5, 0.5],
         gemm_curve={"fp32": _curve(1e11), "native": _curve(2e11), "emulated": _curve(1e9)},
         memory_curve={"fp32": _curve(1e10), "bf16": _curve(5e9)},
+        conv_source={},
+        conv_curve={"fp32": {"forward": _curve(5e10), "backward": _curve(2.5e10)}},
         host_op_seconds=1e-6,
         module_call_seconds=2e-6,
         backward_op_seconds=1e-5,
@@ -150,3 +154,15 @@ def test_more_threads_speed_up_gemms_but_not_the_one_thread_emulated_gemm():
     rest = 2e-6 + 1e8 / 1e10 + 1e-6
     assert fp32.forward_seconds == pytest.approx(rest + 1e9 / (2 * 1e11))  # 2 threads
     assert half.forward_seconds == pytest.approx(rest + 1e9 / 1e9)  # one thread, as measured
+
+
+def test_a_convolution_runs_at_the_convolution_rate_of_its_side_or_at_the_gemm_rate():
+    conv = OpCost(kind=OpKind.CONV, dtype="fp32", flops=10**9, bytes=10**6, kernels=1)
+    costs = StepCosts(table=(conv,), forward=(0,), backward=(0,), optimizer=())
+    step = cpu_step_time(costs, TrainSpec(device="cpu"), _features(), cal=_cal())
+    assert step.forward_seconds == pytest.approx(1e9 / 5e10)
+    assert step.backward_seconds == pytest.approx(1e9 / 2.5e10 + 1e-5)
+    half = dataclasses.replace(conv, dtype="bf16")  # no native conv curve: the GEMM rate
+    costs = StepCosts(table=(half,), forward=(0,), backward=(), optimizer=())
+    step = cpu_step_time(costs, TrainSpec(device="cpu"), _features(), cal=_cal())
+    assert step.forward_seconds == pytest.approx(1e9 / 2e11)

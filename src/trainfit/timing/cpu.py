@@ -3,10 +3,10 @@
 The step is traced for the CPU (`Target.cpu()`), and its op costs (`trainfit.trace.costs`, the
 same table the GPU model reads) are timed op by op. On the CPU one thread issues and runs every
 op in turn (PyTorch's kernels spread over the cores inside an op), so the step's time is the sum:
-- a matrix multiply, attention, convolution or recurrent layer: its FLOPs at the rate a GEMM of
-  that many FLOPs reached in the calibration's microbenchmark, in the class its dtype runs in on
-  this host (`HalfSupport`: fp32, native half, or emulated half), or its bytes at the memory
-  rate, whichever is longer;
+- a matrix multiply, attention, convolution or recurrent layer: its FLOPs at the rate a GEMM
+  (a convolution: a 3x3 convolution, forward or backward) of that many FLOPs reached in the
+  calibration's microbenchmark, in the class its dtype runs in on this host (`HalfSupport`:
+  fp32, native half, or emulated half), or its bytes at the memory rate, whichever is longer;
 - every other kernel: its bytes at the rate an elementwise op of that many bytes reached;
 - a view or other host-only op, and a module call: a fixed cost each;
 - every op of the backward pass: the autograd engine's extra cost per op on top.
@@ -66,6 +66,11 @@ class CpuCalibration:
     """Per class ("fp32", "native", "emulated"): (FLOPs of one GEMM, FLOP/s reached)."""
     memory_curve: dict[str, list[list[float]]]
     """Per dtype ("fp32", "bf16"): (bytes one elementwise op moves, bytes/s reached)."""
+    conv_curve: dict[str, dict[str, list[list[float]]]]
+    """Per class ("fp32", "native"), per side ("forward", "backward"): (FLOPs of one 3x3
+    convolution, FLOP/s reached). Other classes' convolutions run at their GEMM rate."""
+    conv_source: dict[str, Any]
+    """When the convolution microbenchmarks ran (date, load average): added after the rest."""
     host_op_seconds: float
     """A view or other host-only op."""
     module_call_seconds: float
@@ -143,7 +148,10 @@ class CpuRates:
             return memory + extra
         kind = self.gemm_class(op.dtype)
         scale = self.emulated_scale if kind == "emulated" else self.scale
-        rate = interpolate_curve(cal.gemm_curve[kind], op.flops) * scale
+        curve = cal.gemm_curve[kind]
+        if op.kind is OpKind.CONV and kind in cal.conv_curve:
+            curve = cal.conv_curve[kind]["backward" if phase is Phase.BACKWARD else "forward"]
+        rate = interpolate_curve(curve, op.flops) * scale
         return max(op.flops / rate, memory) + extra
 
 
