@@ -12,6 +12,8 @@ GEMM rates to more threads (`trainfit.timing.cpu`). It measures:
   avx512_fp16/amx_fp16), whichever exist here;
 - elementwise rates (`torch.mul` into a new tensor: two reads, one write) from 4 KiB to
   384 MiB, fp32 and bf16;
+- 3x3 convolution rates (forward, and backward for the input and weight gradients) over a
+  range of shapes, fp32 and native bf16;
 - a view's cost (`Tensor.view`) and an empty `nn.Module` call's.
 Writes `src/trainfit/timing/cpu_calibration.json` (keeping its fitted `backward_op_seconds`,
 which `fit_time.py` sets from real steps of the calibration models).
@@ -43,6 +45,11 @@ GEMMS = [
 EMULATED_MAX_FLOPS = 3e8
 """The emulated GEMM runs at ~1 GFLOP/s: larger sizes are skipped."""
 ELEMENTS = [1 << p for p in range(10, 27, 2)]  # 1 Ki .. 64 Mi elements
+CONVS = [
+    (16, 3, 64, 32, 1), (16, 32, 64, 64, 2), (16, 64, 32, 128, 2), (16, 128, 16, 128, 1),
+    (8, 64, 56, 64, 1), (8, 256, 14, 256, 1), (4, 128, 28, 128, 1), (32, 16, 32, 32, 1),
+]  # fmt: skip
+"""(batch, in channels, height = width, out channels, stride) of 3x3 convolutions, padding 1."""
 
 
 def _best_seconds(fn: Any, budget: float = 1.0, most: int = 50) -> float:
@@ -78,6 +85,31 @@ def memory_curve(dtype: torch.dtype) -> list[list[float]]:
     return out
 
 
+def conv_curves(dtype: torch.dtype) -> dict[str, list[list[float]]]:
+    """(FLOPs, FLOP/s) of 3x3 convolutions: forward, and backward (input and weight grads,
+    twice the forward's FLOPs), each sorted by FLOPs."""
+    forward, backward = [], []
+    for n, cin, hw, cout, stride in CONVS:
+        x = torch.randn(n, cin, hw, hw).to(dtype)
+        w = torch.randn(cout, cin, 3, 3).to(dtype)
+        y = torch.nn.functional.conv2d(x, w, None, stride, 1)
+        flops = 2 * y.numel() * cin * 9
+        grad = torch.randn_like(y)
+
+        def fwd(x=x, w=w, stride=stride) -> None:
+            torch.nn.functional.conv2d(x, w, None, stride, 1)
+
+        def bwd(x=x, w=w, grad=grad, stride=stride) -> None:
+            torch.ops.aten.convolution_backward(
+                grad, x, w, None, [stride] * 2, [1, 1], [1, 1], False, [0, 0], 1,
+                [True, True, False],
+            )  # fmt: skip
+
+        forward.append([float(flops), flops / _best_seconds(fwd)])
+        backward.append([float(2 * flops), 2 * flops / _best_seconds(bwd)])
+    return {"forward": sorted(forward), "backward": sorted(backward)}
+
+
 def host_seconds() -> tuple[float, float]:
     x = torch.randn(8, 8)
     module = nn.Module()
@@ -107,6 +139,9 @@ def main() -> None:
         if support is HalfSupport.EMULATED and "emulated" not in curves:
             curves["emulated"] = gemm_curve(dtype, EMULATED_MAX_FLOPS)
     memory = {"fp32": memory_curve(torch.float32), "bf16": memory_curve(torch.bfloat16)}
+    convs = {"fp32": conv_curves(torch.float32)}
+    if features.half_support("bf16") is HalfSupport.NATIVE:
+        convs["native"] = conv_curves(torch.bfloat16)
     view, call = host_seconds()
     load = [max(a, b) for a, b in zip(load, os.getloadavg(), strict=True)]
     old = json.loads(OUT.read_text()) if OUT.exists() else {}
@@ -127,6 +162,11 @@ def main() -> None:
         "load_average": [round(x, 2) for x in load],
         "gemm_curve": {k: [[f, round(r, 1)] for f, r in v] for k, v in curves.items()},
         "memory_curve": {k: [[b, round(r, 1)] for b, r in v] for k, v in memory.items()},
+        "conv_source": {"date": datetime.date.today().isoformat(), "load_average": load},
+        "conv_curve": {
+            k: {side: [[f, round(r, 1)] for f, r in pts] for side, pts in v.items()}
+            for k, v in convs.items()
+        },
         "host_op_seconds": view,
         "module_call_seconds": call,
         "backward_op_seconds": old.get("backward_op_seconds", 0.0),
@@ -138,6 +178,9 @@ def main() -> None:
         print(k, [f"{f:.1e}:{r / 1e9:.1f}G" for f, r in v])
     for k, v in memory.items():
         print(k, [f"{b:.1e}:{r / 1e9:.1f}G" for b, r in v])
+    for k, v in convs.items():
+        for side, pts in v.items():
+            print("conv", k, side, [f"{f:.1e}:{r / 1e9:.1f}G" for f, r in pts])
     print(f"view {view * 1e6:.2f} us, module call {call * 1e6:.2f} us")
 
 

@@ -13,6 +13,7 @@ ZOO = "trainfit.models.zoo"
 HERE = "benchmarks.accuracy_cpu.time_models"
 MLP = dict(model=f"{HERE}:wide_mlp", inputs=("input=B,1024:float32",), loss=None)
 CNN = dict(model=f"{HERE}:small_cnn", inputs=("input=B,3,64,64:float32",), loss=None)
+CONV_NET = dict(model=f"{HERE}:conv_net", inputs=("input=B,3,96,96:float32",), loss=None)
 
 TIME_CASES: dict[str, dict[str, Any]] = {
     # fitted on
@@ -27,6 +28,14 @@ TIME_CASES: dict[str, dict[str, Any]] = {
     "wide-mlp-bf16": dict(**MLP, batch=64, precision="bf16"),
     "small-cnn-fp32": dict(**CNN, batch=16, precision="fp32"),
     "small-cnn-bf16": dict(**CNN, batch=16, precision="bf16"),
+    # held out from the second model (convolution rates), predicted before measured
+    "conv-net-fp32": dict(**CONV_NET, batch=8, precision="fp32"),
+    "conv-net-bf16": dict(**CONV_NET, batch=8, precision="bf16"),
+    "redimnet-fp32": dict(model=f"{ZOO}:redimnet_like", batch=2, precision="fp32"),
 }
+
+SECOND_MODEL = ("conv-net-fp32", "conv-net-bf16", "redimnet-fp32")
+"""Cases added with the second model (3x3 convolution rates); the first model's prediction
+file does not have them."""
 
 FIT = ("emotion-mlp-fp32", "t5-small-fp32")

@@ -123,6 +123,15 @@ def test_a_cpu_estimate_has_a_modelled_step_time(mlp_cpu) -> None:
         step.forward_seconds + step.backward_seconds + step.optimizer_seconds
     )
     assert "microbenchmarks" in step.basis
+    from rich.console import Console
+
+    from trainfit.report.terminal import time_renderable
+
+    console = Console(width=200, record=True)
+    console.print(time_renderable(mlp_cpu))
+    text = console.export_text()
+    assert f"step time: {step.seconds * 1000:,.1f} ms per optimizer step (modelled)" in text
+    assert "in matrix multiplies and convolutions" in text and "waiting for the host" not in text
 
 
 def test_bf16_on_a_cpu_without_native_bf16_is_slower_and_says_why() -> None:

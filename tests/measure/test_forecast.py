@@ -43,7 +43,7 @@ class _Estimate:
 
 
 def test_a_run_over_a_minute_is_warned_about_with_the_way_out():
-    ahead = forecast(_Estimate(_step(41.0)), DeviceKind.CPU, Precision.FP32, 13, LAPTOP)
+    ahead = forecast(_Estimate(_step(41.0)), DeviceKind.CPU, Precision.FP32, 13, LAPTOP, load=0.5)
     assert ahead.total_seconds == pytest.approx(13 * 41.0) and ahead.long
     lines = forecast_lines(ahead)
     assert lines[0] == (
@@ -58,7 +58,9 @@ def test_a_run_over_a_minute_is_warned_about_with_the_way_out():
 
 def test_a_short_run_is_not_warned_about():
     seconds = LONG_RUN_SECONDS / 13 - 0.01
-    ahead = forecast(_Estimate(_step(seconds)), DeviceKind.CPU, Precision.FP32, 13, LAPTOP)
+    ahead = forecast(
+        _Estimate(_step(seconds)), DeviceKind.CPU, Precision.FP32, 13, LAPTOP, load=0.5
+    )
     assert not ahead.long
     assert [w for _, w in forecast_lines(ahead)] == [False]
 
@@ -68,7 +70,7 @@ def test_a_short_run_is_not_warned_about():
     [(Precision.BF16, "bf16", "avx512_bf16, amx_bf16"), (Precision.FP16, "fp16", "avx512_fp16")],
 )
 def test_half_precision_this_cpu_emulates_is_warned_about_naming_the_flags(precision, dtype, flags):
-    ahead = forecast(_Estimate(_step(1.0)), DeviceKind.CPU, precision, 4, LAPTOP)
+    ahead = forecast(_Estimate(_step(1.0)), DeviceKind.CPU, precision, 4, LAPTOP, load=0.5)
     assert ahead.slow_half is not None and ahead.slow_half.dtype == dtype
     text, warning = forecast_lines(ahead)[-1]
     assert warning and text.startswith(
@@ -78,17 +80,30 @@ def test_half_precision_this_cpu_emulates_is_warned_about_naming_the_flags(preci
 
 
 def test_no_half_precision_warning_where_it_is_native_in_fp32_or_on_a_gpu():
-    native = forecast(_Estimate(_step(1.0)), DeviceKind.CPU, Precision.BF16, 4, SAPPHIRE)
-    fp32 = forecast(_Estimate(_step(1.0)), DeviceKind.CPU, Precision.FP32, 4, LAPTOP)
-    gpu = forecast(_Estimate(_step(1.0)), DeviceKind.CUDA, Precision.FP16, 4, LAPTOP)
+    native = forecast(_Estimate(_step(1.0)), DeviceKind.CPU, Precision.BF16, 4, SAPPHIRE, load=0.5)
+    fp32 = forecast(_Estimate(_step(1.0)), DeviceKind.CPU, Precision.FP32, 4, LAPTOP, load=0.5)
+    gpu = forecast(_Estimate(_step(1.0)), DeviceKind.CUDA, Precision.FP16, 4, LAPTOP, load=0.5)
     assert native.slow_half is fp32.slow_half is gpu.slow_half is None
 
 
 def test_without_an_estimate_the_reason_is_said_and_the_warning_still_comes():
-    ahead = forecast(None, DeviceKind.CPU, Precision.BF16, 4, LAPTOP)
+    ahead = forecast(None, DeviceKind.CPU, Precision.BF16, 4, LAPTOP, load=0.5)
     lines = forecast_lines(ahead)
     assert lines[0] == ("no predicted step time: no estimate beside the run", False)
     assert lines[1][1] and "bf16" in lines[1][0]
+
+
+def test_a_busy_machine_is_warned_about_on_the_cpu_only():
+    busy = forecast(_Estimate(_step(1.0)), DeviceKind.CPU, Precision.FP32, 4, LAPTOP, load=11.7)
+    assert (busy.load, busy.cores) == (11.7, 4)
+    assert forecast_lines(busy)[-1] == (
+        "warning: this machine is busy (load average 11.7 on 4 cores): steps will take longer "
+        "than predicted, which assumes an idle CPU",
+        True,
+    )
+    idle = forecast(_Estimate(_step(1.0)), DeviceKind.CPU, Precision.FP32, 4, LAPTOP, load=3.9)
+    gpu = forecast(_Estimate(_step(1.0)), DeviceKind.CUDA, Precision.FP32, 4, LAPTOP, load=11.7)
+    assert idle.load is gpu.load is None
 
 
 def test_each_step_is_one_line():
@@ -106,6 +121,5 @@ def test_measure_on_the_cpu_prints_the_forecast_and_each_step(capsys):
     assert main(["measure", *spec, "--steps", "2", "--warmup", "1", "--json"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("predicted: ") and "for the 3 steps (warm-up included)" in err[0]
-    assert [line.split(":")[0] for line in err[1:4]] == [
-        "step 1/3 (warm-up)", "step 2/3 (timed)", "step 3/3 (timed)",
-    ]  # fmt: skip
+    steps = [line.split(":")[0] for line in err if line.startswith("step ")]
+    assert steps == ["step 1/3 (warm-up)", "step 2/3 (timed)", "step 3/3 (timed)"]

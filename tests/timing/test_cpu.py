@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from trainfit.hardware.cpu_features import CpuFeatures, HalfSupport
@@ -30,6 +32,7 @@ def _cal(**host: object) -> CpuCalibration:
             "cores": 2,
             "threads": 2,
             "simd_lanes": 16,
+            "clock_mhz": 2500.0,
             "peak_fp32_flops": 1e11,
         }
         | host,
@@ -39,6 +42,8 @@ def _cal(**host: object) -> CpuCalibration:
         load_average=[0.5, 0.5, 0.5],
         gemm_curve={"fp32": _curve(1e11), "native": _curve(2e11), "emulated": _curve(1e9)},
         memory_curve={"fp32": _curve(1e10), "bf16": _curve(5e9)},
+        conv_source={},
+        conv_curve={"fp32": {"forward": _curve(5e10), "backward": _curve(2.5e10)}},
         host_op_seconds=1e-6,
         module_call_seconds=2e-6,
         backward_op_seconds=1e-5,
@@ -112,6 +117,10 @@ def test_another_cpu_is_scaled_by_its_peak_and_one_without_a_clock_is_not_modell
     assert step.optimizer_seconds == pytest.approx(2 * 1e8 / 1e10)  # memory is not scaled
     assert step.forward_seconds == pytest.approx(2e-6 + 1e9 / (1e11 * scale) + 1e-2 + 1e-6)
     assert f"x{scale:.3g}" in step.basis
+    # the emulated GEMM is scaled by the clock only
+    slow = _features("avx2", model="Other CPU", clock=3125.0)
+    half = cpu_step_time(_costs(MM_BF16), TrainSpec(device="cpu"), slow, cal=_cal())
+    assert half.forward_seconds == pytest.approx(2e-6 + 1e9 / (1e9 * 1.25) + 1e-2 + 1e-6)
     with pytest.raises(RateMissing, match="clock could not be read"):
         cpu_step_time(_costs(), TrainSpec(device="cpu"), _features(model="X", clock=None),
                       cal=_cal())  # fmt: skip
@@ -135,3 +144,25 @@ def test_the_shipped_calibration_has_every_class_and_dtype():
     assert cal.fitted_on and cal.backward_op_seconds >= 0
     converted = slow_half_precision_of("bf16", _features("avx512bw avx512vl avx512dq"), cal)
     assert converted.support is HalfSupport.CONVERTED and converted.slowdown == 1.0
+
+
+def test_more_threads_speed_up_gemms_but_not_the_one_thread_emulated_gemm():
+    cal = _cal(threads=1)
+    fp32 = cpu_step_time(_costs(), TrainSpec(device="cpu"), _features(), cal=cal)
+    laptop = _features("avx512f", model="Test CPU")  # same model and lanes, no native bf16
+    half = cpu_step_time(_costs(MM_BF16), TrainSpec(device="cpu"), laptop, cal=cal)
+    rest = 2e-6 + 1e8 / 1e10 + 1e-6
+    assert fp32.forward_seconds == pytest.approx(rest + 1e9 / (2 * 1e11))  # 2 threads
+    assert half.forward_seconds == pytest.approx(rest + 1e9 / 1e9)  # one thread, as measured
+
+
+def test_a_convolution_runs_at_the_convolution_rate_of_its_side_or_at_the_gemm_rate():
+    conv = OpCost(kind=OpKind.CONV, dtype="fp32", flops=10**9, bytes=10**6, kernels=1)
+    costs = StepCosts(table=(conv,), forward=(0,), backward=(0,), optimizer=())
+    step = cpu_step_time(costs, TrainSpec(device="cpu"), _features(), cal=_cal())
+    assert step.forward_seconds == pytest.approx(1e9 / 5e10)
+    assert step.backward_seconds == pytest.approx(1e9 / 2.5e10 + 1e-5)
+    half = dataclasses.replace(conv, dtype="bf16")  # no native conv curve: the GEMM rate
+    costs = StepCosts(table=(half,), forward=(0,), backward=(), optimizer=())
+    step = cpu_step_time(costs, TrainSpec(device="cpu"), _features(), cal=_cal())
+    assert step.forward_seconds == pytest.approx(1e9 / 2e11)

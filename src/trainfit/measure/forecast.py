@@ -4,11 +4,14 @@ CPU emulates).
 
 Known limitations: the total is the modelled step times the steps asked for (warm-up
 included); building the model and the first step's optimizer-state allocation are not
-counted, and on a shared machine other processes slow every step.
+counted. The CPU model predicts an idle CPU: on a machine whose load average exceeds its
+cores, other processes slow every step (on a 2-core host at load 7-14, two-thread steps took
+10-200x their prediction, benchmarks/accuracy_cpu/README.md), which the forecast warns about.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from trainfit.estimator.result import Estimate
@@ -36,6 +39,10 @@ class Forecast:
     missing: str | None
     slow_half: SlowHalfPrecision | None
     """The spec's half dtype, when this CPU converts or emulates it."""
+    load: float | None = None
+    """The 1-minute load average when it exceeds the cores (CPU runs only): a busy machine,
+    where steps take longer than the model's idle-CPU prediction."""
+    cores: int | None = None
 
     @property
     def total_seconds(self) -> float | None:
@@ -54,16 +61,24 @@ def forecast(
     precision: Precision,
     steps: int,
     features: CpuFeatures | None = None,
+    load: float | None = None,
 ) -> Forecast:
     """The forecast of `steps` real steps of an estimate's spec on a local device of `kind`
     (`result` None: no estimate, so no time); the half-precision warning on the CPU reads
-    `features` (None: this host's)."""
+    `features` (None: this host's), the busy-machine warning `load` (None: this host's 1-minute
+    load average, where the OS gives one)."""
     slow = None
     half = _HALF.get(precision)
-    if kind is DeviceKind.CPU and half is not None:
+    busy = cores = None
+    if kind is DeviceKind.CPU:
         features = features or cpu_features()
-        if features.half_support(half) is not HalfSupport.NATIVE:
+        if half is not None and features.half_support(half) is not HalfSupport.NATIVE:
             slow = slow_half_precision_of(half, features)
+        if load is None and hasattr(os, "getloadavg"):
+            load = os.getloadavg()[0]
+        cores = features.cores
+        if load is not None and cores and load > cores:
+            busy = load
     if result is None:
         step, missing = None, "no estimate beside the run"
     else:
@@ -74,4 +89,6 @@ def forecast(
         step=step,
         missing=missing,
         slow_half=slow,
+        load=busy,
+        cores=cores if busy is not None else None,
     )

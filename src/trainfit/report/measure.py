@@ -192,8 +192,8 @@ def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
                 (
                     f"warning: this run is predicted to take {_duration(forecast.total_seconds)},"
                     f" over {LONG_RUN_SECONDS:.0f} s; fewer steps (--steps, --warmup) or a "
-                    "smaller --batch or --seq shorten it; Ctrl-C stops it and keeps the steps "
-                    "done",
+                    "smaller --batch or --seq shorten it; Ctrl-C after the first step stops it and "
+                    "reports the steps done",
                     True,
                 )
             )
@@ -201,6 +201,15 @@ def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
         out.append((f"no predicted step time: {forecast.missing}", False))
     if forecast.slow_half is not None:
         out.append((f"warning: {forecast.slow_half.words()}", True))
+    if forecast.load is not None:
+        out.append(
+            (
+                f"warning: this machine is busy (load average {forecast.load:.1f} on "
+                f"{forecast.cores} cores): steps will take longer than predicted, which assumes "
+                "an idle CPU",
+                True,
+            )
+        )
     return out
 
 

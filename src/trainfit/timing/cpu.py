@@ -3,10 +3,10 @@
 The step is traced for the CPU (`Target.cpu()`), and its op costs (`trainfit.trace.costs`, the
 same table the GPU model reads) are timed op by op. On the CPU one thread issues and runs every
 op in turn (PyTorch's kernels spread over the cores inside an op), so the step's time is the sum:
-- a matrix multiply, attention, convolution or recurrent layer: its FLOPs at the rate a GEMM of
-  that many FLOPs reached in the calibration's microbenchmark, in the class its dtype runs in on
-  this host (`HalfSupport`: fp32, native half, or emulated half), or its bytes at the memory
-  rate, whichever is longer;
+- a matrix multiply, attention, convolution or recurrent layer: its FLOPs at the rate a GEMM
+  (a convolution: a 3x3 convolution, forward or backward) of that many FLOPs reached in the
+  calibration's microbenchmark, in the class its dtype runs in on this host (`HalfSupport`:
+  fp32, native half, or emulated half), or its bytes at the memory rate, whichever is longer;
 - every other kernel: its bytes at the rate an elementwise op of that many bytes reached;
 - a view or other host-only op, and a module call: a fixed cost each;
 - every op of the backward pass: the autograd engine's extra cost per op on top.
@@ -17,7 +17,8 @@ and timed in CPU time so that other processes on a shared machine hardly move th
 (benchmarks/accuracy_cpu/calibrate_time.py), and the autograd cost per backward op from real
 steps of the calibration models there. On the same CPU model with N threads the GEMM rates are
 N times the one-thread rates; on another CPU they are scaled by the ratio of the two CPUs' peak
-fp32 FLOP/s (threads x SIMD lanes x FMA units x clock, `CpuFeatures.peak_fp32_flops`).
+fp32 FLOP/s (threads x SIMD lanes x FMA units x clock, `CpuFeatures.peak_fp32_flops`). The
+emulated GEMM runs on one thread in scalar code: it is scaled by the clock only.
 Memory-bound ops keep the one-thread rates and fixed costs keep theirs.
 
 Known limitations: GEMMs are assumed to split perfectly over threads, and memory-bound ops not
@@ -65,6 +66,11 @@ class CpuCalibration:
     """Per class ("fp32", "native", "emulated"): (FLOPs of one GEMM, FLOP/s reached)."""
     memory_curve: dict[str, list[list[float]]]
     """Per dtype ("fp32", "bf16"): (bytes one elementwise op moves, bytes/s reached)."""
+    conv_curve: dict[str, dict[str, list[list[float]]]]
+    """Per class ("fp32", "native"), per side ("forward", "backward"): (FLOPs of one 3x3
+    convolution, FLOP/s reached). Other classes' convolutions run at their GEMM rate."""
+    conv_source: dict[str, Any]
+    """When the convolution microbenchmarks ran (date, load average): added after the rest."""
     host_op_seconds: float
     """A view or other host-only op."""
     module_call_seconds: float
@@ -97,6 +103,9 @@ class CpuRates:
     def __init__(self, features: CpuFeatures, cal: CpuCalibration) -> None:
         self.features = features
         self.cal = cal
+        # NB: PyTorch's reference GEMM (the emulated class) runs on one thread, in scalar
+        # code: it scales with the clock only (per-thread CPU time, torch 2.13 on this host)
+        self.emulated_scale = 1.0
         if same_cpu(features, cal):
             # NB: GEMMs split over the threads: the calibration's one-thread rate times threads
             self.scale = features.threads / cal.host["threads"]
@@ -109,6 +118,7 @@ class CpuRates:
                     "rate cannot be scaled from the calibration host's"
                 )
             self.scale = peak / cal.peak_fp32_flops
+            self.emulated_scale = (features.clock_mhz or 0.0) / cal.host["clock_mhz"]
 
     def gemm_class(self, dtype: str) -> str:
         """The calibration's GEMM class of a `dtype` matmul on this host."""
@@ -136,8 +146,12 @@ class CpuRates:
         memory = self.memory_seconds(op)
         if op.kind not in _COMPUTE or op.flops == 0:
             return memory + extra
-        curve = cal.gemm_curve[self.gemm_class(op.dtype)]
-        rate = interpolate_curve(curve, op.flops) * self.scale
+        kind = self.gemm_class(op.dtype)
+        scale = self.emulated_scale if kind == "emulated" else self.scale
+        curve = cal.gemm_curve[kind]
+        if op.kind is OpKind.CONV and kind in cal.conv_curve:
+            curve = cal.conv_curve[kind]["backward" if phase is Phase.BACKWARD else "forward"]
+        rate = interpolate_curve(curve, op.flops) * scale
         return max(op.flops / rate, memory) + extra
 
 
