@@ -119,11 +119,13 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     return program
 
 
-def model_problems(model: str, loss: str | None, step_fn: str | None) -> list[str]:
+def model_problems(
+    model: str, loss: str | None, step_fn: str | None, inputs: bool = False
+) -> list[str]:
     """What would stop `build_program` from finding the model, its loss or its step
     function, each a line, without building anything: a name not in the catalog, an import
-    path that does not import, a directory without config.json, `loss` on a transformers
-    model. A hub id is looked up only when the model is built."""
+    path that does not import, a directory without config.json, `loss` or `inputs` on a
+    transformers model. A hub id is looked up only when the model is built."""
     problems: list[str] = []
     row = _catalog.find(model)
     transformers_model = row is not None and row.kind != "module"
@@ -147,9 +149,9 @@ def model_problems(model: str, loss: str | None, step_fn: str | None) -> list[st
                 resolve(path, what)
             except TrainfitError as exc:
                 problems.append(str(exc))
-    if transformers_model and loss:
+    if transformers_model:
         try:
-            _check_own_loss(loss, origin)
+            _check_transformers_options(loss, inputs, origin)
         except SpecError as exc:
             problems += exc.problems
     return problems
@@ -217,16 +219,23 @@ def _default_task(config: Any) -> str:
     return "causal-lm"
 
 
-def _check_own_loss(loss: str | None, origin: str) -> None:
-    """A SpecError for `--loss` on a transformers model (its own loss would be used)."""
+def _check_transformers_options(loss: str | None, inputs: bool, origin: str) -> None:
+    """A SpecError for `--loss` or `--input` on a transformers model, which would otherwise
+    be ignored (its own loss and its own inputs are used)."""
+    problems = []
     if loss:
-        raise SpecError(
-            [
-                f"--loss {loss} is for a plain module: {origin} is a transformers model, "
-                "which computes its own loss from the labels; for another loss give "
-                "--step-fn pkg.module:fn(model, batch) -> loss"
-            ]
+        problems.append(
+            f"--loss {loss} is for a plain module: {origin} is a transformers model, "
+            "which computes its own loss from the labels; for another loss give "
+            "--step-fn pkg.module:fn(model, batch) -> loss"
         )
+    if inputs:
+        problems.append(
+            f"--input is for a plain module: {origin} is a transformers model, whose inputs "
+            "are made from --seq and --batch; drop --input"
+        )
+    if problems:
+        raise SpecError(problems)
 
 
 def _hf_program(
@@ -239,7 +248,7 @@ def _hf_program(
 ) -> StepProgram:
     if task not in _AUTO_CLASS:
         raise SpecError([f"unknown task {task!r}; choose one of {', '.join(sorted(_AUTO_CLASS))}"])
-    _check_own_loss(spec.loss, origin)
+    _check_transformers_options(spec.loss, bool(spec.inputs), origin)
     transformers = _transformers()
     if hasattr(config, "use_cache") and (spec.use_cache is not None or catalog):
         # NB: a user's config keeps its own use_cache unless asked (transformers builds a KV
