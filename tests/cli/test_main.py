@@ -49,6 +49,10 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
             ["estimate", "gpt2", "--optimizer", "adafactor", "--optimizer-path", "fused"],
             "Adafactor has no fused implementation",
         ),
+        (
+            ["estimate", "gpt2", "--input", "x=B,3"],
+            "--input is for a plain module: gpt2 (catalog) is a transformers model",
+        ),
     ],
 )
 def test_errors_are_one_line(

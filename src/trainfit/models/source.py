@@ -117,11 +117,13 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     return program
 
 
-def model_problems(model: str, loss: str | None, step_fn: str | None) -> list[str]:
+def model_problems(
+    model: str, loss: str | None, step_fn: str | None, inputs: bool = False
+) -> list[str]:
     """What would stop `build_program` from finding the model, its loss or its step
     function, each a line, without building anything: a name not in the catalog, an import
-    path that does not import, a directory without config.json, `loss` on a transformers
-    model. A hub id is looked up only when the model is built."""
+    path that does not import, a directory without config.json, `loss` or `inputs` on a
+    transformers model. A hub id is looked up only when the model is built."""
     problems: list[str] = []
     row = _catalog.find(model)
     transformers_model = row is not None and row.kind != "module"
@@ -145,9 +147,9 @@ def model_problems(model: str, loss: str | None, step_fn: str | None) -> list[st
                 resolve(path, what)
             except TrainfitError as exc:
                 problems.append(str(exc))
-    if transformers_model and loss:
+    if transformers_model:
         try:
-            _check_own_loss(loss, origin)
+            _check_transformers_options(loss, inputs, origin)
         except SpecError as exc:
             problems += exc.problems
     return problems
@@ -207,16 +209,23 @@ def _words(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _check_own_loss(loss: str | None, origin: str) -> None:
-    """A SpecError for `--loss` on a transformers model (its own loss would be used)."""
+def _check_transformers_options(loss: str | None, inputs: bool, origin: str) -> None:
+    """A SpecError for `--loss` or `--input` on a transformers model, which would otherwise
+    be ignored (its own loss and its own inputs are used)."""
+    problems = []
     if loss:
-        raise SpecError(
-            [
-                f"--loss {loss} is for a plain module: {origin} is a transformers model, "
-                "which computes its own loss from the labels; for another loss give "
-                "--step-fn pkg.module:fn(model, batch) -> loss"
-            ]
+        problems.append(
+            f"--loss {loss} is for a plain module: {origin} is a transformers model, "
+            "which computes its own loss from the labels; for another loss give "
+            "--step-fn pkg.module:fn(model, batch) -> loss"
         )
+    if inputs:
+        problems.append(
+            f"--input is for a plain module: {origin} is a transformers model, whose inputs "
+            "are made from --seq and --batch; drop --input"
+        )
+    if problems:
+        raise SpecError(problems)
 
 
 def _hf_program(
@@ -227,7 +236,7 @@ def _hf_program(
     origin: str,
     catalog: bool = False,
 ) -> StepProgram:
-    _check_own_loss(spec.loss, origin)
+    _check_transformers_options(spec.loss, bool(spec.inputs), origin)
     transformers = _transformers()
     task = chosen.task
     if hasattr(config, "use_cache") and (spec.use_cache is not None or catalog):

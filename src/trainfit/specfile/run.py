@@ -283,7 +283,8 @@ def option_problems(options: PlanOptions) -> list[str]:
             problems += exc.problems
         except TrainfitError as exc:
             problems.append(str(exc))
-    return problems + model_problems(options.model, options.loss, options.step_fn)
+    model = model_problems(options.model, options.loss, options.step_fn, bool(options.input))
+    return problems + model
 
 
 def _check_outputs(options: PlanOptions) -> None:
