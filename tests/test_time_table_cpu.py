@@ -16,9 +16,11 @@ from trainfit.hardware.cpu_features import cpu_features
 
 RESULTS = Path(__file__).parent.parent / "benchmarks" / "accuracy_cpu" / "results"
 
-TOLERANCE = 0.45
+TOLERANCE = 0.25
 """|predicted / measured - 1| on one thread, where the measured figure is the median CPU time
-of the timed steps (see benchmarks/accuracy_cpu/README.md for every case's error)."""
+of the timed steps: the current model's committed predictions, worst -22% (gpt2-fp16,
+emulated); see benchmarks/accuracy_cpu/README.md for every case's error, and the first
+model's (-41% on the small CNN, which the second model has seen)."""
 
 
 def _recorded(name: str) -> dict:
@@ -39,8 +41,9 @@ LATEST = "time_predicted_cpu_conv.json"
 """The current model's committed predictions (benchmarks/accuracy_cpu/time_cpu.py)."""
 
 
-def test_every_case_is_predicted_by_the_current_model() -> None:
+def test_every_case_is_predicted_by_the_current_model_and_measured_on_one_thread() -> None:
     assert set(_recorded(LATEST)["cases"]) == set(TIME_CASES)
+    assert set(_one_thread()) == set(TIME_CASES)
 
 
 @pytest.mark.parametrize("name", sorted(set(TIME_CASES) - set(FIT)))

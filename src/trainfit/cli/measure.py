@@ -302,9 +302,9 @@ def _announce(spec: Any, backend: Any, result: Any, args: argparse.Namespace) ->
     from trainfit.report.measure import forecast_lines, step_line
 
     ahead = forecast(result, backend.kind, spec.precision, args.warmup + args.steps)
+    yellow = sys.stderr.isatty()
     for line, warning in forecast_lines(ahead):
-        print(f"\033[33m{line}\033[0m" if warning and sys.stderr.isatty() else line,
-              file=sys.stderr)  # fmt: skip
+        print(f"\033[33m{line}\033[0m" if warning and yellow else line, file=sys.stderr)
 
     def on_step(done: Any) -> None:
         print(step_line(done), file=sys.stderr, flush=True)

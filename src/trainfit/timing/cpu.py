@@ -21,12 +21,16 @@ fp32 FLOP/s (threads x SIMD lanes x FMA units x clock, `CpuFeatures.peak_fp32_fl
 emulated GEMM runs on one thread in scalar code: it is scaled by the clock only.
 Memory-bound ops keep the one-thread rates and fixed costs keep theirs.
 
-Known limitations: GEMMs are assumed to split perfectly over threads, and memory-bound ops not
-at all (one core's rate: an overestimate where several cores share the memory traffic); other
-CPUs are scaled by their peak only (cache sizes, memory
-bandwidth and AVX-512 frequency drops are not modelled); bf16 *converted* (AVX-512 without
-avx512_bf16) is timed at the fp32 rate and native fp16 at the native bf16 rate, neither
-measured; data loading and Python work outside the step are not counted.
+Known limitations: the prediction is for an idle CPU (on a busy one every step is slower;
+`trainfit measure` warns when the load average exceeds the cores). GEMMs are assumed to split
+perfectly over threads, and memory-bound ops not at all (one core's rate: an overestimate
+where several cores share the memory traffic). A convolution's rate is read by its FLOPs
+alone, though its shape matters (a 3-channel first layer runs at a fifth of the others' rate)
+and oneDNN's layout reorders are not traced: CNN steps came out 17-21% short. Other CPUs are
+scaled by their peak only (cache sizes, memory bandwidth and AVX-512 frequency drops are not
+modelled); bf16 *converted* (AVX-512 without avx512_bf16) is timed at the fp32 rate and
+native fp16 at the native bf16 rate, neither measured; data loading and Python work outside
+the step are not counted. Checked on 10 cases of this host (benchmarks/accuracy_cpu/).
 """
 
 from __future__ import annotations
@@ -110,15 +114,15 @@ class CpuRates:
             # NB: GEMMs split over the threads: the calibration's one-thread rate times threads
             self.scale = features.threads / cal.host["threads"]
         else:
-            peak = features.peak_fp32_flops
-            if peak is None:
-                missing = "clock" if features.clock_mhz is None else "SIMD width"
+            peak, clock = features.peak_fp32_flops, features.clock_mhz
+            if peak is None or clock is None:
+                missing = "clock" if clock is None else "SIMD width"
                 raise RateMissing(
                     f"this CPU's {missing} could not be read ({features.source}), so its GEMM "
                     "rate cannot be scaled from the calibration host's"
                 )
             self.scale = peak / cal.peak_fp32_flops
-            self.emulated_scale = (features.clock_mhz or 0.0) / cal.host["clock_mhz"]
+            self.emulated_scale = clock / cal.host["clock_mhz"]
 
     def gemm_class(self, dtype: str) -> str:
         """The calibration's GEMM class of a `dtype` matmul on this host."""
