@@ -124,9 +124,12 @@ def traced(row: CorpusRow, cache: dict[tuple, Traced]) -> Traced:
     return cache[key]
 
 
-def step_seconds(row: CorpusRow, item: Traced, factor: float = 1.0) -> float:
+def step_seconds(
+    row: CorpusRow, item: Traced, factor: float = 1.0, classes: dict[str, float] | None = None
+) -> float:
     """Modelled seconds of one step of the row on its device, the device's kernel times
-    multiplied by `factor` (1: the H100 efficiencies as shipped, no family fit)."""
+    multiplied by `factor` (1: the H100 efficiencies as shipped, no family fit) and each op
+    class's kernels by its factor in `classes` (timing.families)."""
     device = get_device(row.device_key)
     spec = build_spec(row, device.name)
     return step_time(
@@ -137,6 +140,7 @@ def step_seconds(row: CorpusRow, item: Traced, factor: float = 1.0) -> float:
         item.trainable_tensors,
         calibration(),
         device_time_factor=factor,
+        op_class_factors=classes,
     ).seconds
 
 
