@@ -10,6 +10,7 @@ seconds per `steps` steps; an epoch of `epoch_samples` samples in the row's unit
     python -m benchmarks.external.compare fit        # fit the family factors on calibration rows
     python -m benchmarks.external.compare predict    # held-out predictions (results/)
     python -m benchmarks.external.compare report     # held-out errors (results/time_by_family.md)
+    python -m benchmarks.external.compare record     # their check into families.json
 
 Traces are cached in `CACHE` (a pickle outside git) because tracing ~90 steps on a small
 machine takes a while; a cached entry is keyed by everything the trace depends on.

@@ -51,6 +51,8 @@ PREDICTIONS_V1 = compare.RESULTS / "heldout_predictions.json"
 """Version 1's held-out predictions (one factor per family), kept as committed."""
 PREDICTIONS = compare.RESULTS / "heldout_predictions_v2.json"
 REPORT = compare.RESULTS / "time_by_family.md"
+PREDICTIONS_COMMIT = "f2fe6b2"
+"""The commit that holds version 2's held-out predictions (before their errors)."""
 UNFITTED_ARCHITECTURES = frozenset({"hopper"})
 """The H100's own calibration: Hopper devices keep factor 1."""
 CLASS_FIT_FAMILIES = frozenset({"consumer-ampere", "consumer-ada", "datacenter"})
@@ -325,4 +327,9 @@ def main(command: str, rows: list[CorpusRow]) -> int:
 
         REPORT.write_text(score.render(rows))
         return 0
-    raise SystemExit(f"unknown command {command!r}: trace, fit, predict or report")
+    if command == "record":
+        from benchmarks.external import score
+
+        _dump(FAMILIES_JSON, score.record_checks(rows, PREDICTIONS_COMMIT))
+        return 0
+    raise SystemExit(f"unknown command {command!r}: trace, fit, predict, report or record")
