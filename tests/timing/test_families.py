@@ -10,7 +10,14 @@ import pytest
 
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
-from trainfit.timing.families import OP_CLASSES, check_classes, class_factors, op_class, scale_of
+from trainfit.timing.families import (
+    OP_CLASSES,
+    check_classes,
+    class_factors,
+    classes_text,
+    op_class,
+    scale_of,
+)
 from trainfit.timing.step import step_time
 from trainfit.trace.costs import OpKind
 from trainfit.trace.step import trace_step
@@ -65,3 +72,13 @@ def test_a_conv_factor_scales_a_cnn_and_not_an_mlp() -> None:
             trace.costs, spec, device, device_time_factor=1.0, op_class_factors={"conv": 0.5}
         )
         assert (half.seconds < base.seconds) is moves
+
+
+def test_a_family_with_a_conv_factor_says_so_in_the_basis() -> None:
+    spec = TrainSpec(**MLP, batch=4)
+    trace = trace_step(spec)
+    timed = step_time(trace.costs, spec, get_device("rtx-4090"))
+    conv = class_factors("rtx-4090")["conv"]
+    assert classes_text("rtx-4090") == f", convolutions a further x{conv:.3g}"
+    assert f"convolutions a further x{conv:.3g} fitted on" in timed.basis
+    assert classes_text("h100") == ""

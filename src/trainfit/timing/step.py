@@ -33,7 +33,7 @@ from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.optim import optimizer_entry
 from trainfit.spec import Precision, TrainSpec
-from trainfit.timing.families import class_factors, scale_of
+from trainfit.timing.families import class_factors, classes_text, scale_of
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
@@ -417,8 +417,8 @@ def _basis(device: Device, cal: Calibration, fit: FamilyFit | None) -> str:
         )
     if fit:
         text += (
-            f", kernel times x{fit.device_time_factor:.3g} fitted on {fit.rows} public "
-            f"{fit.family} training measurements ({fit.date})"
+            f", kernel times x{fit.device_time_factor:.3g}{classes_text(device.name)} fitted "
+            f"on {fit.rows} public {fit.family} training measurements ({fit.date})"
         )
     return text
 
