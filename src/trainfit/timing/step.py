@@ -12,8 +12,9 @@ The constants come from single-kernel measurements on one GPU (`calibration.json
 benchmarks/timing/calibrate.py); on other GPUs the efficiencies are assumed the same and the
 rates are the catalog's, and every kernel time is multiplied by the device family's factor,
 fitted on published training measurements (`families.json`, made by
-benchmarks/external/fit.py; Hopper GPUs and devices of no family keep factor 1): such figures
-are labelled "modelled", and their basis names the factor. A measured step on one device
+benchmarks/external/fit.py; Hopper GPUs and devices of no family keep factor 1), and the
+kernels of an op class by the family's factor for it (timing.families): such figures are
+labelled "modelled", and their basis names the factors. A measured step on one device
 scales to another by the ratio of the two modelled times ("calibrated").
 """
 
