@@ -10,6 +10,7 @@ seconds per `steps` steps; an epoch of `epoch_samples` samples in the row's unit
     python -m benchmarks.external.compare fit        # fit the family factors on calibration rows
     python -m benchmarks.external.compare predict    # held-out predictions (results/)
     python -m benchmarks.external.compare report     # held-out errors (results/time_by_family.md)
+    python -m benchmarks.external.compare record     # their check into families.json
 
 Traces are cached in `CACHE` (a pickle outside git) because tracing ~90 steps on a small
 machine takes a while; a cached entry is keyed by everything the trace depends on.
@@ -124,9 +125,12 @@ def traced(row: CorpusRow, cache: dict[tuple, Traced]) -> Traced:
     return cache[key]
 
 
-def step_seconds(row: CorpusRow, item: Traced, factor: float = 1.0) -> float:
+def step_seconds(
+    row: CorpusRow, item: Traced, factor: float = 1.0, classes: dict[str, float] | None = None
+) -> float:
     """Modelled seconds of one step of the row on its device, the device's kernel times
-    multiplied by `factor` (1: the H100 efficiencies as shipped, no family fit)."""
+    multiplied by `factor` (1: the H100 efficiencies as shipped, no family fit) and each op
+    class's kernels by its factor in `classes` (timing.families)."""
     device = get_device(row.device_key)
     spec = build_spec(row, device.name)
     return step_time(
@@ -137,6 +141,7 @@ def step_seconds(row: CorpusRow, item: Traced, factor: float = 1.0) -> float:
         item.trainable_tensors,
         calibration(),
         device_time_factor=factor,
+        op_class_factors=classes,
     ).seconds
 
 

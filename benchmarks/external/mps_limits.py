@@ -74,7 +74,10 @@ def _gib(row: CorpusRow, number: str, text: str) -> float:
 def mps_rows(rows: list[CorpusRow]) -> list[MpsOom]:
     return [
         MpsOom(
-            id=r.id, split=r.split, device_key=r.device_key, ram_gb=RAM_GB.get(r.id),
+            id=r.id,
+            split=r.split,
+            device_key=r.device_key,
+            ram_gb=RAM_GB.get(r.id),
             limit_gib=r.extra["max_allowed_gb"] / HIGH_WATERMARK,
             other_gib=_gib(r, "other_allocations_gb", "other_allocations"),
         )

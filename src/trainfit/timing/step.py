@@ -12,8 +12,9 @@ The constants come from single-kernel measurements on one GPU (`calibration.json
 benchmarks/timing/calibrate.py); on other GPUs the efficiencies are assumed the same and the
 rates are the catalog's, and every kernel time is multiplied by the device family's factor,
 fitted on published training measurements (`families.json`, made by
-benchmarks/external/fit.py; Hopper GPUs and devices of no family keep factor 1): such figures
-are labelled "modelled", and their basis names the factor. A measured step on one device
+benchmarks/external/fit.py; Hopper GPUs and devices of no family keep factor 1), and the
+kernels of an op class by the family's factor for it (timing.families): such figures are
+labelled "modelled", and their basis names the factors. A measured step on one device
 scales to another by the ratio of the two modelled times ("calibrated").
 """
 
@@ -33,6 +34,7 @@ from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.optim import optimizer_entry
 from trainfit.spec import Precision, TrainSpec
+from trainfit.timing.families import class_factors, classes_text, scale_of
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
@@ -367,16 +369,20 @@ class _Clock:
         self.memory += (m2 - m1) * more
 
 
-def _op_times(rates: Rates, costs: StepCosts, factor: float) -> dict[Phase, list[_OpTime]]:
-    """Each op's device time per phase, multiplied by `factor` (a device family's fit)."""
+def _op_times(
+    rates: Rates, costs: StepCosts, factor: float, classes: dict[str, float] | None = None
+) -> dict[Phase, list[_OpTime]]:
+    """Each op's device time per phase, multiplied by `factor` (a device family's fit) and
+    by its op class's factor in `classes` (timing.families; 1 where absent)."""
     times = {
         phase: [rates.time(op, phase) for op in costs.table]
         for phase in (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
     }
-    if factor == 1.0:
+    if factor == 1.0 and not classes:
         return times
+    scales = [factor * scale_of(classes or {}, op.kind) for op in costs.table]
     return {
-        phase: [_OpTime(t.seconds * factor, t.compute_bound) for t in ts]
+        phase: [_OpTime(t.seconds * s, t.compute_bound) for t, s in zip(ts, scales, strict=True)]
         for phase, ts in times.items()
     }
 
@@ -412,8 +418,8 @@ def _basis(device: Device, cal: Calibration, fit: FamilyFit | None) -> str:
         )
     if fit:
         text += (
-            f", kernel times x{fit.device_time_factor:.3g} fitted on {fit.rows} public "
-            f"{fit.family} training measurements ({fit.date})"
+            f", kernel times x{fit.device_time_factor:.3g}{classes_text(device.name)} fitted "
+            f"on {fit.rows} public {fit.family} training measurements ({fit.date})"
         )
     return text
 
@@ -426,17 +432,20 @@ def step_time(
     trainable_tensors: int = 0,
     cal: Calibration | None = None,
     device_time_factor: float | None = None,
+    op_class_factors: dict[str, float] | None = None,
 ) -> StepTime:
     """The modelled time of one optimizer step of `spec` (micro-batch `spec.batch`, times
     `spec.grad_accum`) on `device`. Raises RateMissing when the catalog lacks a rate.
 
     Device kernel times are multiplied by `device_time_factor`; None takes the device
-    family's factor fitted on public measurements (`families.json`), 1 where none."""
+    family's factors fitted on public measurements (families.json, timing.families), 1 where
+    none; an explicit factor goes with `op_class_factors` (class -> factor) instead."""
     cal = cal or calibration()
     rates = Rates(device, spec, cal)
     kinds = [op.kind for op in costs.table]
     fit = family_fits().get(device.name) if device_time_factor is None else None
-    times = _op_times(rates, costs, fit.device_time_factor if fit else (device_time_factor or 1.0))
+    factor = fit.device_time_factor if fit else (device_time_factor or 1.0)
+    times = _op_times(rates, costs, factor, class_factors(device.name) if fit else op_class_factors)
     issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
     per_op = {
         Phase.FORWARD: cal.host_op_seconds,

@@ -1,0 +1,68 @@
+"""Per-op-class kernel-time factors of a device family, fitted on published training
+measurements (`families.json`, made by benchmarks/external/fit.py).
+
+A family's single factor (read by trainfit.timing.step) scales every kernel; where the
+calibration rows show that one kind of kernel runs relatively faster or slower on the family
+than the H100's efficiencies say (convolutions through MPSGraph on Apple GPUs, GEMMs without
+TF32), `op_class_factors` further multiplies the kernels of that class. The classes:
+"conv" (convolutions), "gemm" (matrix multiplies and attention) and "memory" (every kernel
+bound by bytes moved: elementwise ops, reductions, normalisation, copies, the optimizer's
+multi-tensor kernels, recurrent layers).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+
+from trainfit.trace.costs import OpKind
+
+OP_CLASSES = ("conv", "gemm", "memory")
+_CLASS_OF = {OpKind.CONV: "conv", OpKind.MATMUL: "gemm", OpKind.ATTENTION: "gemm"}
+_WORDS = {"conv": "convolutions", "gemm": "matrix multiplies", "memory": "memory-bound kernels"}
+
+
+def op_class(kind: OpKind) -> str:
+    """The factor class of an op kind: "conv", "gemm" or "memory"."""
+    return _CLASS_OF.get(kind, "memory")
+
+
+def check_classes(factors: Mapping[str, float]) -> dict[str, float]:
+    """`factors` as a dict, after checking its classes (an unknown class is an error)."""
+    unknown = sorted(set(factors) - set(OP_CLASSES))
+    if unknown:
+        raise ValueError(f"unknown op classes {unknown}; the classes are {list(OP_CLASSES)}")
+    return {name: float(value) for name, value in factors.items()}
+
+
+@cache
+def _by_device() -> dict[str, dict[str, float]]:
+    raw = json.loads(resources.files("trainfit.timing").joinpath("families.json").read_text())
+    out: dict[str, dict[str, float]] = {}
+    for family in raw["families"].values():
+        factors = family.get("op_class_factors")
+        if family.get("device_time_factor") is None or not factors:
+            continue
+        out.update({device: check_classes(factors) for device in family["devices"]})
+    return out
+
+
+def class_factors(device: str) -> dict[str, float]:
+    """The op-class factors of a catalog device's family ({} where its family has none)."""
+    return dict(_by_device().get(device, {}))
+
+
+def scale_of(factors: Mapping[str, float], kind: OpKind) -> float:
+    """The multiplier of an op of `kind` under `factors` (1 for a class not listed)."""
+    return factors.get(op_class(kind), 1.0)
+
+
+def classes_text(device: str) -> str:
+    """The device family's op-class factors in words, for a step time's basis ("" if none):
+    ", convolutions a further x0.5"."""
+    factors = class_factors(device)
+    return "".join(
+        f", {_WORDS[name]} a further x{factors[name]:.3g}" for name in OP_CLASSES if name in factors
+    )
