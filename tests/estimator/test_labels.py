@@ -31,5 +31,6 @@ def test_every_figure_of_an_estimate_says_where_it_comes_from() -> None:
         "workspaces": Provenance.DEFAULT,
     }
     mac = trainfit.estimate(model=MLP, batch=8, device="m1-pro-16gb")
-    assert mac.labels["runtime_context"].provenance is Provenance.NOT_MODELLED
+    # a floor from public MPS out-of-memory messages (never zero), not a measurement
+    assert mac.labels["runtime_context"].provenance is Provenance.MODELLED
     assert mac.labels["peak_reserved_bytes"].provenance is Provenance.MODELLED
