@@ -117,7 +117,10 @@ def _models() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv or DEFAULT_EXAMPLE)
+    parser = _parser()
+    if argv[:1] == ["plan"] and any(a == "--batch" or a.startswith("--batch=") for a in argv):
+        parser.exit(2, f"trainfit plan: error: {plan_command.BATCH_HINT}\n")
+    args = parser.parse_args(argv or DEFAULT_EXAMPLE)
     try:
         if args.command == "plan":
             # `trainfit plan spec.yaml` plans each of the spec file's models
