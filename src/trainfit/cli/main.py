@@ -32,6 +32,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trainfit",
         description="Will this training job fit on this device, and with which settings?",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  trainfit                          # gpt2, batch 8, seq 512, bf16 on an h100\n"
+        "  trainfit estimate tinyllama-1.1b --batch 4 --seq 1024 --precision bf16\n"
+        "  trainfit plan llama-3.1-8b --effective-batch 32 --seq 2048 --device a100-40gb\n"
+        "  trainfit COMMAND --help           # each command's flags, by group",
     )
     sub = parser.add_subparsers(dest="command")
     estimate_command.add_parser(sub)
