@@ -9,7 +9,7 @@ import pytest
 
 from trainfit.cli import help as helps
 from trainfit.cli import spec_file
-from trainfit.cli.main import _parser
+from trainfit.cli.main import _parser, main
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -72,3 +72,14 @@ def test_a_flag_name_means_one_thing_across_commands() -> None:
         4,
         8,
     ]
+
+
+def test_plan_with_batch_points_to_the_effective_and_inference_batches(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["plan", "gpt2", "--batch", "8"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainfit plan: error: plan has no --batch")
+    assert "--effective-batch N" in err and "--infer-batch N" in err

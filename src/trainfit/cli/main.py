@@ -38,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trainfit",
         description="Will this training job fit on this device, and with which settings?",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  trainfit                          # gpt2, batch 8, seq 512, bf16 on an h100\n"
+        "  trainfit estimate tinyllama-1.1b --batch 4 --seq 1024 --precision bf16\n"
+        "  trainfit plan llama-3.1-8b --effective-batch 32 --seq 2048 --device a100-40gb\n"
+        "  trainfit COMMAND --help           # each command's flags, by group",
     )
     sub = parser.add_subparsers(dest="command")
     estimate_command.add_parser(sub)
@@ -138,7 +144,10 @@ def _models() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv or DEFAULT_EXAMPLE)
+    parser = _parser()
+    if argv[:1] == ["plan"] and any(a == "--batch" or a.startswith("--batch=") for a in argv):
+        parser.exit(2, f"trainfit plan: error: {plan_command.BATCH_HINT}\n")
+    args = parser.parse_args(argv or DEFAULT_EXAMPLE)
     try:
         with interrupts_raised():
             return _run(args, argv)

@@ -163,6 +163,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     report_args.add_arguments(parser)
 
 
+BATCH_HINT = (
+    "plan has no --batch (the micro-batch of estimate and measure): give --effective-batch N, "
+    "the samples per optimizer step, and the plan picks the micro-batch; with --inference, "
+    "--infer-batch N is the sequences generated together"
+)
+"""Said to `trainfit plan ... --batch N`, for the flag of another command."""
+
 COMMAND_LINE_ONLY = ("yes",)
 """`plan` options that are no `PlanOptions` field (nor a spec-file field)."""
 
