@@ -360,7 +360,8 @@ def render_heldout(
         f"# {rules}, held out: the H100 against trainfit's committed predictions",
         "",
         f"Measured {env['date'][:10]} on {env['device']} ({env['nvidia_smi']}), torch "
-        f"{env['torch']} (CUDA {env['cuda']}, cuDNN {env['cudnn']}), Python {env['python']}; "
+        f"{env['torch']} (CUDA {env['cuda']}, cuDNN {env['cudnn']}), transformers "
+        f"{env['transformers']}, Python {env['python']}; "
         "each case in a fresh process (`benchmarks/faithful/measure_gpu.py --case-list "
         f"{case_list}`). Step time: the median of the timed steps after 3 untimed ones, per run.",
         "",
@@ -387,6 +388,22 @@ def render_heldout(
             f"| {name} | {used / GiB:.3f} | {need_cell} | {need_err} | "
             f"{', '.join(f'{x * 1000:.1f}' for x in times)} | {t_cell} | {t_err} |"
         )
+    spreads = []
+    classes = []
+    for name, e in predictions["cases"].items():
+        runs = [r for r in record["runs"] if r["case"] == name and "error" not in r]
+        times = [r["median_timed_step_seconds"] for r in runs]
+        if len(times) >= 2:
+            spreads.append(f"{name} {abs(times[0] / times[1] - 1) * 100:.0f}%")
+        built = {r["model_class"] for r in runs if "model_class" in r}
+        predicted = e.get("model_class", {}).get("name")
+        if built and predicted:
+            same = "same" if built == {predicted} else "DIFFERENT"
+            classes.append(f"{name} {'/'.join(sorted(built))} ({same})")
+    if spreads:
+        lines += ["", "Run-to-run spread of the step time: " + ", ".join(spreads) + "."]
+    if classes:
+        lines += ["", "Class the run built, against trainfit's: " + ", ".join(classes) + "."]
     return "\n".join([*lines, ""])
 
 
