@@ -8,6 +8,7 @@ Writes `results/heldout_predictions.json` (to be committed before the GPU measur
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import subprocess
 import time
@@ -54,7 +55,7 @@ def main() -> None:
         "rules_at": commit,
         "device": "h100",
         "versions": {
-            "trainfit": trainfit.__version__,
+            "trainfit": importlib.metadata.version("trainfit"),
             "torch": torch.__version__,
             "transformers": transformers.__version__,
         },
