@@ -11,12 +11,23 @@ from torch import nn
 from benchmarks.faithful.models import RnnLM
 
 
+class MLP(nn.Module):
+    """Linear layers with ReLU between them, then a classifier."""
+
+    def __init__(self, widths: tuple[int, ...], classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for a, b in itertools.pairwise(widths):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        layers.append(nn.Linear(widths[-1], classes))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
 def _mlp(widths: tuple[int, ...], classes: int) -> nn.Module:
-    layers: list[nn.Module] = []
-    for a, b in itertools.pairwise(widths):
-        layers += [nn.Linear(a, b), nn.ReLU()]
-    layers.append(nn.Linear(widths[-1], classes))
-    return nn.Sequential(*layers)
+    return MLP(widths, classes)
 
 
 def mlp_4x512() -> nn.Module:
