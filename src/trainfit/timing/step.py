@@ -121,11 +121,9 @@ class HostFit:
     backward_view_seconds: float
     """Host seconds of a backward op that launches no kernel."""
     step_seconds: float
-    """Host seconds of one optimizer step before its first kernel and after its last
-    (the loop's own Python, zero_grad, the final synchronise)."""
+    """Host seconds of one optimizer step outside its ops (the loop's Python, zero_grad)."""
     pass_seconds: float
-    """Host seconds of starting one micro-batch's backward (`loss.backward()`: the autograd
-    engine's set-up)."""
+    """Host seconds of starting a micro-batch's backward (the autograd engine's set-up)."""
     optimizer_scale: float
     """Each optimizer's microbenchmarked host cost times this."""
     source: str
