@@ -6,8 +6,9 @@
 Each case is traced on this machine (no GPU) and its step time modelled for the catalog row of
 the measured card. benchmarks/timing/calibrate.py reads single-kernel measurements only; the
 host floor (`src/trainfit/timing/host_fit.json`) was fitted later on this table's cases and the
-faithful ones (benchmarks/steptime/hostfit.py), so this table is calibration data for it. `timing_heldout_h100.json` holds steps chosen after the
-model was finished (benchmarks/timing/heldout.py), which steered nothing.
+faithful ones (benchmarks/steptime/hostfit.py), so this table is calibration data for it.
+`timing_heldout_h100.json` holds steps chosen after the model was finished
+(benchmarks/timing/heldout.py), which steered nothing (nor the host floor's fit).
 """
 
 from __future__ import annotations
