@@ -4,9 +4,11 @@
         benchmarks/timing/results/timing_h100.json > benchmarks/timing/results/timing_h100.md
 
 Each case is traced on this machine (no GPU) and its step time modelled for the catalog row of
-the measured card; none of these cases was used to set a constant (benchmarks/timing/calibrate.py
-reads single-kernel measurements only). `timing_heldout_h100.json` holds steps chosen after the
-model was finished (benchmarks/timing/heldout.py), which steered nothing.
+the measured card. benchmarks/timing/calibrate.py reads single-kernel measurements only; the
+host floor (`src/trainfit/timing/host_fit.json`) was fitted later on this table's cases and the
+faithful ones (benchmarks/steptime/hostfit.py), so this table is calibration data for it.
+`timing_heldout_h100.json` holds steps chosen after the model was finished
+(benchmarks/timing/heldout.py), which steered nothing (nor the host floor's fit).
 """
 
 from __future__ import annotations
@@ -72,7 +74,10 @@ def main() -> None:
         f"`{env['nvidia_smi']}`; 3 warm-up and 10 timed steps per case, the median shown "
         f"(`benchmarks/timing/measure_gpu.py`). Predicted on a CPU-only machine from the traced "
         f"step with the constants of `src/trainfit/timing/calibration.json` ({cal.source}), "
-        "none of them read off these cases.\n"
+        "none of them read off these cases, and the host floor of "
+        "`src/trainfit/timing/host_fit.json`, fitted on the accuracy suite's cases (this "
+        "table's `timing_h100`) and the faithful cases (`benchmarks/steptime/hostfit.py`); "
+        "the held-out steps (`timing_heldout_h100`) were not used in any fit.\n"
     )
     print(f"Predicted with torch {torch.__version__}, transformers {transformers.__version__}.\n")
     print(

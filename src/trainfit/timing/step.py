@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
@@ -86,6 +87,7 @@ class Calibration:
     scaler_host_seconds_per_param: float
     lstm_persistent_hidden: int
     lstm_step_seconds: dict[str, dict[str, float]]
+    host_fit: HostFit
 
     def optimizer_host(self, spec: TrainSpec, tensors: int) -> float:
         """Host seconds of one optimizer step over `tensors` trainable tensors."""
@@ -99,15 +101,46 @@ class Calibration:
         per = self.optimizer_host_seconds_per_param[kind]
         if spec.precision is Precision.FP16:
             per += self.scaler_host_seconds_per_param
-        return self.optimizer_host_seconds_fixed[kind] + per * tensors
+        fixed = self.optimizer_host_seconds_fixed[kind]
+        return (fixed + per * tensors) * self.host_fit.optimizer_scale
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostFit:
+    """The host floor's constants fitted on whole training steps (`host_fit.json`): what the
+    single-op microbenchmarks miss of the host's work in a real step."""
+
+    op_seconds: float
+    """Host seconds of a forward op that records no autograd node (no_grad, frozen inputs)."""
+    graph_op_seconds: float
+    """Host seconds of a forward op that records an autograd node."""
+    backward_op_seconds: float
+    """Host seconds of an op the autograd engine runs in backward."""
+    module_seconds: float
+    """Host seconds of a module's call (`nn.Module.__call__`, hooks) beside its ops."""
+    view_seconds: float
+    """Host seconds of a forward op that launches no kernel (a view, an empty tensor)."""
+    backward_view_seconds: float
+    """Host seconds of a backward op that launches no kernel."""
+    step_seconds: float
+    """Host seconds of one optimizer step outside its ops (the loop's Python, zero_grad)."""
+    pass_seconds: float
+    """Host seconds of starting a micro-batch's backward (the autograd engine's set-up)."""
+    optimizer_scale: float
+    """Each optimizer's microbenchmarked host cost times this."""
+    source: str
+    fitted_on: tuple[str, ...]
 
 
 @cache
 def calibration() -> Calibration:
     """The shipped calibration (one NVIDIA H100 80GB HBM3)."""
-    raw = json.loads(resources.files("trainfit.timing").joinpath("calibration.json").read_text())
+    files = resources.files("trainfit.timing")
+    raw = json.loads(files.joinpath("calibration.json").read_text())
     raw.pop("isolated_launch_seconds", None)
-    return Calibration(**raw)
+    host = json.loads(files.joinpath("host_fit.json").read_text())
+    fit = HostFit(**host["constants"], source=host["source"], fitted_on=tuple(host["fitted_on"]))
+    return Calibration(**raw, host_fit=fit)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -278,7 +311,11 @@ class Rates:
         if op.kind in (OpKind.HOST, OpKind.SYNC) or op.kernels == 0:
             return _OpTime(0.0, False)
         if op.kind is OpKind.RNN:
-            size = "persistent" if op.detail <= cal.lstm_persistent_hidden else "stepped"
+            # NB: cuDNN's persistent kernels hold the recurrent weight on chip: an LSTM's up to
+            # hidden 128 by the calibration grid, so any mode's up to 4 x 128 x 128 elements
+            # (gates x hidden x output; an RNN_TANH at hidden 256 ran persistent, at 512 not)
+            persistent = 4 * cal.lstm_persistent_hidden**2
+            size = "persistent" if op.detail <= persistent else "stepped"
             which = "backward" if phase is Phase.BACKWARD else "forward"
             steps = op.kernels * cal.lstm_step_seconds[size][which]
             return _OpTime(max(steps, op.bytes / self.bandwidth), True)
@@ -319,8 +356,9 @@ class Rates:
 
 
 def host_costs(cal: Calibration, kinds: list[OpKind], phase: Phase, per_op: float) -> list[float]:
-    """Host seconds to issue each op of the table in `phase`: `per_op` for an op, the module
-    call's cost for a module call, plus cuDNN's extra for convolutions and BatchNorm."""
+    """Host seconds to issue each op of the table in `phase` at the microbenchmarks' costs
+    (inference): `per_op` for an op, the module call's cost for a module call, plus cuDNN's
+    extra for convolutions and BatchNorm."""
     extra = cal.host_library_extra_seconds
     side = "backward" if phase is Phase.BACKWARD else "forward"
     by_kind = {
@@ -329,6 +367,35 @@ def host_costs(cal: Calibration, kinds: list[OpKind], phase: Phase, per_op: floa
         OpKind.NORM: per_op + (extra[f"norm_{side}"] if phase is not Phase.OPTIMIZER else 0.0),
     }
     return [by_kind.get(kind, per_op) for kind in kinds]
+
+
+def step_host_costs(
+    cal: Calibration, ops: Sequence[OpCost], phase: Phase, per_op: float
+) -> list[float]:
+    """Host seconds to issue each op of a training step's table in `phase`.
+
+    In the optimizer: `per_op` for an op, the module call's cost for a module call. In forward
+    and backward, the fitted host floor (`HostFit`): a forward op costs more when it records an
+    autograd node; a backward op its own cost; an op without a kernel the cost of a view; a
+    module call its own; convolutions and BatchNorm add cuDNN's measured extra."""
+    if phase is Phase.OPTIMIZER:
+        return [cal.host_module_call_seconds if op.kind is OpKind.MODULE else per_op for op in ops]
+    fit = cal.host_fit
+    extra = cal.host_library_extra_seconds
+    side = "backward" if phase is Phase.BACKWARD else "forward"
+    library = {OpKind.CONV: extra[f"conv_{side}"], OpKind.NORM: extra[f"norm_{side}"]}
+    out = []
+    for op in ops:
+        if op.kind is OpKind.MODULE:
+            out.append(fit.module_seconds)
+        elif op.kind is OpKind.HOST:
+            out.append(fit.backward_view_seconds if phase is Phase.BACKWARD else fit.view_seconds)
+        elif phase is Phase.BACKWARD:
+            out.append(fit.backward_op_seconds + library.get(op.kind, 0.0))
+        else:
+            issue = fit.graph_op_seconds if op.graph else fit.op_seconds
+            out.append(issue + library.get(op.kind, 0.0))
+    return out
 
 
 @dataclass(slots=True)
@@ -448,12 +515,12 @@ def step_time(
     times = _op_times(rates, costs, factor, class_factors(device.name) if fit else op_class_factors)
     issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
     per_op = {
-        Phase.FORWARD: cal.host_op_seconds,
-        Phase.BACKWARD: cal.host_backward_op_seconds,
+        Phase.FORWARD: 0.0,
+        Phase.BACKWARD: 0.0,
         Phase.OPTIMIZER: cal.optimizer_host(spec, trainable_tensors) / max(1, issued),
     }
-    hosts = {phase: host_costs(cal, kinds, phase, per_op[phase]) for phase in per_op}
-    clock = _Clock()
+    hosts = {phase: step_host_costs(cal, costs.table, phase, per_op[phase]) for phase in per_op}
+    clock = _Clock(host=cal.host_fit.step_seconds)
     marks = []
     passes: list[tuple[float, float, float, float]] = []
     # NB: every micro-batch pass runs the same ops; after two, each further pass moves the
@@ -465,6 +532,7 @@ def step_time(
             costs.forward, times[Phase.FORWARD], hosts[Phase.FORWARD], kinds, cal.sync_seconds
         )
         middle = max(clock.device, start)
+        clock.host += cal.host_fit.pass_seconds
         clock.run(
             costs.backward, times[Phase.BACKWARD], hosts[Phase.BACKWARD], kinds, cal.sync_seconds
         )

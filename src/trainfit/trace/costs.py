@@ -14,6 +14,7 @@ trainfit.timing turns these into seconds for a device.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,10 +62,14 @@ class OpCost:
     """Kernel launches; for a recurrent layer, its sequential steps (time steps x layers x
     directions)."""
     detail: int = 0
-    """What else decides the kernel: a recurrent layer's hidden size (cuDNN switches kernels
-    by it), a foreach op's tensor count over all its lists, 1 for a matmul with a dimension
-    not a multiple of 16 bytes (cuBLAS then picks slower kernels), a batch norm's channels
-    (its parallelism); 0 otherwise."""
+    """What else decides the kernel: a recurrent layer's recurrent weight elements (gates x
+    hidden x output size: cuDNN switches to its persistent kernels below a size), a foreach
+    op's tensor count over all its lists, 1 for a matmul with a dimension not a multiple of 16
+    bytes (cuBLAS then picks slower kernels), a batch norm's channels (its parallelism); 0
+    otherwise."""
+    graph: bool = False
+    """Whether the op recorded an autograd node (grad mode on and an input requiring grad):
+    the host then does more work to issue it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +106,7 @@ class StepCosts:
                 self.table[i].kind is other.table[j].kind
                 and self.table[i].dtype == other.table[j].dtype
                 and self.table[i].detail == other.table[j].detail
+                and self.table[i].graph == other.table[j].graph
                 for i, j in set(zip(a, b, strict=True))
             )
             for a, b in (
@@ -135,6 +141,7 @@ def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: i
                 bytes=line(x.bytes, y.bytes),
                 kernels=near.table[k].kernels,
                 detail=x.detail,
+                graph=x.graph,
             )
             found = made[(i, j, k)] = table.setdefault(cost, len(table))
         return found
@@ -260,12 +267,21 @@ def _rnn_flops(func: Any, args: tuple[Any, ...]) -> int:
     return 2 * total if func._overloadpacket in _RNN_BACKWARD else total
 
 
+def graph_op(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an op dispatched with these arguments records an autograd node (grad mode on
+    and a tensor argument requiring grad)."""
+    if not torch.is_grad_enabled():
+        return False
+    return any(t.requires_grad for t in itertools.chain(_tensors(args), _tensors(kwargs.values())))
+
+
 def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> OpCost:
     """The cost of one dispatched op."""
     packet = func._overloadpacket
     inputs = list(_tensors(args)) + list(_tensors(kwargs.values()))
+    graph = graph_op(args, kwargs)
     if packet in _NO_KERNEL or getattr(func, "is_view", False) or func.namespace != "aten":
-        return OpCost(OpKind.HOST, _dtype(inputs), 0, 0, 0)
+        return OpCost(OpKind.HOST, _dtype(inputs), 0, 0, 0, graph=graph)
     outputs = (
         [out]
         if isinstance(out, torch.Tensor)
@@ -308,7 +324,7 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
         detail = inputs[0].shape[1] if inputs and inputs[0].dim() > 1 else 0
     else:
         detail = 0
-    return OpCost(kind, dtype, flops, moved, 1, detail)
+    return OpCost(kind, dtype, flops, moved, 1, detail, graph)
 
 
 def _aligned(tensors: Sequence[torch.Tensor]) -> bool:
@@ -390,13 +406,19 @@ class CostLog:
         ]
 
     def step_costs(self, copied: StepCosts | None = None) -> StepCosts | None:
-        """The first iteration's first micro-batch (forward, backward; or `copied`'s when the
-        passes were copied) and the last iteration's optimizer step; None when a phase is
-        missing."""
+        """The steady micro-batch: the last iteration's first forward and backward when that
+        iteration traced them (so that one-off work of the first, such as a reference model
+        a user's step copies on its first call, is not a step's), else the first iteration's
+        (or `copied`'s when the passes were copied); and the last iteration's optimizer step.
+        None when a phase is missing."""
         runs = self._runs()
+        # NB: an iteration whose passes were replayed records no forward (only the optimizer
+        # and the replay's own bookkeeping): its passes are the first iteration's
+        traced = [it for it, p, _ in runs if p is Phase.FORWARD]
+        steady = traced[-1] if traced else 0
 
         def first(phase: Phase) -> tuple[int, ...] | None:
-            return next((ops for it, p, ops in runs if p is phase and it == 0), None)
+            return next((ops for it, p, ops in runs if p is phase and it == steady), None)
 
         optimizer = next((ops for _, p, ops in reversed(runs) if p is Phase.OPTIMIZER), ())
         table = list(self._table)

@@ -24,7 +24,7 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainfit.errors import TraceError
-from trainfit.trace.costs import SYNC_COST, CostLog, OpCost, foreach_cost, op_cost
+from trainfit.trace.costs import SYNC_COST, CostLog, OpCost, foreach_cost, graph_op, op_cost
 from trainfit.trace.output_cache import MISS, OutputCache
 from trainfit.training import Phase
 
@@ -319,6 +319,8 @@ class Recorder(TorchDispatchMode):
         key: tuple[object, ...] | None,
     ) -> None:
         costs = self.costs
+        # NB: the same op issued with and without an autograd node costs the host differently
+        key = None if key is None else (*key, graph_op(args, kwargs))
         index = costs.by_key.get(key) if key is not None else None
         if index is None:
             index = costs.add(op_cost(func, args, kwargs, out), self.iteration, self.phase)

@@ -191,7 +191,8 @@ def rnn_cost(s: RnnShape, backward: bool) -> OpCost:
     """What cuDNN's fused recurrent kernel costs: the gate matmuls, 2*gates*H*(in+out) FLOPs per
     step, sample, layer and direction, plus 2*H*P for an LSTM's projection (backward: data and
     weight passes, twice that); one recurrent kernel per time step, layer and direction; bytes:
-    input, output, weights and the reserve."""
+    input, output, weights and the reserve; detail: the recurrent weight's elements (gates x H
+    x output size), which decide whether cuDNN's persistent kernel holds them on chip."""
     gates = _LAYOUTS[s.mode].gates
     flops = 0
     weights = 0
@@ -214,7 +215,7 @@ def rnn_cost(s: RnnShape, backward: bool) -> OpCost:
         flops * passes,
         moved,
         steps,
-        s.hidden,
+        gates * s.hidden * s.out,
     )
 
 

@@ -1,0 +1,151 @@
+"""Fit the step-time model's host floor (`src/trainfit/timing/host_fit.json`) on committed steps.
+
+    PYTHONPATH=src:. python -m benchmarks.steptime.hostfit [--write]
+
+The single-op microbenchmarks (`benchmarks/timing/calibrate.py`) set what one op costs the
+host in isolation; whole steps cost more (autograd's node creation, hooks, the loop's Python).
+The host floor's constants (`trainfit.timing.step.HostFit`) are fitted here by coordinate
+descent over a grid (five rounds at most, from the microbenchmarks' values), minimising the mean
+|log(predicted / measured)|, on the calibration rows only:
+
+- `benchmarks/timing/results/timing_h100.json`: the accuracy suite's 36 steps;
+- `benchmarks/faithful/results/faithful_h100.json`: the steps built as users build them (median
+  of the two runs), less `distilbert-seqcls-bf16` (traced with another head).
+
+The held-out tables (`timing_heldout_h100`, `rnn_heldout_h100`, `dtype_heldout_h100`) are not
+read. Device kernel times are the calibration's; only the host constants move.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from trainfit.hardware.catalog import get_device
+from trainfit.spec import LoraSpec, TrainSpec
+from trainfit.timing.step import Calibration, calibration, step_time
+from trainfit.trace.step import trace_step
+from trainfit.trace.target import Target
+
+BENCH = Path(__file__).resolve().parents[1]
+OUT = BENCH.parent / "src/trainfit/timing/host_fit.json"
+US = 1e-6
+GRID: dict[str, list[float]] = {
+    "op_seconds": [x * US for x in (2, 4, 6, 8, 10, 12, 14)],
+    "graph_op_seconds": [x * US for x in (12, 14, 16, 18, 20, 22, 25, 28, 32, 36)],
+    "backward_op_seconds": [x * US for x in (8, 10, 12, 14, 16, 18, 20, 24)],
+    "module_seconds": [x * US for x in (0, 1.5, 3, 5, 8, 12, 16)],
+    "view_seconds": [x * US for x in (0.5, 1, 3, 5, 8, 11, 14, 18)],
+    "backward_view_seconds": [x * US for x in (1, 3, 5, 8, 11, 14, 18, 22)],
+    "step_seconds": [x * US for x in (0, 50, 100, 200, 300, 400, 600, 800)],
+    "pass_seconds": [x * US for x in (0, 25, 50, 100, 200, 300)],
+    "optimizer_scale": [0.8, 1.0, 1.2, 1.4, 1.6, 2.0, 2.5],
+}
+START = {  # the microbenchmarks' values, no fixed costs
+    "op_seconds": 14 * US,
+    "graph_op_seconds": 14 * US,
+    "backward_op_seconds": 13.4 * US,
+    "module_seconds": 2.9 * US,
+    "view_seconds": 14 * US,
+    "backward_view_seconds": 14 * US,
+    "step_seconds": 0.0,
+    "pass_seconds": 0.0,
+    "optimizer_scale": 1.0,
+}
+
+
+def faithful_spec(name: str) -> dict[str, Any] | None:
+    """The TrainSpec keyword arguments of a faithful case as the run built it (None: skipped)."""
+    from benchmarks.faithful.compare import SPECS
+
+    if name == "distilbert-seqcls-bf16":
+        return None
+    kwargs = dict(SPECS[name][0])
+    if "lora" in kwargs:
+        kwargs["lora"] = LoraSpec(**kwargs["lora"])
+        kwargs["weights_dtype"] = "auto" if "bf16base" in name else "fp32"
+    if name == "lora-qwen2-0.5b-fp32base":
+        kwargs["use_cache"] = True
+    if name == "dpo-qwen2-0.5b-bf16ref":
+        kwargs["reference_dtype"] = "bf16"
+    if name == "gpt2-default-cache-bf16":
+        kwargs["use_cache"] = True
+    return kwargs
+
+
+def calibration_rows() -> dict[str, tuple[dict[str, Any], float]]:
+    """name -> (TrainSpec keyword arguments, measured seconds) of every row the fit reads."""
+    from benchmarks.accuracy.cases import CASES
+
+    rows: dict[str, tuple[dict[str, Any], float]] = {}
+    timing = json.loads((BENCH / "timing/results/timing_h100.json").read_text())["cases"]
+    for name, record in timing.items():
+        rows[f"timing/{name}"] = (dict(CASES[name]), record["median_step_seconds"])
+    runs: dict[str, list[float]] = {}
+    faithful = json.loads((BENCH / "faithful/results/faithful_h100.json").read_text())
+    for run in faithful["runs"]:
+        if run.get("median_timed_step_seconds"):
+            runs.setdefault(run["case"], []).append(run["median_timed_step_seconds"])
+    for name, seconds in runs.items():
+        kwargs = faithful_spec(name)
+        if kwargs is not None:
+            rows[f"faithful/{name}"] = (kwargs, statistics.median(seconds))
+    return rows
+
+
+def with_fit(base: Calibration, constants: dict[str, float]) -> Calibration:
+    return dataclasses.replace(base, host_fit=dataclasses.replace(base.host_fit, **constants))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--write", action="store_true", help=f"write {OUT.name}")
+    args = parser.parse_args()
+    device = get_device("h100")
+    traced = []
+    for name, (kwargs, seconds) in calibration_rows().items():
+        spec = TrainSpec(**kwargs, device="h100")
+        trace = trace_step(spec, target=Target.of(device))
+        traced.append((name, spec, trace, seconds))
+    base = calibration()
+
+    def loss(constants: dict[str, float]) -> float:
+        cal = with_fit(base, constants)
+        errors = []
+        for _, spec, trace, seconds in traced:
+            t = step_time(
+                trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors, cal=cal
+            )
+            errors.append(abs(math.log(t.seconds / seconds)))
+        return statistics.mean(errors)
+
+    best = dict(START)
+    score = loss(best)
+    for _ in range(5):
+        moved = False
+        for name, values in GRID.items():
+            for value in values:
+                trial = dict(best, **{name: value})
+                s = loss(trial)
+                if s < score - 1e-6:
+                    best, score, moved = trial, s, True
+        if not moved:
+            break
+    print(json.dumps({"loss": round(score, 4), "constants": best}, indent=1))
+    if args.write:
+        record = {
+            "source": "benchmarks/steptime/hostfit.py: coordinate descent over a grid, "
+            "minimising the mean |log(predicted/measured)| over the rows below",
+            "fitted_on": sorted(name for name, *_ in traced),
+            "constants": {k: round(v, 9) for k, v in best.items()},
+        }
+        OUT.write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

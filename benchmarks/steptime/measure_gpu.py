@@ -1,0 +1,218 @@
+"""Time the held-out step-time cases on a CUDA GPU, each in a fresh process.
+
+    PYTHONPATH=src:. python -m benchmarks.steptime.measure_gpu --out DIR [--repeat 2]
+
+As `benchmarks/faithful/measure_gpu.py` times a step: the device synchronised before and after
+each step, wall-clock time on the host (`time.perf_counter`), `--warmup` untimed steps (where
+a DPO reference copy and the optimizer state are made), then `--timed` steps, their median
+kept. `--repeat` runs the whole list again in new processes (run-to-run noise). Writes
+DIR/steptime.json (environment + one record per case and run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.steptime.cases import CASES, VOCAB
+
+DEV = os.environ.get("STEPTIME_DEVICE", "cuda")
+
+
+def _environment() -> dict[str, Any]:
+    import torch
+    import transformers
+
+    env: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "device": torch.cuda.get_device_name(0) if DEV == "cuda" else DEV,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "transformers": transformers.__version__,
+        "python": sys.version.split()[0],
+    }
+    try:
+        import peft
+
+        env["peft"] = peft.__version__
+    except ImportError:
+        env["peft"] = None
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    env["nvidia_smi"] = smi.stdout.strip()
+    env["cpu"] = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        None,
+    )
+    return env
+
+
+def _hf(build: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
+    import torch
+    import torch.nn.functional as F
+    import transformers
+
+    from trainfit.models.catalog import lookup
+
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[build["dtype"]]
+    config = transformers.AutoConfig.for_model(**lookup(build["hf"]).config)
+    with torch.device(DEV):
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    if build.get("lora"):
+        import peft
+
+        rank = build["lora"]
+        lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, task_type="CAUSAL_LM")
+        model = peft.get_peft_model(model, lora)
+    rows = build["batch"] * (2 if build.get("dpo") else 1)
+    ids = torch.randint(0, config.vocab_size, (rows, build["seq"]), device=DEV)
+    if not build.get("dpo"):
+        return model, lambda: model(input_ids=ids, labels=ids).loss
+    ref_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[build["dpo"]]
+    holder: dict[str, Any] = {}
+    half = build["batch"]
+
+    def logps(m: Any) -> Any:
+        logits = m(input_ids=ids).logits[:, :-1].float()
+        return torch.gather(logits.log_softmax(-1), 2, ids[:, 1:, None]).squeeze(2).sum(-1)
+
+    def loss() -> Any:
+        if "ref" not in holder:  # the one-off copy a DPO trainer makes in its first step
+            holder["ref"] = copy.deepcopy(model).to(ref_dtype).eval().requires_grad_(False)
+        pol = logps(model)
+        with torch.no_grad():
+            ref = logps(holder["ref"])
+        margin = (pol[:half] - ref[:half]) - (pol[half:] - ref[half:])
+        return -F.logsigmoid(0.1 * margin).mean()
+
+    return model, loss
+
+
+def _plain(build: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
+    import torch
+    import torch.nn.functional as F
+
+    from benchmarks.steptime import models
+
+    model = getattr(models, build["factory"])().to(DEV)
+    if "tokens" in build:
+        tokens = torch.randint(0, VOCAB, (build["batch"], build["tokens"]), device=DEV)
+        return model, lambda: model(tokens)
+    x = torch.randn(build["batch"], *build["x"], device=DEV)
+    y = torch.randint(0, build["classes"], (build["batch"],), device=DEV)
+    return model, lambda: F.cross_entropy(model(x), y)
+
+
+def run_one(name: str, warmup: int, timed: int) -> dict[str, Any]:
+    import torch
+
+    build = CASES[name]["build"]
+    model, loss_fn = _hf(build) if "hf" in build else _plain(build)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optim = build.get("optim", "adamw")
+    if optim == "sgd":
+        optimizer: Any = torch.optim.SGD(params, lr=1e-3)
+    elif optim == "sgdm":
+        optimizer = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    else:
+        optimizer = torch.optim.AdamW(params, lr=1e-5)
+    autocast = "hf" in build or build.get("amp", False)
+    model.train()
+    sync = torch.cuda.synchronize if DEV == "cuda" else (lambda: None)
+    steps: list[float] = []
+    for _ in range(warmup + timed):
+        sync()
+        start = time.perf_counter()
+        with torch.autocast(DEV, dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        sync()
+        steps.append(time.perf_counter() - start)
+    return {
+        "case": name,
+        "build": build,
+        "trainable_tensors": len(params),
+        "step_seconds": steps,
+        "median_timed_step_seconds": statistics.median(steps[warmup:]),
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if DEV == "cuda" else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--cases", default="")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--timed", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--first-repeat", type=int, default=0)
+    parser.add_argument("--deadline", type=float, default=500.0)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args.warmup, args.timed)))
+        return
+    started = time.perf_counter()
+    names = [n for n in args.cases.split(",") if n] or list(CASES)
+    record: dict[str, Any] = {"environment": _environment(), "runs": []}
+    args.out.mkdir(parents=True, exist_ok=True)
+    for repeat in range(args.first_repeat, args.first_repeat + args.repeat):
+        for name in names:
+            left = args.deadline - (time.perf_counter() - started)
+            if left < 20:
+                record["runs"].append({"case": name, "repeat": repeat, "error": "deadline"})
+                continue
+            cmd = [
+                sys.executable,
+                "-m",
+                "benchmarks.steptime.measure_gpu",
+                "--one",
+                name,
+                "--warmup",
+                str(args.warmup),
+                "--timed",
+                str(args.timed),
+            ]
+            try:
+                done = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=min(left, 150), env=os.environ
+                )
+                row = (
+                    json.loads(done.stdout.strip().splitlines()[-1])
+                    if done.returncode == 0
+                    else {
+                        "case": name,
+                        "error": (done.stderr.strip().splitlines() or ["failed"])[-1],
+                    }
+                )
+            except subprocess.TimeoutExpired:
+                row = {"case": name, "error": "timeout"}
+            row["repeat"] = repeat
+            record["runs"].append(row)
+            ms = row.get("median_timed_step_seconds")
+            print(f"[{repeat}] {name}: {row.get('error') or f'{ms * 1000:.2f} ms'}", flush=True)
+            (args.out / "steptime.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

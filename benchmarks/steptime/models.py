@@ -1,0 +1,106 @@
+"""The held-out step-time cases' own models, built in code (no torchvision), importable by
+trainfit (`benchmarks.steptime.models:NAME`) and by the GPU harness alike."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch import nn
+
+from benchmarks.faithful.models import RnnLM
+
+
+class MLP(nn.Module):
+    """Linear layers with ReLU between them, then a classifier."""
+
+    def __init__(self, widths: tuple[int, ...], classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for a, b in itertools.pairwise(widths):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        layers.append(nn.Linear(widths[-1], classes))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def _mlp(widths: tuple[int, ...], classes: int) -> nn.Module:
+    return MLP(widths, classes)
+
+
+def mlp_4x512() -> nn.Module:
+    """256 -> 4 x 512 (ReLU) -> 10 classes."""
+    return _mlp((256, 512, 512, 512, 512), 10)
+
+
+def mlp_8x256() -> nn.Module:
+    """A deep narrow MLP: 64 -> 8 x 256 (ReLU) -> 10 classes."""
+    return _mlp((64, *([256] * 8)), 10)
+
+
+class _Basic(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.down: nn.Module | None = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        skip = x if self.down is None else self.down(x)
+        return self.relu(out + skip)
+
+
+class ResNet18(nn.Module):
+    """ResNet-18 as torchvision builds it (blocks [2, 2, 2, 2]), written out here."""
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 64, 7, 2, 3, bias=False),
+            nn.BatchNorm2d(64),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2, 1),
+        )
+        blocks: list[nn.Module] = []
+        cin = 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            blocks += [_Basic(cin, cout, stride), _Basic(cout, cout, 1)]
+            cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+def resnet18() -> nn.Module:
+    return ResNet18()
+
+
+def lstm_h128_1l() -> nn.Module:
+    """A one-layer LSTM language model at hidden 128 (cuDNN's persistent kernel)."""
+    return RnnLM("LSTM", 1, hidden=128, embed=128)
+
+
+def gru_h128_2l() -> nn.Module:
+    """A two-layer GRU at hidden 128: 3 x 128 x 128 recurrent weights, under the persistent
+    kernel's size by the rule."""
+    return RnnLM("GRU", 2, hidden=128, embed=128)
+
+
+def rnn_tanh_h384_2l() -> nn.Module:
+    """A two-layer RNN_TANH at hidden 384: 384 x 384 recurrent weights, over the persistent
+    kernel's size by the rule."""
+    return RnnLM("RNN_TANH", 2, hidden=384, embed=128)

@@ -1,0 +1,71 @@
+"""trainfit's step-time predictions for the held-out cases, written before their first run.
+
+    PYTHONPATH=src:. python -m benchmarks.steptime.predict
+
+Writes `results/heldout_predictions.json` (to be committed before the GPU measures the cases;
+`compare.py` reads it, never recomputed figures).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+import trainfit
+from benchmarks.steptime.cases import CASES
+from trainfit.spec import LoraSpec
+
+RESULTS = Path(__file__).parent / "results"
+PREDICTIONS = RESULTS / "heldout_predictions.json"
+
+
+def spec_kwargs(name: str) -> dict[str, Any]:
+    kwargs = dict(CASES[name]["spec"])
+    if "lora" in kwargs:
+        kwargs["lora"] = LoraSpec(**kwargs["lora"])
+    return kwargs
+
+
+def predict(name: str) -> dict[str, Any]:
+    est = trainfit.estimate(device="h100", **spec_kwargs(name))
+    step = est.step_time
+    assert step is not None, f"{name}: no step time"
+    return {
+        "step_seconds": step.seconds,
+        "host_bound_share": step.host_bound_share,
+        "forward_seconds": step.forward_seconds,
+        "backward_seconds": step.backward_seconds,
+        "optimizer_seconds": step.optimizer_seconds,
+    }
+
+
+def main() -> None:
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    record = {
+        "predicted": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rules_at": commit,
+        "device": "h100",
+        "versions": {
+            "trainfit": importlib.metadata.version("trainfit"),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        },
+        "cases": {name: predict(name) for name in CASES},
+    }
+    RESULTS.mkdir(exist_ok=True)
+    PREDICTIONS.write_text(json.dumps(record, indent=1) + "\n")
+    for name, p in record["cases"].items():
+        print(f"{name}: {p['step_seconds'] * 1000:.2f} ms (host-bound {p['host_bound_share']:.0%})")
+
+
+if __name__ == "__main__":
+    main()

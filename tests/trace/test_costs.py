@@ -1,0 +1,54 @@
+"""Op costs: which ops record an autograd node, and which iteration's passes a step's costs are."""
+
+from __future__ import annotations
+
+import torch
+
+from trainfit.trace.costs import CostLog, OpCost, OpKind, graph_op
+from trainfit.training import Phase
+
+
+def test_an_op_records_an_autograd_node_only_in_grad_mode_with_an_input_requiring_grad() -> None:
+    x = torch.randn(2, 4)
+    w = torch.randn(4, 4, requires_grad=True)
+    frozen = torch.randn(4, 4)
+    assert graph_op((x, w), {})
+    assert graph_op((x,), {"weight": [w]})
+    assert not graph_op((x, frozen), {})
+    with torch.no_grad():
+        assert not graph_op((x, w), {})
+
+
+def _op(n: int) -> OpCost:
+    return OpCost(OpKind.MEMORY, "fp32", 0, n, 1)
+
+
+def test_a_step_is_the_steady_iteration_when_it_was_traced_in_full() -> None:
+    log = CostLog()
+    # iteration 0: a one-off copy (two ops) before the forward's own op
+    for n, phase in ((1, Phase.FORWARD), (2, Phase.FORWARD), (3, Phase.FORWARD)):
+        log.add(_op(n), 0, phase)
+    log.add(_op(4), 0, Phase.BACKWARD)
+    log.add(_op(5), 0, Phase.OPTIMIZER)
+    log.add(_op(3), 1, Phase.FORWARD)
+    log.add(_op(4), 1, Phase.BACKWARD)
+    log.add(_op(6), 1, Phase.OPTIMIZER)
+    costs = log.step_costs()
+    assert costs is not None
+    assert [costs.table[i].bytes for i in costs.forward] == [3]
+    assert [costs.table[i].bytes for i in costs.backward] == [4]
+    assert [costs.table[i].bytes for i in costs.optimizer] == [6]
+
+
+def test_a_replayed_iteration_takes_the_first_iterations_passes() -> None:
+    log = CostLog()
+    log.add(_op(1), 0, Phase.FORWARD)
+    log.add(_op(2), 0, Phase.BACKWARD)
+    log.add(_op(3), 0, Phase.OPTIMIZER)
+    log.add(_op(7), 1, Phase.BACKWARD)  # the replay's own bookkeeping, no forward
+    log.add(_op(4), 1, Phase.OPTIMIZER)
+    costs = log.step_costs()
+    assert costs is not None
+    assert [costs.table[i].bytes for i in costs.forward] == [1]
+    assert [costs.table[i].bytes for i in costs.backward] == [2]
+    assert [costs.table[i].bytes for i in costs.optimizer] == [4]
