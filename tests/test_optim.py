@@ -268,6 +268,15 @@ def trainfit_zoo_mlp() -> nn.Module:
     return zoo.emotion_mlp()
 
 
+def test_the_measured_optimizer_takes_the_path() -> None:
+    weight = nn.Parameter(torch.zeros(4, 4))
+    fused = measured_optimizer(OptimizerKind.ADAMW, [weight], OptimizerPath.FUSED)
+    assert fused.defaults["fused"] is True
+    loop = measured_optimizer(OptimizerKind.ADAFACTOR, [weight], OptimizerPath.FOR_LOOP)
+    assert loop.defaults["foreach"] is False
+    assert measured_optimizer(OptimizerKind.ADAMW, [weight]).defaults["foreach"] is None
+
+
 def test_a_path_the_optimizer_lacks_is_refused() -> None:
     with pytest.raises(SpecError, match="no fused implementation"):
         traced_optimizer(OptimizerKind.ADAFACTOR, [], True, OptimizerPath.FUSED)

@@ -110,6 +110,13 @@ def test_a_decoder_classifier_gets_a_padding_token(tmp_path: Path) -> None:
     assert program.model.config.pad_token_id == 3
 
 
+def test_a_class_of_several_tasks_takes_the_model_types_usual_one() -> None:
+    config = transformers.BartConfig(encoder_layers=1, decoder_layers=1, d_model=32)
+    config.architectures = ["BartForConditionalGeneration"]  # a masked and a seq2seq LM
+    chosen = choose_class(config, None, None, "here")
+    assert (chosen.name, chosen.task) == ("BartForConditionalGeneration", HfTask.SEQ2SEQ_LM)
+
+
 def test_a_headless_architecture_takes_the_model_types_task(tmp_path: Path) -> None:
     config = transformers.BertConfig(**BERT)
     chosen = choose_class(config, None, None, "here")

@@ -150,12 +150,19 @@ def _classes_of(task: HfTask, model_type: str) -> tuple[str, ...]:
     return (names,) if isinstance(names, str) else tuple(names)
 
 
-def _task_of_class(name: str) -> HfTask | None:
-    for task in HfTask:
-        for names in _mapping_names(task).values():
-            if name == names or (isinstance(names, tuple) and name in names):
-                return task
-    return None
+def _task_of_class(name: str, model_type: str) -> HfTask | None:
+    """The task whose auto class builds `name`; where several do (BART's conditional generation
+    is both a masked and a sequence-to-sequence LM), the model type's usual task among them."""
+    tasks = [
+        task
+        for task in HfTask
+        for names in _mapping_names(task).values()
+        if name == names or (isinstance(names, tuple) and name in names)
+    ]
+    usual = _TASK_BY_MODEL_TYPE.get(model_type)
+    if usual in tasks:
+        return usual
+    return tasks[0] if tasks else None
 
 
 def _headless(name: str) -> bool:
@@ -183,7 +190,9 @@ def choose_class(
         task, reason = parse_task(task_option), ClassReason.TASK_OPTION
     elif catalog_task is not None:
         task, reason = parse_task(catalog_task), ClassReason.CATALOG
-    elif architecture is not None and (found := _task_of_class(architecture)) is not None:
+    elif (
+        architecture is not None and (found := _task_of_class(architecture, model_type)) is not None
+    ):
         return ModelClass(
             name=architecture,
             task=found,
