@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint-modules",
         default=None,
         metavar="GLOB",
-        help="modules to checkpoint in a plain module (default: the blocks of every outer ModuleList)",
+        help="modules to checkpoint in a plain module (default: every outer ModuleList's blocks)",
     )
     parser.add_argument(
         "--freeze",
