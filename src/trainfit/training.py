@@ -124,9 +124,7 @@ def _outer_lists(lists: list[tuple[str, nn.Module]]) -> list[tuple[str, nn.Modul
     """The ModuleLists not inside another: every list of blocks of the network (an encoder's
     and a decoder's), not the lists inside a block."""
     names = [n for n, _ in lists]
-    return [
-        (n, m) for n, m in lists if not any(n.startswith(f"{o}.") for o in names if o != n)
-    ]
+    return [(n, m) for n, m in lists if not any(n.startswith(f"{o}.") for o in names if o != n)]
 
 
 def _checkpoint_forward(module: nn.Module) -> None:
