@@ -58,6 +58,15 @@ def test_hours_summed_over_models(plans) -> None:
     assert check.trainfit == pytest.approx(sum(hours)) and check.model == "a + b"
 
 
+def test_local_and_cloud_costs(plans) -> None:
+    d = plans[0].devices[0]
+    local = next(c for c in d.costs if c.kind == "local")
+    check = _check(plans, device="rtx-4060", quantity="cost_usd")
+    assert check.trainfit == pytest.approx(round(local.total, 2))
+    mac = _check(plans, device="m4-pro-16gb", quantity="cost_usd", gpus=1)
+    assert mac.trainfit is not None
+
+
 def test_largest_micro_batch_fits_and_trainable_share(plans) -> None:
     d = plans[0].devices[0]
     largest = _check(plans, device="rtx-4060", quantity="max_micro_batch")

@@ -296,7 +296,7 @@ def _trainfit(
         if q == "price_usd":
             return device.name, price_usd(device), ""
         return device.name, _DEVICE[q](device, _run(model)), ""
-    if q not in (*_PER_DEVICE, *OTHER_PER_DEVICE, "checkpointing_saves_percent"):
+    if q not in (*_PER_DEVICE, *OTHER_PER_DEVICE, "checkpointing_saves_percent", "cost_usd"):
         raise TrainfitError(f"quantity {q!r} is not one of {', '.join(QUANTITIES)}")
     names = sorted({d.device for s in model.stages for d in s.plan.devices})
     device = claim.device
