@@ -546,4 +546,5 @@ def _check(
         setting=claim.setting,
         gpus=claim.gpus,
         samples=run.samples,
+        component=claim.component,
     )

@@ -251,7 +251,7 @@ def usd_per_hour(d: DevicePlan) -> Found:
         return Found(value=min(rates))
     if d.setting is None:
         return does_not_fit(d)
-    return nothing(NoFigure.NO_PRICE, d.device)
+    return nothing(NoFigure.NO_PRICE, d.device, "the catalog has no cloud instance of it")
 
 
 def combined(found: list[Found], combine: str) -> Found:

@@ -213,6 +213,8 @@ class ClaimCheck:
     """The GPUs the claim is about, when it names them."""
     samples: int | None = None
     """The run's samples per epoch (what a dataset_assumed reason names)."""
+    component: tuple[str, ...] = ()
+    """component_gib: the breakdown's components summed."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

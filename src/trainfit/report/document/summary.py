@@ -95,7 +95,8 @@ def missing_text(m: Missing) -> str:
     words = {
         NoFigure.NO_STEP_TIME: m.detail or f"no step time on {m.device}",
         NoFigure.NO_RUN: "no data size given, so no run hours or costs",
-        NoFigure.NO_PRICE: f"no catalog price for {m.device}",
+        NoFigure.NO_PRICE: f"no catalog price for {m.device}"
+        + (f" ({m.detail})" if m.detail else ""),
         NoFigure.NO_POWER: f"no power figure for {m.device} in the catalog",
         NoFigure.NO_BREAKDOWN: f"no memory breakdown kept for {m.device}",
         NoFigure.NO_INFERENCE: m.detail or "no inference figure",
@@ -125,14 +126,29 @@ def verdict_text(c: ClaimCheck) -> str:
     return f"DISAGREES: {why}"
 
 
-def _figure(c: ClaimCheck) -> str:
+def _numbers(c: ClaimCheck) -> str:
+    """The claim's short name, setting, and document vs trainfit with the unit."""
     name, unit = _UNITS.get(c.quantity, (c.quantity, ""))
+    if c.component:
+        name = " + ".join(c.component)
     doc = f"{c.low:g}" if c.low == c.high else f"{c.low:g}-{c.high:g}"
     ours = "-" if c.trainfit is None else num(c.trainfit, ",.3g")
     unit = f" {unit}" if unit else ""
     at = "" if c.setting is None else f" at {setting_text(c.setting, c.gpus)}"
     on = f" on {c.gpus} GPU" + ("s" if c.gpus > 1 else "") if c.gpus and not c.setting else ""
-    return f"{name}{at}{on}: {doc} vs {ours}{unit}, {verdict_text(c)}"
+    return f"{name}{at}{on}: {doc} vs {ours}{unit}"
+
+
+def _figure(c: ClaimCheck) -> str:
+    return f"{_numbers(c)}, {verdict_text(c)}"
+
+
+def _grouped(claims: list[ClaimCheck]) -> str:
+    """The claims by verdict (and reason): "[agrees] a; b. [DISAGREES: why] c." """
+    groups: dict[str, list[str]] = {}
+    for c in claims:
+        groups.setdefault(verdict_text(c), []).append(_numbers(c))
+    return " ".join(f"[{verdict}] {'; '.join(items)}." for verdict, items in groups.items())
 
 
 def _row_figures(d: DevicePlan, plan: Plan) -> tuple[str, str, str, str, str]:
@@ -159,30 +175,46 @@ def _row_figures(d: DevicePlan, plan: Plan) -> tuple[str, str, str, str, str]:
     )
 
 
+def _stages_row(model: ModelSection, name: str) -> tuple[str, ...]:
+    """A device's cells over a schedule's stages: the schedule's fits, peak, hours and local
+    cost; each stage's setting (once where they are the same)."""
+    cells = [
+        _row_figures(d, stage.plan)
+        for stage in model.stages
+        for d in stage.plan.devices
+        if d.device == name
+    ]
+    if len(cells) == 1:
+        return cells[0]
+    settings = list(dict.fromkeys(c[1] for c in cells))
+    setting = (
+        settings[0]
+        if len(settings) == 1
+        else "; ".join(f"stage {i}: {c[1]}" for i, c in enumerate(cells, 1))
+    )
+    sched = next((d for d in model.schedule if d.device == name), None)
+    if sched is None:
+        return ("; ".join(c[0] for c in cells), setting, *cells[-1][2:])
+    local = next((v for option, v in sched.costs if option.startswith("local")), None)
+    return (
+        "yes" if sched.fits else "no",
+        setting,
+        gib(sched.peak_needed_bytes),
+        amount(sched.hours),
+        num(local),
+    )
+
+
 def _rows(model: ModelSection, claims: list[ClaimCheck]) -> list[tuple[str, ...]]:
     rows = []
     names = list(dict.fromkeys(d.device for s in model.stages for d in s.plan.devices))
     for name in names:
-        cells = [
-            _row_figures(d, stage.plan)
-            for stage in model.stages
-            for d in stage.plan.devices
-            if d.device == name
-        ]
-        merged = (
-            cells[0]
-            if len(cells) == 1
-            else tuple(
-                "; ".join(f"stage {i}: {c[k]}" for i, c in enumerate(cells, 1)) for k in range(5)
-            )
-        )
         mine = [
             c
             for c in claims
             if c.model == model.name and c.device == name and c.quantity not in DEVICE_LEVEL
         ]
-        figures = "; ".join(_figure(c) for c in mine) or "-"
-        rows.append((model.name, name, *merged, figures))
+        rows.append((model.name, name, *_stages_row(model, name), _grouped(mine) or "-"))
     return rows
 
 
@@ -192,7 +224,7 @@ def summary_blocks(report: Report) -> list[Block]:
     rows = [r for m in report.models for r in _rows(m, claims)]
     placed = {(r[0], r[1]) for r in rows}
     others = [
-        ("-" if c.quantity in DEVICE_LEVEL else c.model, c.device or "-", _figure(c), c.source)
+        ("-" if c.quantity in DEVICE_LEVEL else c.model, c.device or "-", _figure(c))
         for c in claims
         if (c.model, c.device) not in placed or c.quantity in DEVICE_LEVEL
     ]
