@@ -132,7 +132,7 @@ def _numbers(c: ClaimCheck) -> str:
     if c.component:
         name = " + ".join(c.component)
     doc = f"{c.low:g}" if c.low == c.high else f"{c.low:g}-{c.high:g}"
-    ours = "-" if c.trainfit is None else num(c.trainfit, ",.3g")
+    ours = "-" if c.trainfit is None else num(c.trainfit, ",.4g")
     unit = f" {unit}" if unit else ""
     at = "" if c.setting is None else f" at {setting_text(c.setting, c.gpus)}"
     on = f" on {c.gpus} GPU" + ("s" if c.gpus > 1 else "") if c.gpus and not c.setting else ""
