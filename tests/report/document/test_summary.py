@@ -63,7 +63,8 @@ def test_the_report_opens_with_a_row_per_model_and_device() -> None:
     assert f"{d.setting.micro_batch} x {d.setting.grad_accum}" in row
     assert "hours: 100 vs" in row and "DISAGREES: data loading not included" in row
     assert any(line.startswith("| mlp | h100 | yes |") for line in lines)
-    assert "| mlp | - | parameters: 0.233 vs 0.233 M, agrees |" in md
+    assert "| model | device or instance | the document's figure: document vs trainfit |" in md
+    assert "| mlp | - | parameters: 0.233 vs " in md
     page = to_html(report)
     assert "<details><summary>Details: mlp</summary>" in page
     assert page.index("<h2>Summary</h2>") < page.index("<details>")

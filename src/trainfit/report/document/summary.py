@@ -255,5 +255,6 @@ def summary_blocks(report: Report) -> list[Block]:
         ),
     ]
     if others:
-        out.append(_t(("model", "device or instance", "document vs trainfit", "source"), others))
+        header = ("model", "device or instance", "the document's figure: document vs trainfit")
+        out.append(_t(header, others))
     return out
