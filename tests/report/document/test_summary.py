@@ -38,6 +38,9 @@ def test_verdicts_name_the_reason_or_why_there_is_no_figure() -> None:
     assert verdict_text(_check(missing=short)) == (
         "not computed: does not fit one a100-40gb: needs 80.00 GiB of 36.00 GiB usable"
     )
+    assert verdict_text(_check(missing=short, reason="states_left_out")).endswith(
+        "usable; the document leaves out fp32 gradients and optimizer state"
+    )
 
 
 @pytest.mark.parametrize("why", list(NoFigure))

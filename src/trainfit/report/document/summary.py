@@ -119,7 +119,9 @@ def setting_text(s: ClaimSetting, gpus: int | None) -> str:
 def verdict_text(c: ClaimCheck) -> str:
     """agrees / disagrees / not computed, with the reason in a phrase."""
     if c.trainfit is None:
-        return "not computed: " + (missing_text(c.missing) if c.missing else "no figure")
+        why = missing_text(c.missing) if c.missing else "no figure"
+        also = reason_text(c)
+        return f"not computed: {why}" + (f"; {also}" if also else "")
     if c.agrees:
         return "agrees" + (f" ({reason_text(c)})" if reason_text(c) else "")
     why = reason_text(c) or "no reason given"
