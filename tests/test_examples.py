@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from trainfit.report.document import QUANTITIES as _QUANTITIES
+from trainfit.report.document.claims import REASONS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +34,12 @@ def _regenerate():
 regenerate = _regenerate()
 SPECS = regenerate.specs()
 QUANTITIES = set(_QUANTITIES)
+
+
+def test_no_claim_is_left_commented_out() -> None:
+    for spec in SPECS:
+        text = spec.read_text(encoding="utf-8")
+        assert "# - what:" not in text and "Not compared" not in text, spec
 
 
 def test_every_seed_has_a_spec() -> None:
@@ -55,8 +62,11 @@ def test_spec_claims_are_well_formed(spec: Path) -> None:
         assert claim["quantity"] in QUANTITIES, claim
         assert claim["source"].startswith(spec.parent.name[:3]), claim["source"]
         assert "'" in claim["source"] or '"' in claim["source"], "the source quotes its line"
-        if len(names) > 1:  # NB: with several models a claim names its model
-            assert claim.get("model") in names, claim
+        if len(names) > 1:  # NB: with several models a claim names its model (or models)
+            assert claim.get("model") in names or set(claim.get("models") or ()) <= names, claim
+            assert claim.get("model") or claim.get("models"), claim
+        if claim.get("reason") is not None:
+            assert claim["reason"] in REASONS, claim
         value = claim["value"]
         values = value if isinstance(value, list) else [value]
         assert all(isinstance(v, int | float) for v in values), claim

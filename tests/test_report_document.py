@@ -33,6 +33,8 @@ from trainfit.report.document import (
     write_plots,
     write_report,
 )
+from trainfit.report.document.model import Missing, NoFigure
+from trainfit.report.document.summary import verdict_text
 from trainfit.spec import LoraSpec, OptimizerKind, Precision
 from trainfit.timing.run import RunSpec
 
@@ -93,6 +95,7 @@ CLAIMS = (
         "value": 99.0,
         "source": "seed §RTX 4060",
         "why": "the document counts the whole card",
+        "reason": "whole_system",
     },
     {"what": "model size", "quantity": "params_millions", "value": [30, 40], "source": "seed"},
 )
@@ -153,8 +156,9 @@ def _headings(md: str) -> list[str]:
 def test_markdown_sections_and_rows(report, planned) -> None:
     md = to_markdown(report)
     headings = _headings(md)
-    assert headings[:10] == [
+    assert headings[:11] == [
         "# Wide MLP <on> three GPUs",
+        "## Summary",
         "## Quick comparison",
         "## Memory breakdown",
         "## Recommended settings",
@@ -210,18 +214,20 @@ def test_claims_are_compared_and_disagreements_flagged(report, planned) -> None:
     assert size.agrees is True
     md = to_markdown(report)
     assert (
-        f"| peak memory on the RTX 4060 | wide | rtx-4060 | memory_gib | 99 | {needed:,.4g} | "
-        f"{needed / 99:.2f} | DISAGREES (>25%) | seed §RTX 4060 | the document counts the "
-        "whole card |" in md
+        f"| peak memory on the RTX 4060 | wide | rtx-4060 | memory_gib | the plan's | 99 | "
+        f"{needed:,.4g} | {needed / 99:.2f} | DISAGREES: the document counts the whole "
+        "machine, trainfit the GPU | seed §RTX 4060 | the document counts the whole card |" in md
     )
-    assert "| model size | wide | - | params_millions | 30-40 |" in md
+    assert "| model size | wide | - | params_millions | the plan's | 30-40 |" in md
 
 
 def test_a_claim_on_a_device_without_a_setting_has_no_trainfit_figure(planned) -> None:
     claim = {"what": "tiny", "device": "tiny-gpu", "quantity": "memory_gib", "value": 0.8}
     (check,) = build_report([planned], claims=[claim], names=["wide"]).claims
     assert (check.trainfit, check.ratio, check.agrees) == (None, None, None)
-    assert check.note == "no setting fits on this device"
+    assert check.missing is not None and check.missing.why is NoFigure.DOES_NOT_FIT
+    assert check.missing.device == "tiny-gpu"
+    assert verdict_text(check).startswith("not computed: does not fit one tiny-gpu")
 
 
 def test_a_claim_that_cannot_be_found_is_an_error_naming_it(planned) -> None:
@@ -236,8 +242,8 @@ def test_a_claim_that_cannot_be_found_is_an_error_naming_it(planned) -> None:
     text = str(info.value)
     assert "claim 'on a TPU': device 'tpu-v5' is not in the plan of wide" in text
     assert (
-        "claim 'speed': quantity 'furlongs' is not one of cost_usd, decode_tokens_per_second, "
-        "gpus, hours, inference_memory_gib, latency_ms, memory_gib" in text
+        "claim 'speed': quantity 'furlongs' is not one of checkpointing_saves_percent, "
+        "component_gib, cost_usd, decode_tokens_per_second, electricity_usd, fits, gpus" in text
     )
     assert "claim 'other model': model 'llama' is not in the plan: one of wide" in text
     assert "claim 'which device': name its device: one of h100, rtx-4060, tiny-gpu" in text
@@ -285,7 +291,9 @@ def test_html_is_self_contained_and_escaped(report, tmp_path) -> None:
         if line.startswith("## "):
             title = line[3:].replace("'", "&#x27;")
             assert f"<h2>{title}</h2>" in page
-    assert '<td class="bad">DISAGREES (&gt;25%)</td>' in page
+    assert '<td class="bad">DISAGREES: the document counts the whole machine' in page
+    assert page.count("<details>") == page.count("</details>") >= 3
+    assert "<details><summary>Details: wide</summary>" in page
     assert tmp_path / "report.html" == written[-1]
     assert (
         (tmp_path / "configs/wide/config_rtx-4060.yaml")
@@ -474,17 +482,13 @@ def test_a_claim_on_a_device_whose_time_is_not_modelled_says_so(planned) -> None
     ]
     report = build_report([untimed], claims=claims, names=["wide"])
     step, hours, memory = report.claims
-    fits = (
-        f"the setting fits: micro-batch {setting.micro_batch} x {setting.grad_accum}, "
-        f"{setting.needed_bytes / GIB:.2f} GiB"
-    )
     for check in (step, hours):
         assert check.trainfit is None
-        assert check.note == f"{why}; {fits}"
-        assert "no setting fits" not in check.note
+        assert check.missing == Missing(why=NoFigure.NO_STEP_TIME, device="rtx-4060", detail=why)
+        assert verdict_text(check) == f"not computed: {why}"
     assert memory.trainfit == pytest.approx(setting.needed_bytes / GIB)
     md = to_markdown(report)
-    assert "no setting fits" not in md and f"rtx-4060: {why}" in md
+    assert "does not fit one rtx-4060" not in md and f"rtx-4060: {why}" in md
     assert f"{setting.micro_batch} x {setting.grad_accum}" in md
 
 
@@ -523,7 +527,11 @@ def test_inference_claims_match_model_device_precision_and_batch(planned) -> Non
     assert latency.agrees is False
     assert memory.trainfit == 3.0 and memory.agrees is True
     assert (mac.trainfit, mac.agrees) == (None, None)
-    assert mac.note == "inference is estimated for CUDA GPUs"
+    assert mac.missing == Missing(
+        why=NoFigure.NO_INFERENCE,
+        device="m4-pro-16gb",
+        detail="inference is estimated for CUDA GPUs",
+    )
 
 
 def test_inference_claims_that_cannot_be_matched_name_the_choices(planned) -> None:

@@ -333,7 +333,10 @@ def test_every_problem_at_once_in_line_order() -> None:
         "spec.yaml:12: margin: expected a number, got true",
         "spec.yaml:14: claims[0].quantity: expected one of memory_gib | micro_batch | gpus | "
         "step_seconds | hours | cost_usd | params_millions | tokens_per_second | latency_ms | "
-        "decode_tokens_per_second | inference_memory_gib, got 'memory'",
+        "decode_tokens_per_second | inference_memory_gib | max_micro_batch | fits | "
+        "trainable_percent | component_gib | usable_gib | weights_gib | power_watts | "
+        "electricity_usd | ownership_usd | price_usd | usd_per_hour | "
+        "checkpointing_saves_percent, got 'memory'",
     ]
 
 

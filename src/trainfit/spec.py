@@ -286,7 +286,7 @@ class TrainSpec:
     """Gradient (activation) checkpointing."""
     checkpoint_modules: str | None = None
     """For plain modules: glob of qualified module names to checkpoint; default is the blocks of
-    the largest ModuleList."""
+    every ModuleList not inside another."""
     freeze: tuple[str, ...] = ()
     """Glob patterns of parameter names that are frozen (requires_grad=False)."""
     grad_clip: float | None = None

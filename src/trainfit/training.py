@@ -105,8 +105,10 @@ def enable_checkpointing(program: StepProgram, pattern: str | None) -> list[str]
                     "name the modules with --checkpoint-modules GLOB"
                 ]
             )
-        name, blocks = max(lists, key=lambda item: sum(p.numel() for p in item[1].parameters()))
-        targets = [(f"{name}.{i}", block) for i, block in enumerate(blocks)]
+        targets = [
+            (f"{name}.{i}", block) for name, blocks in _outer_lists(lists) for i, block in
+            enumerate(blocks)
+        ]  # fmt: skip
     else:
         targets = [
             (n, m) for n, m in model.named_modules() if n and fnmatch.fnmatchcase(n, pattern)
@@ -116,6 +118,13 @@ def enable_checkpointing(program: StepProgram, pattern: str | None) -> list[str]
     for _, module in targets:
         _checkpoint_forward(module)
     return [n for n, _ in targets]
+
+
+def _outer_lists(lists: list[tuple[str, nn.Module]]) -> list[tuple[str, nn.Module]]:
+    """The ModuleLists not inside another: every list of blocks of the network (an encoder's
+    and a decoder's), not the lists inside a block."""
+    names = [n for n, _ in lists]
+    return [(n, m) for n, m in lists if not any(n.startswith(f"{o}.") for o in names if o != n)]
 
 
 def _checkpoint_forward(module: nn.Module) -> None:

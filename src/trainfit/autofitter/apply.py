@@ -4,8 +4,8 @@
 Checkpointing on a transformers model is its own `gradient_checkpointing_enable` (non-reentrant);
 on a plain module each block's `forward` is wrapped in `torch.utils.checkpoint.checkpoint`
 (non-reentrant), the blocks chosen as the estimate chose them (`training.enable_checkpointing`:
-the largest `nn.ModuleList`, or the modules a glob names). Applying again first undoes what an
-earlier fit applied, so a re-plan can turn checkpointing off.
+every `nn.ModuleList` not inside another, or the modules a glob names). Applying again first
+undoes what an earlier fit applied, so a re-plan can turn checkpointing off.
 """
 
 from __future__ import annotations

@@ -79,8 +79,8 @@ def autofit(
     - `device`: a catalog name (`trainfit devices`) or "cuda"/"cuda:N"/"mps"/"cpu"; None: this
       machine's device. A catalog device of another kind than this machine's is estimated only.
     - `precision`, `checkpointing`: None lets the plan choose; a value forces it.
-    - `checkpoint_modules`: glob of the modules to checkpoint (default: the blocks of the largest
-      `nn.ModuleList`; transformers' own checkpointing on its models).
+    - `checkpoint_modules`: glob of the modules to checkpoint (default: the blocks of every
+      `nn.ModuleList` not inside another; transformers' own checkpointing on its models).
     - `freeze`: glob patterns of parameter names to freeze, every other parameter trains; None
       keeps the model's `requires_grad` as it is.
     - `micro_batch`: force the micro-batch (checked against the estimate).

@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint-modules",
         default=None,
         metavar="GLOB",
-        help="modules to checkpoint in a plain module (default: largest ModuleList)",
+        help="modules to checkpoint in a plain module (default: every outer ModuleList's blocks)",
     )
     memory.add_argument(
         "--freeze",

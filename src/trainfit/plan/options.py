@@ -253,7 +253,8 @@ class DevicePlan:
     """One optimizer step of the chosen setting on one GPU (modelled)."""
     step_times: tuple[tuple[int, StepTime], ...] = ()
     """For 2, 4, 8 and 16 GPUs (those the effective batch splits over): one GPU's step over
-    its share, the chosen micro-batch or less (data parallel)."""
+    its share, the chosen micro-batch or less (data parallel); its samples and tokens per
+    second are those of all the GPUs together (`trainfit.plan.times.over_gpus`)."""
     no_time: NoStepTime | None = None
     """Why there is no step time, when there is none (`trainfit.plan.words.time_text`)."""
     run: RunTime | None = None

@@ -61,8 +61,21 @@ def step_times(
         micro_n, accum_n = split(effective // n, micro)
         step = _step_time(spec, device, scaling, micro_n, accum_n)
         if step is not None:
-            shares.append((n, step))
+            shares.append((n, over_gpus(step, n)))
     return {"step_time": one, "step_times": tuple(shares)}
+
+
+def over_gpus(step: StepTime, gpus: int) -> StepTime:
+    """One GPU's step over its share of a data-parallel step, with the throughput of all
+    `gpus` together: each GPU takes its share in the same time, so `gpus` times the samples
+    (and tokens) a second of one GPU."""
+    return dataclasses.replace(
+        step,
+        samples_per_second=step.samples_per_second * gpus,
+        tokens_per_second=(
+            None if step.tokens_per_second is None else step.tokens_per_second * gpus
+        ),
+    )
 
 
 def _step_time(

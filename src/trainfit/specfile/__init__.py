@@ -19,6 +19,8 @@ from trainfit.specfile.run import FilesWritten, PlanFileResult, PlanResult, run_
 from trainfit.specfile.schema import (
     Claim,
     ClaimQuantity,
+    ClaimReason,
+    ClaimSetting,
     Cost,
     Data,
     Inference,
@@ -36,6 +38,8 @@ __all__ = [
     "FIELDS",
     "Claim",
     "ClaimQuantity",
+    "ClaimReason",
+    "ClaimSetting",
     "Cost",
     "Data",
     "Field",

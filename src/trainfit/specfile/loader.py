@@ -166,7 +166,14 @@ def _check_claims(planfile: PlanFile, reader: _Reader) -> None:
                 f"{path}.model: {claim.model!r} is not a model of this file "
                 f"(models: {', '.join(names)})",
             )
-        elif claim.model is None and len(names) > 1:
+        for other in claim.models or ():
+            if other not in names:
+                reader.problem(
+                    reader.lines.get(f"{path}.models", line),
+                    f"{path}.models: {other!r} is not a model of this file "
+                    f"(models: {', '.join(names)})",
+                )
+        if claim.model is None and not claim.models and len(names) > 1:
             reader.problem(line, f"{path}: name its model (one of {', '.join(names)})")
         if isinstance(claim.value, list) and (
             len(claim.value) != 2 or claim.value[0] > claim.value[1]

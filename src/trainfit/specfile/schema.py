@@ -30,6 +30,73 @@ class ClaimQuantity(str, Enum):
     LATENCY_MS = "latency_ms"
     DECODE_TOKENS_PER_SECOND = "decode_tokens_per_second"
     INFERENCE_MEMORY_GIB = "inference_memory_gib"
+    MAX_MICRO_BATCH = "max_micro_batch"
+    FITS = "fits"
+    TRAINABLE_PERCENT = "trainable_percent"
+    COMPONENT_GIB = "component_gib"
+    USABLE_GIB = "usable_gib"
+    WEIGHTS_GIB = "weights_gib"
+    POWER_WATTS = "power_watts"
+    ELECTRICITY_USD = "electricity_usd"
+    OWNERSHIP_USD = "ownership_usd"
+    PRICE_USD = "price_usd"
+    USD_PER_HOUR = "usd_per_hour"
+    CHECKPOINTING_SAVES_PERCENT = "checkpointing_saves_percent"
+
+
+class ClaimReason(str, Enum):
+    """Why a document's figure and trainfit's differ, as the spec file gives it (the report
+    renders it in a phrase)."""
+
+    DATA_LOADING = "data_loading"
+    """The document's time includes loading and preprocessing data; trainfit times the step."""
+    DATASET_ASSUMED = "dataset_assumed"
+    """The document gives no dataset size: the run's is a guess."""
+    MODEL_GUESSED = "model_guessed"
+    """The document does not describe the model's layers: trainfit's is a reconstruction."""
+    STATES_LEFT_OUT = "states_left_out"
+    """The document leaves out full fine-tuning's fp32 gradients and optimizer state."""
+    USABLE_MEMORY = "usable_memory"
+    """trainfit takes Metal's recommended working set (2/3 of the RAM) as usable."""
+    NO_DEVICE_SYNC = "no_device_sync"
+    """The document's benchmark times a forward without synchronising the device."""
+    WHOLE_SYSTEM = "whole_system"
+    """The document counts the whole machine; trainfit the GPU (board power, card price)."""
+    PRICE_IMPLIED = "price_implied"
+    """The document's cost implies an electricity price far from trainfit's."""
+    SELF_CONTRADICTORY = "self_contradictory"
+    """The document's own figures for the same thing disagree."""
+    BUDGET_SCOPE = "budget_scope"
+    """The document's budget covers more than the training run trainfit prices."""
+    HEAD_COUNTED = "head_counted"
+    """trainfit counts a layer the document's figure leaves out (a classifier head)."""
+    CONTEXT_FLOOR = "context_floor"
+    """The CUDA context, not the model, is most of the memory of a model this small."""
+    CAUTION = "caution"
+    """The document's setting is a cautious choice, not the device's limit."""
+    AT_THE_PEAK = "at_the_peak"
+    """trainfit's component is what is live at the step's peak, not its largest size."""
+    COMPUTE_BOUND = "compute_bound"
+    """The GPU is busy at the smaller batch already: a larger one takes as long per sample."""
+    FROZEN_NOT_KEPT = "frozen_not_kept"
+    """A frozen backbone keeps no activations for backward."""
+    NOT_MODELLED_HERE = "not_modelled_here"
+    """trainfit does not model this part (Metal's own buffers on an Apple GPU)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class ClaimSetting:
+    """`claims[].setting:` the setting the document's figure is at; trainfit computes its
+    figure at this setting instead of the plan's."""
+
+    micro_batch: int
+    """Samples per forward/backward."""
+    grad_accum: int | None = None
+    """Micro-batches per optimizer step (default 1)."""
+    precision: str | None = None
+    """fp32 | tf32 | fp16 | bf16 (default: the plan's on the device)."""
+    checkpointing: bool | None = None
+    """Gradient checkpointing (default: off)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -228,9 +295,7 @@ class Claim:
     what: str
     """What the figure is, in words."""
     quantity: ClaimQuantity
-    """What kind of figure: memory_gib | micro_batch | step_seconds | hours | cost_usd |
-    params_millions | tokens_per_second | latency_ms | decode_tokens_per_second |
-    inference_memory_gib (the last three from the inference table)."""
+    """What kind of figure (`ClaimQuantity`; docs/report.md says what each reads)."""
     value: float | list[float]
     """The document's figure, or a range [low, high]."""
     model: str | None = None
@@ -244,7 +309,21 @@ class Claim:
     source: str | None = None
     """Where in the document the figure is."""
     why: str | None = None
-    """An explanation where trainfit disagrees (optional)."""
+    """An explanation where trainfit disagrees, in the document's terms (optional)."""
+    reason: ClaimReason | None = None
+    """Why trainfit's figure differs, as a typed reason the report words (optional)."""
+    models: list[str] | None = None
+    """Several models' figures summed (hours, costs), in place of `model`."""
+    stage: int | None = None
+    """The stage of a staged schedule the figure is about (1 = the first; default: all)."""
+    component: list[str] | None = None
+    """component_gib: the memory breakdown's components summed (parameters, gradients,
+    optimizer state, activations, temporaries, workspaces, allocator overhead, runtime
+    context)."""
+    gpus: int | None = None
+    """The GPUs the document's figure is on (1: one GPU, never a multi-GPU plan)."""
+    setting: ClaimSetting | None = None
+    """The document's setting, when trainfit's figure is to be computed at it."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -8,6 +8,7 @@ import json
 from trainfit.plan.words import failing_text
 from trainfit.report.document.model import ModelSection, Report
 from trainfit.report.document.sections import stage_blocks
+from trainfit.report.document.summary import setting_text, summary_blocks, verdict_text
 from trainfit.report.document.text import Block, amount, gib, num
 from trainfit.report.document.text import heading as _h
 from trainfit.report.document.text import para as _p
@@ -16,17 +17,22 @@ from trainfit.report.document.text import table as _t
 
 def blocks(report: Report) -> list[Block]:
     """The whole document."""
-    out = [_h(1, report.title)]
+    out = [_h(1, report.title), *summary_blocks(report)]
     if report.description.strip():
-        out.append(_p(report.description.strip()))
-    out += _overview(report)
+        out += _details("About", [_p(report.description.strip())])
+    out += _details("Models and run", _overview(report))
     for model in report.models:
-        out += _model(model, len(report.models) > 1)
+        out += _details(f"Details: {model.name}", _model(model, len(report.models) > 1))
     if report.claims:
-        out += _claims(report)
+        out += _details("The document's figures against trainfit's", _claims(report))
     for name, value in sorted(report.extra.items()):
         out += [_h(2, name), Block(kind="code", text=json.dumps(value, indent=2, sort_keys=True))]
     return out
+
+
+def _details(label: str, inner: list[Block]) -> list[Block]:
+    """`inner` as a collapsible section (HTML `<details>`; the Markdown shows it as it is)."""
+    return [Block(kind="open", text=label), *inner, Block(kind="close")]
 
 
 def _overview(report: Report) -> list[Block]:
@@ -145,26 +151,31 @@ def _claims(report: Report) -> list[Block]:
     rows = []
     for c in report.claims:
         doc = f"{c.low:g}" if c.low == c.high else f"{c.low:g}-{c.high:g}"
-        flag = "-" if c.agrees is None else ("agrees" if c.agrees else "DISAGREES (>25%)")
+        at = "" if c.setting is None else setting_text(c.setting, c.gpus)
         rows.append(
-            (c.what, c.model, c.device or "-", c.quantity, doc, num(c.trainfit, ",.4g"),
-             num(c.ratio, ".2f"), flag, c.source, "; ".join(x for x in (c.why, c.note) if x))
+            (c.what, c.model, c.device or "-", c.quantity, at or "the plan's", doc,
+             num(c.trainfit, ",.4g"), num(c.ratio, ".2f"), verdict_text(c), c.source,
+             "; ".join(x for x in (c.why, c.note) if x))
         )  # fmt: skip
     return [
         _h(2, "The document's figures against trainfit's"),
-        _p("Ratio: trainfit over the document (1.00 inside a range); beyond 25% is flagged."),
+        _p(
+            "Ratio: trainfit over the document (1.00 inside a range); beyond 25% disagrees. "
+            "Setting: where the document gives its own, trainfit's figure is computed at it."
+        ),
         _t(
             (
                 "claim",
                 "model",
                 "device",
                 "quantity",
+                "setting",
                 "document",
                 "trainfit",
                 "ratio",
-                "",
+                "verdict",
                 "source",
-                "why",
+                "details",
             ),
             rows,
         ),

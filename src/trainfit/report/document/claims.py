@@ -1,14 +1,28 @@
 """A source document's figures beside trainfit's: `check_claims(claims, models)`.
 
 Quantities (the spec file's `claims[].quantity`): memory_gib (device memory the setting
-needs; a staged schedule's largest stage), micro_batch (the setting's), step_seconds (one
-optimizer step, the run's when it has one), hours (the run; a schedule's summed), cost_usd
-(the local cost of the run on the device, or the cost on a named cloud instance; summed over
-stages), params_millions (all parameters), tokens_per_second (the setting's step); and from
-the inference table (`ModelSection.inference`): latency_ms (a request's latency: prefill plus
-decode for generation, the forward for a plain module), decode_tokens_per_second (generation),
-inference_memory_gib (device memory the inference needs). An inference claim is matched by model
-and device, and by precision and batch where it gives them; it must then match one row.
+needs; a staged schedule's largest stage), micro_batch (the setting's), max_micro_batch (the
+largest that fits; a schedule's smallest), fits (1 when one GPU holds the job, else 0), gpus,
+step_seconds (one optimizer step, the run's when it has one), hours (the run; a schedule's
+summed; a device that trains only over several GPUs: its multi-GPU plan's, unless the claim
+names `gpus`), cost_usd (the local cost of the run on the device, or the cost on a named cloud
+instance; summed over stages), tokens_per_second (the setting's step), usd_per_hour (the
+cheapest on-demand instance of the device), component_gib (the memory breakdown's components),
+usable_gib (the device's memory inside the margin), checkpointing_saves_percent (the share
+of the kept activations checkpointing saves, at the claim's setting or the plan's);
+params_millions, trainable_percent and weights_gib (all parameters in the claim's precision)
+of the model; power_watts,
+electricity_usd (over the years x hours a year of the run's cost section), price_usd and
+ownership_usd (the price and that electricity) of the device; and from the inference table
+(`ModelSection.inference`): latency_ms (a request's latency: prefill plus decode for
+generation, the forward for a plain module), decode_tokens_per_second (generation),
+inference_memory_gib (device memory the inference needs). An inference claim is matched by
+model and device, and by precision and batch where it gives them; it must then match one row.
+
+A claim's `setting` (micro-batch, accumulation, precision, checkpointing) has memory_gib,
+fits, step_seconds, tokens_per_second and hours computed at it (`figures.at_setting`); its
+`gpus` puts hours on that many GPUs; its `models` sums several models' figures; its `stage`
+picks one stage of a schedule. Where trainfit has no figure the check says why (`Missing`).
 
 A claim agrees when trainfit's figure is within 25% of it (of the nearer end of a range).
 Known limitations: costs are compared in the run's currency, whatever it is.
@@ -16,17 +30,47 @@ Known limitations: costs are compared in the run's currency, whatever it is.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError
-from trainfit.hardware.catalog import get_device
-from trainfit.plan.options import DevicePlan, NoTime, Plan
+from trainfit.hardware.catalog import DeviceKind, get_device
+from trainfit.plan.options import DevicePlan, Plan
+from trainfit.plan.traces import TraceCache
 from trainfit.plan.words import time_text
-from trainfit.report.document.model import Claim, ClaimCheck, ModelSection
-from trainfit.timing.run import CostLine
+from trainfit.report.document.figures import (
+    OTHER_PER_DEVICE,
+    Found,
+    at_claim_setting,
+    checkpointing_saves,
+    combined,
+    does_not_fit,
+    electricity_usd,
+    hours_on_gpus,
+    nothing,
+    other_per_device,
+    ownership_usd,
+    power_watts,
+    price_usd,
+    trainable_percent,
+    weights_gib,
+)
+from trainfit.report.document.model import (
+    Claim,
+    ClaimCheck,
+    ClaimSetting,
+    DeviceMemory,
+    ModelSection,
+    NoFigure,
+    StageSection,
+)
+from trainfit.specfile.schema import ClaimReason
+from trainfit.timing.run import CostLine, RunSpec
 
+REASONS = tuple(r.value for r in ClaimReason)
+"""The reasons a claim may give."""
 GIB = 2**30
 TOLERANCE = 0.25
 """How far trainfit's figure may be from the document's and still agree (a fraction)."""
@@ -87,7 +131,28 @@ _INFERENCE: dict[str, str] = {
     "inference_memory_gib": "memory_gib",
 }
 """Inference quantity -> the InferenceRow field it reads."""
-QUANTITIES = (*sorted((*_PER_DEVICE, *_INFERENCE, "cost_usd", "params_millions")),)
+QUANTITIES = (
+    *sorted(
+        (
+            *_PER_DEVICE,
+            *_INFERENCE,
+            "cost_usd",
+            "params_millions",
+            "max_micro_batch",
+            "fits",
+            "trainable_percent",
+            "component_gib",
+            "usable_gib",
+            "weights_gib",
+            "power_watts",
+            "electricity_usd",
+            "ownership_usd",
+            "price_usd",
+            "usd_per_hour",
+            "checkpointing_saves_percent",
+        )
+    ),
+)
 
 
 def as_claim(item: object) -> Claim:
@@ -117,6 +182,36 @@ def as_claim(item: object) -> Claim:
         batch=None if (batch := get("batch")) is None else int(batch),
         source=str(get("source") or ""),
         why=str(get("why") or ""),
+        reason=_value(get("reason")),
+        models=tuple(get("models") or ()),
+        stage=None if (stage := get("stage")) is None else int(stage),
+        component=_names(get("component")),
+        gpus=None if (gpus := get("gpus")) is None else int(gpus),
+        setting=_setting(get("setting")),
+    )
+
+
+def _value(x: object) -> str | None:
+    """A str Enum's value (a spec file's), or the string itself."""
+    return None if x is None else str(getattr(x, "value", x))
+
+
+def _names(x: object) -> tuple[str, ...]:
+    if x is None:
+        return ()
+    return (str(x),) if isinstance(x, str) else tuple(str(v) for v in x)  # type: ignore[attr-defined]
+
+
+def _setting(x: object) -> ClaimSetting | None:
+    """A claim's setting from a ClaimSetting, a mapping or a spec file's ClaimSetting."""
+    if x is None or isinstance(x, ClaimSetting):
+        return x
+    get = x.get if isinstance(x, Mapping) else lambda k, default=None: getattr(x, k, default)
+    return ClaimSetting(
+        micro_batch=int(get("micro_batch")),
+        grad_accum=int(get("grad_accum") or 1),
+        precision=_value(get("precision")),
+        checkpointing=bool(get("checkpointing") or False),
     )
 
 
@@ -127,10 +222,13 @@ def check_claims(
     quantity cannot be found."""
     problems: list[str] = []
     checks = []
+    caches: dict[int, TraceCache] = {}
     for item in claims:
         claim = as_claim(item)
         try:
-            checks.append(_check(claim, models))
+            if claim.reason is not None and claim.reason not in REASONS:
+                raise TrainfitError(f"reason {claim.reason!r} is not one of {', '.join(REASONS)}")
+            checks.append(_check(claim, models, caches))
         except TrainfitError as exc:
             problems.append(f"claim {claim.what!r}: {exc}")
     if problems:
@@ -168,14 +266,37 @@ def _devices(model: ModelSection, name: str) -> list[tuple[Plan, DevicePlan]]:
     ]
 
 
-def _trainfit(claim: Claim, model: ModelSection) -> tuple[str, float | None, str]:
+_SETTING = ("memory_gib", "step_seconds", "hours", "fits", "tokens_per_second")
+"""Quantities computed at a claim's own setting when it gives one."""
+_DEVICE = {
+    "power_watts": power_watts,
+    "electricity_usd": electricity_usd,
+    "ownership_usd": ownership_usd,
+}
+"""Device-level quantities (the device and the run's prices, no plan needed)."""
+
+
+def _trainfit(
+    claim: Claim, model: ModelSection, caches: dict[int, TraceCache]
+) -> tuple[str, Found, str]:
     """(device, trainfit's figure, a note)."""
     q = claim.quantity
     if q == "params_millions":
-        return claim.device or "", model.parameters / 1e6, ""
+        return claim.device or "", Found(value=model.parameters / 1e6), ""
+    if q == "trainable_percent":
+        return claim.device or "", trainable_percent(model), ""
+    if q == "weights_gib":
+        return claim.device or "", weights_gib(model, claim.precision), ""
     if q in _INFERENCE:
         return _inference(claim, model)
-    if q not in _PER_DEVICE and q != "cost_usd":
+    if q in _DEVICE or q == "price_usd":
+        if claim.device is None:
+            raise TrainfitError("name its device")
+        device = get_device(claim.device)
+        if q == "price_usd":
+            return device.name, price_usd(device), ""
+        return device.name, _DEVICE[q](device, _run(model)), ""
+    if q not in (*_PER_DEVICE, *OTHER_PER_DEVICE, "checkpointing_saves_percent", "cost_usd"):
         raise TrainfitError(f"quantity {q!r} is not one of {', '.join(QUANTITIES)}")
     names = sorted({d.device for s in model.stages for d in s.plan.devices})
     device = claim.device
@@ -184,51 +305,110 @@ def _trainfit(claim: Claim, model: ModelSection) -> tuple[str, float | None, str
             raise TrainfitError(f"name its device: one of {', '.join(names)}")
         device = names[0]
     if q == "cost_usd":
-        return device, *_cost(model, device, names)
-    entries = _devices(model, device)
+        return device, _cost(claim, model, device, names), ""
+    entries = _entries(claim, model, device)
     if not entries:
+        if _is_cpu(device):
+            return device, nothing(NoFigure.HOST_DEPENDENT, device), ""
         raise TrainfitError(
             f"device {device!r} is not in the plan of {model.name}: one of {', '.join(names)}"
         )
+    if q == "checkpointing_saves_percent":
+        return device, _saves(claim, entries, caches), ""
+    if claim.setting is not None and q in _SETTING:
+        return device, at_claim_setting(claim, entries, caches), ""
+    if q in OTHER_PER_DEVICE:
+        return device, other_per_device(claim, entries), ""
+    return device, _per_device(claim, entries), ""
+
+
+def _run(model: ModelSection) -> RunSpec:
+    """The model's run (its prices), or the defaults where the plan has none."""
+    runs = [s.plan.run for s in model.stages if s.plan.run is not None]
+    return runs[-1] if runs else RunSpec()
+
+
+def _is_cpu(name: str) -> bool:
+    try:
+        return get_device(name).kind is DeviceKind.CPU
+    except TrainfitError:
+        return False
+
+
+def _entries(
+    claim: Claim, model: ModelSection, name: str
+) -> list[tuple[StageSection, DevicePlan, DeviceMemory]]:
+    """The device's entry in each stage's plan (the claim's stage only, when it names one)."""
+    stages = list(enumerate(model.stages, 1))
+    if claim.stage is not None:
+        if not 1 <= claim.stage <= len(stages):
+            raise TrainfitError(f"stage {claim.stage}: the plan of {model.name} has {len(stages)}")
+        stages = [stages[claim.stage - 1]]
+    return [
+        (stage, d, m)
+        for _, stage in stages
+        for d, m in zip(stage.plan.devices, stage.memory, strict=True)
+        if d.device in (name, _canonical(name))
+    ]
+
+
+def _per_device(
+    claim: Claim, entries: list[tuple[StageSection, DevicePlan, DeviceMemory]]
+) -> Found:
+    """A plan field's figure over the stages; a device that trains only over several GPUs
+    takes its multi-GPU plan's hours unless the claim is about a GPU count."""
+    q = claim.quantity
     read, combine = _PER_DEVICE[q]
-    values = [read(d) for _, d in entries]
-    if q == "hours":  # NB: a device that trains only over several GPUs: its multi-GPU plan's
-        runs = [multi_gpu_run(plan, d.distributed) for plan, d in entries]
-        values = [
-            v if v is not None or r is None else r[0] for v, r in zip(values, runs, strict=True)
-        ]
-    missing = next((d for (_, d), v in zip(entries, values, strict=True) if v is None), None)
-    if missing is not None:
-        return device, None, _why_missing(missing, q)
-    numbers = [float(v) for v in values if v is not None]
-    total = {"max": max(numbers), "last": numbers[-1], "sum": sum(numbers)}[combine]
-    return device, total, ""
+    found: list[Found] = []
+    for stage, d, _ in entries:
+        if claim.gpus == 1 and d.setting is None:
+            found.append(does_not_fit(d))  # NB: not the multi-GPU plan's figures
+            continue
+        value = read(d)
+        if q == "hours" and claim.gpus is not None and (claim.gpus > 1 or value is None):
+            found.append(hours_on_gpus(stage.plan, d, claim.gpus))
+            continue
+        if value is None and q == "hours" and claim.gpus is None:
+            many = multi_gpu_run(stage.plan, d.distributed)
+            value = None if many is None else many[0]
+        found.append(Found(value=value) if value is not None else _why_missing(d, q))
+    return combined(found, combine)
 
 
-def _why_missing(d: DevicePlan, quantity: str) -> str:
+def _saves(
+    claim: Claim,
+    entries: list[tuple[StageSection, DevicePlan, DeviceMemory]],
+    caches: dict[int, TraceCache],
+) -> Found:
+    """The share of the kept activations checkpointing saves, at the claim's setting (else
+    the plan's), over the stages (the least)."""
+    found = []
+    for stage, d, _ in entries:
+        setting = claim.setting
+        if setting is None:
+            if d.setting is None:
+                found.append(does_not_fit(d))
+                continue
+            setting = ClaimSetting(
+                micro_batch=d.setting.micro_batch, precision=d.setting.precision.value
+            )
+        cache = caches.setdefault(id(stage.plan), TraceCache())
+        found.append(checkpointing_saves(stage.plan, d, setting, cache))
+    return combined(found, "min")
+
+
+def _why_missing(d: DevicePlan, quantity: str) -> Found:
     """Why a device's entry has no figure for `quantity`: no setting fits, or the setting fits
     but its time is not modelled (the plan's time note says why) or not worked out."""
-    s = d.setting
-    if s is None:
-        return "no setting fits on this device"
-    fits = (
-        f"the setting fits: micro-batch {s.micro_batch} x {s.grad_accum}, "
-        f"{s.needed_bytes / GIB:.2f} GiB"
-    )
+    if d.setting is None:
+        return does_not_fit(d)
     why = time_text(d)
     if why:
-        if d.no_time is not None and d.no_time.why in (
-            NoTime.MULTI_GPU_NOT_CUDA,
-            NoTime.NO_GPU_COUNT,
-        ):
-            why = f"step time not modelled: {why}"
-        return f"{why}; {fits}"
-    if quantity == "hours":
-        return f"no run hours (the plan was given no data size); {fits}"
-    return f"no {quantity.replace('_', ' ')} in the plan; {fits}"
+        return nothing(NoFigure.NO_STEP_TIME, d.device, why)
+    return nothing(NoFigure.NO_RUN, d.device)
 
 
-def _inference(claim: Claim, model: ModelSection) -> tuple[str, float | None, str]:
+def _inference(claim: Claim, model: ModelSection) -> tuple[str, Found, str]:
     """(device, the matching inference row's figure, a note)."""
     rows = model.inference
     if not rows:
@@ -269,8 +449,8 @@ def _inference(claim: Claim, model: ModelSection) -> tuple[str, float | None, st
             if row.kind == "refused"
             else f"no {claim.quantity} for a {row.kind}: generation is estimated for causal LMs"
         )
-        return device, None, why
-    return device, float(value), f"{row.kind}, {row.precision}, batch {row.batch}"
+        return device, nothing(NoFigure.NO_INFERENCE, device, why), ""
+    return device, Found(value=float(value)), f"{row.kind}, {row.precision}, batch {row.batch}"
 
 
 def multi_gpu_run(plan: Plan, many: DistributedPlan | None) -> tuple[float, float] | None:
@@ -288,40 +468,53 @@ def multi_gpu_run(plan: Plan, many: DistributedPlan | None) -> tuple[float, floa
     return hours, hours * rate
 
 
-def _cost(model: ModelSection, device: str, names: list[str]) -> tuple[float | None, str]:
+def _cost(claim: Claim, model: ModelSection, device: str, names: list[str]) -> Found:
     """The local cost on a planned device, the cost on a cloud instance, or the on-demand cost
-    of its multi-GPU plan's instances, over the stages."""
-    total, currency, found = 0.0, "", False
-    for stage in model.stages:
+    of its multi-GPU plan's instances (not for a claim about one GPU), over the stages."""
+    total, found = 0.0, False
+    stages = model.stages if claim.stage is None else model.stages[claim.stage - 1 : claim.stage]
+    for stage in stages:
         for d in stage.plan.devices:
+            mine = d.device in (device, _canonical(device))
             many = multi_gpu_run(stage.plan, d.distributed) if d.setting is None else None
-            if many is not None and d.device in (device, _canonical(device)):
+            if mine and claim.gpus == 1 and d.setting is None:
+                return does_not_fit(d)
+            if many is not None and mine:
                 found = True
                 total += many[1]
-                currency = "USD"
                 continue
             for line in d.costs:
-                mine = line.option == device or (
-                    line.kind == "local" and d.device in (device, _canonical(device))
-                )
-                if not mine:
+                if not (line.option == device or (line.kind == "local" and mine)):
                     continue
                 found = True
                 if line.total is None:
-                    return None, line.note or "no price for this option"
+                    return nothing(NoFigure.NO_PRICE, device, line.note)
                 total += round(line.total, 2)  # NB: as the plan's JSON rounds it
-                currency = line.currency
+            if mine and not found and d.setting is None:
+                return does_not_fit(d)
     if not found:
         raise TrainfitError(
             f"no cost for {device!r} in the plan of {model.name} (give the run's data size; "
             f"devices: {', '.join(names)}, or a cloud instance the plan priced)"
         )
-    return total, "" if currency == "USD" else f"in {currency}"
+    return Found(value=total)
 
 
-def _check(claim: Claim, models: Sequence[ModelSection]) -> ClaimCheck:
-    model = _model(claim, models)
-    device, ours, note = _trainfit(claim, model)
+def _picked(claim: Claim, models: Sequence[ModelSection]) -> list[ModelSection]:
+    if not claim.models:
+        return [_model(claim, models)]
+    return [_model(dataclasses.replace(claim, model=name), models) for name in claim.models]
+
+
+def _check(
+    claim: Claim, models: Sequence[ModelSection], caches: dict[int, TraceCache]
+) -> ClaimCheck:
+    picked = _picked(claim, models)
+    results = [_trainfit(claim, m, caches) for m in picked]
+    device = results[0][0]
+    found = combined([f for _, f, _ in results], "sum")
+    note = results[0][2] if len(results) == 1 else ""
+    ours = found.value
     low, high = claim.value if isinstance(claim.value, tuple) else (claim.value, claim.value)
     ratio = agrees = None
     if ours is not None:
@@ -332,9 +525,12 @@ def _check(claim: Claim, models: Sequence[ModelSection]) -> ClaimCheck:
             ratio = ours / nearest
         if ratio is not None:
             agrees = abs(ratio - 1.0) <= TOLERANCE
+        elif claim.quantity == "fits":
+            agrees = ours == low
+    run = _run(picked[0])
     return ClaimCheck(
         what=claim.what,
-        model=model.name,
+        model=" + ".join(m.name for m in picked),
         device=device,
         quantity=claim.quantity,
         low=low,
@@ -345,4 +541,10 @@ def _check(claim: Claim, models: Sequence[ModelSection]) -> ClaimCheck:
         source=claim.source,
         why=claim.why,
         note=note,
+        reason=claim.reason,
+        missing=found.missing,
+        setting=claim.setting,
+        gpus=claim.gpus,
+        samples=run.samples,
+        component=claim.component,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import ScheduleOnDevice, schedule_dict
@@ -106,6 +107,53 @@ class InferenceRow:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimSetting:
+    """The setting a document's figure is at (trainfit's figure is computed at it)."""
+
+    micro_batch: int
+    grad_accum: int = 1
+    precision: str | None = None
+    """None: the plan's precision on the device."""
+    checkpointing: bool = False
+
+
+class NoFigure(str, Enum):
+    """Why trainfit has no figure to set beside a claim."""
+
+    DOES_NOT_FIT = "does_not_fit"
+    """The setting (or one GPU, where the claim is about one) does not hold the job."""
+    NO_STEP_TIME = "no_step_time"
+    """The device's step time is not modelled (`Missing.detail` says why)."""
+    NO_RUN = "no_run"
+    """The plan was given no data size, so no run hours or costs."""
+    NO_PRICE = "no_price"
+    """The catalog has no purchase price (or no cloud instance) for the device."""
+    NO_POWER = "no_power"
+    """The catalog has no power figure for the device."""
+    NO_BREAKDOWN = "no_breakdown"
+    """No memory breakdown was kept for the device."""
+    NO_INFERENCE = "no_inference"
+    """The inference row was refused or has no such figure (`detail` says why)."""
+    HOST_DEPENDENT = "host_dependent"
+    """The CPU is planned against the RAM of the machine that runs trainfit, so a report
+    meant to be the same on every machine does not plan it."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Missing:
+    """Why a claim has no trainfit figure, with the facts the reason takes."""
+
+    why: NoFigure
+    device: str = ""
+    needed_bytes: int | None = None
+    """Device memory the setting needs (does_not_fit)."""
+    usable_bytes: int | None = None
+    """The device's memory inside the margin (does_not_fit)."""
+    detail: str = ""
+    """The plan's own words for it (no_step_time, no_inference)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Claim:
     """A figure of the source document, to compare with trainfit's (see docs/report.md)."""
 
@@ -121,6 +169,18 @@ class Claim:
     """The inference batch the figure is at (inference quantities; optional)."""
     source: str = ""
     why: str = ""
+    reason: str | None = None
+    """A `trainfit.specfile.schema.ClaimReason` value: why the figures differ."""
+    models: tuple[str, ...] = ()
+    """Several models whose figures are summed (in place of `model`)."""
+    stage: int | None = None
+    """The stage (1 = the first) of a staged schedule; None: all."""
+    component: tuple[str, ...] = ()
+    """component_gib: the breakdown's components summed."""
+    gpus: int | None = None
+    """The GPUs the figure is on (1: one GPU, never a multi-GPU plan)."""
+    setting: ClaimSetting | None = None
+    """The document's setting, where trainfit's figure is computed at it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -143,6 +203,18 @@ class ClaimCheck:
     source: str = ""
     why: str = ""
     note: str = ""
+    reason: str | None = None
+    """The claim's typed reason (`ClaimReason` value)."""
+    missing: Missing | None = None
+    """Why there is no trainfit figure, when there is none."""
+    setting: ClaimSetting | None = None
+    """The document's setting the figure was computed at (None: the plan's)."""
+    gpus: int | None = None
+    """The GPUs the claim is about, when it names them."""
+    samples: int | None = None
+    """The run's samples per epoch (what a dataset_assumed reason names)."""
+    component: tuple[str, ...] = ()
+    """component_gib: the breakdown's components summed."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

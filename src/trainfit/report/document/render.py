@@ -1,5 +1,6 @@
 """The report as Markdown, JSON and one self-contained HTML file (inline CSS, plots as
-base64 data URIs, every text escaped), all drawn from the same blocks."""
+base64 data URIs, every text escaped, no external address: it works offline; the details
+under collapsible `<details>` sections), all drawn from the same blocks."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ def to_markdown(report: Report) -> str:
             lines += [f"![{b.text}]({b.links[0][1]})", ""]
         elif b.kind == "links":
             lines += [f"- [{label}]({path})" for label, path in b.links] + [""]
+        # NB: "open"/"close" (a collapsible section) are HTML only: the Markdown's headings
+        # already divide it
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -57,6 +60,8 @@ th{background:#f3f3f3}tr:nth-child(even) td{background:#fafafa}
 pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:.85em}
 code{background:#f6f8fa;padding:0 .2em}img{max-width:100%;border:1px solid #eee}
 .bad{color:#b00020;font-weight:bold}.good{color:#1b5e20}
+details{margin:.4em 0;border-top:1px solid #ddd;padding-top:.3em}
+summary{cursor:pointer;font-weight:bold;font-size:1.1em}
 """.strip()
 
 
@@ -69,7 +74,7 @@ def _td(text: str) -> str:
     cls = (
         ' class="bad"'
         if text.startswith("DISAGREES")
-        else (' class="good"' if text == "agrees" else "")
+        else (' class="good"' if text.startswith("agrees") else "")
     )
     return f"<td{cls}>{_inline(text)}</td>"
 
@@ -98,6 +103,10 @@ def to_html(report: Report, plots: Mapping[str, bytes] | Sequence[Path] = ()) ->
 
 
 def _html_block(b: Block, images: dict[str, bytes]) -> str:
+    if b.kind == "open":
+        return f"<details><summary>{_inline(b.text)}</summary>"
+    if b.kind == "close":
+        return "</details>"
     if b.kind == "heading":
         return f"<h{b.level}>{_inline(b.text)}</h{b.level}>"
     if b.kind == "text":

@@ -241,8 +241,11 @@ def _times(stage: StageSection, h: int, names: dict[str, str]) -> list[Block]:
             )
     if by:
         out += [
-            _p("Data parallel over several GPUs (each GPU's share of the effective batch):"),
-            _t(("device", "GPUs", "micro-batch per GPU", "step", "samples/s"), by),
+            _p(
+                "Data parallel over several GPUs (each GPU's share of the effective batch; "
+                "samples/s of all the GPUs together):"
+            ),
+            _t(("device", "GPUs", "micro-batch per GPU", "step", "samples/s (all GPUs)"), by),
         ]
     out += [_p(n) for n in notes]
     basis = sorted(

@@ -14,7 +14,8 @@ class Block:
     """One piece of the document."""
 
     kind: str
-    """heading | text | table | list (rows of one cell) | code | image | links"""
+    """heading | text | table | list (rows of one cell) | code | image | links | open (a
+    collapsible section begins, `text` its label) | close (it ends)"""
     text: str = ""
     level: int = 0
     header: tuple[str, ...] = ()
