@@ -91,9 +91,10 @@ def _usable_line(device: Device) -> str:
         SourceKind.FITTED: "a rule fitted on public out-of-memory messages of other cards",
         SourceKind.SECONDARY: "the 'total capacity' of public out-of-memory messages on this card",
     }.get(visible.source.kind if visible.source else None, "the catalog")
+    display = "; a display on the card takes more" if "GeForce" in device.display else ""
     return (
-        f"usable: {gib(int(visible.value))} of the {box.value:g} GB card, what PyTorch sees once "
-        f"the driver has its share ({whence}); a display on the card takes more"
+        f"usable: {gib(int(visible.value))} of the {box.value:g} GB (what PyTorch sees: "
+        f"{whence}){display}"
     )
 
 
