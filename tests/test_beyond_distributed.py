@@ -34,8 +34,10 @@ def test_a_dpo_reference_is_sharded_block_by_block() -> None:
     one, two = units(plain), units(dpo)
     assert two.total == 2 * one.total and two.trainable == one.trainable
     assert two.blocks == 2 * one.blocks and two.largest_block == one.largest_block
-    # the reference's embeddings are its only parameters outside the blocks
-    assert two.root == 2 * one.root
+    # the reference's embeddings are its only parameters outside the blocks: a unit of their
+    # own (gathered for the reference's forward and freed), not part of the policy's root
+    assert two.root == one.root and one.reference_root == 0
+    assert two.reference_root == one.root and two.reference == one.total
 
 
 @pytest.fixture(scope="module")

@@ -144,12 +144,16 @@ def _models() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = _parser()
-    if argv[:1] == ["plan"] and any(a == "--batch" or a.startswith("--batch=") for a in argv):
-        parser.exit(2, f"trainfit plan: error: {plan_command.BATCH_HINT}\n")
-    args = parser.parse_args(argv or DEFAULT_EXAMPLE)
     try:
+        # NB: Ctrl-C while the parser is built (its subcommands import torch) is an interrupt
+        # like any other: exit 130, one line
         with interrupts_raised():
+            parser = _parser()
+            if argv[:1] == ["plan"] and any(
+                a == "--batch" or a.startswith("--batch=") for a in argv
+            ):
+                parser.exit(2, f"trainfit plan: error: {plan_command.BATCH_HINT}\n")
+            args = parser.parse_args(argv or DEFAULT_EXAMPLE)
             return _run(args, argv)
     except SpecFileError as exc:  # a spec file's problems: one a line
         from trainfit.cli import spec_file
