@@ -31,7 +31,8 @@ from benchmarks.external.load import CorpusRow, load_corpus
 from benchmarks.external.models import DEFAULT_INPUTS
 from trainfit.hardware.catalog import Device, get_device
 from trainfit.spec import TrainSpec
-from trainfit.timing.step import calibration, step_time
+from trainfit.timing.constants import calibration
+from trainfit.timing.step import step_time
 
 RESULTS = Path(__file__).with_name("results")
 CACHE = Path(os.environ.get("TRAINFIT_EXTERNAL_CACHE", "/tmp/trainfit_external_traces.pkl"))
