@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from trainfit.hardware.catalog import catalog, devices, get_device
-from trainfit.timing.step import RateMissing, _rate, family_fits
+from trainfit.timing.constants import family_fits
+from trainfit.timing.step import RateMissing, _rate
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = sorted((ROOT / "examples" / "seeds").glob("*/spec.yaml"))

@@ -53,13 +53,16 @@ def test_loader_names_the_bad_row(tmp_path) -> None:
 TOLERANCE = {
     "apple-silicon": (0.34, 0.57),
     "consumer-ada": (0.09, 0.09),
-    "consumer-ampere": (0.05, 0.17),
-    "datacenter": (0.14, 0.44),
+    "consumer-ampere": (0.05, 0.16),
+    "datacenter": (0.14, 0.43),
     "datacenter (Hopper)": (0.24, 0.39),
 }
-"""Held-out (median, worst) |predicted / measured - 1| per family, just above version 2's
-(results/time_by_family.md: Apple 32.9% / 56.2%, consumer Ada 8.0%, consumer Ampere 4.6% /
-15.8%, data centre 13.5% / 43.0%, Hopper rows 23.5% / 38.3%)."""
+"""Held-out (median, worst) |predicted / measured - 1| per family, just above what the current
+code gives: the committed version-2 predictions recomputed after the host floor
+(host_fit.json), the family factors not refitted (results/heldout_recheck_host_floor.json:
+Apple 33.0% / 56.2%, consumer Ada 8.2%, consumer Ampere 4.5% / 15.5%, data centre 13.4% /
+42.6%, Hopper rows 23.4% / 38.0%; as committed, results/time_by_family.md: 32.9% / 56.2%,
+8.0%, 4.6% / 15.8%, 13.5% / 43.0%, 23.5% / 38.3%)."""
 
 
 def _worst_fitted_error(family: str) -> float:
@@ -84,8 +87,8 @@ def test_heldout_row_matches_the_committed_prediction(family: str) -> None:
     # floor fitted later (src/trainfit/timing/host_fit.json) moves these device-bound rows by
     # well under 2% (the family factors were not refitted)
     assert math.isclose(value, committed["predicted_value"], rel_tol=0.02)
-    # NB: the later host floor moved the one consumer-ada held-out row from 9.8% to 10.1%
-    # error: the bound allows that point of drift
+    # NB: the later host floor moved the one consumer-ada held-out row from 8.0% to 8.2%
+    # error (results/heldout_recheck_host_floor.json): the bound allows a point of drift
     assert abs(value / row.value - 1) <= _worst_fitted_error(family) + 0.01
     if committed["factor"] != 1.0:
         assert "fitted on" in timed.basis

@@ -24,7 +24,7 @@ from trainfit.optim import (
     traced_optimizer,
 )
 from trainfit.spec import LoraSpec, OptimizerKind, OptimizerPath, Precision, TrainSpec
-from trainfit.timing.step import calibration
+from trainfit.timing.constants import calibration
 
 ENTRIES = optimizer_entries()
 IDS = [e.kind.value for e in ENTRIES]

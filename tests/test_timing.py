@@ -16,6 +16,7 @@ from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.step import estimate
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
+from trainfit.timing.constants import calibration
 from trainfit.timing.run import (
     NCCL_EFFICIENCY,
     CostLine,
@@ -27,7 +28,7 @@ from trainfit.timing.run import (
     recommend,
     run_time,
 )
-from trainfit.timing.step import TimeLabel, calibration, scaled, step_time
+from trainfit.timing.step import TimeLabel, scaled, step_time
 from trainfit.trace.costs import OpKind, op_cost
 from trainfit.trace.step import trace_step
 from trainfit.training import Phase
@@ -82,9 +83,7 @@ def test_accumulation_repeats_the_passes() -> None:
 
 
 def test_a_device_without_rates_says_so() -> None:
-    result = estimate(
-        model="gpt2", batch=2, seq_len=128, precision="bf16", device="a10g"
-    )
+    result = estimate(model="gpt2", batch=2, seq_len=128, precision="bf16", device="a10g")
     assert result.step_time is None
     assert any("no bf16 compute rate" in n for n in result.notes)
 

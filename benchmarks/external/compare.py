@@ -18,6 +18,7 @@ machine takes a while; a cached entry is keyed by everything the trace depends o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import pickle
@@ -31,7 +32,9 @@ from benchmarks.external.load import CorpusRow, load_corpus
 from benchmarks.external.models import DEFAULT_INPUTS
 from trainfit.hardware.catalog import Device, get_device
 from trainfit.spec import TrainSpec
-from trainfit.timing.step import calibration, step_time
+from trainfit.timing.constants import calibration
+from trainfit.timing.step import step_time
+from trainfit.trace.costs import OpCost
 
 RESULTS = Path(__file__).with_name("results")
 CACHE = Path(os.environ.get("TRAINFIT_EXTERNAL_CACHE", "/tmp/trainfit_external_traces.pkl"))
@@ -83,10 +86,17 @@ def build_spec(row: CorpusRow, device: str | None = None) -> TrainSpec:
     )
 
 
+def _op_fields() -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(OpCost))
+
+
 def trace_key(spec: TrainSpec, device: Device) -> tuple:
-    """What a trace depends on: the spec's step and the target (kind, compute capability)."""
+    """What a trace depends on: the spec's step and the target (kind, compute capability),
+    and the fields of the op table's entries (a cache made before a field was added is traced
+    again rather than read with the field missing)."""
     target = ("mps",) if device.kind == "mps" else ("cuda", tuple(device.compute_capability))
     return (
+        _op_fields(),
         spec.model,
         spec.batch,
         tuple(str(i) for i in spec.inputs),
@@ -99,7 +109,11 @@ def trace_key(spec: TrainSpec, device: Device) -> tuple:
 def _load_cache() -> dict[tuple, Traced]:
     if CACHE.exists():
         with CACHE.open("rb") as handle:
-            return pickle.load(handle)
+            cached = pickle.load(handle)
+        # NB: entries traced before the op table's fields changed cannot be used (nor pickled
+        # again): they are dropped and traced anew
+        fields = _op_fields()
+        return {key: item for key, item in cached.items() if key[0] == fields}
     return {}
 
 

@@ -4,7 +4,7 @@
 
 The single-op microbenchmarks (`benchmarks/timing/calibrate.py`) set what one op costs the
 host in isolation; whole steps cost more (autograd's node creation, hooks, the loop's Python).
-The host floor's constants (`trainfit.timing.step.HostFit`) are fitted here by coordinate
+The host floor's constants (`trainfit.timing.constants.HostFit`) are fitted here by coordinate
 descent over a grid (five rounds at most, from the microbenchmarks' values), minimising the mean
 |log(predicted / measured)|, on the calibration rows only:
 
@@ -28,7 +28,8 @@ from typing import Any
 
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import LoraSpec, TrainSpec
-from trainfit.timing.step import Calibration, calibration, step_time
+from trainfit.timing.constants import Calibration, calibration
+from trainfit.timing.step import step_time
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
 

@@ -26,7 +26,8 @@ from benchmarks.accuracy.cases import CASES
 from benchmarks.timing.heldout import HELDOUT
 from trainfit.hardware.catalog import Device, get_device
 from trainfit.spec import TrainSpec
-from trainfit.timing.step import StepTime, calibration, step_time
+from trainfit.timing.constants import calibration
+from trainfit.timing.step import StepTime, step_time
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
 

@@ -6,7 +6,8 @@ import pytest
 
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
-from trainfit.timing.step import Rates, calibration, step_host_costs
+from trainfit.timing.constants import calibration
+from trainfit.timing.step import Rates, step_host_costs
 from trainfit.trace.costs import OpCost, OpKind
 from trainfit.training import Phase
 

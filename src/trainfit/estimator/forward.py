@@ -93,7 +93,8 @@ def estimate_forward(
     """Predict memory and latency of one `torch.no_grad()` forward of `spec`'s model (its
     inputs, sequence length and loss as for training) at `batch` samples on `device`."""
     from trainfit.estimator.step import gpu_memory
-    from trainfit.timing.step import RateMissing, calibration, step_time
+    from trainfit.timing.constants import calibration
+    from trainfit.timing.step import RateMissing, step_time
     from trainfit.trace.forward import trace_forward
 
     found = device if isinstance(device, Device) else get_device(device)

@@ -46,7 +46,8 @@ from trainfit.memory.replay import replay
 from trainfit.memory.runtime import context_bytes, cublas_workspace_bytes, profile_of
 from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
-from trainfit.timing.step import Calibration, Rates, calibration, host_costs, step_time
+from trainfit.timing.constants import Calibration, calibration
+from trainfit.timing.step import Rates, host_costs, step_time
 from trainfit.trace.costs import OpKind
 from trainfit.trace.generation import CacheLayer, GenerationTrace, trace_generation
 from trainfit.trace.recorder import Event

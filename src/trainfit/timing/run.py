@@ -329,7 +329,7 @@ def ddp_seconds(device: Device, gpus: int, gradient_bytes: int) -> float:
     NB: DDP overlaps its all-reduces with backward in principle; on 2 x H200 (NVLink) it
     added 0 to 31 ms to five steps, at least the ring time in four of them
     (benchmarks/timing/results/ddp_h200.md), so none is assumed hidden."""
-    from trainfit.timing.step import calibration
+    from trainfit.timing.constants import calibration
 
     link = interconnect_gbs(device, gpus)
     ring = 2 * (gpus - 1) / gpus * gradient_bytes / (link * 1e9 * NCCL_EFFICIENCY)

@@ -190,8 +190,7 @@ def trace_step(
     torch_note = check_torch()
     program = build_program(spec, "meta")
     apply_settings(program, spec)
-    reference = [p for p in program.model.parameters() if id(p) in _reference_ids(program)]
-    reference_itemsize = reference[0].dtype.itemsize if reference else 0
+    reference, reference_itemsize = _reference(program)
     if spec.precision is Precision.PURE_BF16:
         program.model.to(torch.bfloat16)
     target = target or Target.cuda(compute_capability)
@@ -228,9 +227,7 @@ def trace_step(
         passes = reuse.exported() if reuse is not None else ()
         del batch, rig, optimizer, reuse
     if source is not None:
-        # NB: what the copied passes would have said about themselves
-        attention = dict(source.attention)
-        recorder.assumptions[:0] = [a for a in source.assumptions if a not in recorder.assumptions]
+        attention = _copied_notes(source, recorder)
     return StepTrace(
         events=recorder.events,
         workspaces=recorder.workspaces,
@@ -254,6 +251,20 @@ def trace_step(
         reference_keys=reference_keys,
         reference_itemsize=reference_itemsize,
     )
+
+
+def _reference(program: StepProgram) -> tuple[list[nn.Parameter], int]:
+    """The reference copy's parameters (a DPO step's frozen model) and their item size (0
+    when there is none)."""
+    reference = [p for p in program.model.parameters() if id(p) in _reference_ids(program)]
+    return reference, reference[0].dtype.itemsize if reference else 0
+
+
+def _copied_notes(source: StepTrace, recorder: Recorder) -> dict[SdpaBackend, int]:
+    """What the copied passes of `source` would have said about themselves: their attention
+    (returned) and their assumptions (put first in the recorder's)."""
+    recorder.assumptions[:0] = [a for a in source.assumptions if a not in recorder.assumptions]
+    return dict(source.attention)
 
 
 def _marker(

@@ -1,0 +1,142 @@
+"""The step-time model's constants: the calibration read off single-kernel measurements of one
+GPU (`calibration.json`, made by benchmarks/timing/calibrate.py), the host floor fitted on whole
+training steps (`host_fit.json`, made by benchmarks/steptime/hostfit.py), and each device
+family's kernel-time factor fitted on published training measurements (`families.json`, made
+by benchmarks/external/fit.py). trainfit.timing.step prices a traced step with them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from trainfit.errors import TrainfitError
+from trainfit.optim import optimizer_entry
+from trainfit.spec import Precision, TrainSpec
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Calibration:
+    """The step-time model's constants, read off single-kernel measurements of one GPU."""
+
+    device: str
+    catalog_row: str
+    date: str
+    versions: dict[str, Any]
+    source: str
+    memory_efficiency: float
+    elementwise_efficiency: float
+    elementwise_fixed_seconds: float
+    kernel_seconds: float
+    matmul_efficiency: dict[str, float]
+    matmul_fixed_flops: dict[str, float]
+    attention_efficiency: dict[str, float]
+    matmul_unaligned_efficiency: dict[str, float]
+    foreach_tensor_seconds: float
+    norm_curve: dict[str, list[list[float]]]
+    conv_fit: dict[str, dict[str, float]]
+    host_op_seconds: float
+    host_module_call_seconds: float
+    sync_seconds: float
+    host_backward_op_seconds: float
+    host_library_extra_seconds: dict[str, float]
+    optimizer_host_seconds_per_param: dict[str, float]
+    optimizer_host_seconds_fixed: dict[str, float]
+    scaler_host_seconds_per_param: float
+    lstm_persistent_hidden: int
+    lstm_step_seconds: dict[str, dict[str, float]]
+    host_fit: HostFit
+
+    def optimizer_host(self, spec: TrainSpec, tensors: int) -> float:
+        """Host seconds of one optimizer step over `tensors` trainable tensors."""
+        kind = optimizer_entry(spec.optimizer).host_timed_as.value
+        if kind not in self.optimizer_host_seconds_per_param:
+            calibrated = ", ".join(sorted(self.optimizer_host_seconds_per_param))
+            raise TrainfitError(
+                f"optimizer {spec.optimizer.value!r} is timed as {kind!r}, whose host cost the "
+                f"calibration of {self.device} lacks; calibrated: {calibrated}"
+            )
+        per = self.optimizer_host_seconds_per_param[kind]
+        if spec.precision is Precision.FP16:
+            per += self.scaler_host_seconds_per_param
+        fixed = self.optimizer_host_seconds_fixed[kind]
+        return (fixed + per * tensors) * self.host_fit.optimizer_scale
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostFit:
+    """The host floor's constants fitted on whole training steps (`host_fit.json`): what the
+    single-op microbenchmarks miss of the host's work in a real step."""
+
+    op_seconds: float
+    """Host seconds of a forward op that records no autograd node (no_grad, frozen inputs)."""
+    graph_op_seconds: float
+    """Host seconds of a forward op that records an autograd node."""
+    backward_op_seconds: float
+    """Host seconds of an op the autograd engine runs in backward."""
+    module_seconds: float
+    """Host seconds of a module's call (`nn.Module.__call__`, hooks) beside its ops."""
+    view_seconds: float
+    """Host seconds of a forward op that launches no kernel (a view, an empty tensor)."""
+    backward_view_seconds: float
+    """Host seconds of a backward op that launches no kernel."""
+    step_seconds: float
+    """Host seconds of one optimizer step outside its ops (the loop's Python, zero_grad)."""
+    pass_seconds: float
+    """Host seconds of starting a micro-batch's backward (the autograd engine's set-up)."""
+    optimizer_scale: float
+    """Each optimizer's microbenchmarked host cost times this."""
+    source: str
+    fitted_on: tuple[str, ...]
+
+
+@cache
+def calibration() -> Calibration:
+    """The shipped calibration (one NVIDIA H100 80GB HBM3)."""
+    files = resources.files("trainfit.timing")
+    raw = json.loads(files.joinpath("calibration.json").read_text())
+    raw.pop("isolated_launch_seconds", None)
+    host = json.loads(files.joinpath("host_fit.json").read_text())
+    fit = HostFit(**host["constants"], source=host["source"], fitted_on=tuple(host["fitted_on"]))
+    return Calibration(**raw, host_fit=fit)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FamilyFit:
+    """One device family's kernel-time factor, fitted on public training measurements."""
+
+    family: str
+    device_time_factor: float
+    """Every device kernel's modelled time (H100 efficiencies, this device's rates) times this."""
+    rows: int
+    """How many published measurements it was fitted on."""
+    date: str
+    heldout: tuple[int, float, float] | None = None
+    """The family's held-out check: rows, median and worst |predicted/measured - 1|."""
+
+
+@cache
+def family_fits() -> dict[str, FamilyFit]:
+    """Catalog device name -> its family's fit (`families.json`; the H100's own calibration
+    and devices of no fitted family are absent)."""
+    raw = json.loads(resources.files("trainfit.timing").joinpath("families.json").read_text())
+    out: dict[str, FamilyFit] = {}
+    for name, family in raw["families"].items():
+        if family["device_time_factor"] is None:
+            continue
+        fit = FamilyFit(
+            family=name,
+            device_time_factor=float(family["device_time_factor"]),
+            rows=len(family["fitted_on"]),
+            date=raw["date"],
+            heldout=(
+                (check["rows"], check["median_error"], check["worst_error"])
+                if (check := family.get("heldout_check"))
+                else None
+            ),
+        )
+        out.update({device: fit for device in family["devices"]})
+    return out
