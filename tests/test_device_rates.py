@@ -56,13 +56,14 @@ def _device_names(node: object) -> Iterator[str]:
 
 
 def _seed_devices() -> list[str]:
-    """Device rows the seed spec files name (a cloud instance counts as its GPU)."""
+    """GPU rows the seed spec files name (a cloud instance counts as its GPU; the host CPU is
+    timed from this machine's own rates, `trainfit.timing.cpu`, not from catalog figures)."""
     names: set[str] = set()
     instances = catalog().instances
     for path in SEEDS:
         for name in _device_names(yaml.safe_load(path.read_text(encoding="utf-8"))):
             names.add(catalog().instance(name).gpu if name in instances else name)
-    return sorted(names)
+    return sorted(n for n in names if get_device(n).kind != "cpu")
 
 
 def _gaps(name: str) -> set[str]:
