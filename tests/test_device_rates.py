@@ -105,7 +105,7 @@ def test_derived_rates_say_so() -> None:
 def test_a_missing_rate_without_a_fallback_raises() -> None:
     device = get_device("a10g")  # the A10G's tensor rates are not in the catalog
     with pytest.raises(RateMissing):
-        _rate(device, "fp16", [])
+        _rate(device, "fp16")
 
 
 def test_family_membership_is_unique_and_covers_the_catalog() -> None:
@@ -123,3 +123,15 @@ def test_family_membership_is_unique_and_covers_the_catalog() -> None:
             assert name in listed, f"{name} is in no device family of families.json"
     fits = family_fits()
     assert "h100" not in fits and "h200" not in fits
+
+
+def test_no_rate_stands_in_for_another() -> None:
+    """A Mac has an fp16 rate and no bf16 one: bf16 is missing, not timed at the fp16 rate."""
+    device = get_device("m1-pro-16gb")
+    assert device.tflops["fp16"].value and not (
+        device.tflops.get("bf16") and device.tflops["bf16"].value
+    )
+    with pytest.raises(
+        RateMissing, match=r"no bf16 compute rate for .*the vendor's dense bf16 rate"
+    ):
+        _rate(device, "bf16")

@@ -109,22 +109,16 @@ class RateMissing(Exception):
     """The catalog lacks a figure the model needs for this device."""
 
 
-def _rate(device: Device, precision: str, notes: list[str]) -> float:
-    """Peak FLOP/s of `device` at `precision`; bf16 falls back to fp16 and tf32 to fp32
-    (said in the notes) where the catalog has only the other."""
+def _rate(device: Device, precision: str) -> float:
+    """Peak FLOP/s of `device` at `precision`, from the catalog; RateMissing where the catalog
+    has none (never another precision's rate in its place)."""
     figure = device.tflops.get(precision)
     if figure is not None and figure.value:
         return float(figure.value) * 1e12
-    fallback = {"bf16": "fp16", "tf32": "fp32"}.get(precision)
-    other = device.tflops.get(fallback) if fallback else None
-    if other is not None and other.value:
-        note = (
-            f"the catalog has no {precision} rate for {device.display}; its {fallback} rate is used"
-        )
-        if note not in notes:
-            notes.append(note)
-        return float(other.value) * 1e12
-    raise RateMissing(f"the catalog has no {precision} compute rate for {device.display}")
+    raise RateMissing(
+        f"the catalog has no {precision} compute rate for {device.display}: the vendor's dense "
+        f"{precision} rate would go in the device's row (a user catalog file, --catalog)"
+    )
 
 
 def _precision(op: OpCost, spec: TrainSpec, device: Device) -> str:
@@ -176,7 +170,7 @@ class Rates:
 
     def peak(self, precision: str) -> float:
         if precision not in self._peaks:
-            self._peaks[precision] = _rate(self.device, precision, self.notes)
+            self._peaks[precision] = _rate(self.device, precision)
         return self._peaks[precision]
 
     def time(self, op: OpCost, phase: Phase) -> _OpTime:
