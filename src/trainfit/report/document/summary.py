@@ -130,7 +130,7 @@ def verdict_text(c: ClaimCheck) -> str:
 
 def _numbers(c: ClaimCheck) -> str:
     """The claim's short name, setting, and document vs trainfit with the unit."""
-    name, unit = _UNITS.get(c.quantity, (c.quantity, ""))
+    name, unit = _UNITS[c.quantity]
     if c.component:
         name = " + ".join(c.component)
     doc = f"{c.low:g}" if c.low == c.high else f"{c.low:g}-{c.high:g}"
