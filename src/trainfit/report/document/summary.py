@@ -6,7 +6,7 @@ words of a claim's typed reason (`ClaimReason`) and of why trainfit has no figur
 from __future__ import annotations
 
 from trainfit.plan.options import DevicePlan, Plan
-from trainfit.report.document.claims import local_cost, multi_gpu_run
+from trainfit.report.document.claims import TOLERANCE, local_cost, multi_gpu_run
 from trainfit.report.document.model import (
     ClaimCheck,
     ClaimSetting,
@@ -235,8 +235,9 @@ def summary_blocks(report: Report) -> list[Block]:
         _h(2, "Summary"),
         _p(
             f"The document's {len(claims)} figures against trainfit's: {counts.count(True)} "
-            f"agree (within 25%), {counts.count(False)} disagree, {counts.count(None)} not "
-            "computed, each with the reason. Fits, setting, memory, hours and cost are "
+            f"agree (within {TOLERANCE:.0%}), {counts.count(False)} disagree, "
+            f"{counts.count(None)} not computed, each with the reason. Fits, setting, memory, "
+            "hours and cost are "
             "trainfit's plan for the device (costs in USD); a figure the document gives at its "
             "own setting is computed at that setting."
             if claims
