@@ -67,7 +67,7 @@ from trainfit.report.document.model import (
     NoFigure,
     StageSection,
 )
-from trainfit.specfile.schema import ClaimReason
+from trainfit.specfile.schema import ClaimQuantity, ClaimReason
 from trainfit.timing.run import CostLine, RunSpec
 
 REASONS = tuple(r.value for r in ClaimReason)
@@ -132,28 +132,8 @@ _INFERENCE: dict[str, str] = {
     "inference_memory_gib": "memory_gib",
 }
 """Inference quantity -> the InferenceRow field it reads."""
-QUANTITIES = (
-    *sorted(
-        (
-            *_PER_DEVICE,
-            *_INFERENCE,
-            "cost_usd",
-            "params_millions",
-            "max_micro_batch",
-            "fits",
-            "trainable_percent",
-            "component_gib",
-            "usable_gib",
-            "weights_gib",
-            "power_watts",
-            "electricity_usd",
-            "ownership_usd",
-            "price_usd",
-            "usd_per_hour",
-            "checkpointing_saves_percent",
-        )
-    ),
-)
+QUANTITIES = tuple(sorted(q.value for q in ClaimQuantity))
+"""The quantities a claim can name (`ClaimQuantity`), sorted."""
 
 
 def as_claim(item: object) -> Claim:
