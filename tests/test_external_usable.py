@@ -14,6 +14,7 @@ from benchmarks.external.mps_limits import fit as mps_fit
 from benchmarks.external.mps_limits import mps_rows, share
 from benchmarks.external.usable import WDDM, fit, oom_rows, visible_gib
 
+from trainfit.errors import TrainfitError, UnknownNameError
 from trainfit.hardware.catalog import catalog
 from trainfit.hardware.figures import UNKNOWN
 from trainfit.memory import runtime
@@ -74,8 +75,17 @@ def test_geforce_rows_use_the_evidence_or_the_rule(name: str) -> None:
 def test_a_profile_per_sm_without_the_sm_count_is_an_error() -> None:
     device = catalog().devices["rtx-4060"]
     bare = dataclasses.replace(device, sm_count=UNKNOWN)
-    with pytest.raises(ValueError, match="sm_count"):
+    with pytest.raises(TrainfitError, match="sm_count"):
         runtime.profile_of(bare)
+
+
+def test_an_unknown_runtime_profile_is_an_error_naming_the_profiles() -> None:
+    device = dataclasses.replace(catalog().devices["rtx-4060"], runtime_profile="geforce-fit")
+    with pytest.raises(UnknownNameError) as raised:
+        runtime.profile_of(device)
+    assert str(raised.value) == (
+        "unknown runtime profile 'geforce-fit'; did you mean 'geforce-oom-fit'? (device 'rtx-4060')"
+    )
 
 
 MPS = mps_rows(load_corpus())

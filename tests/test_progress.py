@@ -8,8 +8,14 @@ from trainfit.progress import Event, Part, reporting, tell
 from trainfit.spec import TrainSpec
 
 
-def test_tell_without_a_reporter_does_nothing() -> None:
-    tell(Part.DEVICE, "h100", index=1, total=2)  # NB: nothing to assert but that it returns
+def test_tell_without_a_reporter_reaches_no_one() -> None:
+    earlier: list[Event] = []
+    with reporting(earlier.append):
+        pass
+    assert tell(Part.DEVICE, "h100", index=1, total=2) is None
+    with reporting(None):  # NB: None with none in effect puts none in effect either
+        tell(Part.DEVICE, "t4")
+    assert earlier == []
 
 
 def test_reporting_is_for_the_block_only() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from trainfit.errors import TrainfitError, UnknownNameError
 from trainfit.hardware.catalog import Device
 
 MiB = 1 << 20
@@ -109,11 +110,15 @@ floor, never zero."""
 
 def profile_of(device: Device) -> RuntimeProfile:
     """The runtime profile of `device`, its per-SM part resolved with the device's SM count."""
-    profile = PROFILES[device.runtime_profile]
+    profile = PROFILES.get(device.runtime_profile)
+    if profile is None:
+        raise UnknownNameError(
+            "runtime profile", device.runtime_profile, PROFILES, hint=f"device {device.name!r}"
+        )
     if not profile.per_sm_bytes:
         return profile
     if not device.sm_count.known:
-        raise ValueError(
+        raise TrainfitError(
             f"device {device.name!r}: runtime profile {profile.name!r} needs the device's "
             "sm_count; add it to the device's row"
         )

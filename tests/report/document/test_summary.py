@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 
 from trainfit.plan.search import plan
-from trainfit.report.document import build_report, to_html, to_markdown
-from trainfit.report.document.model import ClaimCheck, Missing, NoFigure
-from trainfit.report.document.summary import missing_text, reason_text, verdict_text
+from trainfit.report.document import QUANTITIES, build_report, to_html, to_markdown
+from trainfit.report.document.model import ClaimCheck, Missing, NoFigure, Report
+from trainfit.report.document.summary import (
+    missing_text,
+    reason_text,
+    summary_blocks,
+    verdict_text,
+)
 from trainfit.spec import TrainSpec
 from trainfit.specfile.schema import ClaimReason
 from trainfit.timing.run import RunSpec
@@ -72,3 +77,12 @@ def test_the_report_opens_with_a_row_per_model_and_device() -> None:
     assert "<details><summary>Details: mlp</summary>" in page
     assert page.index("<h2>Summary</h2>") < page.index("<details>")
     assert "http://" not in page and "https://" not in page
+
+
+@pytest.mark.parametrize("quantity", QUANTITIES)
+def test_every_quantity_has_a_name_in_the_summary(quantity: str) -> None:
+    check = _check(quantity=quantity, trainfit=5.0, ratio=1.0, agrees=True)
+    blocks = summary_blocks(Report(title="t", models=(), claims=(check,)))
+    ((_, device, figure),) = [r for b in blocks for r in b.rows]
+    assert (device, figure.split(": ")[1].split(" vs ")[0]) == ("d", "1-2")
+    assert "_" not in figure.split(": ")[0]  # NB: the quantity's name, not its key

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from trainfit.plan.words import failing_text
+from trainfit.report.document.claims import TOLERANCE
 from trainfit.report.document.model import ModelSection, Report
 from trainfit.report.document.sections import stage_blocks
 from trainfit.report.document.summary import setting_text, summary_blocks, verdict_text
@@ -160,7 +161,8 @@ def _claims(report: Report) -> list[Block]:
     return [
         _h(2, "The document's figures against trainfit's"),
         _p(
-            "Ratio: trainfit over the document (1.00 inside a range); beyond 25% disagrees. "
+            "Ratio: trainfit over the document (1.00 inside a range); beyond "
+            f"{TOLERANCE:.0%} disagrees. "
             "Setting: where the document gives its own, trainfit's figure is computed at it."
         ),
         _t(

@@ -41,6 +41,7 @@ from trainfit.plan.options import DevicePlan, Plan
 from trainfit.plan.traces import TraceCache
 from trainfit.plan.words import time_text
 from trainfit.report.document.figures import (
+    COMBINE,
     OTHER_PER_DEVICE,
     Found,
     at_claim_setting,
@@ -66,7 +67,7 @@ from trainfit.report.document.model import (
     NoFigure,
     StageSection,
 )
-from trainfit.specfile.schema import ClaimReason
+from trainfit.specfile.schema import ClaimQuantity, ClaimReason
 from trainfit.timing.run import CostLine, RunSpec
 
 REASONS = tuple(r.value for r in ClaimReason)
@@ -117,13 +118,13 @@ def local_cost(d: DevicePlan) -> CostLine | None:
     return next((c for c in d.costs if c.kind == "local"), None)
 
 
-_PER_DEVICE: dict[str, tuple[Callable[[DevicePlan], float | None], str]] = {
-    "memory_gib": (_memory, "max"),
-    "micro_batch": (_micro_batch, "last"),
-    "gpus": (_gpus, "max"),
-    "step_seconds": (_step, "last"),
-    "tokens_per_second": (_tokens, "last"),
-    "hours": (_hours, "sum"),
+_PER_DEVICE: dict[str, Callable[[DevicePlan], float | None]] = {
+    "memory_gib": _memory,
+    "micro_batch": _micro_batch,
+    "gpus": _gpus,
+    "step_seconds": _step,
+    "tokens_per_second": _tokens,
+    "hours": _hours,
 }
 _INFERENCE: dict[str, str] = {
     "latency_ms": "total_ms",
@@ -131,28 +132,8 @@ _INFERENCE: dict[str, str] = {
     "inference_memory_gib": "memory_gib",
 }
 """Inference quantity -> the InferenceRow field it reads."""
-QUANTITIES = (
-    *sorted(
-        (
-            *_PER_DEVICE,
-            *_INFERENCE,
-            "cost_usd",
-            "params_millions",
-            "max_micro_batch",
-            "fits",
-            "trainable_percent",
-            "component_gib",
-            "usable_gib",
-            "weights_gib",
-            "power_watts",
-            "electricity_usd",
-            "ownership_usd",
-            "price_usd",
-            "usd_per_hour",
-            "checkpointing_saves_percent",
-        )
-    ),
-)
+QUANTITIES = tuple(sorted(q.value for q in ClaimQuantity))
+"""The quantities a claim can name (`ClaimQuantity`), sorted."""
 
 
 def as_claim(item: object) -> Claim:
@@ -358,7 +339,7 @@ def _per_device(
     """A plan field's figure over the stages; a device that trains only over several GPUs
     takes its multi-GPU plan's hours unless the claim is about a GPU count."""
     q = claim.quantity
-    read, combine = _PER_DEVICE[q]
+    read, combine = _PER_DEVICE[q], COMBINE[q]
     found: list[Found] = []
     for stage, d, _ in entries:
         if claim.gpus == 1 and d.setting is None:

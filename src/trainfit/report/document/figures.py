@@ -271,6 +271,21 @@ def combined(found: list[Found], combine: str) -> Found:
 OTHER_PER_DEVICE = ("max_micro_batch", "fits", "component_gib", "usable_gib", "usd_per_hour")
 """Per-device quantities `other_per_device` reads."""
 
+COMBINE: dict[str, str] = {
+    "memory_gib": "max",
+    "micro_batch": "last",
+    "gpus": "max",
+    "step_seconds": "last",
+    "tokens_per_second": "last",
+    "hours": "sum",
+    "max_micro_batch": "min",
+    "fits": "min",
+    "component_gib": "max",
+    "usable_gib": "max",
+    "usd_per_hour": "max",
+}
+"""How a per-device quantity's figures over a plan's stages combine (see `combined`)."""
+
 
 def other_per_device(
     claim: Claim, entries: list[tuple[StageSection, DevicePlan, DeviceMemory]]
@@ -295,7 +310,7 @@ def other_per_device(
             )
         else:
             found.append(usd_per_hour(d))
-    return combined(found, "min" if q in ("max_micro_batch", "fits") else "max")
+    return combined(found, COMBINE[q])
 
 
 def at_claim_setting(
@@ -340,5 +355,4 @@ def at_claim_setting(
             found.append(nothing(NoFigure.NO_RUN, d.device))
         else:
             found.append(Found(value=at.hours))
-    combine = {"memory_gib": "max", "fits": "min", "hours": "sum"}.get(claim.quantity, "last")
-    return combined(found, combine)
+    return combined(found, COMBINE[claim.quantity])

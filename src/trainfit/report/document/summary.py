@@ -6,7 +6,7 @@ words of a claim's typed reason (`ClaimReason`) and of why trainfit has no figur
 from __future__ import annotations
 
 from trainfit.plan.options import DevicePlan, Plan
-from trainfit.report.document.claims import local_cost, multi_gpu_run
+from trainfit.report.document.claims import TOLERANCE, local_cost, multi_gpu_run
 from trainfit.report.document.model import (
     ClaimCheck,
     ClaimSetting,
@@ -130,7 +130,7 @@ def verdict_text(c: ClaimCheck) -> str:
 
 def _numbers(c: ClaimCheck) -> str:
     """The claim's short name, setting, and document vs trainfit with the unit."""
-    name, unit = _UNITS.get(c.quantity, (c.quantity, ""))
+    name, unit = _UNITS[c.quantity]
     if c.component:
         name = " + ".join(c.component)
     doc = f"{c.low:g}" if c.low == c.high else f"{c.low:g}-{c.high:g}"
@@ -235,8 +235,9 @@ def summary_blocks(report: Report) -> list[Block]:
         _h(2, "Summary"),
         _p(
             f"The document's {len(claims)} figures against trainfit's: {counts.count(True)} "
-            f"agree (within 25%), {counts.count(False)} disagree, {counts.count(None)} not "
-            "computed, each with the reason. Fits, setting, memory, hours and cost are "
+            f"agree (within {TOLERANCE:.0%}), {counts.count(False)} disagree, "
+            f"{counts.count(None)} not computed, each with the reason. Fits, setting, memory, "
+            "hours and cost are "
             "trainfit's plan for the device (costs in USD); a figure the document gives at its "
             "own setting is computed at that setting."
             if claims
