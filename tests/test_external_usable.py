@@ -63,8 +63,10 @@ def test_geforce_rows_use_the_evidence_or_the_rule(name: str) -> None:
     assert device.memory_bytes == figure.value
     if figure.source.key == "usable-fit":
         assert figure.value == round(visible_gib(device.memory_gb.value, COMMITTED) * GiB)
-    else:  # the lowest total capacity of the card's calibration messages
-        totals = [r.total_gib for r in ROWS if r.device_key == name and r.split == "calibration"]
+    else:  # the lowest total capacity of the card's calibration messages, else of its own
+        own = [r for r in ROWS if r.device_key == name]
+        calibration = [r.total_gib for r in own if r.split == "calibration"]
+        totals = calibration or [r.total_gib for r in own]
         assert totals and figure.value == round(min(totals) * GiB)
     context = runtime.profile_of(device).base_context_bytes
     sms = device.sm_count.value
@@ -120,3 +122,15 @@ def test_mac_rows_follow_the_evidence(name: str) -> None:
     expected = 2 / 3 if ram <= 32 else MPS_COMMITTED["large_share"]
     # within 1 MiB: the 16 GB rows carry the logged 10922.67 MiB
     assert abs(device.memory_bytes - expected * ram * GiB) <= 1 << 20
+
+
+def test_a_verdict_on_the_8_gb_laptop_card_uses_what_pytorch_sees(capsys) -> None:
+    from trainfit.cli.main import main
+
+    device = catalog().devices["rtx-4060-laptop"]
+    assert device.memory_bytes == round(7.75 * GiB) < 8 * GiB
+    argv = ["estimate", "trainfit.models.zoo:emotion_mlp", "--batch", "32", "--device"]
+    assert main([*argv, "rtx 4060 laptop"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "of 7.75 GiB" in out
+    assert "usable: 7.75 GiB of the 8 GB (what PyTorch sees: the 'total capacity' of public" in out
