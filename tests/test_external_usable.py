@@ -134,3 +134,4 @@ def test_a_verdict_on_the_8_gb_laptop_card_uses_what_pytorch_sees(capsys) -> Non
     out = " ".join(capsys.readouterr().out.split())
     assert "of 7.75 GiB" in out
     assert "usable: 7.75 GiB of the 8 GB (what PyTorch sees: the 'total capacity' of public" in out
+    assert "a display on the card" not in out  # a laptop's display is on the integrated GPU

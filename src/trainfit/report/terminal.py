@@ -91,7 +91,10 @@ def _usable_line(device: Device) -> str:
         SourceKind.FITTED: "a rule fitted on public out-of-memory messages of other cards",
         SourceKind.SECONDARY: "the 'total capacity' of public out-of-memory messages on this card",
     }.get(visible.source.kind if visible.source else None, "the catalog")
-    display = "; a display on the card takes more" if "GeForce" in device.display else ""
+    # NB: a laptop's display runs on the integrated GPU (other processes held 0.01-0.02 GiB in
+    # the laptop messages), a desktop GeForce card's often on the card (0.6-2.2 GiB)
+    desktop = "GeForce" in device.display and "Laptop" not in device.display
+    display = "; a display on the card takes more" if desktop else ""
     return (
         f"usable: {gib(int(visible.value))} of the {box.value:g} GB (what PyTorch sees: "
         f"{whence}){display}"
