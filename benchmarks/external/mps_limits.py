@@ -16,12 +16,12 @@ The rule for the share is fitted on the calibration rows only and checked on the
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.external.load import CorpusRow, load_corpus
+from benchmarks.external.usable import gib
 
 RESULTS = Path(__file__).parent / "results"
 HIGH_WATERMARK = 1.7
@@ -44,10 +44,6 @@ LEFT_OUT = {
     "printed; RAM not stated",
 }
 
-_SIZE = re.compile(r"([\d.]+)\s*(KiB|KB|MiB|MB|GiB|GB)")
-_GIB = {"KiB": 2**-20, "KB": 2**-20, "MiB": 2**-10, "MB": 2**-10, "GiB": 1.0, "GB": 1.0}
-# NB: PyTorch's format_size divides by 1024 whatever it prints ("GB" in older builds)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MpsOom:
@@ -65,10 +61,9 @@ def _gib(row: CorpusRow, number: str, text: str) -> float:
     extra = row.extra
     if extra.get(number) is not None:
         return float(extra[number])
-    match = _SIZE.search(str(extra.get(text)))
-    if match is None:
+    if extra.get(text) is None:
         raise ValueError(f"{row.id}: no size in {text}")
-    return float(match.group(1)) * _GIB[match.group(2)]
+    return gib(str(extra[text]))
 
 
 def mps_rows(rows: list[CorpusRow]) -> list[MpsOom]:

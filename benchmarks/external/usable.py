@@ -57,12 +57,14 @@ WDDM = {
 }
 """Rows kept out of the visible-memory fit, with why."""
 
-_SIZE = re.compile(r"([\d.]+)\s*(bytes|KiB|MiB|GiB)")
-_UNIT = {"bytes": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0}
+_SIZE = re.compile(r"([\d.]+)\s*(bytes|KiB|KB|MiB|MB|GiB|GB)")
+_UNIT = {"bytes": 2**-30, "KiB": 2**-20, "MiB": 2**-10, "GiB": 1.0}
+_UNIT |= {"KB": _UNIT["KiB"], "MB": _UNIT["MiB"], "GB": _UNIT["GiB"]}
+# NB: PyTorch's format_size divides by 1024 whatever it prints ("GB" in older MPS builds)
 
 
 def gib(text: str | float | None) -> float | None:
-    """A size of the message ('279.12 MiB', 0.5) in GiB."""
+    """A size of an out-of-memory message ('279.12 MiB', '18.13 GB', 0.5) in GiB."""
     if text is None or isinstance(text, (int, float)):
         return text
     match = _SIZE.search(str(text))
