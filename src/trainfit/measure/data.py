@@ -12,7 +12,6 @@ disk, CPU cores and page cache differ, so measure where you train.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -95,16 +94,15 @@ def measure_data(
         on_batch(0, batch_samples(first), first_seconds)
     timed_start = time.perf_counter()
     samples = count = 0
-    timed = itertools.islice(stream, batches)
-    for index in range(1, batches + 1):
-        batch = _users(lambda: next(timed, None), "the data loader")
+    while count < batches:
+        batch = _users(lambda: next(stream, None), "the data loader")
         if batch is None:
             break
+        count += 1
         size = batch_samples(batch)
         samples += size
-        count += 1
         if on_batch:
-            on_batch(index, size, time.perf_counter() - start)
+            on_batch(count, size, time.perf_counter() - start)
     if count == 0:
         raise DataLoaderError(
             "the data loader yielded only one batch: give it more data to time, or a smaller "
