@@ -25,7 +25,7 @@ from trainfit.errors import SpecError
 from trainfit.estimator.cpu import estimate_cpu
 from trainfit.estimator.result import Breakdown, Estimate, assemble, emulated_bf16
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
-from trainfit.memory.allocator import OutOfMemory
+from trainfit.memory.allocator import CachingAllocator, OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
 from trainfit.memory.runtime import (
@@ -54,23 +54,23 @@ def gpu_memory(
     With a `budget` (device bytes the step may use, context included) the allocator's
     out-of-memory retry is replayed, and OutOfMemory is raised when the step does not fit.
     `sizes` replaces the bytes of each event (see `memory.replay.replay`). An Apple GPU's trace
-    goes through the MPS heap allocator; its runtime context is Metal's measured floor.
+    goes through the MPS heap allocator; its runtime context is the floor Metal held beside
+    PyTorch's heaps in public out-of-memory messages.
     """
     if device.kind is DeviceKind.MPS:
         context = METAL_OTHER_FLOOR_BYTES
-        capacity = None if budget is None else max(0, budget - context)
-        return replay(trace, 0, capacity, sizes, allocator=MpsAllocator), context
-    profile = profile_of(device)
-    reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
-    context = context_bytes(
-        profile,
-        uses_cublas=bool(trace.workspaces),
-        reduced_precision=reduced,
-        backward_cublas=any(w.thread is Thread.AUTOGRAD for w in trace.workspaces),
-    )
+        workspace, allocator = 0, MpsAllocator
+    else:
+        reduced = spec.precision in (Precision.FP16, Precision.BF16, Precision.PURE_BF16)
+        context = context_bytes(
+            profile_of(device),
+            uses_cublas=bool(trace.workspaces),
+            reduced_precision=reduced,
+            backward_cublas=any(w.thread is Thread.AUTOGRAD for w in trace.workspaces),
+        )
+        workspace, allocator = cublas_workspace_bytes(device.compute_capability), CachingAllocator
     capacity = None if budget is None else max(0, budget - context)
-    result = replay(trace, cublas_workspace_bytes(device.compute_capability), capacity, sizes)
-    return result, context
+    return replay(trace, workspace, capacity, sizes, allocator=allocator), context
 
 
 def gpu_fits(
