@@ -83,7 +83,7 @@ def test_accumulation_repeats_the_passes() -> None:
 
 
 def test_a_device_without_rates_says_so() -> None:
-    result = estimate(model="gpt2", batch=2, seq_len=128, precision="bf16", device="a10g")
+    result = estimate(model="gpt2", batch=2, seq_len=128, precision="bf16", device="m2-16gb")
     assert result.step_time is None
     assert any("no bf16 compute rate" in n for n in result.notes)
 

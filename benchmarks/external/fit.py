@@ -58,8 +58,8 @@ UNFITTED_ARCHITECTURES = frozenset({"hopper"})
 CLASS_FIT_FAMILIES = frozenset({"consumer-ampere", "consumer-ada", "datacenter"})
 """Families fitted with a convolution factor beside the factor on every other kernel."""
 GENERATIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "apple-silicon-m1": ("apple-silicon", ("m1-pro-16gb", "m1-max-32c", "m1-ultra")),
-    "apple-silicon-m3": ("apple-silicon", ("m3-max",)),
+    "apple-silicon-m1": ("apple-silicon", ("m1-pro-16gb", "m1-max-32c", "m1-ultra", "m1-max-24c")),
+    "apple-silicon-m3": ("apple-silicon", ("m3-max", "m3-pro-14c")),
 }
 """Sub-families fitted on their own calibration rows: name -> (family, catalog devices)."""
 PRERELEASE_MPS = re.compile(r"torch 1\.1[23]\.0\.dev2022")
