@@ -11,6 +11,9 @@ seconds per `steps` steps; an epoch of `epoch_samples` samples in the row's unit
     python -m benchmarks.external.compare predict    # held-out predictions (results/)
     python -m benchmarks.external.compare report     # held-out errors (results/time_by_family.md)
     python -m benchmarks.external.compare record     # their check into families.json
+    python -m benchmarks.external.compare apple-old     # version 2 on the Apple rows added since
+    python -m benchmarks.external.compare apple-fit     # version 3's Apple factors, predictions
+    python -m benchmarks.external.compare apple-report  # their errors (results/)
 
 Traces are cached in `CACHE` (a pickle outside git) because tracing ~90 steps on a small
 machine takes a while; a cached entry is keyed by everything the trace depends on.
@@ -199,6 +202,10 @@ def main(argv: list[str]) -> int:
     if command == "trace":
         trace_all(rows)
         return 0
+    if command.startswith("apple-"):
+        from benchmarks.external import fit_apple
+
+        return fit_apple.main(command, load_corpus())
     from benchmarks.external import fit
 
     return fit.main(command, rows)

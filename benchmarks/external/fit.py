@@ -62,7 +62,7 @@ GENERATIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "apple-silicon-m3": ("apple-silicon", ("m3-max", "m3-pro-14c")),
 }
 """Sub-families fitted on their own calibration rows: name -> (family, catalog devices)."""
-PRERELEASE_MPS = re.compile(r"torch 1\.1[23]\.0\.dev2022")
+PRERELEASE_MPS = re.compile(r"torch[ -]1\.1[23]\.0\.dev2022")
 PRERELEASE = "pre-release MPS build (a torch nightly of 2022): not fitted on"
 GRID = tuple(
     math.exp(math.log(0.2) + i * (math.log(5.0) - math.log(0.2)) / 160) for i in range(161)
