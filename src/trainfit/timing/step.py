@@ -193,6 +193,12 @@ class Rates:
                 + cal.foreach_tensor_seconds * op.detail
             )
             return _OpTime(memory, False)
+        if op.kind is OpKind.NORM and self.device.kind is DeviceKind.MPS:
+            # NB: the channel curve below is cuDNN's and PyTorch's CUDA kernels (their
+            # efficiency falls to 6% of bandwidth at 16 channels); MPS normalises through
+            # MPSGraph reductions, timed here as any bandwidth-bound kernel (the CIFAR ResNets'
+            # 16-64-channel BatchNorms were otherwise modelled 2x too slow on an M1 Pro)
+            return _OpTime(op.bytes / self.elementwise + cal.kernel_seconds, False)
         if op.kind is OpKind.NORM:
             # NB: PyTorch's kernel for bf16, cuDNN's for fp32 and fp16 (as profiled on CUDA)
             curve = cal.norm_curve["bf16" if op.dtype == "bf16" else "fp32"]
