@@ -23,9 +23,7 @@ from trainfit.trace.target import Target
 ROWS = load_corpus()
 BY_ID = {r.id: r for r in ROWS}
 PREDICTED = {e["id"]: e for e in json.loads(fit.PREDICTIONS.read_text())["rows"]}
-APPLE_V3 = {
-    e["id"]: e for e in json.loads(fit_apple.PREDICTIONS.read_text())["version_3"]["rows"]
-}
+APPLE_V3 = {e["id"]: e for e in json.loads(fit_apple.PREDICTIONS.read_text())["version_3"]["rows"]}
 """Model version 3's held-out Apple predictions (the library's default path on a Mac now)."""
 FAST_HELDOUT = {
     "consumer-ada": "xhmy-resnet50-fp32-4090-ubuntu",
@@ -55,7 +53,7 @@ def test_loader_names_the_bad_row(tmp_path) -> None:
 
 
 TOLERANCE = {
-    "apple-silicon": (0.34, 0.57),
+    "apple-silicon": (0.15, 0.56),
     "consumer-ada": (0.09, 0.09),
     "consumer-ampere": (0.05, 0.16),
     "datacenter": (0.14, 0.43),
@@ -64,9 +62,10 @@ TOLERANCE = {
 """Held-out (median, worst) |predicted / measured - 1| per family, just above what the current
 code gives: the committed version-2 predictions recomputed after the host floor
 (host_fit.json), the family factors not refitted (results/heldout_recheck_host_floor.json:
-Apple 33.0% / 56.2%, consumer Ada 8.2%, consumer Ampere 4.5% / 15.5%, data centre 13.4% /
-42.6%, Hopper rows 23.4% / 38.0%; as committed, results/time_by_family.md: 32.9% / 56.2%,
-8.0%, 4.6% / 15.8%, 13.5% / 43.0%, 23.5% / 38.3%)."""
+consumer Ada 8.2%, consumer Ampere 4.5% / 15.5%, data centre 13.4% / 42.6%, Hopper rows
+23.4% / 38.0%; Apple 33.0% / 56.2% before model version 3, 14.3% / 55.7% since, in
+results/time_by_family_v3.md, where these Apple rows are marked not blind; as committed,
+results/time_by_family.md: 32.9% / 56.2%, 8.0%, 4.6% / 15.8%, 13.5% / 43.0%, 23.5% / 38.3%)."""
 
 
 def _committed(family: str) -> dict[str, dict]:
@@ -128,3 +127,36 @@ def test_every_heldout_family_stays_within_todays_errors() -> None:
         median, worst = TOLERANCE[family]
         assert statistics.median(found) <= median, (family, statistics.median(found))
         assert max(found) <= worst, (family, max(found))
+
+
+APPLE_V3_TOLERANCE = {
+    "blind": (0.43, 0.52),
+    "released": (0.13, 0.30),
+    "all": (0.24, 0.56),
+}
+"""Model version 3's held-out Apple errors (median, worst), just above results/
+time_by_family_v3.md: the 3 rows added after version 2 (blind, all on a 2022 torch nightly)
+42.0% / 51.6%; version 2's held-out rows on released torch (not blind) 12.5% / 29.2%; all 15
+held-out Apple rows 23.2% / 55.7%."""
+
+
+@pytest.mark.slow
+def test_apple_heldout_rows_stay_within_version_3s_errors() -> None:
+    cache = compare._load_cache()
+    added = {r.id for r in fit_apple.new_heldout(ROWS)}
+    sets: dict[str, list[float]] = defaultdict(list)
+    for entry in APPLE_V3.values():
+        if "predicted_value" not in entry:
+            continue
+        row = BY_ID[entry["id"]]
+        error = abs(_modelled_value(row.id, cache) / row.value - 1)
+        sets["all"].append(error)
+        if row.id in added:
+            sets["blind"].append(error)
+        elif entry["status"] == "ok":
+            sets["released"].append(error)
+    assert {k: len(v) for k, v in sets.items()} == {"all": 15, "blind": 3, "released": 7}
+    for name, found in sets.items():
+        median, worst = APPLE_V3_TOLERANCE[name]
+        assert statistics.median(found) <= median, (name, statistics.median(found))
+        assert max(found) <= worst, (name, max(found))
