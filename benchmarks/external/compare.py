@@ -14,6 +14,7 @@ seconds per `steps` steps; an epoch of `epoch_samples` samples in the row's unit
     python -m benchmarks.external.compare apple-old     # version 2 on the Apple rows added since
     python -m benchmarks.external.compare apple-fit     # version 3's Apple factors, predictions
     python -m benchmarks.external.compare apple-report  # their errors (results/)
+    python -m benchmarks.external.compare apple-record  # their check into families.json
 
 Traces are cached in `CACHE` (a pickle outside git) because tracing ~90 steps on a small
 machine takes a while; a cached entry is keyed by everything the trace depends on.

@@ -188,4 +188,11 @@ def main(command: str, rows: list[CorpusRow]) -> int:
 
         REPORT.write_text(score_apple.render(rows))
         return 0
-    raise SystemExit(f"unknown command {command!r}: apple-old, apple-fit or apple-report")
+    if command == "apple-record":
+        from benchmarks.external import score_apple
+
+        _dump(fit.FAMILIES_JSON, score_apple.record_checks(rows))
+        return 0
+    raise SystemExit(
+        f"unknown command {command!r}: apple-old, apple-fit, apple-report or apple-record"
+    )
