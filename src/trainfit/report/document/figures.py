@@ -268,6 +268,24 @@ def combined(found: list[Found], combine: str) -> Found:
     return Found(value=total)
 
 
+def compared(compare: str, ours: Found, theirs: Found) -> Found:
+    """Two figures set against each other (`ClaimCompare`): ours / theirs ("times"), or the
+    percentage ours is less or more than theirs; the first missing one where either is."""
+    for found in (ours, theirs):
+        if found.value is None:
+            return found
+    assert ours.value is not None and theirs.value is not None
+    if not theirs.value:
+        raise TrainfitError("the figure it is compared with is 0: no ratio")
+    ratio = float(ours.value) / float(theirs.value)
+    value = {
+        "times": ratio,
+        "percent_less": 100.0 * (1.0 - ratio),
+        "percent_more": 100.0 * (ratio - 1.0),
+    }[compare]
+    return Found(value=value)
+
+
 OTHER_PER_DEVICE = ("max_micro_batch", "fits", "component_gib", "usable_gib", "usd_per_hour")
 """Per-device quantities `other_per_device` reads."""
 
