@@ -141,3 +141,17 @@ def test_a_compiled_setting_is_not_computed_and_says_why(plans) -> None:
 def test_an_unknown_comparison_is_refused_with_the_choices(plans) -> None:
     with pytest.raises(SpecError, match=r"versus.compare 'ratio' is not one of times, "):
         _check(plans, device="rtx-4060", quantity="hours", versus={"compare": "ratio"})
+
+
+def test_components_at_a_setting_sum_to_its_memory(plans) -> None:
+    at = {"micro_batch": 8, "precision": "fp32"}
+    parts = ["parameters", "gradients", "optimizer state", "activations", "temporaries",
+             "workspaces", "allocator overhead", "runtime context"]  # fmt: skip
+    whole = _check(plans, device="rtx-4060", quantity="memory_gib", setting=at).trainfit
+    summed = _check(plans, device="rtx-4060", quantity="component_gib", component=parts,
+                    setting=at).trainfit  # fmt: skip
+    acts = _check(plans, device="rtx-4060", quantity="component_gib", component="activations",
+                  setting={**at, "micro_batch": 4096}).trainfit  # fmt: skip
+    small = _check(plans, device="rtx-4060", quantity="component_gib", component="activations",
+                   setting=at).trainfit  # fmt: skip
+    assert summed == pytest.approx(whole) and acts > small >= 0

@@ -20,12 +20,12 @@ inference_memory_gib (device memory the inference needs). An inference claim is 
 model and device, and by precision and batch where it gives them; it must then match one row.
 
 A claim's `setting` (micro-batch, accumulation, precision, checkpointing) has memory_gib,
-fits, step_seconds, tokens_per_second and hours computed at it (`figures.at_setting`); its
-`gpus` puts hours on that many GPUs; its `models` sums several models' figures; its `stage`
-picks one stage of a schedule; its `versus` makes it a comparison of two of trainfit's
-figures of the quantity (ours / theirs, or percent less or more: `figures.compared`), the
-other at `versus`'s device, setting, model or components. Where trainfit has no figure the
-check says why (`Missing`).
+fits, step_seconds, tokens_per_second, hours and component_gib computed at it
+(`figures.at_setting`); its `gpus` puts hours on that many GPUs; its `models` sums several
+models' figures; its `stage` picks one stage of a schedule; its `versus` makes it a
+comparison of two of trainfit's figures of the quantity (ours / theirs, or percent less or
+more: `figures.compared`), the other at `versus`'s device, setting, model or components.
+Where trainfit has no figure the check says why (`Missing`).
 
 A claim agrees when trainfit's figure is within 25% of it (of the nearer end of a range).
 Known limitations: costs are compared in the run's currency, whatever it is.
@@ -51,6 +51,7 @@ from trainfit.report.document.figures import (
     checkpointing_saves,
     combined,
     compared,
+    components_at_setting,
     does_not_fit,
     electricity_usd,
     hours_on_gpus,
@@ -325,6 +326,8 @@ def _trainfit(
         return device, nothing(NoFigure.COMPILED, device), ""
     if q == "checkpointing_saves_percent":
         return device, _saves(claim, entries, caches), ""
+    if claim.setting is not None and q == "component_gib":
+        return device, components_at_setting(claim, entries, caches), ""
     if claim.setting is not None and q in _SETTING:
         return device, at_claim_setting(claim, entries, caches), ""
     if q in OTHER_PER_DEVICE:

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from trainfit.errors import TrainfitError
+from trainfit.estimator.scaling import BatchScaling
 from trainfit.hardware.catalog import Device, get_device
 from trainfit.plan.options import DevicePlan, GpuShort, Plan
 from trainfit.plan.times import over_gpus, step_times
@@ -89,19 +90,8 @@ def at_setting(
     """The memory, step and run hours of `setting` on `gpus` of `d`'s device (a new trace of
     the setting; `cache` shares it between claims)."""
     device = get_device(d.device)
-    chosen = d.setting
-    precision = (
-        Precision(setting.precision)
-        if setting.precision is not None
-        else (chosen.precision if chosen is not None else plan.spec.precision)
-    )
-    spec = dataclasses.replace(
-        plan.spec,
-        precision=precision,
-        checkpointing=setting.checkpointing,
-        optimizer=chosen.optimizer if chosen is not None else plan.spec.optimizer,
-    )
-    scaling = scaling_for(spec, device, cache)
+    scaling = _scaling_at(plan, d, setting, cache)
+    spec, precision = scaling.spec, scaling.spec.precision
     micro, accum = setting.micro_batch, setting.grad_accum
     times = step_times(spec, device, scaling, micro, accum, micro * accum, ())
     step = times.get("step_time")
@@ -119,6 +109,47 @@ def at_setting(
         no_step=no_step,
         hours=hours,
     )
+
+
+def _scaling_at(
+    plan: Plan, d: DevicePlan, setting: ClaimSetting, cache: TraceCache
+) -> BatchScaling:
+    """The plan's spec at `setting` on `d`'s device (precision: the setting's, else the
+    device's chosen one; the chosen optimizer), traced once per `cache`."""
+    chosen = d.setting
+    precision = (
+        Precision(setting.precision)
+        if setting.precision is not None
+        else (chosen.precision if chosen is not None else plan.spec.precision)
+    )
+    spec = dataclasses.replace(
+        plan.spec,
+        precision=precision,
+        checkpointing=setting.checkpointing,
+        optimizer=chosen.optimizer if chosen is not None else plan.spec.optimizer,
+    )
+    return scaling_for(spec, get_device(d.device), cache)
+
+
+def components_at_setting(
+    claim: Claim,
+    entries: list[tuple[StageSection, DevicePlan, DeviceMemory]],
+    caches: dict[int, TraceCache],
+) -> Found:
+    """The breakdown's components summed at the claim's own setting (the largest stage)."""
+    setting = claim.setting
+    assert setting is not None
+    if not claim.component:
+        raise TrainfitError("component_gib needs `component`: the parts to sum")
+    found = []
+    for stage, d, _ in entries:
+        cache = caches.setdefault(id(stage.plan), TraceCache())
+        parts = dict(breakdown(_scaling_at(stage.plan, d, setting, cache), setting.micro_batch))
+        unknown = [c for c in claim.component if c not in parts]
+        if unknown:
+            raise TrainfitError(f"component {unknown[0]!r} is not one of {', '.join(parts)}")
+        found.append(Found(value=sum(parts[c] for c in claim.component) / GIB))
+    return combined(found, COMBINE["component_gib"])
 
 
 def checkpointing_saves(

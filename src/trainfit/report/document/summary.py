@@ -139,10 +139,11 @@ def versus_text(c: ClaimCheck) -> str:
         parts.append(" + ".join(v.models))
     if v.component:
         parts.append(" + ".join(v.component))
+    at = "at " if parts else ""
     if v.setting is not None:
-        parts.append(f"at {setting_text(v.setting, None)}")
+        parts.append(at + setting_text(v.setting, None))
     elif c.setting is not None:
-        parts.append("at the plan's setting")
+        parts.append(at + "the plan's setting")
     return "against " + " ".join(parts)
 
 
