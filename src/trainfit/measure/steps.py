@@ -31,6 +31,7 @@ from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.models.lora import check_runnable
 from trainfit.models.source import build_program
 from trainfit.optim import measured_optimizer
+from trainfit.progress import Activity, Part, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.training import (
     Phase,
@@ -300,6 +301,7 @@ def measure(
     backend = backend or backend_for(device)
     if phase_times and backend.kind is not DeviceKind.CUDA:
         raise MeasureError(f"phase times are read from CUDA events; {backend.name()} has none")
+    tell(Part.MEASURE, Activity.BUILD.value)
     build_program(spec, "meta")  # NB: imports the model's modules before the baseline
     free_at_start = backend.free_memory()
     backend.start()
@@ -322,6 +324,8 @@ def measure(
     try:
         for i in range(warmup + steps):
             marks.iteration = i
+            doing = Activity.WARMUP if i < warmup else Activity.STEP
+            tell(Part.MEASURE, doing.value, index=i + 1, total=warmup + steps)
             start = time.perf_counter()
             run_iteration(rig, batch, marks)
             marks.stamp(Phase.SETUP)
