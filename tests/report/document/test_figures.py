@@ -110,14 +110,16 @@ def test_a_comparison_is_the_two_figures_own_over_the_other(plans) -> None:
 
 
 def test_a_percentage_less_or_more_at_two_settings(plans) -> None:
-    low = {"micro_batch": 32, "precision": "fp16"}
-    high = {"micro_batch": 32, "precision": "fp32"}
-    half = _check(plans, device="rtx-4060", quantity="memory_gib", setting=low).trainfit
-    full = _check(plans, device="rtx-4060", quantity="memory_gib", setting=high).trainfit
-    less = _check(plans, device="rtx-4060", quantity="memory_gib", setting=low,
+    low = {"micro_batch": 4096, "precision": "fp16"}
+    high = {"micro_batch": 4096, "precision": "fp32"}
+    mac = "m4-pro-16gb"
+    half = _check(plans, device=mac, quantity="memory_gib", setting=low).trainfit
+    full = _check(plans, device=mac, quantity="memory_gib", setting=high).trainfit
+    less = _check(plans, device=mac, quantity="memory_gib", setting=low,
                   versus={"setting": high, "compare": "percent_less"})  # fmt: skip
-    more = _check(plans, device="rtx-4060", quantity="memory_gib", setting=high,
+    more = _check(plans, device=mac, quantity="memory_gib", setting=high,
                   versus={"setting": low, "compare": "percent_more"})  # fmt: skip
+    assert half != full and less.figures == (half, full) and more.figures == (full, half)
     assert less.trainfit == pytest.approx(100 * (1 - half / full))
     assert more.trainfit == pytest.approx(100 * (full / half - 1))
 
