@@ -337,7 +337,7 @@ def test_every_problem_at_once_in_line_order() -> None:
         "decode_tokens_per_second | inference_memory_gib | max_micro_batch | fits | "
         "trainable_percent | component_gib | usable_gib | weights_gib | power_watts | "
         "electricity_usd | ownership_usd | price_usd | usd_per_hour | "
-        "checkpointing_saves_percent, got 'memory'",
+        "checkpointing_saves_percent | spot_saves_percent, got 'memory'",
     ]
 
 

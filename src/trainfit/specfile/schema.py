@@ -42,6 +42,7 @@ class ClaimQuantity(str, Enum):
     PRICE_USD = "price_usd"
     USD_PER_HOUR = "usd_per_hour"
     CHECKPOINTING_SAVES_PERCENT = "checkpointing_saves_percent"
+    SPOT_SAVES_PERCENT = "spot_saves_percent"
 
 
 class ClaimReason(str, Enum):

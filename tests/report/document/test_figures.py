@@ -157,3 +157,27 @@ def test_components_at_a_setting_sum_to_its_memory(plans) -> None:
     small = _check(plans, device="rtx-4060", quantity="component_gib", component="activations",
                    setting=at).trainfit  # fmt: skip
     assert summed == pytest.approx(whole) and acts > small >= 0
+
+
+def test_spot_savings_from_the_catalogs_instances_or_why_not(plans, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from trainfit.report.document import figures
+
+    none = _check(plans, device="a100-40gb", quantity="spot_saves_percent")
+    assert none.trainfit is None and none.missing.why is NoFigure.NO_PRICE
+
+    def rate(value: float | None) -> SimpleNamespace:
+        return SimpleNamespace(value=value)
+
+    fake = {
+        "one": SimpleNamespace(gpu="a100-40gb", on_demand_usd_per_hour=rate(4.0),
+                               spot_usd_per_hour=rate(1.0)),
+        "two": SimpleNamespace(gpu="A100 40GB", on_demand_usd_per_hour=rate(4.0),
+                               spot_usd_per_hour=rate(2.0)),
+        "other": SimpleNamespace(gpu="h100", on_demand_usd_per_hour=rate(4.0),
+                                 spot_usd_per_hour=rate(0.4)),
+    }  # fmt: skip
+    monkeypatch.setattr(figures, "instances", lambda: fake)
+    check = _check(plans, device="a100-40gb", quantity="spot_saves_percent")
+    assert check.trainfit == pytest.approx(75.0)

@@ -12,8 +12,9 @@ usable_gib (the device's memory inside the margin), checkpointing_saves_percent 
 of the kept activations checkpointing saves, at the claim's setting or the plan's);
 params_millions, trainable_percent and weights_gib (all parameters in the claim's precision)
 of the model; power_watts,
-electricity_usd (over the years x hours a year of the run's cost section), price_usd and
-ownership_usd (the price and that electricity) of the device; and from the inference table
+electricity_usd (over the years x hours a year of the run's cost section), price_usd,
+ownership_usd (the price and that electricity) and spot_saves_percent (the most a spot
+instance saves on the on-demand rate) of the device; and from the inference table
 (`ModelSection.inference`): latency_ms (a request's latency: prefill plus decode for
 generation, the forward for a plain module), decode_tokens_per_second (generation),
 inference_memory_gib (device memory the inference needs). An inference claim is matched by
@@ -60,6 +61,7 @@ from trainfit.report.document.figures import (
     ownership_usd,
     power_watts,
     price_usd,
+    spot_saves_percent,
     trainable_percent,
     weights_gib,
 )
@@ -298,12 +300,14 @@ def _trainfit(
         return claim.device or "", weights_gib(model, claim.precision), ""
     if q in _INFERENCE:
         return _inference(claim, model)
-    if q in _DEVICE or q == "price_usd":
+    if q in _DEVICE or q in ("price_usd", "spot_saves_percent"):
         if claim.device is None:
             raise TrainfitError("name its device")
         device = get_device(claim.device)
         if q == "price_usd":
             return device.name, price_usd(device), ""
+        if q == "spot_saves_percent":
+            return device.name, spot_saves_percent(device), ""
         return device.name, _DEVICE[q](device, _run(model)), ""
     if q not in (*_PER_DEVICE, *OTHER_PER_DEVICE, "checkpointing_saves_percent", "cost_usd"):
         raise TrainfitError(f"quantity {q!r} is not one of {', '.join(QUANTITIES)}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from trainfit.errors import TrainfitError
 from trainfit.estimator.scaling import BatchScaling
-from trainfit.hardware.catalog import Device, get_device
+from trainfit.hardware.catalog import Device, get_device, instances
 from trainfit.plan.options import DevicePlan, GpuShort, Plan
 from trainfit.plan.times import over_gpus, step_times
 from trainfit.plan.traces import TraceCache, scaling_for
@@ -258,6 +258,28 @@ def electricity_usd(device: Device, run: RunSpec) -> Found:
 def price_usd(device: Device) -> Found:
     price = _price(device)
     return nothing(NoFigure.NO_PRICE, device.name) if price is None else Found(value=price)
+
+
+def spot_saves_percent(device: Device) -> Found:
+    """The most a spot instance of the device saves against its on-demand rate, over the
+    catalog's instances of it that have both rates."""
+    saved = [
+        100.0 * (1.0 - float(i.spot_usd_per_hour.value) / float(i.on_demand_usd_per_hour.value))
+        for i in instances().values()
+        if _gpu_of(i.gpu) == device.name
+        and i.spot_usd_per_hour.value is not None
+        and i.on_demand_usd_per_hour.value
+    ]
+    if saved:
+        return Found(value=max(saved))
+    return nothing(NoFigure.NO_PRICE, device.name, "the catalog has no spot rate for its instances")
+
+
+def _gpu_of(name: str) -> str:
+    try:
+        return get_device(name).name
+    except TrainfitError:
+        return ""
 
 
 def ownership_usd(device: Device, run: RunSpec) -> Found:

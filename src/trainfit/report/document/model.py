@@ -154,8 +154,8 @@ class NoFigure(str, Enum):
     COMPILED = "compiled"
     """The setting uses torch.compile, whose fused kernels trainfit does not model."""
     HOST_DEPENDENT = "host_dependent"
-    """The CPU is planned against the RAM of the machine that runs trainfit, so a report
-    meant to be the same on every machine does not plan it."""
+    """The CPU is planned against the RAM and the processor of the machine that runs
+    trainfit, so a report meant to be the same on every machine does not plan it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -61,6 +61,7 @@ _UNITS = {
     "ownership_usd": ("cost of ownership", "USD"),
     "price_usd": ("price", "USD"),
     "usd_per_hour": ("rate", "USD/h"),
+    "spot_saves_percent": ("spot saves", "% of the on-demand rate"),
     "checkpointing_saves_percent": ("checkpointing saves", "% of activations"),
     "latency_ms": ("latency", "ms"),
     "decode_tokens_per_second": ("generation", "tokens/s"),
@@ -69,7 +70,13 @@ _UNITS = {
 """Each quantity's short name and unit in the summary."""
 
 
-DEVICE_LEVEL = ("power_watts", "electricity_usd", "ownership_usd", "price_usd")
+DEVICE_LEVEL = (
+    "power_watts",
+    "electricity_usd",
+    "ownership_usd",
+    "price_usd",
+    "spot_saves_percent",
+)
 """Quantities of a device, not of a model's plan: shown apart from the per-model rows."""
 
 
@@ -104,8 +111,8 @@ def missing_text(m: Missing) -> str:
             "trainfit times eager PyTorch: torch.compile's fused kernels are not modelled"
         ),
         NoFigure.HOST_DEPENDENT: (
-            "the CPU is planned against the RAM of the machine running trainfit, and CPU step "
-            "times are not modelled: a report that is the same on every machine leaves it out"
+            "the CPU is planned against the RAM and the processor of the machine running "
+            "trainfit: a report that is the same on every machine leaves it out"
         ),
     }
     return words[m.why]
