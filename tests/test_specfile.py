@@ -18,6 +18,7 @@ from trainfit.cli.plan import COMMAND_LINE_ONLY
 from trainfit.errors import SpecFileError, UnknownNameError
 from trainfit.specfile import (
     FIELDS,
+    ClaimCompare,
     ClaimQuantity,
     ModelOptions,
     PlanOptions,
@@ -336,7 +337,7 @@ def test_every_problem_at_once_in_line_order() -> None:
         "decode_tokens_per_second | inference_memory_gib | max_micro_batch | fits | "
         "trainable_percent | component_gib | usable_gib | weights_gib | power_watts | "
         "electricity_usd | ownership_usd | price_usd | usd_per_hour | "
-        "checkpointing_saves_percent, got 'memory'",
+        "checkpointing_saves_percent | spot_saves_percent, got 'memory'",
     ]
 
 
@@ -581,6 +582,34 @@ claims:
     assert (latency.precision, latency.batch) == ("fp16", 1)
     assert speed.quantity is ClaimQuantity.DECODE_TOKENS_PER_SECOND
     assert memory.quantity is ClaimQuantity.INFERENCE_MEMORY_GIB
+
+
+def test_a_comparison_claim_reads_its_other_figure_and_checks_its_models() -> None:
+    planfile = parse_plan_spec(
+        f"""
+models: [{{name: a, model: {MLP}}}, {{name: b, model: {MLP}}}]
+training: {{effective_batch: 8}}
+claims:
+  - what: faster
+    models: [a, b]
+    device: m4-pro-16gb
+    quantity: hours
+    value: [3, 5]
+    setting: {{micro_batch: 4, grad_accum: 2, precision: fp32, compile: true}}
+    versus: {{device: rtx-4060, setting: {{micro_batch: 8}}, compare: times}}
+"""
+    )
+    (claim,) = planfile.claims
+    assert claim.setting.compile is True and claim.versus.device == "rtx-4060"
+    assert claim.versus.compare is ClaimCompare.TIMES
+    assert claim.versus.setting.micro_batch == 8
+    assert _problems(
+        f"""
+        models: [{{name: a, model: {MLP}}}]
+        claims:
+          - {{what: x, quantity: hours, value: 3, versus: {{model: c, compare: percent_less}}}}
+        """
+    ) == ["spec.yaml:3: claims[0].versus: 'c' is not a model of this file (models: a)"]
 
 
 @pytest.mark.slow

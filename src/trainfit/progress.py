@@ -3,8 +3,9 @@
 The library never prints. A computation that can take more than a moment tells the reporter
 in effect an `Event` as each part starts: each model of a spec file, each stage of a staged
 plan, each device of a plan, each rung of the low-memory ladder, each traced step, each part
-of a report. A `Reporter` is any callable taking an `Event`; the command line's shows a
-status line with rich on a terminal (`trainfit.cli.progress`).
+of a report, and each part of a real run (`Activity`: building, each step, each attempt). A
+`Reporter` is any callable taking an `Event`; the command line's shows a status line with
+rich on a terminal (`trainfit.cli.progress`).
 
 A reporter is put in effect for a block with `reporting(reporter)` (a context variable, so that
 the layers that trace, deep under a plan, need no extra parameter); `plan`, `run_plan` and
@@ -36,6 +37,9 @@ class Part(str, Enum):
     """A device planned (`name`: the catalog name)."""
     RUNG = "rung"
     """A rung of the low-memory ladder (`name`: the change, `trainfit.plan.options.Change`)."""
+    MEASURE = "measure"
+    """A part of a real run on this machine (`name`: an `Activity` value; `index`/`total`:
+    the step; `batch`: the micro-batch tried or timed)."""
     TRACE = "trace"
     """A training step traced (`name`: the model, `batch`: the micro-batch)."""
     REPORT = "report"
@@ -44,6 +48,29 @@ class Part(str, Enum):
 
 PARTS: tuple[Part, ...] = tuple(Part)
 """The kinds of part, outermost first."""
+
+
+class Activity(str, Enum):
+    """What a real run (`trainfit measure`) is doing: the `name` of a `Part.MEASURE` event."""
+
+    IMPORT = "import"
+    """Loading PyTorch and finding the local device."""
+    ESTIMATE = "estimate"
+    """Estimating the step beside which the run is measured (traces follow)."""
+    PREDICT = "predict"
+    """Predicting the largest micro-batch the search starts from (traces follow)."""
+    BUILD = "build"
+    """Building the model and its batch on the device."""
+    WARMUP = "warmup"
+    """An untimed warm-up step (`index` of `total` steps)."""
+    STEP = "step"
+    """A timed step (`index` of `total` steps)."""
+    ATTEMPT = "attempt"
+    """Training steps at a micro-batch (`batch`) of the largest-micro-batch search."""
+    EVALUATE = "evaluate"
+    """An evaluation pass at a batch (`batch`) of the search."""
+    LATENCY = "latency"
+    """Timed forwards at a batch (`batch`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -669,3 +669,14 @@ def test_an_error_in_the_callback_is_raised_as_itself_not_as_the_models():
 
     with pytest.raises(KeyError, match="the caller's bug"):
         measure(TrainSpec(**CAPPED), steps=2, warmup=1, device="cpu", on_step=broken)
+
+
+def test_measure_tells_the_build_and_each_step_before_it_runs():
+    from trainfit.progress import Activity, Part, reporting
+
+    told = []
+    with reporting(told.append):
+        measure(TrainSpec(**CAPPED), steps=2, warmup=1, device="cpu")
+    mine = [(e.name, e.index, e.total) for e in told if e.part is Part.MEASURE]
+    assert mine == [(Activity.BUILD.value, None, None), (Activity.WARMUP.value, 1, 3),
+                    (Activity.STEP.value, 2, 3), (Activity.STEP.value, 3, 3)]  # fmt: skip

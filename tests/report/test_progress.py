@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainfit.progress import Event, Part
+from trainfit.progress import Activity, Event, Part
 from trainfit.report.progress import progress_text
 
 
@@ -31,3 +31,23 @@ def test_uncounted_parts_and_the_report() -> None:
     events = [Event(part=Part.DEVICE, name="h100"), Event(part=Part.RUNG, name="fp32")]
     assert progress_text(events) == "h100 · fp32"
     assert progress_text([Event(part=Part.REPORT, name="plots")]) == "report: plots"
+
+
+def test_a_real_runs_parts_in_words() -> None:
+    def words(name: Activity, **counts: int) -> str:
+        return progress_text([Event(part=Part.MEASURE, name=name.value, **counts)])
+
+    assert words(Activity.BUILD) == "building the model on the device"
+    assert words(Activity.WARMUP, index=1, total=13) == "warm-up step 1/13"
+    assert words(Activity.STEP, index=4, total=13) == "step 4/13"
+    assert words(Activity.ATTEMPT, batch=64) == "trying micro-batch 64"
+    assert words(Activity.LATENCY, batch=8) == "timing forwards at batch 8"
+    estimating = [Event(part=Part.MEASURE, name=Activity.ESTIMATE.value),
+                  Event(part=Part.TRACE, name="gpt2", batch=8)]  # fmt: skip
+    assert progress_text(estimating) == "estimating the step · tracing at batch 8"
+
+
+def test_every_activity_has_words() -> None:
+    for activity in Activity:
+        text = progress_text([Event(part=Part.MEASURE, name=activity.value, batch=2)])
+        assert text and "_" not in text and "None" not in text

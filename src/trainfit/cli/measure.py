@@ -12,11 +12,14 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainfit.cli import help as helps
 from trainfit.cli import spec_args
 from trainfit.hardware.catalog import DeviceKind
+
+if TYPE_CHECKING:
+    from trainfit.cli.progress import StatusLine
 
 EXAMPLES = (
     "trainfit measure gpt2 --batch 8 --seq 512 --precision bf16   # steps, beside the estimate",
@@ -123,46 +126,61 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from trainfit.measure.backend import backend_for
+    from trainfit.cli.progress import shown, status
 
     _check(args)
     process_group = _init_distributed(args)
+    # NB: one status line, on the first rank's terminal only
+    show = shown(args.json) and int(os.environ.get("RANK", "0")) == 0
     try:
-        backend = backend_for(args.on)
-        if args.latency:
-            from trainfit.measure.latency import measure_latency
-
-            spec = spec_args.spec(args, device=args.device or "h100")
-            table = measure_latency(
-                spec,
-                batches=(1, *args.latency_batch),
-                warmup=args.warmup,
-                runs=args.runs,
-                backend=backend,
-            )
-            _emit(args, table.to_dict(), lambda: _latency(table))
-            return 130 if table.interrupted else 0
-        target = args.device
-        note = None
-        if target is None and not args.no_estimate:
-            from trainfit.errors import MeasureError
-            from trainfit.measure.compare import local_catalog_device
-
-            try:
-                target = local_catalog_device(backend)
-            except MeasureError as exc:
-                note = f"no estimate beside the measurement: {exc}"
-        spec = spec_args.spec(args, device=target or "h100")
-        if target is not None and not args.no_estimate:
-            _same_kind(target, backend)
-        if args.max_batch:
-            return _max_batch(args, spec, backend, target, note)
-        return _measure(args, spec, backend, target, note)
+        with status(show) as line:
+            return _dispatch(args, line)
     finally:
         if process_group:
             import torch.distributed
 
             torch.distributed.destroy_process_group()
+
+
+def _dispatch(args: argparse.Namespace, line: StatusLine | None) -> int:
+    """Run the measurement `args` ask for; `line` (when shown) is stopped before printing."""
+    from trainfit.progress import Activity, Part, tell
+
+    tell(Part.MEASURE, Activity.IMPORT.value)
+    from trainfit.measure.backend import backend_for  # NB: imports torch
+
+    backend = backend_for(args.on)
+    if args.latency:
+        from trainfit.measure.latency import measure_latency
+
+        spec = spec_args.spec(args, device=args.device or "h100")
+        table = measure_latency(
+            spec,
+            batches=(1, *args.latency_batch),
+            warmup=args.warmup,
+            runs=args.runs,
+            backend=backend,
+        )
+        _emit(args, table.to_dict(), lambda: _latency(table), line)
+        return 130 if table.interrupted else 0
+    target = args.device
+    note = None
+    if target is None and not args.no_estimate:
+        from trainfit.errors import MeasureError
+        from trainfit.measure.compare import local_catalog_device
+
+        try:
+            target = local_catalog_device(backend)
+        except MeasureError as exc:
+            note = f"no estimate beside the measurement: {exc}"
+    spec = spec_args.spec(args, device=target or "h100")
+    if target is not None and not args.no_estimate:
+        _same_kind(target, backend)
+    if args.max_batch:
+        return _max_batch(args, spec, backend, target, note, line)
+    if target is not None:
+        tell(Part.MEASURE, Activity.ESTIMATE.value)
+    return _measure(args, spec, backend, target, note, line)
 
 
 def _same_kind(target: str, backend: Any) -> None:
@@ -243,7 +261,12 @@ def _init_distributed(args: argparse.Namespace) -> bool:
 
 
 def _measure(
-    args: argparse.Namespace, spec: Any, backend: Any, target: str | None, note: str | None
+    args: argparse.Namespace,
+    spec: Any,
+    backend: Any,
+    target: str | None,
+    note: str | None,
+    line: StatusLine | None,
 ) -> int:
     from trainfit.measure.steps import measure
 
@@ -261,7 +284,7 @@ def _measure(
         steps=args.steps,
         warmup=args.warmup,
         backend=backend,
-        on_step=_announce(spec, backend, result, args),
+        on_step=_announce(spec, backend, result, args, line),
     )
     comparison = None
     if result is not None:
@@ -291,38 +314,51 @@ def _measure(
             shown.append(Text(note, style="yellow"))
         return shown
 
-    _emit(args, out, show)
+    _emit(args, out, show, line)
     return 130 if measured.interrupted else 0
 
 
-def _announce(spec: Any, backend: Any, result: Any, args: argparse.Namespace) -> Any:
+def _announce(
+    spec: Any, backend: Any, result: Any, args: argparse.Namespace, status: StatusLine | None
+) -> Any:
     """Print the run's forecast and warnings on stderr before it starts; return the callback
-    that prints each step as it completes."""
+    that prints each step as it completes (the status line, when shown, removed first)."""
     from trainfit.measure.forecast import forecast
     from trainfit.report.measure import forecast_lines, step_line
 
     ahead = forecast(result, backend.kind, spec.precision, args.warmup + args.steps)
     yellow = sys.stderr.isatty()
+    if status is not None:
+        status.stop()
     for line, warning in forecast_lines(ahead):
         print(f"\033[33m{line}\033[0m" if warning and yellow else line, file=sys.stderr)
 
     def on_step(done: Any) -> None:
+        if status is not None:
+            status.stop()
         print(step_line(done), file=sys.stderr, flush=True)
 
     return on_step
 
 
 def _max_batch(
-    args: argparse.Namespace, spec: Any, backend: Any, target: str | None, note: str | None
+    args: argparse.Namespace,
+    spec: Any,
+    backend: Any,
+    target: str | None,
+    note: str | None,
+    line: StatusLine | None,
 ) -> int:
     from trainfit.errors import TrainfitError
     from trainfit.measure.max_batch import find_max_batch, world
+    from trainfit.progress import Activity, Part, tell
 
     predicted = None
     notes = [note] if note else []
     if target is not None and backend.kind != DeviceKind.CPU:
         from trainfit.estimator.scaling import max_micro_batch
 
+        tell(Part.MEASURE, Activity.PREDICT.value)
         try:
             predicted = max_micro_batch(spec).batch or None
         except TrainfitError as exc:
@@ -359,7 +395,7 @@ def _max_batch(
 
         return [max_batch_renderable(found), *(Text(n, style="yellow") for n in notes)]
 
-    _emit(args, out, show)
+    _emit(args, out, show, line)
     return 130 if found.interrupted else 0
 
 
@@ -369,8 +405,13 @@ def _latency(table: Any) -> list[Any]:
     return [latency_renderable(table)]
 
 
-def _emit(args: argparse.Namespace, data: dict[str, Any], shown: Any) -> None:
-    """Print JSON or the tables; write --out atomically."""
+def _emit(
+    args: argparse.Namespace, data: dict[str, Any], shown: Any, line: StatusLine | None
+) -> None:
+    """Print JSON or the tables (the status line, when shown, removed first); write --out
+    atomically."""
+    if line is not None:
+        line.stop()
     text = json.dumps(data, indent=2)
     if args.out:
         from trainfit.io import write_atomically

@@ -25,6 +25,7 @@ from trainfit.errors import MeasureError
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import first_line, setup_failure
 from trainfit.models.source import build_program
+from trainfit.progress import Activity, Part, tell
 from trainfit.spec import Precision, TrainSpec
 
 
@@ -114,6 +115,7 @@ def measure_latency(
     backend = backend or backend_for(device)
     free_at_start = backend.free_memory()
     failure = None
+    tell(Part.MEASURE, Activity.BUILD.value)
     try:
         program = build_program(spec, "cpu")
         dtype = torch.bfloat16 if spec.precision is Precision.PURE_BF16 else None
@@ -127,6 +129,7 @@ def measure_latency(
     interrupted = False
     for b in sorted(set(batches)):
         times: list[float] = []
+        tell(Part.MEASURE, Activity.LATENCY.value, batch=b)
         try:
             batch = build_program(dataclasses.replace(spec, batch=b), "meta").make_batch(
                 backend.device, True

@@ -53,6 +53,7 @@ from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import ModuleTracker, device_rig, first_line, setup_failure
 from trainfit.models.source import build_program
 from trainfit.optim import measured_optimizer
+from trainfit.progress import Activity, Part, tell
 from trainfit.spec import TrainSpec
 from trainfit.training import Phase, StepRig, needs_scaler, run_iteration
 
@@ -193,6 +194,7 @@ class _Prober:
             fits, failed = False, state["phase"].value
             message, error = self._describe(exc, failed)
         if fits and eval_batch is not None:
+            tell(Part.MEASURE, Activity.EVALUATE.value, batch=eval_batch)
             try:
                 self._evaluate(eval_batch)
                 eval_fits = True
@@ -387,6 +389,7 @@ def _set_up(
     try:
         if reserve_bytes:
             held = torch.empty(reserve_bytes, dtype=torch.uint8, device=backend.device)
+        tell(Part.MEASURE, Activity.BUILD.value)
         prober = _Prober(spec, backend, steps, ram_budget)
     except Exception as exc:
         failure = setup_failure(exc, backend, ram_budget)
@@ -407,6 +410,7 @@ class _Tries:
     known: dict[int, Attempt] = field(default_factory=dict)
 
     def attempt(self, micro: int, evaluation: int | None) -> Attempt:
+        tell(Part.MEASURE, Activity.ATTEMPT.value, batch=micro)
         mine = self.probe(micro, evaluation)
         train, evaluated = agree(
             [

@@ -31,6 +31,7 @@ from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.models.lora import check_runnable
 from trainfit.models.source import build_program
 from trainfit.optim import measured_optimizer
+from trainfit.progress import Activity, Part, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.training import (
     Phase,
@@ -300,7 +301,7 @@ def measure(
     backend = backend or backend_for(device)
     if phase_times and backend.kind is not DeviceKind.CUDA:
         raise MeasureError(f"phase times are read from CUDA events; {backend.name()} has none")
-    build_program(spec, "meta")  # NB: imports the model's modules before the baseline
+    _import_model(spec)
     free_at_start = backend.free_memory()
     backend.start()
     failure = None
@@ -322,6 +323,7 @@ def measure(
     try:
         for i in range(warmup + steps):
             marks.iteration = i
+            _tell_step(i, warmup, steps)
             start = time.perf_counter()
             run_iteration(rig, batch, marks)
             marks.stamp(Phase.SETUP)
@@ -354,6 +356,19 @@ def measure(
     if callback_error is not None:
         raise callback_error
     return _measured(spec, backend, rig, marks, times, warmup, interrupted, free_at_start)
+
+
+def _import_model(spec: TrainSpec) -> None:
+    """Tell the progress reporter the build starts, and import the model's modules (a build
+    on the meta device) before the memory baseline is read."""
+    tell(Part.MEASURE, Activity.BUILD.value)
+    build_program(spec, "meta")
+
+
+def _tell_step(i: int, warmup: int, steps: int) -> None:
+    """Tell the progress reporter that step `i` (from 0; warm-up first) starts."""
+    doing = Activity.WARMUP if i < warmup else Activity.STEP
+    tell(Part.MEASURE, doing.value, index=i + 1, total=warmup + steps)
 
 
 class _Marks:

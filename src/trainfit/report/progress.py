@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trainfit.progress import Event, Part
+from trainfit.progress import Activity, Event, Part
 
 
 def _count(event: Event) -> str:
@@ -23,6 +23,23 @@ def _short(model: str) -> str:
     return model.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1] or model
 
 
+def _measure_text(event: Event) -> str:
+    """A real run's part in words (`trainfit.progress.Activity`)."""
+    count = _count(event)
+    batch = event.batch
+    return {
+        Activity.IMPORT: "loading PyTorch",
+        Activity.ESTIMATE: "estimating the step",
+        Activity.PREDICT: "predicting the largest micro-batch",
+        Activity.BUILD: "building the model on the device",
+        Activity.WARMUP: f"warm-up step{count}",
+        Activity.STEP: f"step{count}",
+        Activity.ATTEMPT: f"trying micro-batch {batch}",
+        Activity.EVALUATE: f"evaluating at batch {batch}",
+        Activity.LATENCY: f"timing forwards at batch {batch}",
+    }[Activity(event.name)]
+
+
 def event_text(event: Event, alone: bool) -> str:
     """One part's words; `alone`: no outer part is shown (a trace then names its model)."""
     count = _count(event)
@@ -34,6 +51,8 @@ def event_text(event: Event, alone: bool) -> str:
         return f"{event.name} (device{count})" if count else event.name
     if event.part is Part.RUNG:
         return f"{event.name} (setting{count})" if count else event.name
+    if event.part is Part.MEASURE:
+        return _measure_text(event)
     if event.part is Part.TRACE:
         what = f"tracing {_short(event.name)}" if alone else "tracing"
         return f"{what} at batch {event.batch}" if event.batch is not None else what

@@ -18,9 +18,11 @@ from trainfit.specfile.options import ModelOptions, PlanOptions, resolve_plan_fi
 from trainfit.specfile.run import FilesWritten, PlanFileResult, PlanResult, run_plan, run_plan_file
 from trainfit.specfile.schema import (
     Claim,
+    ClaimCompare,
     ClaimQuantity,
     ClaimReason,
     ClaimSetting,
+    ClaimVersus,
     Cost,
     Data,
     Inference,
@@ -37,9 +39,11 @@ from trainfit.specfile.schema import (
 __all__ = [
     "FIELDS",
     "Claim",
+    "ClaimCompare",
     "ClaimQuantity",
     "ClaimReason",
     "ClaimSetting",
+    "ClaimVersus",
     "Cost",
     "Data",
     "Field",

@@ -173,6 +173,16 @@ def _check_claims(planfile: PlanFile, reader: _Reader) -> None:
                     f"{path}.models: {other!r} is not a model of this file "
                     f"(models: {', '.join(names)})",
                 )
+        versus = claim.versus
+        for other in (
+            [*([versus.model] if versus.model else []), *(versus.models or ())] if versus else ()
+        ):
+            if names and other not in names:
+                reader.problem(
+                    reader.lines.get(f"{path}.versus", line),
+                    f"{path}.versus: {other!r} is not a model of this file "
+                    f"(models: {', '.join(names)})",
+                )
         if claim.model is None and not claim.models and len(names) > 1:
             reader.problem(line, f"{path}: name its model (one of {', '.join(names)})")
         if isinstance(claim.value, list) and (

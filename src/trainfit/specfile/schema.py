@@ -42,6 +42,7 @@ class ClaimQuantity(str, Enum):
     PRICE_USD = "price_usd"
     USD_PER_HOUR = "usd_per_hour"
     CHECKPOINTING_SAVES_PERCENT = "checkpointing_saves_percent"
+    SPOT_SAVES_PERCENT = "spot_saves_percent"
 
 
 class ClaimReason(str, Enum):
@@ -97,6 +98,41 @@ class ClaimSetting:
     """fp32 | tf32 | fp16 | bf16 (default: the plan's on the device)."""
     checkpointing: bool | None = None
     """Gradient checkpointing (default: off)."""
+    compile: bool | None = None
+    """torch.compile (default: off). trainfit times eager PyTorch, so a figure at a compiled
+    setting is not computed: the report says so."""
+
+
+class ClaimCompare(str, Enum):
+    """How a claim's figure is set against the `versus` figure (ours is at the claim's own
+    device, setting and models; theirs at `versus`'s)."""
+
+    TIMES = "times"
+    """ours / theirs: "the 4060 is 3-5x faster" is the M4 Pro's hours over the 4060's."""
+    PERCENT_LESS = "percent_less"
+    """100 x (1 - ours / theirs): "mixed precision saves 40-50% of the memory"."""
+    PERCENT_MORE = "percent_more"
+    """100 x (ours / theirs - 1): "checkpointing costs 20-30% more compute"."""
+
+
+@dataclass(kw_only=True, slots=True)
+class ClaimVersus:
+    """`claims[].versus:` the document's figure is a comparison of two of trainfit's figures of
+    the claim's quantity: the claim's own (its device, setting, models) against this one. A
+    field left out is the claim's, except `setting`, which is the plan's when left out."""
+
+    compare: ClaimCompare
+    """times | percent_less | percent_more."""
+    device: str | None = None
+    """The other device (default: the claim's)."""
+    setting: ClaimSetting | None = None
+    """The other setting (default: the plan's on that device)."""
+    model: str | None = None
+    """The other model's `name` (default: the claim's)."""
+    models: list[str] | None = None
+    """Several models summed (default: the claim's `models`)."""
+    component: list[str] | None = None
+    """component_gib: the other components (default: the claim's)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -324,6 +360,9 @@ class Claim:
     """The GPUs the document's figure is on (1: one GPU, never a multi-GPU plan)."""
     setting: ClaimSetting | None = None
     """The document's setting, when trainfit's figure is to be computed at it."""
+    versus: ClaimVersus | None = None
+    """The figure is a comparison (x times, percent less or more) with trainfit's figure at
+    another device, setting, model or component."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -97,3 +97,87 @@ def test_the_cpu_is_not_planned_and_says_why(plans) -> None:
 def test_an_unknown_reason_is_refused_with_the_choices(plans) -> None:
     with pytest.raises(SpecError, match=r"reason 'vibes' is not one of data_loading, "):
         _check(plans, quantity="params_millions", reason="vibes")
+
+
+def test_a_comparison_is_the_two_figures_own_over_the_other(plans) -> None:
+    mac = _check(plans, device="m4-pro-16gb", quantity="hours", gpus=1)
+    card = _check(plans, device="rtx-4060", quantity="hours", gpus=1)
+    check = _check(plans, device="m4-pro-16gb", quantity="hours", gpus=1,
+                   versus={"device": "rtx-4060", "compare": "times"})  # fmt: skip
+    assert check.figures == (mac.trainfit, card.trainfit)
+    assert check.trainfit == pytest.approx(mac.trainfit / card.trainfit)
+    assert check.versus_device == "rtx-4060" and check.versus.compare == "times"
+
+
+def test_a_percentage_less_or_more_at_two_settings(plans) -> None:
+    low = {"micro_batch": 4096, "precision": "fp16"}
+    high = {"micro_batch": 4096, "precision": "fp32"}
+    mac = "m4-pro-16gb"
+    half = _check(plans, device=mac, quantity="memory_gib", setting=low).trainfit
+    full = _check(plans, device=mac, quantity="memory_gib", setting=high).trainfit
+    less = _check(plans, device=mac, quantity="memory_gib", setting=low,
+                  versus={"setting": high, "compare": "percent_less"})  # fmt: skip
+    more = _check(plans, device=mac, quantity="memory_gib", setting=high,
+                  versus={"setting": low, "compare": "percent_more"})  # fmt: skip
+    assert half != full and less.figures == (half, full) and more.figures == (full, half)
+    assert less.trainfit == pytest.approx(100 * (1 - half / full))
+    assert more.trainfit == pytest.approx(100 * (full / half - 1))
+
+
+def test_a_comparison_with_another_model(plans) -> None:
+    a = _check(plans, device="rtx-4060", quantity="micro_batch").trainfit
+    b = _check(plans, device="rtx-4060", quantity="micro_batch", model="b").trainfit
+    check = _check(plans, device="rtx-4060", quantity="micro_batch",
+                   versus={"model": "b", "compare": "times"})  # fmt: skip
+    assert (a, b) == (64, 32) and check.trainfit == pytest.approx(2.0)
+
+
+def test_a_compiled_setting_is_not_computed_and_says_why(plans) -> None:
+    at = {"micro_batch": 32, "precision": "fp32", "compile": True}
+    eager = {"setting": {**at, "compile": False}, "compare": "percent_less"}
+    check = _check(plans, device="rtx-4060", quantity="step_seconds", setting=at, versus=eager)
+    assert check.trainfit is None and check.missing.why is NoFigure.COMPILED
+    assert check.figures is None and check.setting.compile
+
+
+def test_an_unknown_comparison_is_refused_with_the_choices(plans) -> None:
+    with pytest.raises(SpecError, match=r"versus.compare 'ratio' is not one of times, "):
+        _check(plans, device="rtx-4060", quantity="hours", versus={"compare": "ratio"})
+
+
+def test_components_at_a_setting_sum_to_its_memory(plans) -> None:
+    at = {"micro_batch": 8, "precision": "fp32"}
+    parts = ["parameters", "gradients", "optimizer state", "activations", "temporaries",
+             "workspaces", "allocator overhead", "runtime context"]  # fmt: skip
+    whole = _check(plans, device="rtx-4060", quantity="memory_gib", setting=at).trainfit
+    summed = _check(plans, device="rtx-4060", quantity="component_gib", component=parts,
+                    setting=at).trainfit  # fmt: skip
+    acts = _check(plans, device="rtx-4060", quantity="component_gib", component="activations",
+                  setting={**at, "micro_batch": 4096}).trainfit  # fmt: skip
+    small = _check(plans, device="rtx-4060", quantity="component_gib", component="activations",
+                   setting=at).trainfit  # fmt: skip
+    assert summed == pytest.approx(whole) and acts > small >= 0
+
+
+def test_spot_savings_from_the_catalogs_instances_or_why_not(plans, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from trainfit.report.document import figures
+
+    none = _check(plans, device="a100-40gb", quantity="spot_saves_percent")
+    assert none.trainfit is None and none.missing.why is NoFigure.NO_PRICE
+
+    def rate(value: float | None) -> SimpleNamespace:
+        return SimpleNamespace(value=value)
+
+    fake = {
+        "one": SimpleNamespace(gpu="a100-40gb", on_demand_usd_per_hour=rate(4.0),
+                               spot_usd_per_hour=rate(1.0)),
+        "two": SimpleNamespace(gpu="A100 40GB", on_demand_usd_per_hour=rate(4.0),
+                               spot_usd_per_hour=rate(2.0)),
+        "other": SimpleNamespace(gpu="h100", on_demand_usd_per_hour=rate(4.0),
+                                 spot_usd_per_hour=rate(0.4)),
+    }  # fmt: skip
+    monkeypatch.setattr(figures, "instances", lambda: fake)
+    check = _check(plans, device="a100-40gb", quantity="spot_saves_percent")
+    assert check.trainfit == pytest.approx(75.0)

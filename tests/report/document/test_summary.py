@@ -6,12 +6,21 @@ import pytest
 
 from trainfit.plan.search import plan
 from trainfit.report.document import QUANTITIES, build_report, to_html, to_markdown
-from trainfit.report.document.model import ClaimCheck, Missing, NoFigure, Report
+from trainfit.report.document.model import (
+    ClaimCheck,
+    ClaimSetting,
+    ClaimVersus,
+    Missing,
+    NoFigure,
+    Report,
+)
 from trainfit.report.document.summary import (
+    figures_text,
     missing_text,
     reason_text,
     summary_blocks,
     verdict_text,
+    versus_text,
 )
 from trainfit.spec import TrainSpec
 from trainfit.specfile.schema import ClaimReason
@@ -86,3 +95,21 @@ def test_every_quantity_has_a_name_in_the_summary(quantity: str) -> None:
     ((_, device, figure),) = [r for b in blocks for r in b.rows]
     assert (device, figure.split(": ")[1].split(" vs ")[0]) == ("d", "1-2")
     assert "_" not in figure.split(": ")[0]  # NB: the quantity's name, not its key
+
+
+def test_a_comparison_names_what_it_is_set_against_and_its_unit() -> None:
+    versus = ClaimVersus(compare="times", device="rtx-4060",
+                         setting=ClaimSetting(micro_batch=64, precision="fp16"))  # fmt: skip
+    own = ClaimSetting(micro_batch=16, grad_accum=4, precision="fp32")
+    check = _check(device="m4-pro-16gb", low=3.0, high=5.0, trainfit=2.5, ratio=0.83,
+                   agrees=True, versus=versus, versus_device="rtx-4060", figures=(5.0, 2.0),
+                   setting=own)  # fmt: skip
+    assert versus_text(check) == "against rtx-4060 at micro-batch 64 x 1, fp16"
+    assert figures_text(check) == "5 h against 2 h"
+    (table,) = [b for b in summary_blocks(Report(title="t", models=(), claims=(check,)))
+                if getattr(b, "rows", None)]  # fmt: skip
+    (row,) = table.rows
+    assert row[2] == (
+        "hours at micro-batch 16 x 4, fp32 against rtx-4060 at micro-batch 64 x 1, fp16: "
+        "3-5 vs 2.5 x, agrees"
+    )

@@ -9,7 +9,13 @@ from trainfit.plan.words import failing_text
 from trainfit.report.document.claims import TOLERANCE
 from trainfit.report.document.model import ModelSection, Report
 from trainfit.report.document.sections import stage_blocks
-from trainfit.report.document.summary import setting_text, summary_blocks, verdict_text
+from trainfit.report.document.summary import (
+    figures_text,
+    setting_text,
+    summary_blocks,
+    verdict_text,
+    versus_text,
+)
 from trainfit.report.document.text import Block, amount, gib, num
 from trainfit.report.document.text import heading as _h
 from trainfit.report.document.text import para as _p
@@ -153,10 +159,12 @@ def _claims(report: Report) -> list[Block]:
     for c in report.claims:
         doc = f"{c.low:g}" if c.low == c.high else f"{c.low:g}-{c.high:g}"
         at = "" if c.setting is None else setting_text(c.setting, c.gpus)
+        at = " ".join(x for x in (at or "the plan's", versus_text(c)) if x)
+        quantity = c.quantity + (f" ({c.versus.compare})" if c.versus is not None else "")
         rows.append(
-            (c.what, c.model, c.device or "-", c.quantity, at or "the plan's", doc,
+            (c.what, c.model, c.device or "-", quantity, at, doc,
              num(c.trainfit, ",.4g"), num(c.ratio, ".2f"), verdict_text(c), c.source,
-             "; ".join(x for x in (c.why, c.note) if x))
+             "; ".join(x for x in (c.why, c.note, figures_text(c)) if x))
         )  # fmt: skip
     return [
         _h(2, "The document's figures against trainfit's"),

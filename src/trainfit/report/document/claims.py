@@ -12,17 +12,21 @@ usable_gib (the device's memory inside the margin), checkpointing_saves_percent 
 of the kept activations checkpointing saves, at the claim's setting or the plan's);
 params_millions, trainable_percent and weights_gib (all parameters in the claim's precision)
 of the model; power_watts,
-electricity_usd (over the years x hours a year of the run's cost section), price_usd and
-ownership_usd (the price and that electricity) of the device; and from the inference table
+electricity_usd (over the years x hours a year of the run's cost section), price_usd,
+ownership_usd (the price and that electricity) and spot_saves_percent (the most a spot
+instance saves on the on-demand rate) of the device; and from the inference table
 (`ModelSection.inference`): latency_ms (a request's latency: prefill plus decode for
 generation, the forward for a plain module), decode_tokens_per_second (generation),
 inference_memory_gib (device memory the inference needs). An inference claim is matched by
 model and device, and by precision and batch where it gives them; it must then match one row.
 
 A claim's `setting` (micro-batch, accumulation, precision, checkpointing) has memory_gib,
-fits, step_seconds, tokens_per_second and hours computed at it (`figures.at_setting`); its
-`gpus` puts hours on that many GPUs; its `models` sums several models' figures; its `stage`
-picks one stage of a schedule. Where trainfit has no figure the check says why (`Missing`).
+fits, step_seconds, tokens_per_second, hours and component_gib computed at it
+(`figures.at_setting`); its `gpus` puts hours on that many GPUs; its `models` sums several
+models' figures; its `stage` picks one stage of a schedule; its `versus` makes it a
+comparison of two of trainfit's figures of the quantity (ours / theirs, or percent less or
+more: `figures.compared`), the other at `versus`'s device, setting, model or components.
+Where trainfit has no figure the check says why (`Missing`).
 
 A claim agrees when trainfit's figure is within 25% of it (of the nearer end of a range).
 Known limitations: costs are compared in the run's currency, whatever it is.
@@ -47,6 +51,8 @@ from trainfit.report.document.figures import (
     at_claim_setting,
     checkpointing_saves,
     combined,
+    compared,
+    components_at_setting,
     does_not_fit,
     electricity_usd,
     hours_on_gpus,
@@ -55,6 +61,7 @@ from trainfit.report.document.figures import (
     ownership_usd,
     power_watts,
     price_usd,
+    spot_saves_percent,
     trainable_percent,
     weights_gib,
 )
@@ -62,12 +69,13 @@ from trainfit.report.document.model import (
     Claim,
     ClaimCheck,
     ClaimSetting,
+    ClaimVersus,
     DeviceMemory,
     ModelSection,
     NoFigure,
     StageSection,
 )
-from trainfit.specfile.schema import ClaimQuantity, ClaimReason
+from trainfit.specfile.schema import ClaimCompare, ClaimQuantity, ClaimReason
 from trainfit.timing.run import CostLine, RunSpec
 
 REASONS = tuple(r.value for r in ClaimReason)
@@ -134,6 +142,8 @@ _INFERENCE: dict[str, str] = {
 """Inference quantity -> the InferenceRow field it reads."""
 QUANTITIES = tuple(sorted(q.value for q in ClaimQuantity))
 """The quantities a claim can name (`ClaimQuantity`), sorted."""
+COMPARES = tuple(c.value for c in ClaimCompare)
+"""How a comparison claim sets its two figures against each other (`ClaimCompare`)."""
 
 
 def as_claim(item: object) -> Claim:
@@ -169,6 +179,25 @@ def as_claim(item: object) -> Claim:
         component=_names(get("component")),
         gpus=None if (gpus := get("gpus")) is None else int(gpus),
         setting=_setting(get("setting")),
+        versus=_versus(get("versus")),
+    )
+
+
+def _versus(x: object) -> ClaimVersus | None:
+    """A comparison claim's other figure from a ClaimVersus, a mapping or a spec file's."""
+    if x is None or isinstance(x, ClaimVersus):
+        return x
+    get = x.get if isinstance(x, Mapping) else lambda k, default=None: getattr(x, k, default)
+    compare = _value(get("compare")) or ""
+    if compare not in COMPARES:
+        raise SpecError([f"versus.compare {compare!r} is not one of {', '.join(COMPARES)}"])
+    return ClaimVersus(
+        compare=compare,
+        device=get("device"),
+        setting=_setting(get("setting")),
+        model=get("model"),
+        models=tuple(get("models") or ()),
+        component=_names(get("component")),
     )
 
 
@@ -193,6 +222,7 @@ def _setting(x: object) -> ClaimSetting | None:
         grad_accum=int(get("grad_accum") or 1),
         precision=_value(get("precision")),
         checkpointing=bool(get("checkpointing") or False),
+        compile=bool(get("compile") or False),
     )
 
 
@@ -270,12 +300,14 @@ def _trainfit(
         return claim.device or "", weights_gib(model, claim.precision), ""
     if q in _INFERENCE:
         return _inference(claim, model)
-    if q in _DEVICE or q == "price_usd":
+    if q in _DEVICE or q in ("price_usd", "spot_saves_percent"):
         if claim.device is None:
             raise TrainfitError("name its device")
         device = get_device(claim.device)
         if q == "price_usd":
             return device.name, price_usd(device), ""
+        if q == "spot_saves_percent":
+            return device.name, spot_saves_percent(device), ""
         return device.name, _DEVICE[q](device, _run(model)), ""
     if q not in (*_PER_DEVICE, *OTHER_PER_DEVICE, "checkpointing_saves_percent", "cost_usd"):
         raise TrainfitError(f"quantity {q!r} is not one of {', '.join(QUANTITIES)}")
@@ -294,8 +326,12 @@ def _trainfit(
         raise TrainfitError(
             f"device {device!r} is not in the plan of {model.name}: one of {', '.join(names)}"
         )
+    if claim.setting is not None and claim.setting.compile:
+        return device, nothing(NoFigure.COMPILED, device), ""
     if q == "checkpointing_saves_percent":
         return device, _saves(claim, entries, caches), ""
+    if claim.setting is not None and q == "component_gib":
+        return device, components_at_setting(claim, entries, caches), ""
     if claim.setting is not None and q in _SETTING:
         return device, at_claim_setting(claim, entries, caches), ""
     if q in OTHER_PER_DEVICE:
@@ -491,10 +527,14 @@ def _check(
     claim: Claim, models: Sequence[ModelSection], caches: dict[int, TraceCache]
 ) -> ClaimCheck:
     picked = _picked(claim, models)
-    results = [_trainfit(claim, m, caches) for m in picked]
-    device = results[0][0]
-    found = combined([f for _, f, _ in results], "sum")
-    note = results[0][2] if len(results) == 1 else ""
+    device, found, note = _figure(claim, picked, caches)
+    versus, figures, other_device = claim.versus, None, ""
+    if versus is not None:
+        other = _other(claim, versus)
+        other_device, theirs, _ = _figure(other, _picked(other, models), caches)
+        if found.value is not None and theirs.value is not None:
+            figures = (found.value, theirs.value)
+        found, note = compared(versus.compare, found, theirs), ""
     ours = found.value
     low, high = claim.value if isinstance(claim.value, tuple) else (claim.value, claim.value)
     ratio = agrees = None
@@ -528,4 +568,31 @@ def _check(
         gpus=claim.gpus,
         samples=run.samples,
         component=claim.component,
+        versus=versus,
+        versus_device=other_device,
+        figures=figures,
+    )
+
+
+def _figure(
+    claim: Claim, picked: list[ModelSection], caches: dict[int, TraceCache]
+) -> tuple[str, Found, str]:
+    """(device, trainfit's figure summed over the picked models, a note)."""
+    results = [_trainfit(claim, m, caches) for m in picked]
+    note = results[0][2] if len(results) == 1 else ""
+    return results[0][0], combined([f for _, f, _ in results], "sum"), note
+
+
+def _other(claim: Claim, versus: ClaimVersus) -> Claim:
+    """The claim of a comparison's other figure: `versus`'s fields, else the claim's (the
+    setting: the plan's)."""
+    own_models = () if versus.model else claim.models
+    return dataclasses.replace(
+        claim,
+        device=versus.device or claim.device,
+        setting=versus.setting,
+        model=versus.model or claim.model,
+        models=versus.models or own_models,
+        component=versus.component or claim.component,
+        versus=None,
     )

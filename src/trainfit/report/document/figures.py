@@ -16,7 +16,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from trainfit.errors import TrainfitError
-from trainfit.hardware.catalog import Device, get_device
+from trainfit.estimator.scaling import BatchScaling
+from trainfit.hardware.catalog import Device, get_device, instances
 from trainfit.plan.options import DevicePlan, GpuShort, Plan
 from trainfit.plan.times import over_gpus, step_times
 from trainfit.plan.traces import TraceCache, scaling_for
@@ -89,19 +90,8 @@ def at_setting(
     """The memory, step and run hours of `setting` on `gpus` of `d`'s device (a new trace of
     the setting; `cache` shares it between claims)."""
     device = get_device(d.device)
-    chosen = d.setting
-    precision = (
-        Precision(setting.precision)
-        if setting.precision is not None
-        else (chosen.precision if chosen is not None else plan.spec.precision)
-    )
-    spec = dataclasses.replace(
-        plan.spec,
-        precision=precision,
-        checkpointing=setting.checkpointing,
-        optimizer=chosen.optimizer if chosen is not None else plan.spec.optimizer,
-    )
-    scaling = scaling_for(spec, device, cache)
+    scaling = _scaling_at(plan, d, setting, cache)
+    spec, precision = scaling.spec, scaling.spec.precision
     micro, accum = setting.micro_batch, setting.grad_accum
     times = step_times(spec, device, scaling, micro, accum, micro * accum, ())
     step = times.get("step_time")
@@ -119,6 +109,47 @@ def at_setting(
         no_step=no_step,
         hours=hours,
     )
+
+
+def _scaling_at(
+    plan: Plan, d: DevicePlan, setting: ClaimSetting, cache: TraceCache
+) -> BatchScaling:
+    """The plan's spec at `setting` on `d`'s device (precision: the setting's, else the
+    device's chosen one; the chosen optimizer), traced once per `cache`."""
+    chosen = d.setting
+    precision = (
+        Precision(setting.precision)
+        if setting.precision is not None
+        else (chosen.precision if chosen is not None else plan.spec.precision)
+    )
+    spec = dataclasses.replace(
+        plan.spec,
+        precision=precision,
+        checkpointing=setting.checkpointing,
+        optimizer=chosen.optimizer if chosen is not None else plan.spec.optimizer,
+    )
+    return scaling_for(spec, get_device(d.device), cache)
+
+
+def components_at_setting(
+    claim: Claim,
+    entries: list[tuple[StageSection, DevicePlan, DeviceMemory]],
+    caches: dict[int, TraceCache],
+) -> Found:
+    """The breakdown's components summed at the claim's own setting (the largest stage)."""
+    setting = claim.setting
+    assert setting is not None
+    if not claim.component:
+        raise TrainfitError("component_gib needs `component`: the parts to sum")
+    found = []
+    for stage, d, _ in entries:
+        cache = caches.setdefault(id(stage.plan), TraceCache())
+        parts = dict(breakdown(_scaling_at(stage.plan, d, setting, cache), setting.micro_batch))
+        unknown = [c for c in claim.component if c not in parts]
+        if unknown:
+            raise TrainfitError(f"component {unknown[0]!r} is not one of {', '.join(parts)}")
+        found.append(Found(value=sum(parts[c] for c in claim.component) / GIB))
+    return combined(found, COMBINE["component_gib"])
 
 
 def checkpointing_saves(
@@ -229,6 +260,28 @@ def price_usd(device: Device) -> Found:
     return nothing(NoFigure.NO_PRICE, device.name) if price is None else Found(value=price)
 
 
+def spot_saves_percent(device: Device) -> Found:
+    """The most a spot instance of the device saves against its on-demand rate, over the
+    catalog's instances of it that have both rates."""
+    saved = [
+        100.0 * (1.0 - float(i.spot_usd_per_hour.value) / float(i.on_demand_usd_per_hour.value))
+        for i in instances().values()
+        if _gpu_of(i.gpu) == device.name
+        and i.spot_usd_per_hour.value is not None
+        and i.on_demand_usd_per_hour.value
+    ]
+    if saved:
+        return Found(value=max(saved))
+    return nothing(NoFigure.NO_PRICE, device.name, "the catalog has no spot rate for its instances")
+
+
+def _gpu_of(name: str) -> str:
+    try:
+        return get_device(name).name
+    except TrainfitError:
+        return ""
+
+
 def ownership_usd(device: Device, run: RunSpec) -> Found:
     """The purchase price and the electricity over the device's life."""
     price = _price(device)
@@ -266,6 +319,24 @@ def combined(found: list[Found], combine: str) -> Found:
         "sum": sum(numbers),
     }[combine]
     return Found(value=total)
+
+
+def compared(compare: str, ours: Found, theirs: Found) -> Found:
+    """Two figures set against each other (`ClaimCompare`): ours / theirs ("times"), or the
+    percentage ours is less or more than theirs; the first missing one where either is."""
+    for found in (ours, theirs):
+        if found.value is None:
+            return found
+    assert ours.value is not None and theirs.value is not None
+    if not theirs.value:
+        raise TrainfitError("the figure it is compared with is 0: no ratio")
+    ratio = float(ours.value) / float(theirs.value)
+    value = {
+        "times": ratio,
+        "percent_less": 100.0 * (1.0 - ratio),
+        "percent_more": 100.0 * (ratio - 1.0),
+    }[compare]
+    return Found(value=value)
 
 
 OTHER_PER_DEVICE = ("max_micro_batch", "fits", "component_gib", "usable_gib", "usd_per_hour")

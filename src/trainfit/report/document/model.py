@@ -115,6 +115,23 @@ class ClaimSetting:
     precision: str | None = None
     """None: the plan's precision on the device."""
     checkpointing: bool = False
+    compile: bool = False
+    """torch.compile: trainfit has no figure at such a setting (`NoFigure.COMPILED`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimVersus:
+    """The other figure a comparison claim sets trainfit's against (see
+    `trainfit.specfile.ClaimVersus`); a field left empty is the claim's, except `setting`."""
+
+    compare: str
+    """A `trainfit.specfile.ClaimCompare` value: times, percent_less or percent_more."""
+    device: str | None = None
+    setting: ClaimSetting | None = None
+    """None: the plan's setting on the device."""
+    model: str | None = None
+    models: tuple[str, ...] = ()
+    component: tuple[str, ...] = ()
 
 
 class NoFigure(str, Enum):
@@ -134,9 +151,11 @@ class NoFigure(str, Enum):
     """No memory breakdown was kept for the device."""
     NO_INFERENCE = "no_inference"
     """The inference row was refused or has no such figure (`detail` says why)."""
+    COMPILED = "compiled"
+    """The setting uses torch.compile, whose fused kernels trainfit does not model."""
     HOST_DEPENDENT = "host_dependent"
-    """The CPU is planned against the RAM of the machine that runs trainfit, so a report
-    meant to be the same on every machine does not plan it."""
+    """The CPU is planned against the RAM and the processor of the machine that runs
+    trainfit, so a report meant to be the same on every machine does not plan it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -181,6 +200,8 @@ class Claim:
     """The GPUs the figure is on (1: one GPU, never a multi-GPU plan)."""
     setting: ClaimSetting | None = None
     """The document's setting, where trainfit's figure is computed at it."""
+    versus: ClaimVersus | None = None
+    """The figure compares trainfit's own with this other one (x times, percent less/more)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -215,6 +236,12 @@ class ClaimCheck:
     """The run's samples per epoch (what a dataset_assumed reason names)."""
     component: tuple[str, ...] = ()
     """component_gib: the breakdown's components summed."""
+    versus: ClaimVersus | None = None
+    """The other figure of a comparison claim (`trainfit` is then the comparison)."""
+    versus_device: str = ""
+    """The other figure's device (a comparison claim)."""
+    figures: tuple[float, float] | None = None
+    """A comparison's two figures of the quantity: trainfit's own and the other one."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -61,6 +61,7 @@ _UNITS = {
     "ownership_usd": ("cost of ownership", "USD"),
     "price_usd": ("price", "USD"),
     "usd_per_hour": ("rate", "USD/h"),
+    "spot_saves_percent": ("spot saves", "% of the on-demand rate"),
     "checkpointing_saves_percent": ("checkpointing saves", "% of activations"),
     "latency_ms": ("latency", "ms"),
     "decode_tokens_per_second": ("generation", "tokens/s"),
@@ -69,7 +70,13 @@ _UNITS = {
 """Each quantity's short name and unit in the summary."""
 
 
-DEVICE_LEVEL = ("power_watts", "electricity_usd", "ownership_usd", "price_usd")
+DEVICE_LEVEL = (
+    "power_watts",
+    "electricity_usd",
+    "ownership_usd",
+    "price_usd",
+    "spot_saves_percent",
+)
 """Quantities of a device, not of a model's plan: shown apart from the per-model rows."""
 
 
@@ -100,9 +107,12 @@ def missing_text(m: Missing) -> str:
         NoFigure.NO_POWER: f"no power figure for {m.device} in the catalog",
         NoFigure.NO_BREAKDOWN: f"no memory breakdown kept for {m.device}",
         NoFigure.NO_INFERENCE: m.detail or "no inference figure",
+        NoFigure.COMPILED: (
+            "trainfit times eager PyTorch: torch.compile's fused kernels are not modelled"
+        ),
         NoFigure.HOST_DEPENDENT: (
-            "the CPU is planned against the RAM of the machine running trainfit, and CPU step "
-            "times are not modelled: a report that is the same on every machine leaves it out"
+            "the CPU is planned against the RAM and the processor of the machine running "
+            "trainfit: a report that is the same on every machine leaves it out"
         ),
     }
     return words[m.why]
@@ -113,7 +123,45 @@ def setting_text(s: ClaimSetting, gpus: int | None) -> str:
     words = f"micro-batch {s.micro_batch} x {s.grad_accum}"
     words += f", {s.precision}" if s.precision else ""
     words += ", checkpointing" if s.checkpointing else ""
+    words += ", torch.compile" if s.compile else ""
     return words + (f", {gpus} GPUs" if gpus and gpus > 1 else "")
+
+
+_COMPARES = {"times": "x", "percent_less": "% less", "percent_more": "% more"}
+"""Each comparison's unit (`ClaimCompare`)."""
+
+
+def versus_text(c: ClaimCheck) -> str:
+    """What a comparison claim's figure is set against: the other device, setting, model or
+    components, where they differ from the claim's own."""
+    v = c.versus
+    if v is None:
+        return ""
+    parts = []
+    if c.versus_device and c.versus_device != c.device:
+        parts.append(c.versus_device)
+    if v.model:
+        parts.append(v.model)
+    if v.models:
+        parts.append(" + ".join(v.models))
+    if v.component:
+        parts.append(" + ".join(v.component))
+    at = "at " if parts else ""
+    if v.setting is not None:
+        parts.append(at + setting_text(v.setting, None))
+    elif c.setting is not None:
+        parts.append(at + "the plan's setting")
+    return "against " + " ".join(parts)
+
+
+def figures_text(c: ClaimCheck) -> str:
+    """A comparison's two figures with their unit: "6.85 h against 2.65 h"."""
+    if c.figures is None:
+        return ""
+    unit = _UNITS[c.quantity][1]
+    unit = f" {unit}" if unit else ""
+    ours, theirs = c.figures
+    return f"{num(ours, ',.4g')}{unit} against {num(theirs, ',.4g')}{unit}"
 
 
 def verdict_text(c: ClaimCheck) -> str:
@@ -135,10 +183,13 @@ def _numbers(c: ClaimCheck) -> str:
         name = " + ".join(c.component)
     doc = f"{c.low:g}" if c.low == c.high else f"{c.low:g}-{c.high:g}"
     ours = "-" if c.trainfit is None else num(c.trainfit, ",.4g")
+    if c.versus is not None:
+        unit = _COMPARES[c.versus.compare]
     unit = f" {unit}" if unit else ""
     at = "" if c.setting is None else f" at {setting_text(c.setting, c.gpus)}"
     on = f" on {c.gpus} GPU" + ("s" if c.gpus > 1 else "") if c.gpus and not c.setting else ""
-    return f"{name}{at}{on}: {doc} vs {ours}{unit}"
+    other = f" {versus_text(c)}" if c.versus is not None else ""
+    return f"{name}{at}{on}{other}: {doc} vs {ours}{unit}"
 
 
 def _figure(c: ClaimCheck) -> str:
