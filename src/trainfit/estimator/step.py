@@ -25,6 +25,7 @@ from trainfit.errors import SpecError
 from trainfit.estimator.cpu import estimate_cpu
 from trainfit.estimator.result import Breakdown, Estimate, assemble, emulated_bf16
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
+from trainfit.hardware.units import GIB
 from trainfit.memory.allocator import CachingAllocator, OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
@@ -165,7 +166,7 @@ def _estimate(spec: TrainSpec, started: float) -> Estimate:
         }
         notes.append(
             f"Apple GPU: modelled, not measured; the limit used is Metal's recommended working "
-            f"set ({device.memory_bytes / 2**30:.1f} GiB); PyTorch refuses allocations past 1.7 "
+            f"set ({device.memory_bytes / GIB:.1f} GiB); PyTorch refuses allocations past 1.7 "
             "times it, and macOS swaps before that; MPSGraph's own buffers are not counted"
         )
     else:

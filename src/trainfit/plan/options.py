@@ -16,8 +16,6 @@ from trainfit.spec import OptimizerKind, Precision, TrainSpec
 from trainfit.timing.run import CostLine, Recommendation, RunSpec, RunTime
 from trainfit.timing.step import StepTime
 
-GIB = 2**30
-
 DEFAULT_MARGIN = 0.10
 """Fraction of device memory a plan keeps free (allocator and driver variation, other users)."""
 

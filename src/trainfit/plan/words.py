@@ -10,8 +10,8 @@ from enum import Enum
 
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload
+from trainfit.hardware.units import GIB
 from trainfit.plan.options import (
-    GIB,
     Accumulation,
     Change,
     CpuFp32,

@@ -9,9 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.estimator.generation import InferenceEstimate
+from trainfit.hardware.units import GIB
 from trainfit.report.tables import FitTable
-
-GIB = 1 << 30
 
 
 def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:

@@ -12,18 +12,12 @@ from trainfit.estimator.result import Estimate
 from trainfit.estimator.scaling import MaxBatch
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.hardware.figures import SourceKind
+from trainfit.hardware.units import GIB, gib
 from trainfit.models.heads import ClassReason, ModelClass
 from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
 from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunEstimate
-
-GiB = 1 << 30
-
-
-def gib(n: int) -> str:
-    """Bytes as GiB with two decimals."""
-    return f"{n / GiB:.2f} GiB"
 
 
 def estimate_renderable(result: Estimate) -> Group:
@@ -199,22 +193,21 @@ def render_text(result: Estimate, width: int = 100) -> str:
 
 def max_batch_text(found: MaxBatch) -> str:
     """One line: the largest micro-batch that fits, and what it and the next one need."""
-    gib = 2**30
     kept = f" keeping {found.margin:.0%} free" if found.margin else ""
     if found.batch == 0:
         return (
             f"not even a micro-batch of 1 fits {found.device_name}{kept}: it needs "
-            f"{found.needed_bytes / gib:.2f} GiB of {found.budget_bytes / gib:.2f} GiB"
+            f"{found.needed_bytes / GIB:.2f} GiB of {found.budget_bytes / GIB:.2f} GiB"
         )
     line = (
         f"largest micro-batch that fits {found.device_name}{kept}: {found.batch} "
-        f"(needs {found.needed_bytes / gib:.2f} GiB of {found.budget_bytes / gib:.2f} GiB"
+        f"(needs {found.needed_bytes / GIB:.2f} GiB of {found.budget_bytes / GIB:.2f} GiB"
     )
     if found.needed_bytes > found.budget_bytes:
         line += ", in less once the allocator releases its cache at out-of-memory"
     if found.next_needed_bytes is None:
         return line + "; the search stopped at its limit)"
-    return line + f"; {found.batch + 1} would need {found.next_needed_bytes / gib:.2f} GiB)"
+    return line + f"; {found.batch + 1} would need {found.next_needed_bytes / GIB:.2f} GiB)"
 
 
 def _money(x: float | None, currency: str) -> str:

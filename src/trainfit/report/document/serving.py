@@ -7,9 +7,8 @@ from collections.abc import Iterable
 
 from trainfit.estimator.forward import ForwardEstimate, ServingRefusal, ServingResult
 from trainfit.estimator.generation import InferenceEstimate
+from trainfit.hardware.units import GIB
 from trainfit.report.document.model import InferenceRow
-
-GIB = 2**30
 
 
 def _generate_bound(e: InferenceEstimate) -> str:
