@@ -18,6 +18,7 @@ from trainfit.models.heads import (
     parse_task,
 )
 from trainfit.models.source import build_program
+from trainfit.report.estimate import estimate_dict
 from trainfit.spec import TrainSpec
 
 transformers = pytest.importorskip("transformers")
@@ -150,7 +151,7 @@ def test_the_estimate_says_which_class_was_built(tmp_path: Path) -> None:
     model = _config_dir(tmp_path, config, "DistilBertForSequenceClassification")
     result = trainfit.estimate(model=model, batch=2, seq_len=16, device="h100")
     assert result.model_class is not None
-    assert result.to_dict()["model_class"] == {
+    assert estimate_dict(result)["model_class"] == {
         "name": "DistilBertForSequenceClassification",
         "task": "sequence-classification",
         "reason": "architectures",

@@ -105,7 +105,9 @@ def _estimate(args: argparse.Namespace) -> int:
         stages = stage_times(stage_specs, result, reference)
         totals = estimate_run(result, run, stages)
     if args.json:
-        out = result.to_dict()
+        from trainfit.report.estimate import estimate_dict
+
+        out = estimate_dict(result)
         if totals is not None:
             out["run"] = totals.to_dict()
         print(json.dumps(out, indent=2))

@@ -23,7 +23,14 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.estimator.cpu import estimate_cpu
-from trainfit.estimator.result import Breakdown, Estimate, assemble, emulated_bf16
+from trainfit.estimator.result import (
+    Breakdown,
+    EmulatedBf16,
+    Estimate,
+    EstimateNote,
+    assemble,
+    emulated_bf16,
+)
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.hardware.units import GIB
 from trainfit.memory.allocator import CachingAllocator, OutOfMemory
@@ -149,7 +156,7 @@ def _estimate(spec: TrainSpec, started: float) -> Estimate:
         runtime_context=context,
     )
     needed = result.peak_reserved_bytes + context
-    notes = list(trace.notes)
+    notes: list[EstimateNote] = list(trace.notes)
     if device.kind is DeviceKind.MPS:
         labels = {
             "peak_allocated_bytes": FigureLabel(
@@ -171,12 +178,12 @@ def _estimate(spec: TrainSpec, started: float) -> Estimate:
         )
     else:
         if emulated_bf16(spec, device):
-            major, minor = device.compute_capability
             notes.append(
-                f"{device.display} (compute capability {major}.{minor}) has no native "
-                f"{spec.precision.value}: PyTorch emulates it (torch.cuda.is_bf16_supported() "
-                "is True there), so the step runs in the memory estimated, but slower than "
-                "fp16, which is native: consider --precision fp16"
+                EmulatedBf16(
+                    device=device.display,
+                    compute_capability=device.compute_capability,
+                    precision=spec.precision,
+                )
             )
         profile = profile_of(device)
         labels = {

@@ -13,6 +13,7 @@ from trainfit.measure.forecast import LONG_RUN_SECONDS, Forecast
 from trainfit.measure.latency import LatencyTable
 from trainfit.measure.max_batch import RealMaxBatch
 from trainfit.measure.steps import Measured, StepDone
+from trainfit.plan.time_words import no_time_text, slow_half_text
 from trainfit.report.tables import FitTable
 
 
@@ -197,9 +198,9 @@ def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
                 )
             )
     elif forecast.missing:
-        out.append((f"no predicted step time: {forecast.missing}", False))
+        out.append((f"no predicted step time: {no_time_text(forecast.missing)}", False))
     if forecast.slow_half is not None:
-        out.append((f"warning: {forecast.slow_half.words()}", True))
+        out.append((f"warning: {slow_half_text(forecast.slow_half)}", True))
     if forecast.load is not None:
         out.append(
             (

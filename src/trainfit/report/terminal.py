@@ -14,8 +14,10 @@ from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.hardware.figures import SourceKind
 from trainfit.hardware.units import GIB, gib
 from trainfit.models.heads import ClassReason, ModelClass
+from trainfit.plan.time_words import basis_text, no_time_text, time_note_text
 from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
+from trainfit.report.estimate import estimate_notes
 from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunEstimate
 
@@ -177,7 +179,7 @@ def _notes(result: Estimate) -> Text:
     for label, how in sorted(result.labels.items()):
         if how.provenance in (Provenance.MODELLED, Provenance.NOT_MODELLED):
             notes.append(f"{label}: {how}\n", style="yellow")
-    for line in (*result.assumptions, *result.notes):
+    for line in (*result.assumptions, *estimate_notes(result)):
         notes.append(f"note: {line}\n", style="dim")
     notes.append(f"estimated in {result.seconds:.1f} s", style="dim")
     return notes
@@ -232,7 +234,8 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
     step = result.step_time
     out = Text()
     if step is None:
-        why = result.step_time_missing or "step time not modelled for this device"
+        missing = result.step_time_missing
+        why = "step time not modelled for this device" if missing is None else no_time_text(missing)
         out.append(f"\n{why}\n", style="yellow")
         return Group(out)
     out.append("\nstep time: ", style="bold")
@@ -254,9 +257,9 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
             f"{step.host_bound_share:.0%}\n"
         )
     )
-    out.append(f"basis: {step.basis}\n", style="dim")
+    out.append(f"basis: {basis_text(step.basis)}\n", style="dim")
     for note in step.notes:
-        out.append(f"note: {note}\n", style="dim")
+        out.append(f"note: {time_note_text(note)}\n", style="dim")
     parts: list[object] = [out]
     if totals is not None:
         t = totals.time
