@@ -17,7 +17,7 @@ from trainfit.estimator.storage import InferencePrecision, kv_cache_bytes
 from trainfit.hardware.catalog import get_device
 from trainfit.models import zoo
 from trainfit.plan.time_words import time_note_text
-from trainfit.report.inference import inference_renderable
+from trainfit.report.inference import inference_dict, inference_renderable
 from trainfit.spec import TrainSpec
 
 transformers = pytest.importorskip("transformers")
@@ -148,7 +148,7 @@ def test_decode_scales_with_bandwidth(tiny_lm: str) -> None:
 def test_total_is_prefill_plus_decode_steps(tiny_lm: str) -> None:
     e = estimate_inference(tiny_lm, context=64, new_tokens=10, batch=2)
     assert e.total_seconds == pytest.approx(e.prefill_seconds + 9 * e.decode_seconds_per_token)
-    data = e.to_dict()
+    data = inference_dict(e)
     assert data["memory"]["kv_cache"] == e.memory.kv_cache
     assert data["device_memory_needed_bytes"] == e.peak_reserved_bytes + e.memory.runtime_context
     assert data["fits"] is True

@@ -19,6 +19,7 @@ from trainfit.models.heads import (
 )
 from trainfit.models.source import build_program
 from trainfit.report.estimate import estimate_dict
+from trainfit.report.model import description_text
 from trainfit.spec import TrainSpec
 
 transformers = pytest.importorskip("transformers")
@@ -53,7 +54,8 @@ def test_the_config_architectures_decide_the_class(tmp_path: Path) -> None:
     assert program.model_class.reason is ClassReason.ARCHITECTURES
     batch = program.make_batch(torch.device("cpu"), True)
     assert batch["labels"].shape == (3,) and int(batch["labels"].max()) < config.num_labels
-    assert "sequence classification over 2 labels, cross-entropy" in program.description
+    words = description_text(program.description)
+    assert "sequence classification over 2 labels, cross-entropy" in words
 
 
 def test_the_task_option_wins_over_the_architectures(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.memory.replay import Replay
 from trainfit.models.heads import ModelClass
 from trainfit.models.lora import labels as peft_labels
+from trainfit.models.program import Description, LossNote
 from trainfit.models.weights import StepDtypes
 from trainfit.provenance import FigureLabel
 from trainfit.spec import Precision, TrainSpec
@@ -63,8 +64,8 @@ class Estimate:
     fits: bool | None
     """Whether device_memory_needed fits the device's memory (for the CPU, the host's RAM;
     None when it cannot be detected)."""
-    model_description: str
-    loss_note: str
+    model_description: Description
+    loss_note: LossNote
     parameter_count: int
     trainable_parameter_count: int
     attention_kernels: dict[str, int]

@@ -161,7 +161,10 @@ def preference_program(
         program,
         make_batch=make_batch,
         compute_loss=compute_loss,
-        description=f"{program.description}; DPO over pairs, {where}",
+        description=dataclasses.replace(
+            program.description,
+            wrappers=(*program.description.wrappers, f"DPO over pairs, {where}"),
+        ),
         loss_note=(
             f"DPO sigmoid loss (beta {BETA}) on per-sequence log-prob sums; chosen and rejected "
             f"in one forward of 2 x batch sequences; {where}"

@@ -31,20 +31,15 @@ from trainfit.models.heads import (
     sequence_problem,
 )
 from trainfit.models.imports import is_import_path, resolve
-from trainfit.models.program import Batch, LossFn, StepProgram
+from trainfit.models.program import (
+    Batch,
+    Description,
+    LossFn,
+    OwnLoss,
+    StepProgram,
+    TaskNote,
+)
 from trainfit.spec import InputSpec, Precision, TrainSpec
-
-_TASK_NOTE: dict[str, str] = {
-    "causal-lm": "causal LM, labels = input ids",
-    "masked-lm": "masked LM, labels on every position",
-    "seq2seq-lm": "sequence-to-sequence LM with labels",
-    "speech-seq2seq": "speech sequence-to-sequence with labels",
-    "image-classification": "image classification, cross-entropy",
-    "sequence-classification": "sequence classification",
-    "token-classification": "token classification",
-    "question-answering": "extractive question answering, cross-entropy over start and end",
-    "multiple-choice": f"multiple choice over {MULTIPLE_CHOICES} choices, cross-entropy",
-}
 
 DEFAULT_SEQ_LEN = 1024
 
@@ -93,7 +88,11 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
             program.model.to(policy)
         model, adapted = wrap_with_lora(program.model, spec.lora, spec.precision, device)
         program = dataclasses.replace(
-            program, model=model, description=f"{program.description}; {adapted}"
+            program,
+            model=model,
+            description=dataclasses.replace(
+                program.description, wrappers=(*program.description.wrappers, adapted)
+            ),
         )
     if spec.preference is not None:
         from trainfit.models.preference import preference_program
@@ -277,8 +276,8 @@ def _hf_program(
         model=model,
         make_batch=make_batch,
         compute_loss=compute_loss,
-        description=f"{origin}: {config.model_type}, {note}",
-        loss_note=f"the model's own loss ({note})",
+        description=Description(source=origin, model=config.model_type, task=note),
+        loss_note=OwnLoss(task=note),
         is_hf=True,
         tokens_per_sample=tokens if task in TEXT_TASKS else None,
         task=task.value,
@@ -333,21 +332,12 @@ def _text_length(spec: TrainSpec, config: Any, origin: str) -> int:
     return seq
 
 
-def _labels(count: int) -> str:
-    return "1 label" if count == 1 else f"{count} labels"
-
-
-def _task_note(task: HfTask, config: Any) -> str:
-    note = _TASK_NOTE[task.value]
+def _task_note(task: HfTask, config: Any) -> TaskNote:
     if task is HfTask.SEQUENCE_CLASSIFICATION:
-        loss = {
-            "regression": "mean squared error",
-            "multi_label_classification": "binary cross-entropy per label",
-        }.get(sequence_problem(config), "cross-entropy")
-        return f"{note} over {_labels(config.num_labels)}, {loss}"
+        return TaskNote(task=task, labels=config.num_labels, problem=sequence_problem(config))
     if task is HfTask.TOKEN_CLASSIFICATION:
-        return f"{note} over {_labels(config.num_labels)}, cross-entropy per token"
-    return note
+        return TaskNote(task=task, labels=config.num_labels)
+    return TaskNote(task=task)
 
 
 # --- plain modules --------------------------------------------------------------------------
@@ -421,7 +411,7 @@ def _module_program(
         model=model,
         make_batch=make_batch,
         compute_loss=_checked_loss(compute_loss, f"the loss of {factory_path}"),
-        description=f"{origin}: {type(model).__name__}",
+        description=Description(source=origin, model=type(model).__name__),
         loss_note=note,
         is_hf=False,
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 from trainfit.estimator.result import EmulatedBf16, Estimate, EstimateNote
 from trainfit.plan.time_words import no_time_text, step_time_dict
+from trainfit.report.model import description_text, loss_text
 
 
 def estimate_note_text(note: EstimateNote) -> str:
@@ -63,8 +64,8 @@ def estimate_dict(result: Estimate) -> dict[str, Any]:
             "op": result.peak_op,
         },
         "fits": result.fits,
-        "model": result.model_description,
-        "loss": result.loss_note,
+        "model": description_text(result.model_description),
+        "loss": loss_text(result.loss_note),
         "parameters": result.parameter_count,
         "trainable_parameters": result.trainable_parameter_count,
         "lora": None if result.spec.lora is None else result.spec.lora.to_dict(),

@@ -18,6 +18,7 @@ from trainfit.plan.time_words import basis_text, no_time_text, time_note_text
 from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
 from trainfit.report.estimate import estimate_notes
+from trainfit.report.model import description_text, loss_text
 from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunEstimate
 
@@ -60,7 +61,7 @@ def _headline(result: Estimate) -> Text:
             else f"does NOT fit ({share:.0%} of {gib(device.memory_bytes)})"
         )
     head = Text()
-    head.append(f"{result.model_description}\n", style="bold")
+    head.append(f"{description_text(result.model_description)}\n", style="bold")
     head.append(_spec_line(result))
     cpu = device.kind is DeviceKind.CPU
     head.append(
@@ -157,7 +158,7 @@ def _notes(result: Estimate) -> Text:
         f"{result.parameter_count / 1e6:,.1f}M parameters "
         f"({result.trainable_parameter_count / 1e6:,.1f}M trainable)\n"
     )
-    notes.append(f"loss: {result.loss_note}\n")
+    notes.append(f"loss: {loss_text(result.loss_note)}\n")
     if result.model_class is not None:
         notes.append(f"built as {model_class_words(result.model_class)}\n")
     if result.dtypes is not None:
