@@ -13,6 +13,7 @@ from trainfit import Estimate, TraceError, TrainSpec, estimate
 from trainfit.errors import ModelLoadError, SpecError
 from trainfit.estimator.result import EmulatedBf16
 from trainfit.report.estimate import estimate_dict, estimate_notes
+from trainfit.report.model import loss_text
 from trainfit.timing.missing import NoTime
 
 GiB = 1 << 30
@@ -90,7 +91,7 @@ def test_checkpointing_and_freezing_save_memory() -> None:
 
 def test_plain_module_default_loss_is_said() -> None:
     result = estimate(TrainSpec(model="trainfit.models.zoo:emotion_mlp", batch=64))
-    assert "cross-entropy for (N, C) outputs" in result.loss_note
+    assert "cross-entropy for (N, C) outputs" in loss_text(result.loss_note)
     assert result.peak_allocated_bytes > 4 * result.parameter_count
 
 

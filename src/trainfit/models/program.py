@@ -41,8 +41,10 @@ class Description:
     """A transformers model's `model_type`, else the module's class name."""
     task: TaskNote | None = None
     """A transformers model's task (None for a plain module)."""
-    wrappers: tuple[str, ...] = ()
-    """What wraps the model's training (LoRA adapters, a preference loss), in words."""
+    lora: str = ""
+    """The LoRA adapters, as the LoRA spec describes them ("" without LoRA)."""
+    preference: DpoLoss | None = None
+    """The preference loss the model is trained with (None: none)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,8 +54,40 @@ class OwnLoss:
     task: TaskNote
 
 
-LossNote = OwnLoss | str
-"""How the loss is computed: the model's own, or a user's or trainfit's loss in words."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UserLoss:
+    """A user's loss function, called as loss(output, batch)."""
+
+    path: str
+    """Its import path."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UserStep:
+    """A user's step function, which computes the loss itself."""
+
+    path: str
+    """Its import path."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DefaultLoss:
+    """trainfit's loss for a plain module: cross-entropy for (N, C) outputs, else the mean of
+    the output."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DpoLoss:
+    """The DPO sigmoid loss on per-sequence log-prob sums, chosen and rejected in one forward
+    of 2 x batch sequences."""
+
+    beta: float
+    precomputed: bool
+    """The reference's log-probs come in the batch (else a frozen copy computes them)."""
+
+
+LossNote = OwnLoss | UserLoss | UserStep | DefaultLoss | DpoLoss
+"""How the loss is computed."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

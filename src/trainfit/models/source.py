@@ -33,11 +33,15 @@ from trainfit.models.heads import (
 from trainfit.models.imports import is_import_path, resolve
 from trainfit.models.program import (
     Batch,
+    DefaultLoss,
     Description,
     LossFn,
+    LossNote,
     OwnLoss,
     StepProgram,
     TaskNote,
+    UserLoss,
+    UserStep,
 )
 from trainfit.spec import InputSpec, Precision, TrainSpec
 
@@ -90,9 +94,7 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
         program = dataclasses.replace(
             program,
             model=model,
-            description=dataclasses.replace(
-                program.description, wrappers=(*program.description.wrappers, adapted)
-            ),
+            description=dataclasses.replace(program.description, lora=adapted),
         )
     if spec.preference is not None:
         from trainfit.models.preference import preference_program
@@ -108,7 +110,7 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
             make_batch=program.make_batch,
             compute_loss=_checked_loss(step, spec.step_fn),
             description=program.description,
-            loss_note=f"user step function {spec.step_fn}",
+            loss_note=UserStep(path=spec.step_fn),
             is_hf=program.is_hf,
             tokens_per_sample=program.tokens_per_sample,
             model_class=program.model_class,
@@ -396,13 +398,13 @@ def _module_program(
 
     if spec.loss:
         user_loss = resolve(spec.loss, "loss function")
-        note = f"user loss {spec.loss}(output, batch)"
+        note: LossNote = UserLoss(path=spec.loss)
 
         def compute_loss(m: nn.Module, batch: Batch) -> torch.Tensor:
             return user_loss(m(**batch), batch)
 
     else:
-        note = "cross-entropy for (N, C) outputs, else the mean of the output (trainfit's default)"
+        note = DefaultLoss()
 
         def compute_loss(m: nn.Module, batch: Batch) -> torch.Tensor:
             return default_loss(m(**batch))

@@ -4,7 +4,15 @@
 from __future__ import annotations
 
 from trainfit.models.heads import MULTIPLE_CHOICES, HfTask
-from trainfit.models.program import Description, LossNote, OwnLoss, TaskNote
+from trainfit.models.program import (
+    DefaultLoss,
+    Description,
+    LossNote,
+    OwnLoss,
+    TaskNote,
+    UserLoss,
+    UserStep,
+)
 
 _TASK_WORDS = {
     HfTask.CAUSAL_LM: "causal LM, labels = input ids",
@@ -43,14 +51,34 @@ def task_text(note: TaskNote, generating: bool = False) -> str:
 
 
 def description_text(description: Description, generating: bool = False) -> str:
-    """Where a model came from, its task and what wraps its training, in words."""
+    """Where a model came from, its task, its LoRA adapters and preference loss, in words."""
     task = "" if description.task is None else f", {task_text(description.task, generating)}"
-    wrappers = "".join(f"; {w}" for w in description.wrappers)
-    return f"{description.source}: {description.model}{task}{wrappers}"
+    lora = f"; {description.lora}" if description.lora else ""
+    dpo = description.preference
+    preference = "" if dpo is None else f"; DPO over pairs, {dpo_reference_text(dpo.precomputed)}"
+    return f"{description.source}: {description.model}{task}{lora}{preference}"
 
 
 def loss_text(note: LossNote) -> str:
     """How the loss is computed, in words."""
     if isinstance(note, OwnLoss):
         return f"the model's own loss ({task_text(note.task)})"
-    return note
+    if isinstance(note, UserLoss):
+        return f"user loss {note.path}(output, batch)"
+    if isinstance(note, UserStep):
+        return f"user step function {note.path}"
+    if isinstance(note, DefaultLoss):
+        return "cross-entropy for (N, C) outputs, else the mean of the output (trainfit's default)"
+    return (
+        f"DPO sigmoid loss (beta {note.beta}) on per-sequence log-prob sums; chosen and "
+        f"rejected in one forward of 2 x batch sequences; {dpo_reference_text(note.precomputed)}"
+    )
+
+
+def dpo_reference_text(precomputed: bool) -> str:
+    """Where a DPO step's reference log-probs come from, in words."""
+    return (
+        "reference log-probs precomputed (in the batch)"
+        if precomputed
+        else "frozen reference copy on the device (no_grad)"
+    )
