@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from trainfit.specfile.check import CheckResult, DeviceCheck
 
 
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from trainfit.specfile.check import DEFAULT_TOLERANCE
 
@@ -138,7 +137,6 @@ def _setting(footprint: Footprint) -> str:
         parts.append("checkpointing")
     parts.append(f"micro-batch {footprint.micro_batch} x {footprint.grad_accum}")
     return ", ".join(parts)
-
 
 
 def _how_to_update(args: argparse.Namespace) -> str:

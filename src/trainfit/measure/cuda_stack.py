@@ -44,7 +44,6 @@ _WHEEL_URL = "https://download.pytorch.org/whl"
 _GET_STARTED = "https://pytorch.org/get-started/previous-versions/"
 
 
-
 def wheel_command(driver_cuda: tuple[int, int] | None) -> str:
     """The pip command for the newest CUDA build of torch a driver supporting `driver_cuda` runs."""
     fitting = [v for v in CUDA_WHEEL_INDEXES if driver_cuda is None or v <= driver_cuda]

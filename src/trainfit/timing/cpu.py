@@ -217,8 +217,6 @@ def _basis(features: CpuFeatures, cal: CpuCalibration, scale: float) -> CpuBasis
     )
 
 
-
-
 def slow_half_precision(
     costs: StepCosts, features: CpuFeatures, cal: CpuCalibration | None = None
 ) -> list[SlowHalfPrecision]:

@@ -56,4 +56,3 @@ def class_factors(device: str) -> dict[str, float]:
 def scale_of(factors: Mapping[str, float], kind: OpKind) -> float:
     """The multiplier of an op of `kind` under `factors` (1 for a class not listed)."""
     return factors.get(op_class(kind), 1.0)
-

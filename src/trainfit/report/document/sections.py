@@ -249,9 +249,7 @@ def _times(stage: StageSection, h: int, names: dict[str, str]) -> list[Block]:
             _t(("device", "GPUs", "micro-batch per GPU", "step", "samples/s (all GPUs)"), by),
         ]
     out += [_p(n) for n in notes]
-    basis = sorted(
-        {basis_text(d.step_time.basis) for d in stage.plan.devices if d.step_time}
-    )
+    basis = sorted({basis_text(d.step_time.basis) for d in stage.plan.devices if d.step_time})
     out += [_p(f"Basis: {b}.") for b in basis]
     if "time" in names:
         out.append(
