@@ -23,12 +23,14 @@ from trainfit.distributed import (
     units,
 )
 from trainfit.distributed.memory import engine_bytes
+from trainfit.distributed.search import OffloadTime
 from trainfit.distributed.strategy import check_offload, divisors
 from trainfit.errors import SpecError
 from trainfit.export.deepspeed import check_config, deepspeed_files, ds_config
 from trainfit.export.torchrun import fsdp2_settings, launch_script, torchrun_files
 from trainfit.hardware.catalog import get_device
 from trainfit.memory.runtime import nccl_bytes
+from trainfit.plan.words import distributed_note_text
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import NCCL_EFFICIENCY, interconnect_gbs
 from trainfit.trace.step import trace_step
@@ -227,7 +229,8 @@ def test_plan_picks_the_fewest_gpus() -> None:
     assert alternative is not None and alternative.gpus == 1
     assert alternative.offload is Offload.PARAMS and alternative.memory.host_bytes_per_node > 0
     assert alternative.step_seconds is not None and found.step_seconds is not None
-    assert "over PCIe" in alternative.note
+    assert isinstance(alternative.note, OffloadTime) and alternative.note.copies >= 1
+    assert "over PCIe" in distributed_note_text(alternative.note)
     fewer = Layout(gpus=found.gpus // 2)
     # nothing fits on half as many GPUs, whatever the engine
     for strategy in (Strategy.DDP, Strategy.FSDP2):

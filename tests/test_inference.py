@@ -16,7 +16,8 @@ from trainfit.estimator.generation import InferenceEstimate, estimate_inference
 from trainfit.estimator.storage import InferencePrecision, kv_cache_bytes
 from trainfit.hardware.catalog import get_device
 from trainfit.models import zoo
-from trainfit.report.inference import inference_renderable
+from trainfit.plan.time_words import time_note_text
+from trainfit.report.inference import inference_dict, inference_renderable
 from trainfit.spec import TrainSpec
 
 transformers = pytest.importorskip("transformers")
@@ -147,7 +148,7 @@ def test_decode_scales_with_bandwidth(tiny_lm: str) -> None:
 def test_total_is_prefill_plus_decode_steps(tiny_lm: str) -> None:
     e = estimate_inference(tiny_lm, context=64, new_tokens=10, batch=2)
     assert e.total_seconds == pytest.approx(e.prefill_seconds + 9 * e.decode_seconds_per_token)
-    data = e.to_dict()
+    data = inference_dict(e)
     assert data["memory"]["kv_cache"] == e.memory.kv_cache
     assert data["device_memory_needed_bytes"] == e.peak_reserved_bytes + e.memory.runtime_context
     assert data["fits"] is True
@@ -304,7 +305,7 @@ def test_forward_on_an_apple_gpu_and_its_refusals() -> None:
 
     spec = TrainSpec(model=EMOTION)
     mac = estimate_forward(spec, batch=1, precision="fp16", device="m4-pro-16gb")
-    assert mac.seconds > 0 and any("Apple GPU" in n for n in mac.notes)
+    assert mac.seconds > 0 and any("Apple GPU" in time_note_text(n) for n in mac.notes)
     with pytest.raises(SpecError, match="int4 weights are modelled for causal LMs only"):
         estimate_forward(spec, precision="int4", device="rtx-4060")
     with pytest.raises(SpecError, match="a forward is estimated for GPUs; 'cpu'"):

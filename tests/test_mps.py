@@ -18,6 +18,7 @@ from trainfit.memory.runtime import METAL_OTHER_FLOOR_BYTES
 from trainfit.plan.options import Verdict
 from trainfit.plan.search import plan
 from trainfit.plan.words import change_text, note_text
+from trainfit.report.estimate import estimate_dict
 from trainfit.spec import OptimizerKind, Precision
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
@@ -132,7 +133,7 @@ def test_mps_autocast_runs_batch_norm_in_fp32_unlike_cuda() -> None:
 
 def test_estimate_on_a_mac_is_labelled_modelled() -> None:
     result = estimate(dataclasses.replace(GPT_SMALL, device=MAC))
-    data = result.to_dict()
+    data = estimate_dict(result)
     assert data["device_memory_bytes"] == 16 * 2**30 * 2 // 3
     # never below Metal's floor from the public out-of-memory messages (never zero)
     assert data["breakdown"]["runtime_context"] == METAL_OTHER_FLOOR_BYTES > 0

@@ -19,7 +19,7 @@ from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.options import NoStepTime, NoTime, Plan, Sharded, Verdict
+from trainfit.plan.options import Plan, Sharded, Verdict
 from trainfit.plan.search import plan
 from trainfit.plan.words import note_text
 from trainfit.report.document import (
@@ -36,6 +36,7 @@ from trainfit.report.document import (
 from trainfit.report.document.model import Missing, NoFigure
 from trainfit.report.document.summary import verdict_text
 from trainfit.spec import LoraSpec, OptimizerKind, Precision
+from trainfit.timing.missing import NoStepTime, NoTime
 from trainfit.timing.run import RunSpec
 
 GIB = 2**30

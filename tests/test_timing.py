@@ -15,8 +15,10 @@ from trainfit.cli.main import main
 from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.step import estimate
 from trainfit.hardware.catalog import get_device
+from trainfit.report.estimate import estimate_dict, estimate_notes
 from trainfit.spec import TrainSpec
 from trainfit.timing.constants import calibration
+from trainfit.timing.missing import NoTime
 from trainfit.timing.run import (
     NCCL_EFFICIENCY,
     CostLine,
@@ -66,7 +68,7 @@ def test_step_time_grows_with_batch_and_is_faster_on_a_faster_gpu() -> None:
     assert t.seconds >= t.forward_seconds + t.backward_seconds
     shares = t.compute_bound_share + t.memory_bound_share + t.host_bound_share
     assert shares == pytest.approx(1.0, abs=0.02)
-    assert small.to_dict()["time"]["step_seconds"] == pytest.approx(t.seconds, rel=1e-4)
+    assert estimate_dict(small)["time"]["step_seconds"] == pytest.approx(t.seconds, rel=1e-4)
 
 
 def test_accumulation_repeats_the_passes() -> None:
@@ -85,7 +87,9 @@ def test_accumulation_repeats_the_passes() -> None:
 def test_a_device_without_rates_says_so() -> None:
     result = estimate(model="gpt2", batch=2, seq_len=128, precision="bf16", device="m2-16gb")
     assert result.step_time is None
-    assert any("no bf16 compute rate" in n for n in result.notes)
+    assert result.step_time_missing is not None
+    assert result.step_time_missing.why is NoTime.CATALOG_LACKS
+    assert any("no bf16 compute rate" in n for n in estimate_notes(result))
 
 
 @pytest.mark.slow

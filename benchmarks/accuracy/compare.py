@@ -24,6 +24,7 @@ import torch
 from benchmarks.accuracy.cases import CASES, FIT
 from trainfit import TrainSpec, estimate
 from trainfit.measure.compare import component_totals
+from trainfit.report.estimate import estimate_dict
 
 RESULTS = Path(__file__).parent / "results"
 MEASURED = RESULTS / "measured_h100.json"
@@ -45,8 +46,8 @@ def compute() -> dict[str, Any]:
             "device_memory_needed_bytes": result.device_memory_needed_bytes,
             "peak_allocated_bytes": result.peak_allocated_bytes,
             "peak_reserved_bytes": result.peak_reserved_bytes,
-            "breakdown": result.to_dict()["breakdown"],
-            "peak": result.to_dict()["peak"],
+            "breakdown": estimate_dict(result)["breakdown"],
+            "peak": estimate_dict(result)["peak"],
             "parameters": result.parameter_count,
             "trainable_parameters": result.trainable_parameter_count,
             "seconds": round(time.perf_counter() - started, 2),

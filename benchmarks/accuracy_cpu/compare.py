@@ -17,6 +17,7 @@ from typing import Any
 from benchmarks.accuracy.compare import cpu_environment
 from benchmarks.accuracy_cpu.cases import CASES, FIT
 from trainfit import TrainSpec, estimate
+from trainfit.report.estimate import estimate_dict
 
 RESULTS = Path(__file__).parent / "results"
 MEASURED = RESULTS / "measured_cpu.json"
@@ -32,7 +33,7 @@ def compute() -> dict[str, Any]:
     for name, kwargs in CASES.items():
         started = time.perf_counter()
         result = estimate(TrainSpec(**kwargs, device="cpu"))
-        data = result.to_dict()
+        data = estimate_dict(result)
         records[name] = {
             "device_memory_needed_bytes": result.device_memory_needed_bytes,
             "peak_allocated_bytes": result.peak_allocated_bytes,

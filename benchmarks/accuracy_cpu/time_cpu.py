@@ -94,6 +94,7 @@ def _predict_one(name: str, threads: int) -> dict[str, Any]:
     import torch
 
     from trainfit import estimate
+    from trainfit.plan.time_words import basis_text, time_note_text
 
     torch.set_num_threads(threads)
     step = estimate(_spec(name)).step_time
@@ -105,8 +106,8 @@ def _predict_one(name: str, threads: int) -> dict[str, Any]:
         "forward_seconds": step.forward_seconds,
         "backward_seconds": step.backward_seconds,
         "optimizer_seconds": step.optimizer_seconds,
-        "basis": step.basis,
-        "notes": list(step.notes),
+        "basis": basis_text(step.basis),
+        "notes": [time_note_text(n) for n in step.notes],
     }
 
 

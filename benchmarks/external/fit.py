@@ -44,6 +44,7 @@ from benchmarks.external import compare
 from benchmarks.external.load import CorpusRow
 from trainfit.errors import TrainfitError
 from trainfit.hardware.catalog import get_device
+from trainfit.plan.time_words import time_note_text
 from trainfit.timing.step import RateMissing
 
 FAMILIES_JSON = compare.Path(__file__).parents[2] / "src/trainfit/timing/families.json"
@@ -108,7 +109,7 @@ def evaluate(row: CorpusRow, cache: dict) -> Outcome:
         item = compare.traced(row, cache)
         unfitted = compare.step_seconds(row, item, 1.0)
         spec = compare.build_spec(row, device.name)
-        notes = compare.step_time(
+        timed = compare.step_time(
             item.costs,
             spec,
             device,
@@ -116,7 +117,8 @@ def evaluate(row: CorpusRow, cache: dict) -> Outcome:
             item.trainable_tensors,
             compare.calibration(),
             device_time_factor=1.0,
-        ).notes
+        )
+        notes = [time_note_text(n) for n in timed.notes]
     except RateMissing as exc:
         return Outcome(row, f"catalog lacks a rate: {exc}")
     fallback = [n for n in notes if n.startswith("the catalog has no")]

@@ -25,10 +25,9 @@ from torch import nn
 from trainfit.errors import SpecError
 from trainfit.estimator.result import Estimate
 from trainfit.estimator.step import estimate
+from trainfit.hardware.units import GIB
 from trainfit.models.live import UserBatch, registered
 from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
-
-GIB = 2**30
 
 
 def assert_fits(

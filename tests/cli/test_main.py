@@ -201,3 +201,29 @@ def test_a_step_that_does_not_fit_is_not_priced_and_exits_3(
     assert err.startswith("trainfit: the step does not fit rtx-4060; its run is not priced")
     assert "adding --max-batch" in err and "trainfit plan trainfit.models.zoo:melody_" in err
     assert "--effective-batch 2048 --device rtx-4060" in err
+
+
+def test_every_command_in_the_table_registers_its_flags_and_runs_a_function() -> None:
+    import importlib
+
+    from trainfit.cli.main import COMMANDS, _parser
+
+    for name, target in COMMANDS.items():
+        module, function = target.split(":")
+        assert callable(getattr(importlib.import_module(module), function)), target
+        assert _parser(name).format_usage() == f"usage: trainfit [-h] {{{name}}} ...\n"
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from trainfit.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['models'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('trainfit.cli.')))\n"
+        "print('torch' in sys.modules)\n"
+    )
+    probe = _python("-c", code)
+    assert probe.stdout.splitlines() == [
+        "['trainfit.cli.interrupt', 'trainfit.cli.main', 'trainfit.cli.models']",
+        "False",
+    ], probe.stderr

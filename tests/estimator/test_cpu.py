@@ -13,6 +13,8 @@ from trainfit.cli.main import main
 from trainfit.hardware.catalog import get_device
 from trainfit.hardware.host import total_ram_bytes
 from trainfit.memory.host import CPU_HEAP_SLACK, CPU_RUNTIME_BYTES
+from trainfit.plan.time_words import basis_text, no_time_text, time_note_text
+from trainfit.timing.missing import NoTime
 from trainfit.trace.target import Target
 
 MLP = "trainfit.models.zoo:emotion_mlp"
@@ -122,7 +124,7 @@ def test_a_cpu_estimate_has_a_modelled_step_time(mlp_cpu) -> None:
     assert step.seconds == pytest.approx(
         step.forward_seconds + step.backward_seconds + step.optimizer_seconds
     )
-    assert "microbenchmarks" in step.basis
+    assert "microbenchmarks" in basis_text(step.basis)
     from rich.console import Console
 
     from trainfit.report.terminal import time_renderable
@@ -145,9 +147,12 @@ def test_bf16_on_a_cpu_without_native_bf16_is_slower_and_says_why() -> None:
     at = {p: TrainSpec(model=MLP, batch=64, precision=p, device="cpu") for p in ("fp32", "bf16")}
     fp32, bf16 = (estimate_cpu(s, get_device("cpu"), 0.0, laptop) for s in at.values())
     assert bf16.step_time.seconds > 3 * fp32.step_time.seconds
-    assert any("bf16 on Intel(R) Core(TM) i7-8550U is emulated" in n for n in bf16.step_time.notes)
+    notes = [time_note_text(n) for n in bf16.step_time.notes]
+    assert any("bf16 on Intel(R) Core(TM) i7-8550U is emulated" in n for n in notes)
     assert not fp32.step_time.notes
     no_clock = dataclasses.replace(laptop, clock_mhz=None)
     missing = estimate_cpu(at["fp32"], get_device("cpu"), 0.0, no_clock)
     assert missing.step_time is None
-    assert "clock could not be read" in missing.step_time_missing
+    assert missing.step_time_missing is not None
+    assert missing.step_time_missing.why is NoTime.NOT_MODELLED
+    assert "clock could not be read" in no_time_text(missing.step_time_missing)

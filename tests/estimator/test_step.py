@@ -11,6 +11,10 @@ from torch import nn
 
 from trainfit import Estimate, TraceError, TrainSpec, estimate
 from trainfit.errors import ModelLoadError, SpecError
+from trainfit.estimator.result import EmulatedBf16
+from trainfit.report.estimate import estimate_dict, estimate_notes
+from trainfit.report.model import loss_text
+from trainfit.timing.missing import NoTime
 
 GiB = 1 << 30
 
@@ -46,7 +50,7 @@ def test_cuda_choices_are_modelled(gpt2_bf16) -> None:
 
 
 def test_json_keys(gpt2_bf16) -> None:
-    data = json.loads(json.dumps(gpt2_bf16.to_dict()))
+    data = json.loads(json.dumps(estimate_dict(gpt2_bf16)))
     for key in ("device_memory_needed_bytes", "peak_allocated_bytes", "peak_reserved_bytes"):
         assert isinstance(data[key], int) and data[key] > 0
     assert set(data["breakdown"]) == {
@@ -87,7 +91,7 @@ def test_checkpointing_and_freezing_save_memory() -> None:
 
 def test_plain_module_default_loss_is_said() -> None:
     result = estimate(TrainSpec(model="trainfit.models.zoo:emotion_mlp", batch=64))
-    assert "cross-entropy for (N, C) outputs" in result.loss_note
+    assert "cross-entropy for (N, C) outputs" in loss_text(result.loss_note)
     assert result.peak_allocated_bytes > 4 * result.parameter_count
 
 
@@ -176,11 +180,15 @@ def test_bf16_on_a_card_without_it_is_estimated_with_a_warning(device: str) -> N
     )
     result = estimate(spec)
     assert result.fits
-    assert any("has no native bf16: PyTorch emulates it" in n for n in result.notes)
+    assert any(isinstance(n, EmulatedBf16) for n in result.notes)
+    notes = estimate_notes(result)
+    assert any("has no native bf16: PyTorch emulates it" in n for n in notes)
     assert result.step_time is None
-    assert result.step_time_missing is not None and "emulated" in result.step_time_missing
+    assert result.step_time_missing is not None
+    assert result.step_time_missing.why is NoTime.EMULATED_BF16
+    assert "bf16 on" in notes[-1] and "is emulated (no bf16 tensor cores)" in notes[-1]
     native = estimate(dataclasses.replace(spec, device="a100-80gb"))
-    assert not any("emulates" in n for n in native.notes)
+    assert not any("emulates" in n for n in estimate_notes(native))
     assert native.step_time is not None
 
 

@@ -12,7 +12,6 @@ from trainfit.cli.main import main
 from trainfit.errors import CatalogError, UnknownNameError
 from trainfit.hardware.catalog import (
     DeviceKind,
-    GiB,
     catalog,
     get_device,
     get_instance,
@@ -20,6 +19,7 @@ from trainfit.hardware.catalog import (
     using_catalogs,
 )
 from trainfit.hardware.figures import SourceKind
+from trainfit.hardware.units import GIB
 
 CAT = catalog()
 DEVICES = list(CAT.devices)
@@ -77,7 +77,7 @@ def test_device_row_is_sourced_and_sane(name: str) -> None:
             expected = "geforce-oom-fit"
         assert device.runtime_profile == expected
     if device.memory_bytes:
-        assert 4 * GiB <= device.memory_bytes <= 256 * GiB
+        assert 4 * GIB <= device.memory_bytes <= 256 * GIB
     fp32 = device.tflops.get("fp32")
     for precision, figure in device.tflops.items():
         if figure.known and fp32 is not None and fp32.known and precision != "fp32":
@@ -168,7 +168,7 @@ def test_user_file_adds_and_overrides(tmp_path: Path, monkeypatch: pytest.Monkey
     )
     with using_catalogs([path]):
         card = get_device("Lab Card")
-        assert card.memory_bytes == 20 * GiB
+        assert card.memory_bytes == 20 * GIB
         assert card.memory_gb.source is not None
         assert card.memory_gb.source.kind is SourceKind.USER
         assert get_device("4060").memory_bytes == 8585740288

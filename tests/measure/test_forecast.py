@@ -14,6 +14,8 @@ from trainfit.measure.forecast import LONG_RUN_SECONDS, forecast
 from trainfit.measure.steps import StepDone
 from trainfit.report.measure import forecast_lines, step_line
 from trainfit.spec import Precision
+from trainfit.timing.basis import MeasuredBasis
+from trainfit.timing.missing import NoStepTime
 from trainfit.timing.step import StepTime, TimeLabel
 
 LAPTOP = CpuFeatures(
@@ -30,14 +32,15 @@ def _step(seconds: float) -> StepTime:
         device="cpu", micro_batch=1, grad_accum=1, seconds=seconds, forward_seconds=0.0,
         backward_seconds=0.0, optimizer_seconds=0.0, samples_per_second=1 / seconds,
         tokens_per_second=None, flops_per_step=0, compute_bound_share=1.0,
-        memory_bound_share=0.0, host_bound_share=0.0, label=TimeLabel.MODELLED, basis="test",
+        memory_bound_share=0.0, host_bound_share=0.0, label=TimeLabel.MODELLED,
+        basis=MeasuredBasis(seconds=seconds, on="cpu", ratio=None),
     )  # fmt: skip
 
 
 class _Estimate:
     """The two fields of an Estimate the forecast reads."""
 
-    def __init__(self, step: StepTime | None, missing: str | None = None) -> None:
+    def __init__(self, step: StepTime | None, missing: NoStepTime | None = None) -> None:
         self.step_time, self.step_time_missing = step, missing
         self.device = type("D", (), {"display": "CPU (host RAM)"})()
 

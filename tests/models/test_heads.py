@@ -18,6 +18,8 @@ from trainfit.models.heads import (
     parse_task,
 )
 from trainfit.models.source import build_program
+from trainfit.report.estimate import estimate_dict
+from trainfit.report.model import description_text
 from trainfit.spec import TrainSpec
 
 transformers = pytest.importorskip("transformers")
@@ -52,7 +54,8 @@ def test_the_config_architectures_decide_the_class(tmp_path: Path) -> None:
     assert program.model_class.reason is ClassReason.ARCHITECTURES
     batch = program.make_batch(torch.device("cpu"), True)
     assert batch["labels"].shape == (3,) and int(batch["labels"].max()) < config.num_labels
-    assert "sequence classification over 2 labels, cross-entropy" in program.description
+    words = description_text(program.description)
+    assert "sequence classification over 2 labels, cross-entropy" in words
 
 
 def test_the_task_option_wins_over_the_architectures(tmp_path: Path) -> None:
@@ -150,7 +153,7 @@ def test_the_estimate_says_which_class_was_built(tmp_path: Path) -> None:
     model = _config_dir(tmp_path, config, "DistilBertForSequenceClassification")
     result = trainfit.estimate(model=model, batch=2, seq_len=16, device="h100")
     assert result.model_class is not None
-    assert result.to_dict()["model_class"] == {
+    assert estimate_dict(result)["model_class"] == {
         "name": "DistilBertForSequenceClassification",
         "task": "sequence-classification",
         "reason": "architectures",

@@ -14,6 +14,7 @@ from trainfit.estimator.step import estimate
 from trainfit.measure.steps import measure
 from trainfit.models.quantized import Linear4bitStandIn, quantized_bytes
 from trainfit.models.source import build_program
+from trainfit.report.estimate import estimate_dict
 from trainfit.spec import LoraSpec, TrainSpec
 
 peft = pytest.importorskip("peft")
@@ -99,7 +100,7 @@ def test_lora_memory_and_adamw_state(llama_dir: str) -> None:
     assert lora.device_memory_needed_bytes < full.device_memory_needed_bytes
     # AdamW: two fp32 moments per LoRA parameter, nothing for the frozen base
     assert lora.breakdown.optimizer_state == 2 * 4 * lora.trainable_parameter_count
-    data = lora.to_dict()
+    data = estimate_dict(lora)
     assert data["lora"] == {
         "rank": 8,
         "alpha": 16.0,

@@ -16,6 +16,7 @@ from trainfit.errors import SpecError
 from trainfit.measure import measure
 from trainfit.models.preference import FrozenReference, reference_of
 from trainfit.models.source import build_program
+from trainfit.report.model import loss_text
 from trainfit.report.terminal import time_renderable
 from trainfit.spec import ReferenceKind, TrainSpec
 from trainfit.trace.step import Category, StepTrace, trace_step
@@ -81,8 +82,8 @@ def test_reference_model_adds_its_weights_and_precomputed_does_not(tiny_lm: str)
             TrainSpec(**common), category
         )
     assert dpo.parameter_count == sft.parameter_count == dpo.trainable_parameter_count
-    assert "frozen reference copy" in dpo.loss_note
-    assert "precomputed" in pre.loss_note
+    assert "frozen reference copy" in loss_text(dpo.loss_note)
+    assert "precomputed" in loss_text(pre.loss_note)
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import torch
 from trainfit.errors import ModelLoadError, SpecError
 from trainfit.models.catalog import catalog, find
 from trainfit.models.source import build_program
+from trainfit.report.model import description_text
 from trainfit.spec import TrainSpec
 
 
@@ -34,7 +35,7 @@ def test_local_directory_config_only(tmp_path: Path) -> None:
     )
     config.save_pretrained(tmp_path)  # writes config.json only: no weights anywhere
     program = build_program(TrainSpec(model=str(tmp_path), batch=2, seq_len=16), "meta")
-    assert "llama, causal LM" in program.description
+    assert "llama, causal LM" in description_text(program.description)
     batch = program.make_batch(torch.device("meta"), False)
     assert batch["input_ids"].shape == (2, 16)
     assert batch["labels"] is batch["input_ids"]

@@ -13,6 +13,7 @@ from trainfit.cli.main import main
 from trainfit.errors import SpecError
 from trainfit.models.preference import reference_of
 from trainfit.models.source import build_program
+from trainfit.report.estimate import estimate_dict
 from trainfit.spec import TrainSpec, WeightsDtype
 
 pytest.importorskip("peft")
@@ -128,9 +129,9 @@ def test_a_lora_estimate_on_a_bf16_base_holds_half_the_frozen_bytes(bf16_lm: str
     assert bf16.dtypes is not None
     assert bf16.dtypes.weights == "bf16 frozen, fp32 trainable"
     assert bf16.dtypes.gradients == "fp32"
-    assert bf16.to_dict()["dtypes"]["optimizer_state"] == "fp32"
-    assert bf16.to_dict()["spec"].get("weights_dtype") is None  # auto: the default
-    assert fp32.to_dict()["spec"]["weights_dtype"] == "fp32"
+    assert estimate_dict(bf16)["dtypes"]["optimizer_state"] == "fp32"
+    assert estimate_dict(bf16)["spec"].get("weights_dtype") is None  # auto: the default
+    assert estimate_dict(fp32)["spec"]["weights_dtype"] == "fp32"
 
 
 def test_reference_dtype_casts_the_reference_copy_only(bf16_lm: str) -> None:

@@ -11,6 +11,7 @@ from trainfit import TrainSpec, estimate
 from trainfit.errors import SpecError
 from trainfit.plan.search import plan
 from trainfit.plan.stages import plan_stages
+from trainfit.plan.time_words import basis_text
 from trainfit.plan.words import failing_text, note_text
 from trainfit.timing.run import RunSpec
 from trainfit.timing.step import TimeLabel
@@ -175,7 +176,7 @@ def test_a_measured_step_is_the_last_stages_and_scales_every_stage(staged):
     assert ratio < 1
     assert frozen.plan.devices[0].step_time.seconds == pytest.approx(0.5 * ratio)
     assert frozen.plan.devices[0].step_time.label is TimeLabel.CALIBRATED
-    assert "for the last stage (stage 2)" in frozen.plan.devices[0].step_time.basis
+    assert "for the last stage (stage 2)" in basis_text(frozen.plan.devices[0].step_time.basis)
     # the other device: the same factor, and the hours worked out again with it
     factor = 0.5 / was_full.plan.devices[0].step_time.seconds
     for now, before in ((frozen, was_frozen), (full, was_full)):

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from trainfit.hardware.cpu_features import CpuFeatures, HalfSupport
+from trainfit.plan.time_words import basis_text, slow_half_text
 from trainfit.spec import TrainSpec
 from trainfit.timing.cpu import (
     CpuCalibration,
@@ -83,7 +84,7 @@ def test_each_op_is_timed_and_the_step_is_their_sum():
     assert step.seconds == pytest.approx(
         step.forward_seconds + step.backward_seconds + step.optimizer_seconds
     )
-    assert "this CPU model; GEMMs over 2 threads" in step.basis
+    assert "this CPU model; GEMMs over 2 threads" in basis_text(step.basis)
 
 
 def test_accumulation_repeats_the_passes_not_the_optimizer():
@@ -116,7 +117,7 @@ def test_another_cpu_is_scaled_by_its_peak_and_one_without_a_clock_is_not_modell
     scale = other.peak_fp32_flops / 1e11
     assert step.optimizer_seconds == pytest.approx(2 * 1e8 / 1e10)  # memory is not scaled
     assert step.forward_seconds == pytest.approx(2e-6 + 1e9 / (1e11 * scale) + 1e-2 + 1e-6)
-    assert f"x{scale:.3g}" in step.basis
+    assert f"x{scale:.3g}" in basis_text(step.basis)
     # the emulated GEMM is scaled by the clock only
     slow = _features("avx2", model="Other CPU", clock=3125.0)
     half = cpu_step_time(_costs(MM_BF16), TrainSpec(device="cpu"), slow, cal=_cal())
@@ -131,7 +132,7 @@ def test_an_emulated_half_dtype_is_named_with_the_flags_it_lacks():
     found = slow_half_precision(_costs(MM_BF16), laptop, _cal(simd_lanes=8))
     assert [(s.dtype, s.support) for s in found] == [("bf16", HalfSupport.EMULATED)]
     assert found[0].slowdown == pytest.approx(100.0)  # fp32 1e11 over emulated 1e9
-    words = found[0].words()
+    words = slow_half_text(found[0])
     assert "bf16 on Intel Core i7-8550U is emulated" in words
     assert "avx512_bf16, amx_bf16" in words and "100x slower than fp32" in words
     assert slow_half_precision(_costs(), laptop, _cal()) == []  # an fp32 step: nothing to say

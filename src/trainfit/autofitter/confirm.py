@@ -23,6 +23,7 @@ import torch
 from trainfit.autofitter.fit import Confirmed, Fit
 from trainfit.errors import MeasureError
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.hardware.units import GIB
 from trainfit.measure.backend import Backend, is_out_of_memory
 from trainfit.models.live import UserBatch, forward_failure, rebuild_sequence, run_step
 
@@ -74,7 +75,7 @@ def confirm_step(fit: Fit, backend: Backend) -> Confirmed:
         if is_out_of_memory(exc):
             message = (
                 f"the fit ran out of memory in a real step on {backend.name()} "
-                f"(micro-batch {fit.micro_batch}, predicted {fit.predicted_bytes / 2**30:.2f} "
+                f"(micro-batch {fit.micro_batch}, predicted {fit.predicted_bytes / GIB:.2f} "
                 f"GiB): retry with a larger margin (margin={min(0.5, fit.margin + 0.1):.2f}) or "
                 f"micro_batch={max(1, fit.micro_batch // 2)}"
             )

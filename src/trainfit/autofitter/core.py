@@ -45,8 +45,6 @@ from trainfit.plan.search import plan
 from trainfit.plan.words import changes_text, note_text
 from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
 
-GIB = 2**30
-
 
 def autofit(
     model: nn.Module,

@@ -12,11 +12,10 @@ from torch import nn
 
 from trainfit.errors import SpecError
 from trainfit.estimator.result import Estimate
+from trainfit.hardware.units import GIB
 from trainfit.models.live import UserBatch, rebuild_sequence
 from trainfit.optim import build_optimizer
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
-
-GIB = 2**30
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -11,12 +11,11 @@ import argparse
 from typing import TYPE_CHECKING
 
 from trainfit.errors import SpecError
+from trainfit.hardware.units import gib
 
 if TYPE_CHECKING:
     from trainfit.specfile.baseline import Footprint
     from trainfit.specfile.check import CheckResult, DeviceCheck
-
-GIB = 2**30
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -111,20 +110,20 @@ def _line(check: DeviceCheck, tolerance: float) -> str:
     from trainfit.specfile.check import Outcome
 
     where = f"{check.model} on {check.device}"
-    usable = "unknown" if check.usable_bytes is None else _gib(check.usable_bytes)
+    usable = "unknown" if check.usable_bytes is None else gib(check.usable_bytes)
     now, before = check.now, check.baseline
     if check.outcome is Outcome.NOT_ESTIMATED:
         return f"{where}: not estimated (the catalog has no memory size for {check.display})"
     if check.outcome is Outcome.DOES_NOT_FIT or now is None:
         return f"{where}: does not fit one {check.display} ({usable} usable); see trainfit plan"
-    text = f"{where}: {_gib(now.needed_bytes)} of {usable} usable, {_setting(now)}"
+    text = f"{where}: {gib(now.needed_bytes)} of {usable} usable, {_setting(now)}"
     if check.outcome is Outcome.NOT_IN_BASELINE:
         return f"{text}; not in the baseline"
     if before is None:
         return text
     if check.outcome is Outcome.SETTING_CHANGED:
-        return f"{text}; the baseline planned {_setting(before)} ({_gib(before.needed_bytes)})"
-    change = f"{check.growth:+.1%} on the baseline's {_gib(before.needed_bytes)}"
+        return f"{text}; the baseline planned {_setting(before)} ({gib(before.needed_bytes)})"
+    change = f"{check.growth:+.1%} on the baseline's {gib(before.needed_bytes)}"
     if check.outcome is Outcome.GREW:
         return f"{text}; grew {change}, over the {tolerance:.1%} allowed"
     if check.outcome is Outcome.SHRANK:
@@ -138,10 +137,6 @@ def _setting(footprint: Footprint) -> str:
         parts.append("checkpointing")
     parts.append(f"micro-batch {footprint.micro_batch} x {footprint.grad_accum}")
     return ", ".join(parts)
-
-
-def _gib(nbytes: int) -> str:
-    return f"{nbytes / GIB:.2f} GiB"
 
 
 def _how_to_update(args: argparse.Namespace) -> str:

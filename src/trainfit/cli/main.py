@@ -15,26 +15,36 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
 
-from trainfit.cli import check, detect, devices, doctor, measure, measure_data, spec_args
-from trainfit.cli import estimate as estimate_command
-from trainfit.cli import plan as plan_command
 from trainfit.cli.interrupt import interrupts_raised
-from trainfit.errors import SpecError, SpecFileError, TrainfitError
-from trainfit.hardware.catalog import using_catalogs
+from trainfit.errors import SpecFileError, TrainfitError
 
-DOES_NOT_FIT = 3
-"""`trainfit estimate`'s exit code when the step does not fit the device (the estimate is
-printed, the run is neither priced nor recommended); 1 is an error, 2 a usage error."""
+COMMANDS: dict[str, str] = {
+    "estimate": "trainfit.cli.estimate:run",
+    "plan": "trainfit.cli.plan:run",
+    "models": "trainfit.cli.models:run",
+    "devices": "trainfit.cli.devices:run",
+    "measure": "trainfit.cli.measure:run",
+    "measure-data": "trainfit.cli.measure_data:run",
+    "doctor": "trainfit.cli.doctor:run",
+    "detect": "trainfit.cli.detect:run",
+    "check": "trainfit.cli.check:run",
+}
+"""Each subcommand, in the help's order, and the function that runs it; its module, imported
+only when the command is given (or the whole help is asked for), registers its flags
+(`add_parser`)."""
 
 DEFAULT_EXAMPLE = ["estimate", "gpt2", "--batch", "8", "--seq", "512", "--precision", "bf16"]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `command` alone (its module the only one imported), or of every command
+    (None or an unknown name: the usage error lists them)."""
     parser = argparse.ArgumentParser(
         prog="trainfit",
         description="Will this training job fit on this device, and with which settings?",
@@ -46,99 +56,17 @@ def _parser() -> argparse.ArgumentParser:
         "  trainfit COMMAND --help           # each command's flags, by group",
     )
     sub = parser.add_subparsers(dest="command")
-    estimate_command.add_parser(sub)
-    plan_command.add_parser(sub)
-    sub.add_parser("models", help="list the built-in model catalog")
-    devices.add_parser(sub)
-    measure.add_parser(sub)
-    measure_data.add_parser(sub)
-    doctor.add_parser(sub)
-    detect.add_parser(sub)
-    check.add_parser(sub)
+    for name in [command] if command in COMMANDS else COMMANDS:
+        _module(name).add_parser(sub)
     return parser
 
 
-def _estimate(args: argparse.Namespace) -> int:
-    from trainfit.cli.progress import shown, status
-    from trainfit.estimator.stages import calibrated, stage_times
-    from trainfit.estimator.step import estimate
-
-    spec = spec_args.spec(args)
-    if args.margin and not args.max_batch:
-        raise SpecError(
-            [
-                f"--margin {args.margin:g} applies to --max-batch only (the fraction of memory "
-                "kept free while searching): add --max-batch, or plan with a margin "
-                "(trainfit plan MODEL --effective-batch N --margin F)"
-            ]
-        )
-    show = shown(args.json)
-    if args.max_batch:
-        from trainfit.estimator.scaling import max_micro_batch
-
-        with status(show):
-            found = max_micro_batch(spec, margin=args.margin)
-        if args.json:
-            print(json.dumps(found.to_dict(), indent=2))
-        else:
-            from trainfit.report.terminal import max_batch_text
-
-            print(max_batch_text(found))
-        return 0 if found.batch else DOES_NOT_FIT
-    from trainfit.specfile import checks
-
-    run = checks.run_spec(args)
-    checks.check_sized(run, args, gpus_need_size=True)
-    measured = checks.measured(args.measured_step, args.measured_on, args.device)
-    # NB: a data size, a measured step or stages ask for the time without --time
-    args.time = args.time or run.sized or measured is not None
-    stage_specs = checks.stages(args.stage, spec)
-    with status(show):
-        result = estimate(spec)
-    reference = None
-    if measured is not None:
-        result, reference = calibrated(result, *measured)
-    totals = None
-    if run.sized and result.step_time is not None and result.fits is not False:
-        from trainfit.timing.run import estimate_run
-
-        stages = stage_times(stage_specs, result, reference)
-        totals = estimate_run(result, run, stages)
-    if args.json:
-        out = result.to_dict()
-        if totals is not None:
-            out["run"] = totals.to_dict()
-        print(json.dumps(out, indent=2))
-    else:
-        from rich.console import Console
-
-        from trainfit.report.terminal import estimate_renderable, time_renderable
-
-        console = Console()
-        console.print(estimate_renderable(result))
-        if args.time:
-            console.print(time_renderable(result, totals))
-    if result.fits is False:
-        from trainfit.report.terminal import does_not_fit_text
-
-        print(does_not_fit_text(result, priced=run.sized), file=sys.stderr)
-        return DOES_NOT_FIT
-    return 0
+def _module(command: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[command].partition(":")[0])
 
 
-def _models() -> int:
-    from rich.console import Console
-
-    from trainfit.models.catalog import catalog
-    from trainfit.report.tables import FitTable
-
-    table = FitTable(title="model catalog")
-    for column in ("name", "family", "task", "source"):
-        table.add_column(column)
-    for row in catalog().values():
-        table.add_row(row.name, row.family, row.task, row.source)
-    Console().print(table)
-    return 0
+def _function(command: str) -> Callable[[argparse.Namespace], int]:
+    return getattr(_module(command), COMMANDS[command].partition(":")[2])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,12 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # NB: Ctrl-C while the parser is built (its subcommands import torch) is an interrupt
         # like any other: exit 130, one line
         with interrupts_raised():
-            parser = _parser()
+            argv = argv or DEFAULT_EXAMPLE
+            parser = _parser(argv[0])
             if argv[:1] == ["plan"] and any(
                 a == "--batch" or a.startswith("--batch=") for a in argv
             ):
-                parser.exit(2, f"trainfit plan: error: {plan_command.BATCH_HINT}\n")
-            args = parser.parse_args(argv or DEFAULT_EXAMPLE)
+                parser.exit(2, f"trainfit plan: error: {_module('plan').BATCH_HINT}\n")
+            args = parser.parse_args(argv)
             return _run(args, argv)
     except SpecFileError as exc:  # a spec file's problems: one a line
         from trainfit.cli import spec_file
@@ -175,24 +104,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         from trainfit.cli import spec_file
 
         if spec_file.is_spec_file(args.model):
-            return spec_file.run(args, argv, _parser)
-        return plan_command.run(args)
-    if args.command == "models":
-        return _models()
-    if args.command == "devices":
-        return devices.run(args)
-    if args.command == "detect":
-        return detect.run(args)
-    if args.command == "measure":
-        return measure.run(args)
-    if args.command == "doctor":
-        return doctor.run(args)
-    if args.command == "measure-data":
-        return measure_data.run(args)
-    if args.command == "check":
-        return check.run(args)
-    with using_catalogs(args.catalog):
-        return _estimate(args)
+            return spec_file.run(args, argv, lambda: _parser("plan"))
+    return _function(args.command)(args)
 
 
 def entry() -> None:

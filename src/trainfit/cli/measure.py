@@ -300,7 +300,9 @@ def _measure(
     out: dict[str, Any] = {"measured": measured.to_dict()}
     if comparison is not None:
         out["comparison"] = comparison.to_dict()
-        out["estimate"] = result.to_dict() if result is not None else None
+        from trainfit.report.estimate import estimate_dict
+
+        out["estimate"] = estimate_dict(result) if result is not None else None
     if note:
         out["note"] = note
 

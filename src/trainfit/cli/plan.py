@@ -227,7 +227,9 @@ def as_json(result: PlanResult) -> object:
     if result.plan is not None:
         return plan_dict(result.plan)
     if result.generation:
-        return {"inference": [e.to_dict() for e in result.generation]}
+        from trainfit.report.inference import inference_dict
+
+        return {"inference": [inference_dict(e) for e in result.generation]}
     from trainfit.report.document.planned import serving_rows
 
     return {"inference": [dataclasses.asdict(r) for r in serving_rows(result)]}

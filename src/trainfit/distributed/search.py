@@ -38,12 +38,24 @@ from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import Device, DeviceKind, cheapest_instance, get_device, instances
 from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
+from trainfit.timing.missing import NoStepTime, NoTime
 from trainfit.trace.kernels.attention import kernel_family
 from trainfit.trace.step import StepTrace, trace_step
 from trainfit.trace.target import Target
 
 MAX_GPUS = 64
 """The most GPUs an automatic search tries."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OffloadTime:
+    """What moving an offloaded run's states over PCIe adds to each step (none hidden; the
+    host's optimizer step is not timed)."""
+
+    copies: int
+    """How many times a step moves them (each micro-batch for offloaded parameters)."""
+    seconds: float
+    """One move's seconds."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -70,36 +82,11 @@ class DistributedPlan:
     """The cheapest catalog instance with `gpus` of this GPU per machine ("" when none)."""
     instances: int
     usd_per_hour: float | None
-    note: str = ""
+    note: OffloadTime | NoStepTime | None = None
+    """The copies an offloaded run adds, or why the step time is not modelled."""
     fewer_with_offload: DistributedPlan | None = None
     """When the search chose more than one GPU without offload: the fewest GPUs that hold the
     job with FSDP2 and the states in host RAM (slower: every step moves them over PCIe)."""
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "device": self.device,
-            "strategy": self.strategy.value,
-            "offload": self.offload.value,
-            "gpus": self.gpus,
-            "nodes": self.nodes,
-            "gpus_per_node": self.gpus // self.nodes,
-            "precision": self.precision.value,
-            "checkpointing": self.checkpointing,
-            "micro_batch": self.micro_batch,
-            "grad_accum": self.grad_accum,
-            "memory": self.memory.to_dict(),
-            "budget_bytes": self.budget_bytes,
-            "comm": None if self.comm is None else self.comm.to_dict(),
-            "step_seconds": None if self.step_seconds is None else round(self.step_seconds, 4),
-            "instance": self.instance,
-            "instances": self.instances,
-            "usd_per_hour": self.usd_per_hour,
-            "label": self.memory.label,
-            "note": self.note,
-            "fewer_with_offload": None
-            if self.fewer_with_offload is None
-            else self.fewer_with_offload.to_dict(),
-        }
 
 
 TraceKey = tuple[object, ...]
@@ -361,12 +348,12 @@ def _timing(
     layout: Layout,
     accum: int,
     unit_sizes: Units,
-) -> tuple[CommTime | None, float | None, str]:
+) -> tuple[CommTime | None, float | None, OffloadTime | NoStepTime | None]:
     """Collectives and one optimizer step's seconds on a rank (compute + exposed comm)."""
     from trainfit.timing.step import RateMissing, step_time
 
     if trace.costs is None:
-        return None, None, "step time not modelled: the trace has no op costs"
+        return None, None, NoStepTime(why=NoTime.NO_OP_COSTS)
     try:
         one = step_time(
             trace.costs,
@@ -376,7 +363,7 @@ def _timing(
             trace.trainable_tensors,
         )
     except (RateMissing, SpecError) as exc:
-        return None, None, f"step time not modelled: {exc}"
+        return None, None, NoStepTime(why=NoTime.NOT_MODELLED, detail=str(exc))
     _, _, odiv = divisors(strategy, offload, layout)
     # NB: a sharded optimizer steps over its shard only; an offloaded one on the host (its
     # time there is not modelled)
@@ -400,10 +387,9 @@ def _timing(
     )
     moved = _offload_seconds(device, offload, unit_sizes, divisors(strategy, Offload.NONE, layout))
     note = (
-        ""
+        None
         if offload is Offload.NONE
-        else f"offload: {accum if offload is Offload.PARAMS else 1} x {moved:.2f} s over PCIe "
-        "added, none hidden; the host's optimizer step is not timed"
+        else OffloadTime(copies=accum if offload is Offload.PARAMS else 1, seconds=moved)
     )
     if offload is Offload.PARAMS:
         moved *= accum

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from trainfit.estimator.result import Breakdown, Estimate, assemble
+from trainfit.estimator.result import Breakdown, Estimate, EstimateNote, assemble
 from trainfit.hardware.catalog import Device
 from trainfit.hardware.cpu_features import CpuFeatures, cpu_features
 from trainfit.hardware.host import total_ram_bytes
@@ -31,6 +31,7 @@ from trainfit.memory.host import CPU_HEAP_SLACK, CPU_RUNTIME_BYTES, replay_host
 from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import TrainSpec
 from trainfit.timing.cpu import cpu_step_time
+from trainfit.timing.missing import NoStepTime, NoTime
 from trainfit.timing.step import RateMissing, StepTime
 from trainfit.trace.step import Category, StepTrace, trace_step
 from trainfit.trace.target import Target
@@ -44,24 +45,19 @@ def estimate_cpu(
     trace = trace_step(spec, target=Target.cpu())
     estimate = _memory(spec, device, started, trace)
     step, why = cpu_time(trace, spec, features or cpu_features())
-    return dataclasses.replace(
-        estimate,
-        step_time=step,
-        step_time_missing=why or None,
-        notes=estimate.notes + ((why,) if why else ()),
-    )
+    return dataclasses.replace(estimate, step_time=step, step_time_missing=why)
 
 
 def cpu_time(
     trace: StepTrace, spec: TrainSpec, features: CpuFeatures
-) -> tuple[StepTime | None, str]:
+) -> tuple[StepTime | None, NoStepTime | None]:
     """The modelled step time of a CPU trace on this host, or None and why not."""
     if trace.costs is None:
-        return None, "step time not modelled: the traced step's op costs are missing"
+        return None, NoStepTime(why=NoTime.NO_OP_COSTS)
     try:
-        return cpu_step_time(trace.costs, spec, features, trace.tokens_per_sample), ""
+        return cpu_step_time(trace.costs, spec, features, trace.tokens_per_sample), None
     except RateMissing as exc:
-        return None, f"step time not modelled: {exc}"
+        return None, NoStepTime(why=NoTime.NOT_MODELLED, detail=str(exc))
 
 
 def _memory(spec: TrainSpec, device: Device, started: float, trace: StepTrace) -> Estimate:
@@ -82,7 +78,7 @@ def _memory(spec: TrainSpec, device: Device, started: float, trace: StepTrace) -
     )
     needed = result.peak_reserved_bytes + slack + CPU_RUNTIME_BYTES
     ram = device.memory_bytes or total_ram_bytes()
-    notes: list[str] = list(trace.notes)
+    notes: list[EstimateNote] = list(trace.notes)
     if ram is None:
         notes.append("the host's RAM could not be detected: no fits verdict")
     elif not device.memory_bytes:

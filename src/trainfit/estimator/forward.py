@@ -28,6 +28,7 @@ from trainfit.estimator.storage import InferencePrecision
 from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
 from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
+from trainfit.timing.basis import Basis, TimeNote
 from trainfit.trace.target import Target
 from trainfit.training import Phase
 
@@ -69,7 +70,9 @@ class ForwardEstimate:
     """FLOPs of the traced forward."""
     labels: dict[str, FigureLabel]
     """How each figure was obtained."""
-    notes: tuple[str, ...] = field(default=())
+    basis: Basis
+    """Where the latency comes from (`labels["latency"]` says how it was obtained)."""
+    notes: tuple[TimeNote, ...] = field(default=())
     """Caveats of this estimate."""
 
     @property
@@ -137,7 +140,7 @@ def estimate_forward(
         "latency": FigureLabel(
             Provenance.MODELLED,
             "modelled: forward only on the step-time model (per-op roofline + host "
-            "issue time), " + timed.basis,
+            "issue time)",
         ),
     }  # fmt: skip
     return ForwardEstimate(
@@ -154,7 +157,8 @@ def estimate_forward(
         memory_bound_share=timed.memory_bound_share,
         flops=traced.costs.flops(Phase.FORWARD),
         labels=labels,
-        notes=tuple(timed.notes),
+        basis=timed.basis,
+        notes=timed.notes,
     )
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
 import torch
 
@@ -44,6 +43,7 @@ from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_devi
 from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
 from trainfit.memory.runtime import context_bytes, cublas_workspace_bytes, profile_of
+from trainfit.models.program import Description
 from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.timing.constants import Calibration, calibration
@@ -125,7 +125,7 @@ class InferenceEstimate:
     """FLOPs of the traced prefill forward."""
     decode_bytes_per_token: int
     """Weights plus the average KV cache, read once per decode step."""
-    model_description: str
+    model_description: Description
     """Where the model came from and its family."""
     labels: dict[str, FigureLabel]
     """How each figure was obtained ("traced", "simulated", "modelled", ...)."""
@@ -141,43 +141,6 @@ class InferenceEstimate:
     def total_seconds(self) -> float:
         """Prefill (first token) plus new_tokens - 1 decode steps."""
         return self.prefill_seconds + (self.new_tokens - 1) * self.decode_seconds_per_token
-
-    def to_dict(self) -> dict[str, Any]:
-        m = self.memory
-        return {
-            "model": self.model,
-            "device": self.device.name,
-            "device_memory_bytes": self.device.memory_bytes,
-            "precision": self.precision.value,
-            "scheme": self.precision.scheme,
-            "batch": self.batch,
-            "context": self.context,
-            "new_tokens": self.new_tokens,
-            "memory": {
-                "weights": m.weights,
-                "kv_cache": m.kv_cache,
-                "activations": m.activations,
-                "workspaces": m.workspaces,
-                "allocator_overhead": m.allocator_overhead,
-                "runtime_context": m.runtime_context,
-            },
-            "device_memory_needed_bytes": self.device_memory_needed_bytes,
-            "peak_allocated_bytes": self.peak_allocated_bytes,
-            "peak_reserved_bytes": self.peak_reserved_bytes,
-            "peak_at": self.peak_at,
-            "fits": self.fits,
-            "prefill_ms": round(self.prefill_seconds * 1e3, 4),
-            "decode_ms_per_token": round(self.decode_seconds_per_token * 1e3, 4),
-            "decode_host_ms_per_token": round(self.decode_host_seconds * 1e3, 4),
-            "bandwidth_bound_ms_per_token": round(self.bandwidth_bound_seconds_per_token * 1e3, 4),
-            "tokens_per_second": round(self.tokens_per_second, 2),
-            "total_ms": round(self.total_seconds * 1e3, 3),
-            "prefill_flops": self.prefill_flops,
-            "decode_bytes_per_token": self.decode_bytes_per_token,
-            "model_description": self.model_description,
-            "labels": self.labels,
-            "notes": list(self.notes),
-        }
 
 
 @lru_cache(maxsize=16)

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.memory.replay import Replay
 from trainfit.models.heads import ModelClass
 from trainfit.models.lora import labels as peft_labels
+from trainfit.models.program import Description, LossNote
 from trainfit.models.weights import StepDtypes
 from trainfit.provenance import FigureLabel
 from trainfit.spec import Precision, TrainSpec
+from trainfit.timing.missing import NoStepTime, NoTime
 from trainfit.timing.step import RateMissing, StepTime, step_time
 from trainfit.trace.step import StepTrace
 from trainfit.training import Phase
@@ -63,8 +64,8 @@ class Estimate:
     fits: bool | None
     """Whether device_memory_needed fits the device's memory (for the CPU, the host's RAM;
     None when it cannot be detected)."""
-    model_description: str
-    loss_note: str
+    model_description: Description
+    loss_note: LossNote
     parameter_count: int
     trainable_parameter_count: int
     attention_kernels: dict[str, int]
@@ -73,12 +74,12 @@ class Estimate:
     labels: dict[str, FigureLabel]
     """How each figure was obtained: its provenance, and the words that say so."""
     seconds: float
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[EstimateNote, ...] = field(default=())
     step_time: StepTime | None = None
     """How long one optimizer step takes on the device (modelled; None where the catalog
-    lacks the device's rates, said in `notes`)."""
-    step_time_missing: str | None = None
-    """Why there is no step time (None when there is one, or on the CPU), in words."""
+    lacks the device's rates, said in `step_time_missing`)."""
+    step_time_missing: NoStepTime | None = None
+    """Why there is no step time (None when there is one)."""
     step_time_tokens: int | None = None
     """Tokens per sample of the traced step (for tokens per epoch and tokens/s)."""
     dtypes: StepDtypes | None = None
@@ -86,53 +87,20 @@ class Estimate:
     model_class: ModelClass | None = None
     """The transformers class the model was built as, and why (None for a plain module)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (bytes as integers)."""
-        spec = asdict(self.spec)
-        spec["precision"] = self.spec.precision.value
-        spec["optimizer"] = self.spec.optimizer.value
-        # NB: the dtype and cache settings appear only where asked (earlier JSON stays as it was)
-        for name, default in (("weights_dtype", "auto"), ("reference_dtype", None)):
-            value = spec.pop(name)
-            if value is not None and value.value != default:
-                spec[name] = value.value
-        if spec.pop("optimizer_path") != "auto":
-            spec["optimizer_path"] = self.spec.optimizer_path.value
-        if spec.pop("use_cache") is not None:
-            spec["use_cache"] = self.spec.use_cache
-        spec["inputs"] = [
-            f"{i.name}={','.join(str(d) for d in i.dims)}:{str(i.dtype).removeprefix('torch.')}"
-            for i in self.spec.inputs
-        ]
-        return {
-            "device": self.device.name,
-            "device_display": self.device.display,
-            "device_memory_bytes": self.device.memory_bytes,
-            "device_memory_needed_bytes": self.device_memory_needed_bytes,
-            "peak_allocated_bytes": self.peak_allocated_bytes,
-            "peak_reserved_bytes": self.peak_reserved_bytes,
-            "breakdown": asdict(self.breakdown),
-            "peak": {
-                "phase": self.peak_phase.value,
-                "iteration": "first" if self.peak_iteration == 0 else "steady",
-                "op": self.peak_op,
-            },
-            "fits": self.fits,
-            "model": self.model_description,
-            "loss": self.loss_note,
-            "parameters": self.parameter_count,
-            "trainable_parameters": self.trainable_parameter_count,
-            "lora": None if self.spec.lora is None else self.spec.lora.to_dict(),
-            "attention_kernels": self.attention_kernels,
-            "assumptions": list(self.assumptions),
-            "labels": self.labels,
-            "notes": list(self.notes),
-            "seconds": round(self.seconds, 3),
-            "time": None if self.step_time is None else self.step_time.to_dict(),
-            "dtypes": None if self.dtypes is None else self.dtypes.to_dict(),
-            "model_class": None if self.model_class is None else self.model_class.to_dict(),
-            "spec": spec,
-        }
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EmulatedBf16:
+    """A CUDA GPU without native bf16 computing the step in bf16: PyTorch emulates it, so the
+    step runs in the memory estimated, but slower than fp16, which is native there."""
+
+    device: str
+    """The device's display name."""
+    compute_capability: tuple[int, int]
+    precision: Precision
+
+
+EstimateNote = str | EmulatedBf16
+"""A note of an Estimate: a typed fact, or one given in words by the trace or the LoRA model."""
 
 
 def emulated_bf16(spec: TrainSpec, device: Device) -> bool:
@@ -145,22 +113,19 @@ def emulated_bf16(spec: TrainSpec, device: Device) -> bool:
 
 def modelled_step_time(
     trace: StepTrace, spec: TrainSpec, device: Device
-) -> tuple[StepTime | None, str]:
+) -> tuple[StepTime | None, NoStepTime | None]:
     """The step time of a traced step on `device`, or None and why not."""
     if trace.costs is None:
-        return None, "step time not modelled: the traced step's op costs are missing"
+        return None, NoStepTime(why=NoTime.NO_OP_COSTS)
     if emulated_bf16(spec, device):
-        return None, (
-            f"step time not modelled: bf16 on {device.display} is emulated (no bf16 tensor "
-            "cores); fp16 is native there"
-        )
+        return None, NoStepTime(why=NoTime.EMULATED_BF16, device=device.display)
     try:
         return (
             step_time(trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors),
-            "",
+            None,
         )
     except RateMissing as exc:
-        return None, f"step time not modelled: {exc} (add it in a user catalog file)"
+        return None, NoStepTime(why=NoTime.CATALOG_LACKS, detail=str(exc))
 
 
 def assemble(
@@ -173,20 +138,18 @@ def assemble(
     fits: bool | None,
     labels: dict[str, FigureLabel],
     started: float,
-    notes: list[str],
+    notes: list[EstimateNote],
 ) -> Estimate:
     """The Estimate of a traced and replayed step (shared by the CUDA and CPU targets)."""
     lora_labels, lora_notes = peft_labels(spec.lora)
     labels = {**labels, **lora_labels}
     notes = [*notes, *lora_notes]
-    step, why = None, ""
+    step, why = None, None
     if device.kind in (DeviceKind.CUDA, DeviceKind.MPS) and trace.costs is not None:
         step, why = modelled_step_time(trace, spec, device)
-        if why:
-            notes.append(why)
     return Estimate(
         step_time=step,
-        step_time_missing=why or None,
+        step_time_missing=why,
         step_time_tokens=trace.tokens_per_sample,
         dtypes=trace.dtypes,
         model_class=trace.model_class,

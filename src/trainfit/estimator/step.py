@@ -23,8 +23,16 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.estimator.cpu import estimate_cpu
-from trainfit.estimator.result import Breakdown, Estimate, assemble, emulated_bf16
+from trainfit.estimator.result import (
+    Breakdown,
+    EmulatedBf16,
+    Estimate,
+    EstimateNote,
+    assemble,
+    emulated_bf16,
+)
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
+from trainfit.hardware.units import GIB
 from trainfit.memory.allocator import CachingAllocator, OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
@@ -148,7 +156,7 @@ def _estimate(spec: TrainSpec, started: float) -> Estimate:
         runtime_context=context,
     )
     needed = result.peak_reserved_bytes + context
-    notes = list(trace.notes)
+    notes: list[EstimateNote] = list(trace.notes)
     if device.kind is DeviceKind.MPS:
         labels = {
             "peak_allocated_bytes": FigureLabel(
@@ -165,17 +173,17 @@ def _estimate(spec: TrainSpec, started: float) -> Estimate:
         }
         notes.append(
             f"Apple GPU: modelled, not measured; the limit used is Metal's recommended working "
-            f"set ({device.memory_bytes / 2**30:.1f} GiB); PyTorch refuses allocations past 1.7 "
+            f"set ({device.memory_bytes / GIB:.1f} GiB); PyTorch refuses allocations past 1.7 "
             "times it, and macOS swaps before that; MPSGraph's own buffers are not counted"
         )
     else:
         if emulated_bf16(spec, device):
-            major, minor = device.compute_capability
             notes.append(
-                f"{device.display} (compute capability {major}.{minor}) has no native "
-                f"{spec.precision.value}: PyTorch emulates it (torch.cuda.is_bf16_supported() "
-                "is True there), so the step runs in the memory estimated, but slower than "
-                "fp16, which is native: consider --precision fp16"
+                EmulatedBf16(
+                    device=device.display,
+                    compute_capability=device.compute_capability,
+                    precision=spec.precision,
+                )
             )
         profile = profile_of(device)
         labels = {

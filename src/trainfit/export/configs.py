@@ -22,6 +22,7 @@ from pathlib import Path
 from trainfit.errors import TrainfitError
 from trainfit.export.layout import TrainerLayout
 from trainfit.hardware.catalog import DeviceKind, get_device
+from trainfit.hardware.units import GIB
 from trainfit.io import write_atomically
 from trainfit.optim import optimizer_entry
 from trainfit.plan.options import DevicePlan, Plan, Setting
@@ -160,7 +161,7 @@ def config_text(
         + (f", {datetime.date.today().isoformat()}" if dated else ""),
         f"verdict: {device.verdict.value}"
         + (f" ({'; '.join(changes_text(device))})" if device.changes else ""),
-        f"predicted device memory needed: {s.needed_bytes / 2**30:.2f} GiB "
+        f"predicted device memory needed: {s.needed_bytes / GIB:.2f} GiB "
         f"(plan keeps {plan.margin:.0%} of the device free"
         + (
             "; modelled for an Apple GPU, not measured)"

@@ -27,6 +27,7 @@ from trainfit.distributed.memory import (
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import SpecError
+from trainfit.hardware.units import GIB
 from trainfit.spec import Precision, TrainSpec
 
 PERSISTENCE_THRESHOLD = 100_000
@@ -212,7 +213,7 @@ def deepspeed_files(spec: TrainSpec, plan: DistributedPlan, device: str) -> list
     header = [
         f"trainfit plan for {spec.model} on {device}: DeepSpeed ZeRO stage "
         f"{config['zero_optimization']['stage']} over {plan.gpus} GPU(s) on {plan.nodes} "
-        f"node(s); the plan's {plan.strategy.value} needs {plan.memory.total_bytes / 2**30:.1f} "
+        f"node(s); the plan's {plan.strategy.value} needs {plan.memory.total_bytes / GIB:.1f} "
         "GiB per GPU (modelled; DeepSpeed's own memory is modelled only, DeepSpeed not run)",
         f"accelerate launch --config_file accelerate_ds_{device}.yaml train.py"
         + (" (on every node, with machine_rank and main_process_ip set)" if plan.nodes > 1 else ""),

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import AMPERE, DeviceKind, get_device
+from trainfit.hardware.units import GIB
 from trainfit.plan.options import DevicePlan, Plan, Setting, Sharded
 from trainfit.plan.tiers import split
 from trainfit.spec import OptimizerKind, Precision
@@ -189,7 +190,7 @@ def _fully_sharded(sh: Sharded, requested: int, effective: int, notes: list[str]
     # NB: the verdict's GPU count is the one whose memory was modelled
     machines = max(sh.instances, 1)
     notes.append(
-        f"FSDP full sharding over {sh.gpus} GPUs at {sh.per_gpu_bytes / 2**30:.2f} GiB "
+        f"FSDP full sharding over {sh.gpus} GPUs at {sh.per_gpu_bytes / GIB:.2f} GiB "
         "each (modelled, not checked on GPUs)"
     )
     if machines > 1:

@@ -22,6 +22,7 @@ from importlib import resources
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import TrainfitError
+from trainfit.hardware.units import GIB
 from trainfit.spec import Precision, TrainSpec
 
 TEMPLATE = "train_fsdp2.py"
@@ -91,7 +92,7 @@ def launch_script(spec: TrainSpec, plan: DistributedPlan, device: str) -> str:
         f"# trainfit plan for {spec.model} on {device}: {plan.strategy.value}"
         + (f" + offload {plan.offload.value}" if plan.offload is not Offload.NONE else "")
         + f" over {plan.gpus} GPU(s) on {plan.nodes} node(s), micro-batch {plan.micro_batch}"
-        f" x {plan.grad_accum} accumulation, {plan.memory.total_bytes / 2**30:.1f} GiB per "
+        f" x {plan.grad_accum} accumulation, {plan.memory.total_bytes / GIB:.1f} GiB per "
         f"GPU ({plan.memory.label})",
         "set -euo pipefail",
     ]

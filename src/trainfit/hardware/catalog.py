@@ -42,8 +42,6 @@ from trainfit.hardware.figures import (
 from trainfit.hardware.instances import Instance, parse_instance
 from trainfit.hardware.row_figures import aliases_of, check_cc, figure_specs, memory_of, tflops_of
 
-GiB = 1 << 30
-
 
 class DeviceKind(str, Enum):
     """What runs a device's step: a CUDA GPU, an Apple GPU (Metal) or the host CPU. Its text is

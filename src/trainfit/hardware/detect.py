@@ -34,8 +34,7 @@ from typing import Any
 from trainfit.errors import UnknownNameError
 from trainfit.hardware.catalog import get_device
 from trainfit.hardware.probe import Probe, TorchProbe
-
-GiB = 1 << 30
+from trainfit.hardware.units import GIB
 
 MEMORY_TOLERANCE = 0.125
 """Largest relative gap between the memory found and a catalog row's for the row to match.
@@ -159,7 +158,7 @@ def _candidates(name: str, memory_bytes: int | None) -> list[str]:
     if not memory_bytes:
         return bare
     # NB: marketed sizes are GB rounded up from what the framework reports (79.2 GiB -> 80GB).
-    size = f"{math.ceil(memory_bytes / GiB)}GB"
+    size = f"{math.ceil(memory_bytes / GIB)}GB"
     return [f"{b} {size}" for b in bare] + bare
 
 
@@ -183,8 +182,8 @@ def match_catalog(name: str, kind: str, memory_bytes: int | None) -> tuple[str |
         gap = abs(device.memory_bytes - memory_bytes) / device.memory_bytes
         if gap > MEMORY_TOLERANCE:
             rejected[device.name] = (
-                f"{device.name!r} has {device.memory_bytes / GiB:.1f} GiB, "
-                f"this one {memory_bytes / GiB:.1f} GiB"
+                f"{device.name!r} has {device.memory_bytes / GIB:.1f} GiB, "
+                f"this one {memory_bytes / GIB:.1f} GiB"
             )
             continue
         return device.name, f"catalog row {device.name!r}: the name and memory agree"

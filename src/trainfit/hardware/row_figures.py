@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trainfit.hardware.figures import Figure, Problems, Source, list_of, number_in, parse_figure
+from trainfit.hardware.units import GIB
 
-GiB = 1 << 30
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 """The precisions a row's `tflops` and `precisions` may name."""
 
@@ -16,7 +16,7 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 def figure_specs() -> dict[str, object]:
     return {
         "memory_gb": number_in(1, 1024, "GB"),
-        "memory_visible_bytes": number_in(2**30, 2**40, "bytes"),
+        "memory_visible_bytes": number_in(GIB, 1024 * GIB, "bytes"),
         "memory_bandwidth_gbs": number_in(10, 20000, "GB/s"),
         "tdp_watts": number_in(5, 2000, "W"),
         "pcie_gen": number_in(3, 6, "PCIe generation"),
@@ -81,5 +81,5 @@ def memory_of(visible: Figure, nominal: Figure) -> tuple[int, Figure]:
     if visible.known:
         return int(visible.value), visible
     if nominal.known:
-        return int(nominal.value * GiB), nominal
+        return int(nominal.value * GIB), nominal
     return 0, nominal

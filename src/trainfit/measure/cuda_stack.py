@@ -5,6 +5,7 @@ with its fix (the pip command of the torch wheel the driver runs, or what to do 
 from __future__ import annotations
 
 from trainfit.hardware.probe import Probe
+from trainfit.hardware.units import gib
 from trainfit.measure.diagnosis import (
     CheckLog,
     GpuReport,
@@ -14,8 +15,6 @@ from trainfit.measure.diagnosis import (
     read,
     version_text,
 )
-
-GiB = 1 << 30
 
 LOW_FREE_FRACTION = 0.75
 """A GPU with less than this share of its memory free is reported as busy (a warning).
@@ -43,10 +42,6 @@ Source: pytorch.org/get-started/previous-versions, seen 2026-11-27."""
 
 _WHEEL_URL = "https://download.pytorch.org/whl"
 _GET_STARTED = "https://pytorch.org/get-started/previous-versions/"
-
-
-def _gib(n: int) -> str:
-    return f"{n / GiB:.2f} GiB"
 
 
 def wheel_command(driver_cuda: tuple[int, int] | None) -> str:
@@ -245,21 +240,21 @@ def _check_memory(
         doc.add(
             name,
             Status.FAIL,
-            f"{gpu.name}, {_gib(total)} total; free memory unknown: {free_error}",
+            f"{gpu.name}, {gib(total)} total; free memory unknown: {free_error}",
             "the GPU is busy, in exclusive-process mode or faulted: nvidia-smi shows its "
             "processes and compute mode",
         )
         return
     free = gpu.free_memory_bytes
-    found = f"{gpu.name}, {_gib(total)} total, {_gib(free)} free"
+    found = f"{gpu.name}, {gib(total)} total, {gib(free)} free"
     if free < LOW_FREE_FRACTION * total:
         doc.add(
             name,
             Status.WARN,
-            f"{found}: other processes hold {_gib(total - free)} (this process's CUDA context "
+            f"{found}: other processes hold {gib(total - free)} (this process's CUDA context "
             "included)",
             f"stop them (nvidia-smi lists them) or pick another GPU with CUDA_VISIBLE_DEVICES; "
-            f"trainfit's verdicts count the whole {_gib(total)}, only {_gib(free)} is free",
+            f"trainfit's verdicts count the whole {gib(total)}, only {gib(free)} is free",
         )
     else:
         doc.add(name, Status.OK, found)

@@ -18,7 +18,9 @@ from trainfit.estimator.result import Estimate
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.hardware.cpu_features import CpuFeatures, HalfSupport, cpu_features
 from trainfit.spec import Precision
-from trainfit.timing.cpu import SlowHalfPrecision, slow_half_precision_of
+from trainfit.timing.basis import SlowHalfPrecision
+from trainfit.timing.cpu import slow_half_precision_of
+from trainfit.timing.missing import NoStepTime, NoTime
 from trainfit.timing.step import StepTime
 
 LONG_RUN_SECONDS = 60.0
@@ -36,7 +38,7 @@ class Forecast:
     """Warm-up plus timed steps."""
     step: StepTime | None
     """The modelled step (None when not modelled; `missing` says why)."""
-    missing: str | None
+    missing: NoStepTime | None
     slow_half: SlowHalfPrecision | None
     """The spec's half dtype, when this CPU converts or emulates it."""
     load: float | None = None
@@ -80,7 +82,7 @@ def forecast(
         if load is not None and cores and load > cores:
             busy = load
     if result is None:
-        step, missing = None, "no estimate beside the run"
+        step, missing = None, NoStepTime(why=NoTime.NO_ESTIMATE)
     else:
         step, missing = result.step_time, result.step_time_missing
     return Forecast(

@@ -49,6 +49,7 @@ import torch
 
 from trainfit.errors import MeasureError
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.hardware.units import GIB
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import ModuleTracker, device_rig, first_line, setup_failure
 from trainfit.models.source import build_program
@@ -56,8 +57,6 @@ from trainfit.optim import measured_optimizer
 from trainfit.progress import Activity, Part, tell
 from trainfit.spec import TrainSpec
 from trainfit.training import Phase, StepRig, needs_scaler, run_iteration
-
-GiB = 1 << 30
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,7 +204,7 @@ class _Prober:
         if fits and self.ram_budget is not None and used is not None and used > self.ram_budget:
             fits, eval_fits, failed = False, None, "host memory"
             message = (
-                f"the process grew by {used / GiB:.2f} GiB, past the {self.ram_budget / GiB:.2f}"
+                f"the process grew by {used / GIB:.2f} GiB, past the {self.ram_budget / GIB:.2f}"
                 " GiB of RAM available at the start"
             )
         self._clean()

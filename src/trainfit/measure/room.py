@@ -12,6 +12,7 @@ from trainfit.estimator.result import Estimate
 from trainfit.estimator.scaling import max_micro_batch
 from trainfit.hardware import nvml
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.hardware.units import GIB
 from trainfit.measure.backend import Backend
 from trainfit.spec import TrainSpec
 
@@ -26,7 +27,6 @@ def check_room(spec: TrainSpec, backend: Backend, estimate: Estimate) -> None:
     ):
         return
     total = backend.total_memory() or free
-    GiB = 1 << 30
     fits = max_micro_batch(spec, margin=max(0.0, 1.0 - free / estimate.device.memory_bytes))
     own = nvml.process_bytes(backend.device) if backend.kind == DeviceKind.CUDA else None
     others = max(0, total - free - (own or 0))
@@ -41,9 +41,9 @@ def check_room(spec: TrainSpec, backend: Backend, estimate: Estimate) -> None:
         else "not even micro-batch 1 fits in what is free"
     )
     raise MeasureError(
-        f"{backend.name()} has {free / GiB:.2f} GiB free of {total / GiB:.2f} GiB ({held_by} "
-        f"{others / GiB:.2f} GiB) and this step needs about "
-        f"{estimate.device_memory_needed_bytes / GiB:.2f} GiB (estimated); {advice}, free the "
+        f"{backend.name()} has {free / GIB:.2f} GiB free of {total / GIB:.2f} GiB ({held_by} "
+        f"{others / GIB:.2f} GiB) and this step needs about "
+        f"{estimate.device_memory_needed_bytes / GIB:.2f} GiB (estimated); {advice}, free the "
         "GPU, or pass --force to try anyway"
     )
 

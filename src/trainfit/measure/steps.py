@@ -27,6 +27,7 @@ from torch import nn
 
 from trainfit.errors import MeasureError, user_frame
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.hardware.units import GIB
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.models.lora import check_runnable
 from trainfit.models.source import build_program
@@ -41,8 +42,6 @@ from trainfit.training import (
     no_context,
     run_iteration,
 )
-
-GiB = 1 << 30
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -513,7 +512,7 @@ def setup_failure(exc: Exception, backend: Backend, free_at_start: int | None) -
     if isinstance(exc, MeasureError):
         return exc
     if is_out_of_memory(exc):
-        free = "" if free_at_start is None else f" ({free_at_start / GiB:.2f} GiB was free)"
+        free = "" if free_at_start is None else f" ({free_at_start / GIB:.2f} GiB was free)"
         return MeasureError(
             f"out of memory on {backend.name()} while moving the model to the device{free}: "
             "its weights alone do not fit; see `trainfit plan` for what does"
@@ -536,8 +535,8 @@ def _failure(
         where += f" (in module {module})"
     if is_out_of_memory(exc):
         total = backend.total_memory()
-        free = "" if free_at_start is None else f"; {free_at_start / GiB:.2f} GiB was free"
-        of = "" if total is None else f" of {total / GiB:.2f} GiB"
+        free = "" if free_at_start is None else f"; {free_at_start / GIB:.2f} GiB was free"
+        of = "" if total is None else f" of {total / GIB:.2f} GiB"
         return MeasureError(
             f"out of memory on {backend.name()} in the {phase.value} pass of {where} at "
             f"micro-batch {spec.batch}"

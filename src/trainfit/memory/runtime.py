@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 
 from trainfit.errors import TrainfitError, UnknownNameError
 from trainfit.hardware.catalog import Device
+from trainfit.hardware.units import GIB
 
 MiB = 1 << 20
-GiB = 1 << 30
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,8 +74,8 @@ _GEFORCE = RuntimeProfile(
     # NB: the messages come from workloads that had loaded cuBLAS (and mostly cuDNN), so the fit
     # is the base context "after cuBLAS"; the precision, no-cuBLAS and backward-handle parts are
     # the H100's, not measured on GeForce cards.
-    base_context_bytes=round(GEFORCE_CONTEXT_FIXED_GIB * GiB),
-    per_sm_bytes=round(GEFORCE_CONTEXT_PER_SM_GIB * GiB),
+    base_context_bytes=round(GEFORCE_CONTEXT_FIXED_GIB * GIB),
+    per_sm_bytes=round(GEFORCE_CONTEXT_PER_SM_GIB * GIB),
     reduced_precision_extra_bytes=_HOPPER.reduced_precision_extra_bytes,
     no_cublas_saving_bytes=_HOPPER.no_cublas_saving_bytes,
     backward_cublas_bytes=_HOPPER.backward_cublas_bytes,
@@ -100,7 +100,7 @@ PROFILES: dict[str, RuntimeProfile] = {
 }
 
 
-METAL_OTHER_FLOOR_BYTES = round(0.002705 * GiB)
+METAL_OTHER_FLOOR_BYTES = round(0.002705 * GIB)
 """The least memory Metal held outside PyTorch's MPS heaps in the public MPS out-of-memory
 messages of the calibration rows (2.77 MB, an M4 Mac mini: benchmarks/external/results/
 mps_limits.md). Above it the figure is workload-dependent (MPSGraph's own buffers: from 0.1 GiB

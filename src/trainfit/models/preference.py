@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainfit.errors import SpecError
-from trainfit.models.program import StepProgram
+from trainfit.models.program import DpoLoss, StepProgram
 from trainfit.spec import ReferenceKind, TrainSpec
 
 BETA = 0.1
@@ -152,20 +152,13 @@ def preference_program(
             ref_chosen, ref_rejected = ref[:pairs], ref[pairs:]
         return dpo_loss(policy[:pairs], policy[pairs:], ref_chosen, ref_rejected)
 
-    where = (
-        "reference log-probs precomputed (in the batch)"
-        if precomputed
-        else "frozen reference copy on the device (no_grad)"
-    )
+    loss = DpoLoss(beta=BETA, precomputed=precomputed)
     return dataclasses.replace(
         program,
         make_batch=make_batch,
         compute_loss=compute_loss,
-        description=f"{program.description}; DPO over pairs, {where}",
-        loss_note=(
-            f"DPO sigmoid loss (beta {BETA}) on per-sequence log-prob sums; chosen and rejected "
-            f"in one forward of 2 x batch sequences; {where}"
-        ),
+        description=dataclasses.replace(program.description, preference=loss),
+        loss_note=loss,
         tokens_per_sample=None
         if program.tokens_per_sample is None
         else 2 * program.tokens_per_sample,

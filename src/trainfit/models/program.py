@@ -12,10 +12,82 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from trainfit.models.heads import ModelClass
+from trainfit.models.heads import HfTask, ModelClass
 
 Batch = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskNote:
+    """What a transformers model is trained for: its task, and a classification head's labels
+    and transformers' problem type."""
+
+    task: HfTask
+    labels: int = 0
+    """The head's labels (sequence and token classification; 0 for the other tasks)."""
+    problem: str = ""
+    """transformers' `problem_type` of a sequence-classification head ("regression",
+    "single_label_classification", "multi_label_classification"; "" for the other tasks)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Description:
+    """Where a model came from and what it is trained for."""
+
+    source: str
+    """The model's name and origin ("gpt2 (catalog)", a config path, an import path)."""
+    model: str
+    """A transformers model's `model_type`, else the module's class name."""
+    task: TaskNote | None = None
+    """A transformers model's task (None for a plain module)."""
+    lora: str = ""
+    """The LoRA adapters, as the LoRA spec describes them ("" without LoRA)."""
+    preference: DpoLoss | None = None
+    """The preference loss the model is trained with (None: none)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OwnLoss:
+    """The loss a transformers model computes itself for its task."""
+
+    task: TaskNote
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UserLoss:
+    """A user's loss function, called as loss(output, batch)."""
+
+    path: str
+    """Its import path."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UserStep:
+    """A user's step function, which computes the loss itself."""
+
+    path: str
+    """Its import path."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DefaultLoss:
+    """trainfit's loss for a plain module: cross-entropy for (N, C) outputs, else the mean of
+    the output."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DpoLoss:
+    """The DPO sigmoid loss on per-sequence log-prob sums, chosen and rejected in one forward
+    of 2 x batch sequences."""
+
+    beta: float
+    precomputed: bool
+    """The reference's log-probs come in the batch (else a frozen copy computes them)."""
+
+
+LossNote = OwnLoss | UserLoss | UserStep | DefaultLoss | DpoLoss
+"""How the loss is computed."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -28,9 +100,9 @@ class StepProgram:
     """(device, real) -> batch; `real` fills values (ids in range), else leaves them empty."""
     compute_loss: LossFn
     """(model, batch) -> scalar loss; owns the forward pass."""
-    description: str
+    description: Description
     """Where the model came from and its task, for the result."""
-    loss_note: str
+    loss_note: LossNote
     """How the loss is computed, said in the result."""
     is_hf: bool
     """A transformers model (supports gradient_checkpointing_enable)."""

@@ -31,20 +31,19 @@ from trainfit.models.heads import (
     sequence_problem,
 )
 from trainfit.models.imports import is_import_path, resolve
-from trainfit.models.program import Batch, LossFn, StepProgram
+from trainfit.models.program import (
+    Batch,
+    DefaultLoss,
+    Description,
+    LossFn,
+    LossNote,
+    OwnLoss,
+    StepProgram,
+    TaskNote,
+    UserLoss,
+    UserStep,
+)
 from trainfit.spec import InputSpec, Precision, TrainSpec
-
-_TASK_NOTE: dict[str, str] = {
-    "causal-lm": "causal LM, labels = input ids",
-    "masked-lm": "masked LM, labels on every position",
-    "seq2seq-lm": "sequence-to-sequence LM with labels",
-    "speech-seq2seq": "speech sequence-to-sequence with labels",
-    "image-classification": "image classification, cross-entropy",
-    "sequence-classification": "sequence classification",
-    "token-classification": "token classification",
-    "question-answering": "extractive question answering, cross-entropy over start and end",
-    "multiple-choice": f"multiple choice over {MULTIPLE_CHOICES} choices, cross-entropy",
-}
 
 DEFAULT_SEQ_LEN = 1024
 
@@ -93,7 +92,9 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
             program.model.to(policy)
         model, adapted = wrap_with_lora(program.model, spec.lora, spec.precision, device)
         program = dataclasses.replace(
-            program, model=model, description=f"{program.description}; {adapted}"
+            program,
+            model=model,
+            description=dataclasses.replace(program.description, lora=adapted),
         )
     if spec.preference is not None:
         from trainfit.models.preference import preference_program
@@ -109,7 +110,7 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
             make_batch=program.make_batch,
             compute_loss=_checked_loss(step, spec.step_fn),
             description=program.description,
-            loss_note=f"user step function {spec.step_fn}",
+            loss_note=UserStep(path=spec.step_fn),
             is_hf=program.is_hf,
             tokens_per_sample=program.tokens_per_sample,
             model_class=program.model_class,
@@ -277,8 +278,8 @@ def _hf_program(
         model=model,
         make_batch=make_batch,
         compute_loss=compute_loss,
-        description=f"{origin}: {config.model_type}, {note}",
-        loss_note=f"the model's own loss ({note})",
+        description=Description(source=origin, model=config.model_type, task=note),
+        loss_note=OwnLoss(task=note),
         is_hf=True,
         tokens_per_sample=tokens if task in TEXT_TASKS else None,
         task=task.value,
@@ -333,21 +334,12 @@ def _text_length(spec: TrainSpec, config: Any, origin: str) -> int:
     return seq
 
 
-def _labels(count: int) -> str:
-    return "1 label" if count == 1 else f"{count} labels"
-
-
-def _task_note(task: HfTask, config: Any) -> str:
-    note = _TASK_NOTE[task.value]
+def _task_note(task: HfTask, config: Any) -> TaskNote:
     if task is HfTask.SEQUENCE_CLASSIFICATION:
-        loss = {
-            "regression": "mean squared error",
-            "multi_label_classification": "binary cross-entropy per label",
-        }.get(sequence_problem(config), "cross-entropy")
-        return f"{note} over {_labels(config.num_labels)}, {loss}"
+        return TaskNote(task=task, labels=config.num_labels, problem=sequence_problem(config))
     if task is HfTask.TOKEN_CLASSIFICATION:
-        return f"{note} over {_labels(config.num_labels)}, cross-entropy per token"
-    return note
+        return TaskNote(task=task, labels=config.num_labels)
+    return TaskNote(task=task)
 
 
 # --- plain modules --------------------------------------------------------------------------
@@ -406,13 +398,13 @@ def _module_program(
 
     if spec.loss:
         user_loss = resolve(spec.loss, "loss function")
-        note = f"user loss {spec.loss}(output, batch)"
+        note: LossNote = UserLoss(path=spec.loss)
 
         def compute_loss(m: nn.Module, batch: Batch) -> torch.Tensor:
             return user_loss(m(**batch), batch)
 
     else:
-        note = "cross-entropy for (N, C) outputs, else the mean of the output (trainfit's default)"
+        note = DefaultLoss()
 
         def compute_loss(m: nn.Module, batch: Batch) -> torch.Tensor:
             return default_loss(m(**batch))
@@ -421,7 +413,7 @@ def _module_program(
         model=model,
         make_batch=make_batch,
         compute_loss=_checked_loss(compute_loss, f"the loss of {factory_path}"),
-        description=f"{origin}: {type(model).__name__}",
+        description=Description(source=origin, model=type(model).__name__),
         loss_note=note,
         is_hf=False,
     )

@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from trainfit.errors import TrainfitError
+from trainfit.hardware.units import gib
 from trainfit.monitor.phase import StepPhase
-from trainfit.monitor.sample import gib
 from trainfit.optim import optimizer_entries, optimizer_entry
 from trainfit.spec import OptimizerKind, TrainSpec
 

@@ -5,13 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-GiB = 1 << 30
-
-
-def gib(n: int) -> str:
-    """Bytes as GiB with two decimals."""
-    return f"{n / GiB:.2f} GiB"
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Sample:

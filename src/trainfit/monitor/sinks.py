@@ -11,8 +11,9 @@ from dataclasses import fields
 from typing import Any, Protocol, TextIO
 
 from trainfit.errors import TrainfitError
+from trainfit.hardware.units import GIB, gib
 from trainfit.monitor.oom import OomReport
-from trainfit.monitor.sample import GiB, Sample, gib
+from trainfit.monitor.sample import Sample
 
 
 class Sink(Protocol):
@@ -154,7 +155,7 @@ class TensorBoardSink:
             if value is None:
                 continue
             if name.endswith("_bytes"):
-                value = value / GiB
+                value = value / GIB
             self._writer.add_scalar(tag, value, sample.step, walltime=sample.time)
         for name, value in sample.scalars.items():
             self._writer.add_scalar(f"train/{name}", value, sample.step, walltime=sample.time)

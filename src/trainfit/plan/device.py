@@ -17,8 +17,6 @@ from trainfit.plan.options import (
     DevicePlan,
     GpuShort,
     MemoryUnknown,
-    NoStepTime,
-    NoTime,
     Setting,
     SettingChange,
     Verdict,
@@ -34,6 +32,7 @@ from trainfit.plan.traces import (
 )
 from trainfit.progress import Part, tell
 from trainfit.spec import TrainSpec
+from trainfit.timing.missing import NoStepTime, NoTime
 from trainfit.training import enable_checkpointing
 
 

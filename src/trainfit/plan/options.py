@@ -13,10 +13,9 @@ from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.estimator.scaling import BatchScaling
 from trainfit.hardware.catalog import Device
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
+from trainfit.timing.missing import NoStepTime
 from trainfit.timing.run import CostLine, Recommendation, RunSpec, RunTime
 from trainfit.timing.step import StepTime
-
-GIB = 2**30
 
 DEFAULT_MARGIN = 0.10
 """Fraction of device memory a plan keeps free (allocator and driver variation, other users)."""
@@ -191,32 +190,6 @@ class GpuShort:
 
 
 Note = MemoryUnknown | RamUnknown | CpuSized | CpuShort | GpuShort
-
-
-class NoTime(str, Enum):
-    """Why a device plan has no step time."""
-
-    CPU = "cpu"
-    """Step times are modelled for GPUs and Apple GPUs only."""
-    NOT_MODELLED = "not modelled"
-    """The timing model lacks something (`NoStepTime.detail` says what)."""
-    PROBES_DIFFER = "probes differ"
-    """The batch probes ran different ops, so no line through them."""
-    MULTI_GPU_NOT_CUDA = "multi-gpu not cuda"
-    """A run over several GPUs, planned for CUDA GPUs only."""
-    NO_GPU_COUNT = "no gpu count"
-    """No step time for the run's GPU count (`NoStepTime.gpus`)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NoStepTime:
-    """Why a device plan has no step time, with the detail the reason takes."""
-
-    why: NoTime
-    detail: str = ""
-    """What the timing model lacks (`NoTime.NOT_MODELLED`), as its error says."""
-    gpus: int = 0
-    """The run's GPU count (`NoTime.NO_GPU_COUNT`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -37,6 +37,7 @@ from trainfit.plan.times import with_run
 from trainfit.plan.words import failing_text, plan_dict
 from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
+from trainfit.timing.basis import MeasuredBasis
 from trainfit.timing.run import RunSpec
 from trainfit.timing.step import StepTime, TimeLabel, scaled
 
@@ -169,8 +170,9 @@ def _measured(planned: list[StagePlan], seconds: float, on: str) -> list[StagePl
             return dataclasses.replace(
                 result,
                 label=TimeLabel.CALIBRATED,
-                basis=f"{seconds:.4g} s measured on {on} for the last stage ({last.name}), "
-                f"scaled by the modelled ratio {step.seconds / ref.seconds:.3g}",
+                basis=MeasuredBasis(
+                    seconds=seconds, on=on, ratio=step.seconds / ref.seconds, stage=last.name
+                ),
             )
 
         def rescaled(d: DevicePlan, scale=scale) -> DevicePlan:

@@ -14,9 +14,10 @@ from typing import TypedDict
 from trainfit.errors import SpecError
 from trainfit.estimator.scaling import BatchScaling
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
-from trainfit.plan.options import NoStepTime, NoTime, Plan
+from trainfit.plan.options import Plan
 from trainfit.plan.tiers import split
 from trainfit.spec import TrainSpec
+from trainfit.timing.missing import NoStepTime, NoTime
 from trainfit.timing.run import CostLine, RunSpec, Stage, recommend, run_estimate, run_time
 from trainfit.timing.step import RateMissing, StepTime, TimeLabel, scaled, step_time
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import dataclasses
 from enum import Enum
 
-from trainfit.distributed.search import DistributedPlan
+from trainfit.distributed.search import DistributedPlan, OffloadTime
 from trainfit.distributed.strategy import Offload
+from trainfit.hardware.units import GIB
 from trainfit.plan.options import (
-    GIB,
     Accumulation,
     Change,
     CpuFp32,
@@ -22,13 +22,14 @@ from trainfit.plan.options import (
     MemoryUnknown,
     MpsAutocast,
     NoMultiGpu,
-    NoTime,
     Plan,
     RamUnknown,
     RoundedBatch,
     Rung,
     SettingChange,
 )
+from trainfit.plan.time_words import no_time_text, step_time_dict
+from trainfit.timing.missing import NoStepTime
 from trainfit.timing.run import RunTime
 
 
@@ -141,16 +142,7 @@ def _several(found: DistributedPlan, note: GpuShort) -> str:
 
 def time_text(d: DevicePlan) -> str:
     """Why the device has no step time, in words ("" when it has one)."""
-    gap = d.no_time
-    if gap is None:
-        return ""
-    return {
-        NoTime.CPU: "step time not modelled on the CPU (GPUs and Apple GPUs only)",
-        NoTime.NOT_MODELLED: f"step time not modelled: {gap.detail}",
-        NoTime.PROBES_DIFFER: "step time not modelled: the probes' ops differ between batch sizes",
-        NoTime.MULTI_GPU_NOT_CUDA: "runs over several GPUs are planned for CUDA GPUs only",
-        NoTime.NO_GPU_COUNT: f"no step time for {gap.gpus} GPUs",
-    }[gap.why]
+    return "" if d.no_time is None else no_time_text(d.no_time)
 
 
 def input_text(time: RunTime, data_rate: float | None) -> str:
@@ -272,9 +264,49 @@ def device_dict(d: DevicePlan) -> dict[str, object]:
         "offloaded": _asdict(d.offloaded),
         "time_note": time_text(d),
         "distributed_note": multi_gpu_text(d.no_multi_gpu),
-        "distributed": None if d.distributed is None else d.distributed.to_dict(),
-        "time": None if d.step_time is None else d.step_time.to_dict(),
-        "time_by_gpus": {str(n): t.to_dict() for n, t in d.step_times},
+        "distributed": None if d.distributed is None else distributed_dict(d.distributed),
+        "time": None if d.step_time is None else step_time_dict(d.step_time),
+        "time_by_gpus": {str(n): step_time_dict(t) for n, t in d.step_times},
         "run": _asdict(d.run),
         "costs": [c.to_dict() for c in d.costs],
     }
+
+
+def distributed_dict(p: DistributedPlan) -> dict[str, object]:
+    """A multi-GPU plan as JSON (its note in words)."""
+    return {
+        "device": p.device,
+        "strategy": p.strategy.value,
+        "offload": p.offload.value,
+        "gpus": p.gpus,
+        "nodes": p.nodes,
+        "gpus_per_node": p.gpus // p.nodes,
+        "precision": p.precision.value,
+        "checkpointing": p.checkpointing,
+        "micro_batch": p.micro_batch,
+        "grad_accum": p.grad_accum,
+        "memory": p.memory.to_dict(),
+        "budget_bytes": p.budget_bytes,
+        "comm": None if p.comm is None else p.comm.to_dict(),
+        "step_seconds": None if p.step_seconds is None else round(p.step_seconds, 4),
+        "instance": p.instance,
+        "instances": p.instances,
+        "usd_per_hour": p.usd_per_hour,
+        "label": p.memory.label,
+        "note": distributed_note_text(p.note),
+        "fewer_with_offload": None
+        if p.fewer_with_offload is None
+        else distributed_dict(p.fewer_with_offload),
+    }
+
+
+def distributed_note_text(note: OffloadTime | NoStepTime | None) -> str:
+    """What offloading adds to a multi-GPU step, or why it has no time ("" for neither)."""
+    if note is None:
+        return ""
+    if isinstance(note, NoStepTime):
+        return no_time_text(note)
+    return (
+        f"offload: {note.copies} x {note.seconds:.2f} s over PCIe added, none hidden; the "
+        "host's optimizer step is not timed"
+    )

@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from rich.console import JustifyMethod
 from rich.table import Table
 
-from trainfit.hardware.catalog import Device, DeviceKind, GiB
+from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.hardware.figures import Figure
 from trainfit.hardware.instances import Instance
+from trainfit.hardware.units import GIB
 from trainfit.report.tables import FitTable
 
 
@@ -20,7 +21,7 @@ def _num(figure: Figure, fmt: str = "{:g}") -> str:
 def _memory(device: Device) -> str:
     if device.kind is DeviceKind.CPU:
         return "host RAM"
-    return f"{device.memory_bytes / GiB:.1f} GiB" if device.memory_bytes else "?"
+    return f"{device.memory_bytes / GIB:.1f} GiB" if device.memory_bytes else "?"
 
 
 def devices_table(devices: Iterable[Device]) -> Table:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
 from trainfit.estimator.generation import InferenceEstimate
+from trainfit.hardware.units import GIB
+from trainfit.report.model import description_text
 from trainfit.report.tables import FitTable
-
-GIB = 1 << 30
 
 
 def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
@@ -22,7 +23,8 @@ def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
     first = estimates[0]
     parts.append(
         Text(
-            f"{first.model_description}\ngreedy generate(): context {first.context}, "
+            f"{description_text(first.model_description, generating=True)}\n"
+            f"greedy generate(): context {first.context}, "
             f"{first.new_tokens} new tokens per sequence\n",
             style="bold",
         )
@@ -90,3 +92,42 @@ def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
         notes.append(f"note: {note}\n", style="dim")
     parts.append(notes)
     return Group(*parts)
+
+
+def inference_dict(e: InferenceEstimate) -> dict[str, Any]:
+    """One inference estimate as JSON (its model described in words)."""
+    m = e.memory
+    return {
+        "model": e.model,
+        "device": e.device.name,
+        "device_memory_bytes": e.device.memory_bytes,
+        "precision": e.precision.value,
+        "scheme": e.precision.scheme,
+        "batch": e.batch,
+        "context": e.context,
+        "new_tokens": e.new_tokens,
+        "memory": {
+            "weights": m.weights,
+            "kv_cache": m.kv_cache,
+            "activations": m.activations,
+            "workspaces": m.workspaces,
+            "allocator_overhead": m.allocator_overhead,
+            "runtime_context": m.runtime_context,
+        },
+        "device_memory_needed_bytes": e.device_memory_needed_bytes,
+        "peak_allocated_bytes": e.peak_allocated_bytes,
+        "peak_reserved_bytes": e.peak_reserved_bytes,
+        "peak_at": e.peak_at,
+        "fits": e.fits,
+        "prefill_ms": round(e.prefill_seconds * 1e3, 4),
+        "decode_ms_per_token": round(e.decode_seconds_per_token * 1e3, 4),
+        "decode_host_ms_per_token": round(e.decode_host_seconds * 1e3, 4),
+        "bandwidth_bound_ms_per_token": round(e.bandwidth_bound_seconds_per_token * 1e3, 4),
+        "tokens_per_second": round(e.tokens_per_second, 2),
+        "total_ms": round(e.total_seconds * 1e3, 3),
+        "prefill_flops": e.prefill_flops,
+        "decode_bytes_per_token": e.decode_bytes_per_token,
+        "model_description": description_text(e.model_description, generating=True),
+        "labels": e.labels,
+        "notes": list(e.notes),
+    }

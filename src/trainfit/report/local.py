@@ -6,8 +6,8 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from trainfit.hardware.detect import LocalMachine
+from trainfit.hardware.units import gib
 from trainfit.report.tables import FitTable
-from trainfit.report.terminal import gib
 
 
 def _or_unknown(value: int | None, suffix: str = "") -> str:

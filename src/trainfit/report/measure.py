@@ -7,21 +7,21 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from trainfit.hardware.units import GIB
 from trainfit.measure.compare import Comparison, Row
 from trainfit.measure.forecast import LONG_RUN_SECONDS, Forecast
 from trainfit.measure.latency import LatencyTable
 from trainfit.measure.max_batch import RealMaxBatch
 from trainfit.measure.steps import Measured, StepDone
+from trainfit.plan.time_words import no_time_text, slow_half_text
 from trainfit.report.tables import FitTable
-
-GiB = 1 << 30
 
 
 def _value(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "bytes":
-        return f"{value / GiB:.3f} GiB"
+        return f"{value / GIB:.3f} GiB"
     if unit == "seconds":
         return f"{value * 1e3:.1f} ms"
     return f"{value:.1f} {unit}"
@@ -52,10 +52,10 @@ def measured_renderable(measured: Measured, comparison: Comparison | None) -> Gr
             + (f", {tokens:,.0f} tokens/s" if tokens else "")
             + "\n"
         )
-    head.append(f"device memory needed: {measured.device_needed_bytes / GiB:.3f} GiB")
+    head.append(f"device memory needed: {measured.device_needed_bytes / GIB:.3f} GiB")
     if measured.total_memory_bytes:
         share = measured.device_needed_bytes / measured.total_memory_bytes
-        head.append(f" ({share:.0%} of {measured.total_memory_bytes / GiB:.2f} GiB)")
+        head.append(f" ({share:.0%} of {measured.total_memory_bytes / GIB:.2f} GiB)")
     head.append(f"\nmemory in use measured by: {measured.used_method}")
     parts: list[object] = [head]
     if comparison is not None:
@@ -198,9 +198,9 @@ def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
                 )
             )
     elif forecast.missing:
-        out.append((f"no predicted step time: {forecast.missing}", False))
+        out.append((f"no predicted step time: {no_time_text(forecast.missing)}", False))
     if forecast.slow_half is not None:
-        out.append((f"warning: {forecast.slow_half.words()}", True))
+        out.append((f"warning: {slow_half_text(forecast.slow_half)}", True))
     if forecast.load is not None:
         out.append(
             (

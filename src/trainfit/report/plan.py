@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.hardware.catalog import get_device
+from trainfit.hardware.units import GIB
 from trainfit.plan.options import DevicePlan, Plan, Verdict
 from trainfit.plan.words import (
     changes_text,
@@ -20,8 +21,6 @@ from trainfit.plan.words import (
 )
 from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunSpec
-
-GIB = 2**30
 
 _STYLE = {
     Verdict.COMFORTABLE: "green",

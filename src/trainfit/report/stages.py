@@ -6,12 +6,11 @@ from rich.console import Group
 from rich.rule import Rule
 from rich.text import Text
 
+from trainfit.hardware.units import GIB
 from trainfit.plan.stages import StagedPlan
 from trainfit.plan.words import failing_text
 from trainfit.report.plan import plan_renderable
 from trainfit.report.tables import FitTable
-
-GiB = 1 << 30
 
 
 def staged_renderable(staged: StagedPlan) -> Group:
@@ -42,7 +41,7 @@ def staged_renderable(staged: StagedPlan) -> Group:
             ", ".join(name for name, _ in device.failing_stages) or "-",
             "-"
             if device.peak_needed_bytes is None
-            else f"{device.peak_needed_bytes / GiB:.2f} GiB",
+            else f"{device.peak_needed_bytes / GIB:.2f} GiB",
             "-" if device.hours is None else f"{device.hours:.1f}",
             "-" if cheapest is None else f"{cheapest[1]:.2f} {currency} ({cheapest[0]})",
         )

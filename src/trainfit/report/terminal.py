@@ -12,18 +12,15 @@ from trainfit.estimator.result import Estimate
 from trainfit.estimator.scaling import MaxBatch
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.hardware.figures import SourceKind
+from trainfit.hardware.units import GIB, gib
 from trainfit.models.heads import ClassReason, ModelClass
+from trainfit.plan.time_words import basis_text, no_time_text, time_note_text
 from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
+from trainfit.report.estimate import estimate_notes
+from trainfit.report.model import description_text, loss_text
 from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunEstimate
-
-GiB = 1 << 30
-
-
-def gib(n: int) -> str:
-    """Bytes as GiB with two decimals."""
-    return f"{n / GiB:.2f} GiB"
 
 
 def estimate_renderable(result: Estimate) -> Group:
@@ -64,7 +61,7 @@ def _headline(result: Estimate) -> Text:
             else f"does NOT fit ({share:.0%} of {gib(device.memory_bytes)})"
         )
     head = Text()
-    head.append(f"{result.model_description}\n", style="bold")
+    head.append(f"{description_text(result.model_description)}\n", style="bold")
     head.append(_spec_line(result))
     cpu = device.kind is DeviceKind.CPU
     head.append(
@@ -161,7 +158,7 @@ def _notes(result: Estimate) -> Text:
         f"{result.parameter_count / 1e6:,.1f}M parameters "
         f"({result.trainable_parameter_count / 1e6:,.1f}M trainable)\n"
     )
-    notes.append(f"loss: {result.loss_note}\n")
+    notes.append(f"loss: {loss_text(result.loss_note)}\n")
     if result.model_class is not None:
         notes.append(f"built as {model_class_words(result.model_class)}\n")
     if result.dtypes is not None:
@@ -183,7 +180,7 @@ def _notes(result: Estimate) -> Text:
     for label, how in sorted(result.labels.items()):
         if how.provenance in (Provenance.MODELLED, Provenance.NOT_MODELLED):
             notes.append(f"{label}: {how}\n", style="yellow")
-    for line in (*result.assumptions, *result.notes):
+    for line in (*result.assumptions, *estimate_notes(result)):
         notes.append(f"note: {line}\n", style="dim")
     notes.append(f"estimated in {result.seconds:.1f} s", style="dim")
     return notes
@@ -199,22 +196,21 @@ def render_text(result: Estimate, width: int = 100) -> str:
 
 def max_batch_text(found: MaxBatch) -> str:
     """One line: the largest micro-batch that fits, and what it and the next one need."""
-    gib = 2**30
     kept = f" keeping {found.margin:.0%} free" if found.margin else ""
     if found.batch == 0:
         return (
             f"not even a micro-batch of 1 fits {found.device_name}{kept}: it needs "
-            f"{found.needed_bytes / gib:.2f} GiB of {found.budget_bytes / gib:.2f} GiB"
+            f"{found.needed_bytes / GIB:.2f} GiB of {found.budget_bytes / GIB:.2f} GiB"
         )
     line = (
         f"largest micro-batch that fits {found.device_name}{kept}: {found.batch} "
-        f"(needs {found.needed_bytes / gib:.2f} GiB of {found.budget_bytes / gib:.2f} GiB"
+        f"(needs {found.needed_bytes / GIB:.2f} GiB of {found.budget_bytes / GIB:.2f} GiB"
     )
     if found.needed_bytes > found.budget_bytes:
         line += ", in less once the allocator releases its cache at out-of-memory"
     if found.next_needed_bytes is None:
         return line + "; the search stopped at its limit)"
-    return line + f"; {found.batch + 1} would need {found.next_needed_bytes / gib:.2f} GiB)"
+    return line + f"; {found.batch + 1} would need {found.next_needed_bytes / GIB:.2f} GiB)"
 
 
 def _money(x: float | None, currency: str) -> str:
@@ -239,7 +235,8 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
     step = result.step_time
     out = Text()
     if step is None:
-        why = result.step_time_missing or "step time not modelled for this device"
+        missing = result.step_time_missing
+        why = "step time not modelled for this device" if missing is None else no_time_text(missing)
         out.append(f"\n{why}\n", style="yellow")
         return Group(out)
     out.append("\nstep time: ", style="bold")
@@ -261,9 +258,9 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
             f"{step.host_bound_share:.0%}\n"
         )
     )
-    out.append(f"basis: {step.basis}\n", style="dim")
+    out.append(f"basis: {basis_text(step.basis)}\n", style="dim")
     for note in step.notes:
-        out.append(f"note: {note}\n", style="dim")
+        out.append(f"note: {time_note_text(note)}\n", style="dim")
     parts: list[object] = [out]
     if totals is not None:
         t = totals.time

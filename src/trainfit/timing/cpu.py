@@ -42,12 +42,12 @@ from importlib import resources
 from typing import Any
 
 from trainfit.hardware.cpu_features import (
-    CONVERTING_FLAGS,
     NATIVE_FLAGS,
     CpuFeatures,
     HalfSupport,
 )
 from trainfit.spec import TrainSpec
+from trainfit.timing.basis import CpuBasis, SlowHalfPrecision
 from trainfit.timing.step import RateMissing, StepTime, TimeLabel, interpolate_curve
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
@@ -201,54 +201,20 @@ def cpu_step_time(
         host_bound_share=0.0,
         label=TimeLabel.MODELLED,
         basis=_basis(features, cal, rates.scale),
-        notes=tuple(_notes(costs, features, cal)),
+        notes=tuple(slow_half_precision(costs, features, cal)),
     )
 
 
-def _basis(features: CpuFeatures, cal: CpuCalibration, scale: float) -> str:
-    host = cal.host
-    measured = (
-        f"per-op times from one-thread microbenchmarks on an {host['model']} "
-        f"({cal.date})"
+def _basis(features: CpuFeatures, cal: CpuCalibration, scale: float) -> CpuBasis:
+    return CpuBasis(
+        host=cal.host["model"],
+        date=cal.date,
+        same_cpu=same_cpu(features, cal),
+        threads=features.threads,
+        gemm_scale=scale,
+        simd_lanes=features.simd_lanes,
+        clock_mhz=features.clock_mhz,
     )
-    if same_cpu(features, cal):
-        return f"{measured}, this CPU model; GEMMs over {features.threads} threads"
-    return (
-        f"{measured}; GEMM rates x{scale:.3g}, the ratio of this CPU's peak fp32 FLOP/s "
-        f"({features.threads} threads x {features.simd_lanes} lanes x {features.clock_mhz:.0f} "
-        "MHz) to that host's"
-    )
-
-
-def _notes(costs: StepCosts, features: CpuFeatures, cal: CpuCalibration) -> list[str]:
-    """A note per half dtype whose matmuls are not native on this CPU."""
-    return [h.words() for h in slow_half_precision(costs, features, cal)]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SlowHalfPrecision:
-    """A half dtype whose matmuls this CPU does not run natively."""
-
-    dtype: str
-    support: HalfSupport
-    """CONVERTED or EMULATED."""
-    cpu: str
-    missing_flags: tuple[str, ...]
-    """The flags any one of which would make it native."""
-    slowdown: float
-    """fp32 GEMM rate over this dtype's, at a 10^8-FLOP GEMM (calibration curves)."""
-
-    def words(self) -> str:
-        flags = ", ".join(self.missing_flags)
-        if self.support is HalfSupport.CONVERTED:
-            return (
-                f"{self.dtype} on {self.cpu} is converted to fp32 (none of the CPU flags "
-                f"{flags}; it has {', '.join(CONVERTING_FLAGS)}): no faster than fp32"
-            )
-        return (
-            f"{self.dtype} on {self.cpu} is emulated (none of the CPU flags {flags}): its "
-            f"matmuls run about {self.slowdown:.0f}x slower than fp32; train in fp32 here"
-        )
 
 
 def slow_half_precision(

@@ -21,7 +21,6 @@ from trainfit.trace.costs import OpKind
 
 OP_CLASSES = ("conv", "gemm", "memory")
 _CLASS_OF = {OpKind.CONV: "conv", OpKind.MATMUL: "gemm", OpKind.ATTENTION: "gemm"}
-_WORDS = {"conv": "convolutions", "gemm": "matrix multiplies", "memory": "memory-bound kernels"}
 
 
 def op_class(kind: OpKind) -> str:
@@ -57,12 +56,3 @@ def class_factors(device: str) -> dict[str, float]:
 def scale_of(factors: Mapping[str, float], kind: OpKind) -> float:
     """The multiplier of an op of `kind` under `factors` (1 for a class not listed)."""
     return factors.get(op_class(kind), 1.0)
-
-
-def classes_text(device: str) -> str:
-    """The device family's op-class factors in words, for a step time's basis ("" if none):
-    ", convolutions a further x0.5"."""
-    factors = class_factors(device)
-    return "".join(
-        f", {_WORDS[name]} a further x{factors[name]:.3g}" for name in OP_CLASSES if name in factors
-    )

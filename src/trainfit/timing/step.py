@@ -26,13 +26,21 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.spec import Precision, TrainSpec
+from trainfit.timing.basis import (
+    AppleUnchecked,
+    Basis,
+    FamilyChecked,
+    FamilyFactors,
+    MeasuredBasis,
+    RooflineBasis,
+    TimeNote,
+)
 from trainfit.timing.constants import Calibration, FamilyFit, calibration, family_fits
-from trainfit.timing.families import class_factors, classes_text, scale_of
+from trainfit.timing.families import OP_CLASSES, class_factors, scale_of
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
@@ -78,31 +86,10 @@ class StepTime:
     """Share of the step the device waits for the host to issue work."""
     label: TimeLabel
     """Modelled, calibrated (scaled from a measured step) or measured."""
-    basis: str
-    """Where the figure comes from, in words."""
-    notes: tuple[str, ...] = field(default=())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "micro_batch": self.micro_batch,
-            "grad_accum": self.grad_accum,
-            "step_seconds": round(self.seconds, 6),
-            "forward_seconds": round(self.forward_seconds, 6),
-            "backward_seconds": round(self.backward_seconds, 6),
-            "optimizer_seconds": round(self.optimizer_seconds, 6),
-            "samples_per_second": round(self.samples_per_second, 3),
-            "tokens_per_second": (
-                None if self.tokens_per_second is None else round(self.tokens_per_second, 1)
-            ),
-            "flops_per_step": self.flops_per_step,
-            "compute_bound_share": round(self.compute_bound_share, 3),
-            "memory_bound_share": round(self.memory_bound_share, 3),
-            "host_bound_share": round(self.host_bound_share, 3),
-            "label": self.label.value,
-            "basis": self.basis,
-            "notes": list(self.notes),
-        }
+    basis: Basis
+    """Where the figure comes from."""
+    notes: tuple[TimeNote, ...] = field(default=())
+    """What the figure can be trusted to."""
 
 
 class RateMissing(Exception):
@@ -165,7 +152,6 @@ class Rates:
         self.raw_bandwidth = bandwidth
         self.bandwidth = bandwidth * cal.memory_efficiency
         self.elementwise = bandwidth * cal.elementwise_efficiency
-        self.notes: list[str] = []
         self._peaks: dict[str, float] = {}
 
     def peak(self, precision: str) -> float:
@@ -327,41 +313,38 @@ def _op_times(
     }
 
 
-def _family_notes(device: Device, fit: FamilyFit | None) -> list[str]:
+def _family_notes(device: Device, fit: FamilyFit | None) -> list[TimeNote]:
     """What a step time on a device of a fitted family (or on an Apple GPU) can be trusted to."""
-    notes = []
+    apple = device.kind is DeviceKind.MPS
     if fit is not None and fit.heldout is not None:
         rows, median, worst = fit.heldout
-        errors = (
-            f"error {median:.0%}" if rows == 1 else f"median error {median:.0%}, worst {worst:.0%}"
-        )
-        notes.append(
-            f"{'Apple GPU: ' if device.kind is DeviceKind.MPS else ''}{fit.family} step times "
-            f"checked on {rows} held-out public measurement{'s' if rows > 1 else ''}: {errors}"
-        )
-    elif device.kind is DeviceKind.MPS:
-        notes.append("Apple GPU: the efficiencies are an NVIDIA GPU's; not checked on a Mac")
-    return notes
+        return [
+            FamilyChecked(
+                family=fit.family, rows=rows, median_error=median, worst_error=worst, apple=apple
+            )
+        ]
+    return [AppleUnchecked()] if apple else []
 
 
-def _basis(device: Device, cal: Calibration, fit: FamilyFit | None) -> str:
-    """Where a modelled step time comes from, in words."""
-    if device.name == cal.catalog_row:
-        text = (
-            f"per-op roofline with efficiencies measured on this GPU model ({cal.device}, "
-            f"{cal.date})"
-        )
-    else:
-        text = (
-            f"per-op roofline: {device.display}'s catalog rates, efficiencies measured "
-            f"on an {cal.device} ({cal.date})"
-        )
+def _basis(device: Device, cal: Calibration, fit: FamilyFit | None) -> RooflineBasis:
+    """Where a modelled step time comes from."""
+    family = None
     if fit:
-        text += (
-            f", kernel times x{fit.device_time_factor:.3g}{classes_text(device.name)} fitted "
-            f"on {fit.rows} public {fit.family} training measurements ({fit.date})"
+        factors = class_factors(device.name)
+        family = FamilyFactors(
+            family=fit.family,
+            factor=fit.device_time_factor,
+            class_factors=tuple((c, factors[c]) for c in OP_CLASSES if c in factors),
+            rows=fit.rows,
+            date=fit.date,
         )
-    return text
+    return RooflineBasis(
+        device=device.display,
+        calibrated_here=device.name == cal.catalog_row,
+        calibration_device=cal.device,
+        calibration_date=cal.date,
+        family=family,
+    )
 
 
 def step_time(
@@ -421,8 +404,7 @@ def step_time(
     busy = clock.compute + clock.memory
     samples = spec.batch * spec.grad_accum
     per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
-    notes = list(rates.notes)
-    notes += _family_notes(device, fit)
+    notes = _family_notes(device, fit)
     return StepTime(
         device=device.name,
         micro_batch=spec.batch,
@@ -468,10 +450,9 @@ def scaled(modelled: StepTime, reference: StepTime, measured_seconds: float, on:
         samples_per_second=samples,
         tokens_per_second=tokens,
         label=TimeLabel.MEASURED if same else TimeLabel.CALIBRATED,
-        basis=(
-            f"measured: {measured_seconds:.4g} s per step on {on}"
-            if same
-            else f"{measured_seconds:.4g} s measured on {on}, scaled by the modelled ratio "
-            f"{modelled.seconds / reference.seconds:.3g}"
+        basis=MeasuredBasis(
+            seconds=measured_seconds,
+            on=on,
+            ratio=None if same else modelled.seconds / reference.seconds,
         ),
     )

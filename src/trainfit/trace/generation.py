@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError, TraceError
-from trainfit.models.program import StepProgram
+from trainfit.models.program import Description, StepProgram
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
 from trainfit.trace.context import tracing
@@ -71,7 +71,7 @@ class GenerationTrace:
     decode: StepCosts
     prefill_end: int
     """Index into `events` where the decode step starts."""
-    description: str
+    description: Description
     ops: int
     logits_to_keep: bool
     """Whether the model's forward takes `logits_to_keep` (generate() then passes 1)."""
@@ -171,7 +171,7 @@ def trace_generation(
         prefill=prefill,
         decode=decode,
         prefill_end=prefill_end,
-        description=program.description.replace("causal LM, labels = input ids", "causal LM"),
+        description=program.description,
         ops=recorder.ops,
         logits_to_keep=keeps,
     )

@@ -19,7 +19,7 @@ from torch import nn
 
 from trainfit.models.heads import ModelClass
 from trainfit.models.lora import parameter_counts
-from trainfit.models.program import Batch, StepProgram
+from trainfit.models.program import Batch, Description, LossNote, StepProgram
 from trainfit.models.source import build_program
 from trainfit.models.weights import StepDtypes
 from trainfit.optim import effective_optimizer, traced_optimizer
@@ -63,8 +63,8 @@ class StepTrace:
     workspaces: list[WorkspaceEvent]
     categories: dict[int, Category]
     """Category of each storage key that is not a plain temporary/activation."""
-    description: str
-    loss_note: str
+    description: Description
+    loss_note: LossNote
     assumptions: list[str]
     attention: dict[SdpaBackend, int]
     parameter_count: int

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import DeviceKind, get_device
+from trainfit.hardware.units import GIB
 from trainfit.plan.options import DevicePlan, Plan
 from trainfit.plan.traces import TraceCache
 from trainfit.plan.words import time_text
@@ -80,7 +81,6 @@ from trainfit.timing.run import CostLine, RunSpec
 
 REASONS = tuple(r.value for r in ClaimReason)
 """The reasons a claim may give."""
-GIB = 2**30
 TOLERANCE = 0.25
 """How far trainfit's figure may be from the document's and still agree (a fraction)."""
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from trainfit.errors import TrainfitError
 from trainfit.estimator.scaling import BatchScaling
 from trainfit.hardware.catalog import Device, get_device, instances
+from trainfit.hardware.units import GIB
 from trainfit.plan.options import DevicePlan, GpuShort, Plan
 from trainfit.plan.times import over_gpus, step_times
 from trainfit.plan.traces import TraceCache, scaling_for
@@ -35,8 +36,6 @@ from trainfit.report.document.model import (
 from trainfit.spec import Precision
 from trainfit.timing.run import RunSpec, Stage, run_time
 from trainfit.timing.step import StepTime
-
-GIB = 2**30
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

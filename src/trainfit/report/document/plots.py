@@ -13,13 +13,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from trainfit.hardware.units import GIB
 from trainfit.report.document.claims import local_cost
 from trainfit.report.document.model import Report, StageSection, slug
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-GIB = 2**30
 DPI = 100
 _COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f")
 

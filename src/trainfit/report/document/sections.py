@@ -16,6 +16,7 @@ import math
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload
 from trainfit.plan.options import DevicePlan, Setting
+from trainfit.plan.time_words import basis_text
 from trainfit.plan.words import (
     changes_text,
     multi_gpu_text,
@@ -248,9 +249,7 @@ def _times(stage: StageSection, h: int, names: dict[str, str]) -> list[Block]:
             _t(("device", "GPUs", "micro-batch per GPU", "step", "samples/s (all GPUs)"), by),
         ]
     out += [_p(n) for n in notes]
-    basis = sorted(
-        {d.step_time.basis for d in stage.plan.devices if d.step_time and d.step_time.basis}
-    )
+    basis = sorted({basis_text(d.step_time.basis) for d in stage.plan.devices if d.step_time})
     out += [_p(f"Basis: {b}.") for b in basis]
     if "time" in names:
         out.append(

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 
 from trainfit.estimator.forward import ForwardEstimate, ServingRefusal, ServingResult
 from trainfit.estimator.generation import InferenceEstimate
+from trainfit.hardware.units import GIB
+from trainfit.plan.time_words import basis_text, time_note_text
 from trainfit.report.document.model import InferenceRow
-
-GIB = 2**30
 
 
 def _generate_bound(e: InferenceEstimate) -> str:
@@ -21,6 +21,12 @@ def _generate_bound(e: InferenceEstimate) -> str:
         "bandwidth" if e.bandwidth_bound_seconds_per_token >= 0.5 * e.decode_seconds_per_token
         else "device"
     )  # fmt: skip
+
+
+def _forward_labels(result: ForwardEstimate) -> dict[str, str]:
+    """A forward's labels, the latency's with the step time's basis."""
+    latency = f"{result.labels['latency']}, {basis_text(result.basis)}"
+    return {**result.labels, "latency": latency}
 
 
 def inference_row(result: ServingResult) -> InferenceRow:
@@ -49,8 +55,8 @@ def inference_row(result: ServingResult) -> InferenceRow:
             prefill_ms=round(ms, 4),
             total_ms=round(ms, 4),
             bound=result.bound,
-            labels=tuple(sorted(result.labels.items())),
-            note="; ".join(result.notes),
+            labels=tuple(sorted(_forward_labels(result).items())),
+            note="; ".join(time_note_text(n) for n in result.notes),
         )
     return InferenceRow(
         device=result.device.name,

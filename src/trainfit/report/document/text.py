@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-GIB = 2**30
+from trainfit.hardware import units
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -37,7 +37,7 @@ def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Block:
 
 
 def gib(n: float | None) -> str:
-    return "-" if n is None else f"{float(n) / GIB:.2f} GiB"
+    return "-" if n is None else units.gib(float(n))
 
 
 def num(x: object, fmt: str = ",.2f") -> str:
