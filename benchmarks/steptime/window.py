@@ -145,7 +145,11 @@ def main() -> None:
     started = time.perf_counter()
     cases = case_set(args.set)
     names = [n for n in args.cases.split(",") if n] or list(cases)
-    record: dict[str, Any] = {"environment": _environment(), "settings": vars(args), "runs": []}
+    record: dict[str, Any] = {
+        "environment": _environment(),
+        "settings": dict(vars(args)),
+        "runs": [],
+    }
     record["settings"]["out"] = str(args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     for repeat in range(args.repeat):
