@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import json
 import os
 import statistics
@@ -35,13 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.steptime.cases import case_set
 from benchmarks.steptime.measure_gpu import _environment, make_step
-
-
-def case_set(name: str) -> dict[str, dict[str, Any]]:
-    """The cases of a set: `heldout` (cases.py) or `blind` (blind_cases.py)."""
-    module = {"heldout": "cases", "blind": "blind_cases"}[name]
-    return importlib.import_module(f"benchmarks.steptime.{module}").CASES
 
 
 def cpu_set(text: str) -> set[int]:
