@@ -6,7 +6,9 @@ cost per matmul) and its memory time (bytes at the datasheet bandwidth times a c
 efficiency), plus the shortest time a kernel takes. The host issues every op (views
 included) at a calibrated cost per op; the device runs each kernel once the host has issued
 it and the previous kernel is done, and a value read back to the host (`.item()`) makes the
-host wait. The step ends when the device is done (the loop synchronises).
+host wait. A training loop does not wait for the device between steps, so the host issues a
+step while the device still runs the last: the step time is that pipeline's steady period (the
+busier side's work per step), or, for a step timed alone, from an idle device to its end.
 
 The constants come from single-kernel measurements on one GPU (`calibration.json`, made by
 benchmarks/timing/calibrate.py); on other GPUs the efficiencies are assumed the same and the
