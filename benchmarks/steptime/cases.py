@@ -4,6 +4,7 @@ predicts it with. Chosen after the host floor was fitted (`hostfit.py`); their p
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 M = "benchmarks.steptime.models"
@@ -78,3 +79,9 @@ CASES: dict[str, dict[str, Any]] = {
         spec=dict(model="qwen2-0.5b", batch=4, seq_len=1024, precision="bf16"),
     ),
 }
+
+
+def case_set(name: str) -> dict[str, dict[str, Any]]:
+    """The cases of a set: `heldout` (this module's) or `blind` (blind_cases.py)."""
+    module = {"heldout": "cases", "blind": "blind_cases"}[name]
+    return importlib.import_module(f"benchmarks.steptime.{module}").CASES

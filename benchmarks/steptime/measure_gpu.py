@@ -121,10 +121,11 @@ def _plain(build: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
     return model, lambda: F.cross_entropy(model(x), y)
 
 
-def run_one(name: str, warmup: int, timed: int) -> dict[str, Any]:
+def make_step(build: dict[str, Any]) -> tuple[int, Callable[[], None]]:
+    """A case's training step as a loop body (forward under autocast where the case asks,
+    backward, the optimizer, zero_grad; no synchronisation), and its trainable tensors."""
     import torch
 
-    build = CASES[name]["build"]
     model, loss_fn = _hf(build) if "hf" in build else _plain(build)
     params = [p for p in model.parameters() if p.requires_grad]
     optim = build.get("optim", "adamw")
@@ -136,22 +137,34 @@ def run_one(name: str, warmup: int, timed: int) -> dict[str, Any]:
         optimizer = torch.optim.AdamW(params, lr=1e-5)
     autocast = "hf" in build or build.get("amp", False)
     model.train()
-    sync = torch.cuda.synchronize if DEV == "cuda" else (lambda: None)
-    steps: list[float] = []
-    for _ in range(warmup + timed):
-        sync()
-        start = time.perf_counter()
+
+    def step() -> None:
         with torch.autocast(DEV, dtype=torch.bfloat16, enabled=autocast):
             loss = loss_fn()
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+
+    return len(params), step
+
+
+def run_one(name: str, warmup: int, timed: int) -> dict[str, Any]:
+    import torch
+
+    build = CASES[name]["build"]
+    tensors, step = make_step(build)
+    sync = torch.cuda.synchronize if DEV == "cuda" else (lambda: None)
+    steps: list[float] = []
+    for _ in range(warmup + timed):
+        sync()
+        start = time.perf_counter()
+        step()
         sync()
         steps.append(time.perf_counter() - start)
     return {
         "case": name,
         "build": build,
-        "trainable_tensors": len(params),
+        "trainable_tensors": tensors,
         "step_seconds": steps,
         "median_timed_step_seconds": statistics.median(steps[warmup:]),
         "peak_allocated_bytes": torch.cuda.max_memory_allocated() if DEV == "cuda" else None,

@@ -104,3 +104,73 @@ def rnn_tanh_h384_2l() -> nn.Module:
     """A two-layer RNN_TANH at hidden 384: 384 x 384 recurrent weights, over the persistent
     kernel's size by the rule."""
     return RnnLM("RNN_TANH", 2, hidden=384, embed=128)
+
+
+def mlp_3x2048() -> nn.Module:
+    """A wide MLP: 512 -> 3 x 2048 (ReLU) -> 100 classes."""
+    return _mlp((512, 2048, 2048, 2048), 100)
+
+
+def mlp_12x128() -> nn.Module:
+    """A very deep narrow MLP: 32 -> 12 x 128 (ReLU) -> 10 classes."""
+    return _mlp((32, *([128] * 12)), 10)
+
+
+def lstm_h192_2l() -> nn.Module:
+    """A two-layer LSTM at hidden 192: 4 x 192 x 192 recurrent weights, between the persistent
+    kernel's size and the stepped kernels' calibrated one."""
+    return RnnLM("LSTM", 2, hidden=192, embed=128)
+
+
+def gru_h256_1l() -> nn.Module:
+    """A one-layer GRU at hidden 256: 3 x 256 x 256 recurrent weights."""
+    return RnnLM("GRU", 1, hidden=256, embed=128)
+
+
+def rnn_relu_h128_bi_2l() -> nn.Module:
+    """A bidirectional two-layer RNN_RELU at hidden 128."""
+    return RnnLM("RNN_RELU", 2, hidden=128, embed=64, bi=True)
+
+
+class SmallCNN(nn.Module):
+    """A CIFAR-sized net: four 3x3 convolutions with BatchNorm and ReLU, two max-pools, a
+    global average pool and a classifier."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for i, (cin, cout) in enumerate(((3, 64), (64, 128), (128, 256), (256, 256))):
+            layers += [nn.Conv2d(cin, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+            if i in (1, 2):
+                layers.append(nn.MaxPool2d(2))
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(256, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.features(x)
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+def small_cnn() -> nn.Module:
+    return SmallCNN()
+
+
+class Encoder(nn.Module):
+    """`nn.TransformerEncoder` (post-norm, GELU) over feature vectors, mean-pooled, then a
+    classifier."""
+
+    def __init__(self, width: int, layers: int, heads: int, classes: int) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(
+            width, heads, 4 * width, dropout=0.1, activation="gelu", batch_first=True
+        )
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x).mean(1))
+
+
+def encoder_d256_4l() -> nn.Module:
+    """Four encoder layers at width 256, 8 heads, 20 classes."""
+    return Encoder(256, 4, 8, 20)

@@ -1,13 +1,15 @@
-"""trainfit's step-time predictions for the held-out cases, written before their first run.
+"""trainfit's step-time predictions for a case set, written before its first run.
 
-    PYTHONPATH=src:. python -m benchmarks.steptime.predict
+    PYTHONPATH=src:. python -m benchmarks.steptime.predict [--set heldout|blind]
 
-Writes `results/heldout_predictions.json` (to be committed before the GPU measures the cases;
-`compare.py` reads it, never recomputed figures).
+Writes `results/heldout_predictions.json` (`cases.py`) or `results/blind_predictions.json`
+(`blind_cases.py`), to be committed before the GPU measures the cases; `compare.py` reads
+it, never recomputed figures.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import json
 import subprocess
@@ -19,22 +21,23 @@ import torch
 import transformers
 
 import trainfit
-from benchmarks.steptime.cases import CASES
+from benchmarks.steptime.cases import CASES, case_set
 from trainfit.spec import LoraSpec
 
 RESULTS = Path(__file__).parent / "results"
 PREDICTIONS = RESULTS / "heldout_predictions.json"
+BLIND_PREDICTIONS = RESULTS / "blind_predictions.json"
 
 
-def spec_kwargs(name: str) -> dict[str, Any]:
-    kwargs = dict(CASES[name]["spec"])
+def spec_kwargs(name: str, cases: dict[str, dict[str, Any]] = CASES) -> dict[str, Any]:
+    kwargs = dict(cases[name]["spec"])
     if "lora" in kwargs:
         kwargs["lora"] = LoraSpec(**kwargs["lora"])
     return kwargs
 
 
-def predict(name: str) -> dict[str, Any]:
-    est = trainfit.estimate(device="h100", **spec_kwargs(name))
+def predict(name: str, cases: dict[str, dict[str, Any]] = CASES) -> dict[str, Any]:
+    est = trainfit.estimate(device="h100", **spec_kwargs(name, cases))
     step = est.step_time
     assert step is not None, f"{name}: no step time"
     return {
@@ -47,6 +50,11 @@ def predict(name: str) -> dict[str, Any]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--set", default="heldout", choices=("heldout", "blind"))
+    args = parser.parse_args()
+    cases = case_set(args.set)
+    out = BLIND_PREDICTIONS if args.set == "blind" else PREDICTIONS
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -59,10 +67,10 @@ def main() -> None:
             "torch": torch.__version__,
             "transformers": transformers.__version__,
         },
-        "cases": {name: predict(name) for name in CASES},
+        "cases": {name: predict(name, cases) for name in cases},
     }
     RESULTS.mkdir(exist_ok=True)
-    PREDICTIONS.write_text(json.dumps(record, indent=1) + "\n")
+    out.write_text(json.dumps(record, indent=1) + "\n")
     for name, p in record["cases"].items():
         print(f"{name}: {p['step_seconds'] * 1000:.2f} ms (host-bound {p['host_bound_share']:.0%})")
 

@@ -33,10 +33,18 @@ from trainfit.trace.target import Target
 
 
 def predict(name: str, device: Device) -> StepTime:
-    """The modelled step time of an accuracy or held-out case on `device`."""
+    """The modelled step time of an accuracy or held-out case on `device`, as these tables
+    timed it: one step alone, the device synchronised after it (`synced_loop`)."""
     spec = TrainSpec(**{**CASES, **HELDOUT}[name], device=device.name)
     trace = trace_step(spec, target=Target.of(device))
-    return step_time(trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors)
+    return step_time(
+        trace.costs,
+        spec,
+        device,
+        trace.tokens_per_sample,
+        trace.trainable_tensors,
+        synced_loop=True,
+    )
 
 
 def main() -> None:
@@ -77,8 +85,11 @@ def main() -> None:
         f"step with the constants of `src/trainfit/timing/calibration.json` ({cal.source}), "
         "none of them read off these cases, and the host floor of "
         "`src/trainfit/timing/host_fit.json`, fitted on the accuracy suite's cases (this "
-        "table's `timing_h100`) and the faithful cases (`benchmarks/steptime/hostfit.py`); "
-        "the held-out steps (`timing_heldout_h100`) were not used in any fit.\n"
+        "table's `timing_h100`), the faithful cases and the loop-timed steps of "
+        "`benchmarks/steptime` (`benchmarks/steptime/hostfit.py`); the held-out steps "
+        "(`timing_heldout_h100`) were not used in any fit. The steps were timed with a sync "
+        "after each, so the model's synced step is shown (`step_time(..., synced_loop=True)`; "
+        "trainfit's own figures are a loop's steady period).\n"
     )
     print(f"Predicted with torch {torch.__version__}, transformers {transformers.__version__}.\n")
     print(

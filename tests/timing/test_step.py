@@ -1,4 +1,4 @@
-"""The step-time model's host floor and cuDNN's persistent recurrent kernel."""
+"""The step-time model's host floor, cuDNN's recurrent kernels and the loop's steady period."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
 from trainfit.timing.constants import calibration
-from trainfit.timing.step import Rates, step_host_costs
-from trainfit.trace.costs import OpCost, OpKind
+from trainfit.timing.step import Rates, rnn_step_seconds, step_host_costs, step_time
+from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
 
@@ -22,6 +22,7 @@ def test_the_host_floor_prices_each_kind_of_op() -> None:
         OpCost(OpKind.HOST, "fp32", 0, 0, 0),
         OpCost(OpKind.MODULE, "int", 0, 0, 0),
         OpCost(OpKind.CONV, "fp32", 10, 8, 1, graph=True),
+        OpCost(OpKind.RNN, "fp32", 10, 8, 100, 4 * 128 * 128, graph=True),
     ]
     extra = cal.host_library_extra_seconds
     forward = step_host_costs(cal, ops, Phase.FORWARD, 0.0)
@@ -31,13 +32,17 @@ def test_the_host_floor_prices_each_kind_of_op() -> None:
             fit.op_seconds,
             fit.view_seconds,
             fit.module_seconds,
-            fit.graph_op_seconds + extra["conv_forward"],
+            fit.graph_op_seconds + extra["conv_forward"] * fit.library_scale,
+            fit.graph_op_seconds + fit.rnn_call_seconds,
         ]
     )
     backward = step_host_costs(cal, ops, Phase.BACKWARD, 0.0)
     assert backward[0] == backward[1] == pytest.approx(fit.backward_op_seconds)
     assert backward[2] == pytest.approx(fit.backward_view_seconds)
-    assert backward[4] == pytest.approx(fit.backward_op_seconds + extra["conv_backward"])
+    assert backward[4] == pytest.approx(
+        fit.backward_op_seconds + extra["conv_backward"] * fit.library_scale
+    )
+    assert backward[5] == pytest.approx(fit.backward_op_seconds + fit.rnn_call_seconds)
     assert step_host_costs(cal, ops, Phase.OPTIMIZER, 1e-5)[:3] == [1e-5] * 3
 
 
@@ -54,3 +59,39 @@ def test_cudnn_runs_a_small_recurrent_weight_in_its_persistent_kernel(
     size = "persistent" if persistent else "stepped"
     expected = 100 * cal.lstm_step_seconds[size]["forward"]
     assert rates.time(op, Phase.FORWARD).seconds == pytest.approx(expected)
+
+
+def test_a_recurrent_weight_between_the_two_kernels_costs_between_them() -> None:
+    cal = calibration()
+    low, high = (cal.lstm_step_seconds[k]["backward"] for k in ("persistent", "stepped"))
+    # an LSTM at hidden 160, an RNN_TANH at 384, a GRU at 288
+    costs = [rnn_step_seconds(cal, n, "backward") for n in (4 * 160**2, 384**2, 3 * 288**2)]
+    assert low < costs[0] < costs[1] < costs[2] < high
+    # halfway in log size between 4 x 128 x 128 and 4 x 256 x 256: halfway in cost
+    assert rnn_step_seconds(cal, 4 * 181 * 181, "backward") == pytest.approx(
+        (low + high) / 2, rel=0.01
+    )
+
+
+def _copies(ops: int, nbytes: int) -> StepCosts:
+    """A step of `ops` forward copies of `nbytes` each and as many backward ones."""
+    table = (OpCost(OpKind.MEMORY, "fp32", 0, nbytes, 1, graph=True),)
+    return StepCosts(table=table, forward=(0,) * ops, backward=(0,) * ops, optimizer=())
+
+
+@pytest.mark.parametrize("nbytes", [1_000, 400_000_000])
+def test_a_loop_without_syncs_overlaps_the_host_with_the_device(nbytes: int) -> None:
+    device, cal = get_device("h100"), calibration()
+    spec = TrainSpec(model="gpt2", optimizer="sgd")
+    costs = _copies(50, nbytes)
+    fit = cal.host_fit
+    host = (
+        fit.step_seconds + fit.pass_seconds + 50 * (fit.graph_op_seconds + fit.backward_op_seconds)
+    )
+    kernels = 100 * Rates(device, spec, cal).time(costs.table[0], Phase.FORWARD).seconds
+    synced = step_time(costs, spec, device, synced_loop=True)
+    steady = step_time(costs, spec, device)
+    # the steady period is the busier side's work; the synced step adds the other's start
+    assert steady.seconds == pytest.approx(max(host, kernels), rel=0.01)
+    assert synced.seconds > steady.seconds
+    assert (steady.host_bound_share > 0.5) is (host > kernels)

@@ -87,6 +87,11 @@ class HostFit:
     """Host seconds of one optimizer step outside its ops (the loop's Python, zero_grad)."""
     pass_seconds: float
     """Host seconds of starting a micro-batch's backward (the autograd engine's set-up)."""
+    rnn_call_seconds: float
+    """Host seconds of a cuDNN recurrent layer's call beside an op's, forward and backward each
+    (its weights' checks, descriptors and workspace)."""
+    library_scale: float
+    """cuDNN's microbenchmarked host extra per convolution and BatchNorm call times this."""
     optimizer_scale: float
     """Each optimizer's microbenchmarked host cost times this."""
     source: str

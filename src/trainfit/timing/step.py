@@ -6,7 +6,9 @@ cost per matmul) and its memory time (bytes at the datasheet bandwidth times a c
 efficiency), plus the shortest time a kernel takes. The host issues every op (views
 included) at a calibrated cost per op; the device runs each kernel once the host has issued
 it and the previous kernel is done, and a value read back to the host (`.item()`) makes the
-host wait. The step ends when the device is done (the loop synchronises).
+host wait. A training loop does not wait for the device between steps, so the host issues a
+step while the device still runs the last: the step time is that pipeline's steady period (the
+busier side's work per step), or, for a step timed alone, from an idle device to its end.
 
 The constants come from single-kernel measurements on one GPU (`calibration.json`, made by
 benchmarks/timing/calibrate.py); on other GPUs the efficiencies are assumed the same and the
@@ -133,6 +135,25 @@ def interpolate_curve(curve: list[list[float]], x: float) -> float:
     return curve[-1][1]
 
 
+def rnn_step_seconds(cal: Calibration, elements: int, which: str) -> float:
+    """Device seconds of one sequential step (time step x layer) of a cuDNN recurrent layer
+    whose recurrent weight has `elements` elements (gates x hidden x output), in `which`
+    pass ("forward" or "backward").
+
+    cuDNN's persistent kernel holds a small recurrent weight on chip (an LSTM's up to hidden
+    128 by the calibration grid: 4 x 128 x 128 elements; an RNN_TANH at hidden 256 ran
+    persistent); the grid's LSTMs at hidden 256 and over ran a kernel per step. In between,
+    the per-step cost rises with the weight's size, linear in its log, from the persistent
+    kernel's to the stepped one's at 4 x 256 x 256 elements (an RNN_TANH at hidden 384 lies
+    between the two)."""
+    persistent = 4 * cal.lstm_persistent_hidden**2
+    curve = [
+        [float(persistent), cal.lstm_step_seconds["persistent"][which]],
+        [4.0 * persistent, cal.lstm_step_seconds["stepped"][which]],
+    ]
+    return interpolate_curve(curve, float(elements))
+
+
 @dataclass(frozen=True, slots=True)
 class _OpTime:
     seconds: float
@@ -164,13 +185,8 @@ class Rates:
         if op.kind in (OpKind.HOST, OpKind.SYNC) or op.kernels == 0:
             return _OpTime(0.0, False)
         if op.kind is OpKind.RNN:
-            # NB: cuDNN's persistent kernels hold the recurrent weight on chip: an LSTM's up to
-            # hidden 128 by the calibration grid, so any mode's up to 4 x 128 x 128 elements
-            # (gates x hidden x output; an RNN_TANH at hidden 256 ran persistent, at 512 not)
-            persistent = 4 * cal.lstm_persistent_hidden**2
-            size = "persistent" if op.detail <= persistent else "stepped"
             which = "backward" if phase is Phase.BACKWARD else "forward"
-            steps = op.kernels * cal.lstm_step_seconds[size][which]
+            steps = op.kernels * rnn_step_seconds(cal, op.detail, which)
             return _OpTime(max(steps, op.bytes / self.bandwidth), True)
         if op.kind is OpKind.FOREACH:
             memory = (
@@ -236,13 +252,18 @@ def step_host_costs(
     In the optimizer: `per_op` for an op, the module call's cost for a module call. In forward
     and backward, the fitted host floor (`HostFit`): a forward op costs more when it records an
     autograd node; a backward op its own cost; an op without a kernel the cost of a view; a
-    module call its own; convolutions and BatchNorm add cuDNN's measured extra."""
+    module call its own; convolutions and BatchNorm add cuDNN's measured extra (times a fitted
+    scale), a recurrent layer the fitted cost of a cuDNN RNN call."""
     if phase is Phase.OPTIMIZER:
         return [cal.host_module_call_seconds if op.kind is OpKind.MODULE else per_op for op in ops]
     fit = cal.host_fit
     extra = cal.host_library_extra_seconds
     side = "backward" if phase is Phase.BACKWARD else "forward"
-    library = {OpKind.CONV: extra[f"conv_{side}"], OpKind.NORM: extra[f"norm_{side}"]}
+    library = {
+        OpKind.CONV: extra[f"conv_{side}"] * fit.library_scale,
+        OpKind.NORM: extra[f"norm_{side}"] * fit.library_scale,
+        OpKind.RNN: fit.rnn_call_seconds,
+    }
     out = []
     for op in ops:
         if op.kind is OpKind.MODULE:
@@ -293,6 +314,59 @@ class _Clock:
         self.device += (d2 - d1) * more
         self.compute += (c2 - c1) * more
         self.memory += (m2 - m1) * more
+
+
+class _Run:
+    """One optimizer step's passes and optimizer, advanced on a clock."""
+
+    def __init__(
+        self,
+        costs: StepCosts,
+        spec: TrainSpec,
+        kinds: list[OpKind],
+        times: dict[Phase, list[_OpTime]],
+        hosts: dict[Phase, list[float]],
+        cal: Calibration,
+    ) -> None:
+        self.costs, self.spec, self.kinds, self.cal = costs, spec, kinds, cal
+        self.times, self.hosts = times, hosts
+        self.marks: list[tuple[float, float]] = []
+        self.before = 0.0
+
+    def step(self, clock: _Clock) -> None:
+        costs, kinds, cal, times, hosts = self.costs, self.kinds, self.cal, self.times, self.hosts
+        clock.host += cal.host_fit.step_seconds
+        self.marks = []
+        passes: list[tuple[float, float, float, float]] = []
+        # NB: every micro-batch pass runs the same ops; after two, each further pass moves the
+        # host and device clocks by the second one's amounts (the simulation is shift-invariant),
+        # so a step of many accumulation steps costs two simulated passes
+        for _ in range(min(self.spec.grad_accum, 2)):
+            start = clock.device
+            clock.run(
+                costs.forward, times[Phase.FORWARD], hosts[Phase.FORWARD], kinds, cal.sync_seconds
+            )
+            middle = max(clock.device, start)
+            clock.host += cal.host_fit.pass_seconds
+            clock.run(
+                costs.backward,
+                times[Phase.BACKWARD],
+                hosts[Phase.BACKWARD],
+                kinds,
+                cal.sync_seconds,
+            )
+            self.marks.append((middle - start, clock.device - middle))
+            passes.append((clock.host, clock.device, clock.compute, clock.memory))
+        if self.spec.grad_accum > 2:
+            clock.repeat(passes, self.spec.grad_accum - 2)
+        self.before = clock.device
+        clock.run(
+            costs.optimizer,
+            times[Phase.OPTIMIZER],
+            hosts[Phase.OPTIMIZER],
+            kinds,
+            cal.sync_seconds,
+        )
 
 
 def _op_times(
@@ -356,9 +430,14 @@ def step_time(
     cal: Calibration | None = None,
     device_time_factor: float | None = None,
     op_class_factors: dict[str, float] | None = None,
+    synced_loop: bool = False,
 ) -> StepTime:
     """The modelled time of one optimizer step of `spec` (micro-batch `spec.batch`, times
     `spec.grad_accum`) on `device`. Raises RateMissing when the catalog lacks a rate.
+
+    The step is one of a training loop that does not wait for the device between steps (its
+    steady period); `synced_loop` times one step alone, the device idle at its start and
+    synchronised at its end (a loop that syncs after every step).
 
     Device kernel times are multiplied by `device_time_factor`; None takes the device
     family's factors fitted on public measurements (families.json, timing.families), 1 where
@@ -376,32 +455,20 @@ def step_time(
         Phase.OPTIMIZER: cal.optimizer_host(spec, trainable_tensors) / max(1, issued),
     }
     hosts = {phase: step_host_costs(cal, costs.table, phase, per_op[phase]) for phase in per_op}
-    clock = _Clock(host=cal.host_fit.step_seconds)
-    marks = []
-    passes: list[tuple[float, float, float, float]] = []
-    # NB: every micro-batch pass runs the same ops; after two, each further pass moves the
-    # host and device clocks by the second one's amounts (the simulation is shift-invariant),
-    # so a step of many accumulation steps costs two simulated passes
-    for _ in range(min(spec.grad_accum, 2)):
-        start = clock.device
-        clock.run(
-            costs.forward, times[Phase.FORWARD], hosts[Phase.FORWARD], kinds, cal.sync_seconds
-        )
-        middle = max(clock.device, start)
-        clock.host += cal.host_fit.pass_seconds
-        clock.run(
-            costs.backward, times[Phase.BACKWARD], hosts[Phase.BACKWARD], kinds, cal.sync_seconds
-        )
-        marks.append((middle - start, clock.device - middle))
-        passes.append((clock.host, clock.device, clock.compute, clock.memory))
-    if spec.grad_accum > 2:
-        clock.repeat(passes, spec.grad_accum - 2)
-    before = clock.device
-    clock.run(
-        costs.optimizer, times[Phase.OPTIMIZER], hosts[Phase.OPTIMIZER], kinds, cal.sync_seconds
-    )
-    seconds = max(clock.host, clock.device)
-    busy = clock.compute + clock.memory
+    run = _Run(costs, spec, kinds, times, hosts, cal)
+    clock = _Clock()
+    run.step(clock)
+    first = (run.marks[0], clock.device - run.before)
+    begin = _Clock()
+    if not synced_loop:
+        # NB: a loop that does not synchronise issues the next step while the device still
+        # runs the last: the step time is the pipeline's steady period, the advance of the
+        # clocks over a third step (the simulation is shift-invariant once it is filled)
+        run.step(clock)
+        begin = dataclasses.replace(clock, host=max(clock.host, clock.device))
+        run.step(clock)
+    seconds = max(clock.host, clock.device) - begin.host
+    compute, memory = clock.compute - begin.compute, clock.memory - begin.memory
     samples = spec.batch * spec.grad_accum
     per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
     notes = _family_notes(device, fit)
@@ -410,15 +477,15 @@ def step_time(
         micro_batch=spec.batch,
         grad_accum=spec.grad_accum,
         seconds=seconds,
-        forward_seconds=marks[0][0],
-        backward_seconds=marks[0][1],
-        optimizer_seconds=clock.device - before,
+        forward_seconds=first[0][0],
+        backward_seconds=first[0][1],
+        optimizer_seconds=first[1],
         samples_per_second=samples / seconds,
         tokens_per_second=samples * tokens_per_sample / seconds if tokens_per_sample else None,
         flops_per_step=per_micro * spec.grad_accum + costs.flops(Phase.OPTIMIZER),
-        compute_bound_share=clock.compute / seconds,
-        memory_bound_share=clock.memory / seconds,
-        host_bound_share=max(0.0, 1.0 - busy / seconds),
+        compute_bound_share=compute / seconds,
+        memory_bound_share=memory / seconds,
+        host_bound_share=max(0.0, 1.0 - (compute + memory) / seconds),
         label=TimeLabel.MODELLED,
         basis=_basis(device, cal, fit),
         notes=tuple(notes),

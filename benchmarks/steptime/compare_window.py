@@ -1,0 +1,122 @@
+"""Loop-timed steps (`window.py`) against trainfit's predictions, with the run-to-run noise.
+
+    PYTHONPATH=src:. python -m benchmarks.steptime.compare_window RESULTS.json --set blind \
+        > results/blind_h100.md
+    PYTHONPATH=src:. python -m benchmarks.steptime.compare_window \
+        results/calibration_window_h100.json --set heldout > results/calibration_window_h100.md
+
+Per case: each run's median window (its step time), their median (the truth), the prediction's
+error against it, and the run-to-run spread (max / min - 1 over the runs), the noise the error
+is to be read beside; the synced steps of the same processes (`measure_gpu.py`'s method)
+beside them. `--set blind` reads the predictions committed before the runs
+(`results/blind_predictions.json`), never recomputed ones. `--set heldout` shows both the
+predictions committed before these cases' first runs (`results/heldout_predictions.json`, the
+model before) and the current model's, recomputed: the host floor was refitted on these rows,
+so that column is a fit, not a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from benchmarks.steptime.predict import BLIND_PREDICTIONS, PREDICTIONS, predict
+
+
+def loop_runs(record: dict[str, Any], key: str = "window_median_seconds") -> dict[str, list[float]]:
+    """case -> each run's `key` (failed runs left out)."""
+    runs: dict[str, list[float]] = {}
+    for run in record["runs"]:
+        if run.get(key):
+            runs.setdefault(run["case"], []).append(run[key])
+    return runs
+
+
+def _summary(errors: list[float], spreads: list[float]) -> str:
+    a, s = sorted(abs(e) for e in errors), sorted(spreads)
+    return (
+        f"median |error| {statistics.median(a):.1%}, worst {a[-1]:.1%}, within 7%: "
+        f"{sum(x <= 0.07 for x in a)} of {len(a)}, within 20%: {sum(x <= 0.2 for x in a)}; "
+        f"run-to-run spread median {statistics.median(s):.1%}, worst {s[-1]:.1%}"
+    )
+
+
+def _header(record: dict[str, Any], predictions: dict[str, Any]) -> None:
+    env, settings = record["environment"], record["settings"]
+    print(
+        f"Measured {env['date'][:10]} on {env['device']} (`{env['nvidia_smi']}`; host CPU "
+        f"{env.get('cpu')}), torch {env['torch']} (CUDA {env['cuda']}, cuDNN {env['cudnn']}), "
+        f"transformers {env['transformers']}, peft {env['peft']}, Python {env['python']}; "
+        "each case in a fresh process per run (`benchmarks/steptime/window.py`): "
+        f"{settings['warmup']} synced warm-up steps, {settings['synced']} more timed synced "
+        f"(the old method, shown beside), then {settings['windows']} + 1 windows of N steps "
+        f"(about {settings['window_ms']:.0f} ms each) with no sync between them, CUDA events "
+        "between windows, the first dropped; a run's step time is its median window over N, "
+        "the truth the median over the runs"
+        + (
+            f"; every {settings['pin_every']}nd run pinned to CPUs {settings['pin']}"
+            if settings.get("pin_every")
+            else ""
+        )
+        + ".\n"
+    )
+    v = predictions["versions"]
+    print(
+        f"Predictions committed {predictions['predicted'][:10]} (rules at "
+        f"{predictions['rules_at'][:10]}; trainfit {v['trainfit']}, torch {v['torch']}, "
+        f"transformers {v['transformers']}), device {predictions['device']}.\n"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--set", default="blind", choices=("heldout", "blind"))
+    args = parser.parse_args()
+    record = json.loads(args.results.read_text())
+    committed = json.loads((BLIND_PREDICTIONS if args.set == "blind" else PREDICTIONS).read_text())
+    windows, synced = loop_runs(record), loop_runs(record, "synced_median_seconds")
+    now = {name: predict(name)["step_seconds"] for name in windows} if args.set == "heldout" else {}
+    title = "Blind" if args.set == "blind" else "Calibration"
+    print(f"# {title} step times timed as a loop runs them: the H100 against trainfit\n")
+    _header(record, committed)
+    errors, refit, spreads, lines = [], [], [], []
+    for name, runs in windows.items():
+        truth = statistics.median(runs)
+        predicted = committed["cases"][name]["step_seconds"]
+        errors.append(predicted / truth - 1)
+        spreads.append(max(runs) / min(runs) - 1)
+        s = synced.get(name, [])
+        cells = [
+            name,
+            ", ".join(f"{x * 1e3:.2f}" for x in runs),
+            f"{truth * 1e3:.2f}",
+            f"{spreads[-1]:.1%}",
+            f"{statistics.median(s) * 1e3:.2f} ({max(s) / min(s) - 1:.0%})" if s else "-",
+            f"{predicted * 1e3:.2f}",
+            f"{errors[-1]:+.1%}",
+        ]
+        if now:
+            refit.append(now[name] / truth - 1)
+            cells += [f"{now[name] * 1e3:.2f}", f"{refit[-1]:+.1%}"]
+        cells.append(f"{committed['cases'][name]['host_bound_share']:.0%}")
+        lines.append("| " + " | ".join(cells) + " |")
+    print(f"**{len(errors)} cases, committed predictions: {_summary(errors, spreads)}.**\n")
+    if now:
+        print(f"**The model now (fitted on these rows): {_summary(refit, spreads)}.**\n")
+    head = (
+        "| case | step ms (runs) | measured ms | run spread | synced ms (spread) "
+        "| predicted ms | error |"
+    )
+    if now:
+        head += " model now ms | error now |"
+    print(head + " host-bound (pred) |")
+    print("|---" * (head.count("|")) + "|")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
