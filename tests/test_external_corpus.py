@@ -132,13 +132,15 @@ def test_every_heldout_family_stays_within_todays_errors() -> None:
 
 APPLE_V3_TOLERANCE = {
     "blind": (0.43, 0.52),
-    "released": (0.13, 0.30),
+    "released": (0.14, 0.30),
     "all": (0.24, 0.56),
 }
 """Model version 3's held-out Apple errors (median, worst), just above results/
 time_by_family_v3.md: the 3 rows added after version 2 (blind, all on a 2022 torch nightly)
 42.0% / 51.6%; version 2's held-out rows on released torch (not blind) 12.5% / 29.2%; all 15
-held-out Apple rows 23.2% / 55.7%."""
+held-out Apple rows 23.2% / 55.7%. The host floor refitted after version 3 (src/trainfit/timing/
+host_fit.json, the Apple factors not refitted) moved them to 42.0% / 51.6%, 13.2% / 29.3% and
+23.3% / 55.7%: the released rows' median bound follows it by a point."""
 
 
 @pytest.mark.slow
