@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from trainfit.memory.allocator import CachingAllocator
+from trainfit.memory.allocator import CachingAllocator, OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.trace.step import StepTrace
 from trainfit.training import Phase
@@ -40,7 +43,40 @@ def replay(
     With a `capacity` (bytes the allocator may reserve), the native out-of-memory retry is
     replayed too, and `OutOfMemory` is raised when the step cannot run in that capacity.
     `sizes` replaces each event's bytes (the same step at another micro-batch).
+
+    A replay is a function of the trace and these arguments: its result (or its OutOfMemory)
+    is kept on the trace (`StepTrace.replays`) and given again for the same arguments. A
+    caching allocator that never reserved more than a `capacity` without one makes the same
+    replay with it (the out-of-memory retry only runs when a new segment would pass the
+    capacity), so that replay answers for every such capacity.
     """
+    sized = None if sizes is None else hashlib.blake2b(array("q", sizes).tobytes()).digest()
+    what = (workspace_bytes, sized, allocator)
+    known = trace.replays.get((what, capacity))
+    if known is None and capacity is not None and allocator is CachingAllocator:
+        free = trace.replays.get((what, None))
+        if isinstance(free, Replay) and free.peak_reserved_bytes <= capacity:
+            known = free
+    if known is None:
+        try:
+            known = _replay(trace, workspace_bytes, capacity, sizes, allocator)
+        except OutOfMemory as exc:
+            known = OutOfMemory(*exc.args)  # NB: without the traceback (the allocator)
+        trace.replays[(what, capacity)] = known
+    if isinstance(known, OutOfMemory):
+        raise OutOfMemory(*known.args)
+    assert isinstance(known, Replay)
+    return dataclasses.replace(known, live_at_peak=dict(known.live_at_peak))
+
+
+def _replay(
+    trace: StepTrace,
+    workspace_bytes: int,
+    capacity: int | None,
+    sizes: Sequence[int] | None,
+    allocator: Callable[[int | None], CachingAllocator | MpsAllocator],
+) -> Replay:
+    """`replay`'s replay, made."""
     nbytes = sizes if sizes is not None else [event.nbytes for event in trace.events]
     alloc = allocator(capacity)
     malloc, free = alloc.malloc, alloc.free

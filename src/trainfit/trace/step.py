@@ -95,6 +95,9 @@ class StepTrace:
     store_key: str | None = field(default=None, compare=False, repr=False)
     """What the trace is a function of (`trainfit.trace.store.trace_key`); None when that
     cannot be written down."""
+    replays: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
+    """Allocator replays of this trace, by what they depend on (`trainfit.memory.replay`): a
+    plan replays one trace many times, often with the same sizes."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
