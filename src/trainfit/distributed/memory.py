@@ -242,7 +242,17 @@ class _Scale:
 
 
 def _rank_sizes(trace: StepTrace, scale: _Scale) -> list[int]:
-    """Each event's bytes on one rank."""
+    """Each event's bytes on one rank (kept on the trace: a search asks for the same scale on
+    many layouts and devices)."""
+    kept = trace.replays.get(scale)
+    if kept is None:
+        trace.replays[scale] = kept = _scaled(trace, scale)
+    assert isinstance(kept, list)
+    return kept
+
+
+def _scaled(trace: StepTrace, scale: _Scale) -> list[int]:
+    """`_rank_sizes`, worked out."""
     pdiv, gdiv, odiv, traced, half, grow = (
         scale.pdiv,
         scale.gdiv,

@@ -96,8 +96,9 @@ class StepTrace:
     """What the trace is a function of (`trainfit.trace.store.trace_key`); None when that
     cannot be written down."""
     replays: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
-    """Allocator replays of this trace, by what they depend on (`trainfit.memory.replay`): a
-    plan replays one trace many times, often with the same sizes."""
+    """What later layers work out from this trace, kept by what it depends on: its allocator
+    replays (`trainfit.memory.replay`), its sizes on one rank (`trainfit.distributed.memory`).
+    A plan replays one trace many times, often with the same sizes."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
