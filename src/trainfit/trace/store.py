@@ -19,6 +19,7 @@ environment variables torch reads) are taken not to change a trace.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import os
 import pickle
@@ -103,6 +104,10 @@ def trace_key(
 def load(key: str) -> Any:
     """The stored trace of `key`, or None (none stored, or a file that does not read back)."""
     path = _path(key)
+    collecting = gc.isenabled()
+    # NB: the cyclic collector paused while tens of thousands of events are made: in a process
+    # that imported torch and transformers its collections made a read 10 times slower
+    gc.disable()
     try:
         with path.open("rb") as file:
             stored = pickle.load(file)
@@ -112,6 +117,9 @@ def load(key: str) -> Any:
         # NB: a file cut short (a full disk) or left by another trainfit: traced again and
         # written over
         return None
+    finally:
+        if collecting:
+            gc.enable()
     if not isinstance(stored, _Stored) or stored.key != key:
         return None
     with contextlib.suppress(OSError):
