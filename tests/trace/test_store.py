@@ -105,3 +105,21 @@ def test_user_code_hub_ids_and_unkeyed_sources_are_not_kept(model_dir: Path) -> 
     spec = TrainSpec(model="gpt2")
     assert store.trace_key(spec, Target.cuda(), 2, True, True, None) is None
     assert _key(spec) is not None and "catalog" in (_key(spec) or "")
+
+
+def test_a_fact_is_worked_out_once_and_read_back(kept: Path, model_dir: Path) -> None:
+    spec = TrainSpec(model=str(model_dir), batch=1, seq_len=16)
+    calls: list[int] = []
+
+    def work_out() -> tuple[int, int]:
+        calls.append(1)
+        return (7, 5)
+
+    assert store.remembered("counts", spec, work_out) == (7, 5)
+    assert store.remembered("counts", spec, work_out) == (7, 5)
+    assert calls == [1]
+    assert store.remembered("other", spec, lambda: "x") == "x"  # NB: its own key
+    user = TrainSpec(model="trainfit.models.zoo:emotion_mlp", batch=4)
+    store.remembered("counts", user, work_out)
+    store.remembered("counts", user, work_out)
+    assert calls == [1, 1, 1]  # NB: user code is never kept

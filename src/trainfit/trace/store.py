@@ -25,20 +25,21 @@ import os
 import pickle
 import platform
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import torch
 
 from trainfit.models import catalog as _catalog
 from trainfit.models.imports import is_import_path
 from trainfit.spec import TrainSpec
+from trainfit.trace.target import Target
 
-if TYPE_CHECKING:
-    from trainfit.trace.target import Target
+T = TypeVar("T")
 
 FORMAT = 1
 """The stored files' layout; a change of it starts a new set of keys."""
@@ -101,8 +102,26 @@ def trace_key(
     )
 
 
+def remembered(what: str, spec: TrainSpec, work_out: Callable[[], T]) -> T:
+    """`work_out()`, a fact of `spec`'s model built on the meta device (its parameter counts,
+    its blocks), kept beside the traces under `what` and the spec: a plan whose traces are all
+    kept then needs neither the model nor transformers' modelling code. Not kept where a trace
+    would not be (see `trace_key`)."""
+    key = trace_key(spec, Target.cuda(), 0, False, False, None) if enabled() else None
+    if key is None:
+        return work_out()
+    key = f"{key}\nfact {what}"
+    found = load(key)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    fact = work_out()
+    save(key, fact)
+    return fact
+
+
 def load(key: str) -> Any:
-    """The stored trace of `key`, or None (none stored, or a file that does not read back)."""
+    """What is stored under `key` (a trace, or a fact of `remembered`), or None (none stored,
+    or a file that does not read back)."""
     path = _path(key)
     collecting = gc.isenabled()
     # NB: the cyclic collector paused while tens of thousands of events are made: in a process
@@ -125,6 +144,11 @@ def load(key: str) -> Any:
     with contextlib.suppress(OSError):
         os.utime(path)  # NB: the size bound removes the least recently used first
     return stored.trace
+
+
+def kept(key: str) -> bool:
+    """Whether a trace of `key` is stored (it may still fail to read back)."""
+    return _path(key).is_file()
 
 
 def save(key: str, trace: Any) -> None:
