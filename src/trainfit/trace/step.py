@@ -95,10 +95,13 @@ class StepTrace:
     store_key: str | None = field(default=None, compare=False, repr=False)
     """What the trace is a function of (`trainfit.trace.store.trace_key`); None when that
     cannot be written down."""
-    replays: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
+    replays: dict[object, object] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     """What later layers work out from this trace, kept by what it depends on: its allocator
     replays (`trainfit.memory.replay`), its sizes on one rank (`trainfit.distributed.memory`).
-    A plan replays one trace many times, often with the same sizes."""
+    A plan replays one trace many times, often with the same sizes. Not an argument: a copy
+    made with `dataclasses.replace` (other events) starts empty."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
