@@ -1,11 +1,17 @@
 """Shared test settings."""
 
+import os
 import warnings
 
 import pytest
 import torch
 
 warnings.filterwarnings("ignore", message=".*Overriding a previously registered kernel.*")
+
+# NB: traces are not kept on disk in tests (nor in the commands they start): a test that
+# patches the tracer must trace; tests/trace/test_store.py switches the store on in a folder
+# of its own
+os.environ["TRAINFIT_NO_CACHE"] = "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

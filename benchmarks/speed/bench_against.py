@@ -9,6 +9,12 @@ Python and packages. Each pair's outputs are compared (the estimate's JSON witho
 seconds, the plan's JSON): the speed-ups must leave every figure as it was. Rows are appended
 to results.md and plan_results.md beside this file; measured rows are never overwritten.
 
+This tree keeps traces on disk (`trainfit.trace.store`); it runs twice per round: cold (an
+empty store folder of its own) and then warm (the store the cold run filled). The baseline
+runs with that folder unset and empty. Beside the wall seconds, the user+sys CPU seconds of
+each command (its worker processes included) are recorded: they depend less on the other
+jobs on the machine.
+
 Targets (issue: the front door): the catalog 1.1B estimate in <= 3 s wall, the 7B plan over
 ten devices in <= 8 s, on the 2-core machine.
 """
@@ -20,6 +26,8 @@ import datetime
 import json
 import os
 import platform
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,22 +41,27 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 ESTIMATE = ["-m", "trainfit", "estimate", "tinyllama-1.1b", "--json"]
 PLAN = """
-import json, sys, tempfile, time
+import json, resource, sys, time
 from pathlib import Path
 import transformers
+import transformers.models.llama.modeling_llama  # NB: imported before the clock starts
 from benchmarks.speed.bench_estimate import LLAMA_7B
 from benchmarks.speed.bench_plan import DEVICES
 from trainfit import TrainSpec, estimate
 from trainfit.plan.search import plan
 from trainfit.plan.words import plan_dict
-folder = Path(tempfile.mkdtemp()) / "llama7b"
-transformers.LlamaConfig(**LLAMA_7B).save_pretrained(folder)
+folder = Path(sys.argv[2])
+if not (folder / "config.json").exists():
+    transformers.LlamaConfig(**LLAMA_7B).save_pretrained(folder)
 estimate(TrainSpec(model=str(folder), batch=1, seq_len=64))  # NB: warm the process
-started = time.perf_counter()
+def cpu():
+    used = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(u.ru_utime + u.ru_stime for u in used)
+started, cpu_started = time.perf_counter(), cpu()
 result = plan(TrainSpec(model=str(folder), seq_len=1024), 32, DEVICES, jobs=int(sys.argv[1]))
-seconds = time.perf_counter() - started
+seconds, cpu_seconds = time.perf_counter() - started, cpu() - cpu_started
 text = json.dumps(plan_dict(result), sort_keys=True).replace(str(folder), "MODEL")
-print(json.dumps({"seconds": seconds, "plan": text}))
+print(json.dumps({"seconds": seconds, "cpu": cpu_seconds, "plan": text}))
 """
 
 
@@ -62,40 +75,56 @@ def _baseline(revision: str, into: Path) -> Path:
     return into / "src"
 
 
-def _env(src: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT}"}
+def _env(src: Path, store: Path | None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT}"}
+    env.pop("TRAINFIT_NO_CACHE", None)
+    if store is not None:
+        env["TRAINFIT_CACHE_DIR"] = str(store)
+    return env
 
 
-def _estimate(src: Path) -> tuple[float, str]:
-    started = time.perf_counter()
+def _cpu() -> float:
+    """User+sys CPU seconds of the finished child processes so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _estimate(src: Path, store: Path | None) -> tuple[float, float, str]:
+    started, cpu = time.perf_counter(), _cpu()
     out = subprocess.run(
-        [sys.executable, *ESTIMATE], capture_output=True, check=True, env=_env(src), text=True
+        [sys.executable, *ESTIMATE],
+        capture_output=True,
+        check=True,
+        env=_env(src, store),
+        text=True,
     ).stdout
     seconds = time.perf_counter() - started
     data = json.loads(out)
     data.pop("seconds")  # NB: the elapsed time, not a figure
-    return seconds, json.dumps(data, sort_keys=True)
+    return seconds, _cpu() - cpu, json.dumps(data, sort_keys=True)
 
 
-def _plan(src: Path, jobs: int) -> tuple[float, str]:
+def _plan(src: Path, store: Path | None, jobs: int, folder: Path) -> tuple[float, float, str]:
+    """`plan()`'s wall and CPU seconds in a warmed process (its worker's CPU included)."""
     out = subprocess.run(
-        [sys.executable, "-c", PLAN, str(jobs)],
+        [sys.executable, "-c", PLAN, str(jobs), str(folder)],
         capture_output=True,
         check=True,
-        env=_env(src),
+        env=_env(src, store),
         text=True,
         cwd=ROOT,
     ).stdout
     data = json.loads(out.splitlines()[-1])
-    return data["seconds"], data["plan"]
+    return data["seconds"], data["cpu"], data["plan"]
+
+
+def _cell(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
 def _row(label: str, base: list[float], new: list[float], same: bool) -> str:
-    b, n = statistics.median(base), statistics.median(new)
-    return (
-        f"| {label} | {b:.1f} ({min(base):.1f}-{max(base):.1f}) | "
-        f"{n:.1f} ({min(new):.1f}-{max(new):.1f}) | {n / b:.2f} | {'yes' if same else 'NO'} |"
-    )
+    ratio = statistics.median(new) / statistics.median(base)
+    return f"| {label} | {_cell(base)} | {_cell(new)} | {ratio:.2f} | {'yes' if same else 'NO'} |"
 
 
 def main() -> None:
@@ -114,43 +143,72 @@ def main() -> None:
         text=True,
         check=True,
     ).stdout.strip()
-    times: dict[str, dict[str, list[float]]] = {"estimate": {}, "plan": {}}
-    same = {"estimate": True, "plan": True}
+    runs = ("baseline", "cold", "warm")
+    wall: dict[str, dict[str, list[float]]] = {w: {r: [] for r in runs} for w in WHAT}
+    cpu: dict[str, dict[str, list[float]]] = {w: {r: [] for r in runs} for w in WHAT}
+    same = dict.fromkeys(WHAT, True)
     with tempfile.TemporaryDirectory() as tmp:
         base = _baseline(args.baseline, Path(tmp))
+        folder = Path(tmp) / "llama7b"
+        store = Path(tmp) / "store"
         for _ in range(args.rounds):
-            for what, run in (("estimate", _estimate), ("plan", lambda s: _plan(s, args.jobs))):
+            for what in WHAT:
+                shutil.rmtree(store, ignore_errors=True)
                 outputs = []
-                for name, src in (("baseline", base), ("this", this)):
-                    seconds, output = run(src)
-                    times[what].setdefault(name, []).append(seconds)
+                for name, src, kept in (
+                    ("baseline", base, None),
+                    ("cold", this, store),
+                    ("warm", this, store),
+                ):
+                    if what == "estimate":
+                        seconds, used, output = _estimate(src, kept)
+                    else:
+                        seconds, used, output = _plan(src, kept, args.jobs, folder)
+                    wall[what][name].append(seconds)
+                    cpu[what][name].append(used)
                     outputs.append(output)
-                same[what] = same[what] and outputs[0] == outputs[1]
+                same[what] = same[what] and len(set(outputs)) == 1
+    _write(args, base_rev, head, wall, cpu, same)
+
+
+WHAT = ("estimate", "plan")
+LABELS = {
+    "estimate": "CLI `trainfit estimate tinyllama-1.1b --json`, incl. imports",
+    "plan": "`plan()` 7B Llama shape, 10 devices, jobs={jobs}, warm process",
+}
+
+
+def _write(
+    args: argparse.Namespace,
+    base_rev: str,
+    head: str,
+    wall: dict[str, dict[str, list[float]]],
+    cpu: dict[str, dict[str, list[float]]],
+    same: dict[str, bool],
+) -> None:
     import torch
     import transformers
 
     head_line = (
-        f"{datetime.date.today().isoformat()}, {platform.machine()} with {os.cpu_count()} cores "
-        f"(shared: load average {os.getloadavg()[0]:.1f} at the end), torch {torch.__version__}, "
-        f"transformers {transformers.__version__}, Python {platform.python_version()}; "
-        f"{base_rev} (baseline) against {head} (this tree), {args.rounds} alternating rounds, "
-        "median (min-max) seconds; same output: every figure equal."
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()} with "
+        f"{os.cpu_count()} cores (shared: load average {os.getloadavg()[0]:.1f} at the end), "
+        f"torch {torch.__version__}, transformers {transformers.__version__}, Python "
+        f"{platform.python_version()}; {base_rev} (baseline) against {head} (this tree), "
+        f"{args.rounds} alternating rounds (baseline, this tree with an empty trace store, "
+        "this tree again with the store the cold run filled), median (min-max) seconds; same "
+        "output: every figure of the three runs equal."
     )
-    table = ["| what | baseline | this | ratio | same output |", "|---|---:|---:|---:|---|"]
-    estimate_row = _row(
-        "CLI `trainfit estimate tinyllama-1.1b --json`, wall incl. imports",
-        times["estimate"]["baseline"],
-        times["estimate"]["this"],
-        same["estimate"],
-    )
-    plan_row = _row(
-        f"`plan()` 7B Llama shape, 10 devices, jobs={args.jobs}",
-        times["plan"]["baseline"],
-        times["plan"]["this"],
-        same["plan"],
-    )
-    for name, row in (("results.md", estimate_row), ("plan_results.md", plan_row)):
-        text = "\n".join(["", f"## Against {base_rev}", "", head_line, "", *table, row, ""])
+    header = ["| what | baseline | this | ratio | same output |", "|---|---:|---:|---:|---|"]
+    for what, name in (("estimate", "results.md"), ("plan", "plan_results.md")):
+        label = LABELS[what].format(jobs=args.jobs)
+        rows = [
+            _row(f"{label}: {kind}, {store}", times[what]["baseline"], times[what][run], same[what])
+            for kind, times in (("wall", wall), ("user+sys CPU", cpu))
+            for run, store in (("cold", "store empty"), ("warm", "store filled"))
+        ]
+        text = "\n".join(
+            ["", f"## Against {base_rev}, cold and warm", "", head_line, "", *header, *rows, ""]
+        )
         with (HERE / name).open("a", encoding="utf-8") as out:
             out.write(text)
         print(text)

@@ -191,22 +191,8 @@ def rank_memory(
     half = c < spec.precision.param_dtype.itemsize and strategy.deepspeed
     # NB: under FSDP2 and DeepSpeed the weights are cast by the engine, not cached by autocast
     no_cast = strategy.shards_parameters or strategy.deepspeed
-    names = trace.category_names()
-    sizes = []
-    for name, event in zip(names, trace.events, strict=True):
-        n = event.nbytes
-        if name == Category.PARAMETERS.value:
-            n = _share(_parameter_bytes(trace, event, traced, half, grow), pdiv)
-        elif name == Category.GRADIENTS.value:
-            n = 0 if fsdp2 else _share(n // 2 if half else n * grow[0] // grow[1], gdiv)
-        elif name == Category.OPTIMIZER_STATE.value:
-            n = _share(n * grow[0] // grow[1], odiv)
-        elif name is not None and event.phase is Phase.OPTIMIZER:
-            # NB: the foreach step's copies of whole states
-            n = _share(n * grow[0] // grow[1], odiv)
-        elif name is not None and event.op == WEIGHT_CAST and no_cast:
-            n = 0
-        sizes.append(n)
+    scale = _Scale(pdiv, gdiv, odiv, traced, half, grow, fsdp2, no_cast)
+    sizes = _rank_sizes(trace, scale)
     result, context = gpu_memory(trace, spec, device, sizes=sizes)
     single = strategy is Strategy.DDP and layout.gpus == 1
     extra = engine_bytes(strategy, spec.precision, units, layout, offload) + side_pool
@@ -239,6 +225,63 @@ def rank_memory(
         host_bytes_per_node=host,
         label="modelled, DeepSpeed not run" if strategy.deepspeed else "modelled",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Scale:
+    """How `rank_memory` rescales each traced storage (see there)."""
+
+    pdiv: int
+    gdiv: int
+    odiv: int
+    traced: Precision
+    half: bool
+    grow: tuple[int, int]
+    fsdp2: bool
+    no_cast: bool
+
+
+def _rank_sizes(trace: StepTrace, scale: _Scale) -> list[int]:
+    """Each event's bytes on one rank (kept on the trace: a search asks for the same scale on
+    many layouts and devices)."""
+    kept = trace.replays.get(scale)
+    if kept is None:
+        trace.replays[scale] = kept = _scaled(trace, scale)
+    assert isinstance(kept, list)
+    return kept
+
+
+def _scaled(trace: StepTrace, scale: _Scale) -> list[int]:
+    """`_rank_sizes`, worked out."""
+    pdiv, gdiv, odiv, traced, half, grow = (
+        scale.pdiv,
+        scale.gdiv,
+        scale.odiv,
+        scale.traced,
+        scale.half,
+        scale.grow,
+    )
+    fsdp2, no_cast = scale.fsdp2, scale.no_cast
+    names = trace.category_names()
+    sizes = []
+    # NB: the enum values read once (an Enum's `.value` is a property: slow in this loop)
+    parameters, gradients = Category.PARAMETERS.value, Category.GRADIENTS.value
+    optimizer_state, optimizer = Category.OPTIMIZER_STATE.value, Phase.OPTIMIZER
+    for name, event in zip(names, trace.events, strict=True):
+        n = event.nbytes
+        if name is None:
+            pass
+        elif name == parameters:
+            n = _share(_parameter_bytes(trace, event, traced, half, grow), pdiv)
+        elif name == gradients:
+            n = 0 if fsdp2 else _share(n // 2 if half else n * grow[0] // grow[1], gdiv)
+        elif name == optimizer_state or event.phase is optimizer:
+            # NB: optimizer-phase storages: the foreach step's copies of whole states
+            n = _share(n * grow[0] // grow[1], odiv)
+        elif event.op == WEIGHT_CAST and no_cast:
+            n = 0
+        sizes.append(n)
+    return sizes
 
 
 def _parameter_bytes(

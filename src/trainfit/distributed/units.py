@@ -98,10 +98,15 @@ def units_of(model: nn.Module) -> Units:
 
 
 def units(spec: TrainSpec) -> Units:
-    """The units of `spec`'s model, built on the meta device with its settings applied."""
+    """The units of `spec`'s model, built on the meta device with its settings applied (kept
+    on disk with the traces: `trainfit.trace.store.remembered`)."""
     from trainfit.models.source import build_program
+    from trainfit.trace.store import remembered
     from trainfit.training import apply_settings
 
-    program = build_program(spec, "meta")
-    apply_settings(program, spec)
-    return units_of(program.model)
+    def found() -> Units:
+        program = build_program(spec, "meta")
+        apply_settings(program, spec)
+        return units_of(program.model)
+
+    return remembered("units", spec, found)

@@ -62,28 +62,34 @@ class _Block:
     next: _Block | None = None
 
 
+_ADDRESS_BITS = 64
+"""A free block's pool key is `size << 64 | addr`: one int that sorts as (size, addr) does
+(addresses stay far below 2**64), compared faster than a tuple."""
+
+
 @dataclass(slots=True)
 class _Pool:
-    # free blocks as sorted (size, addr) keys, and the blocks by key
-    keys: list[tuple[int, int]] = field(default_factory=list)
-    blocks: dict[tuple[int, int], _Block] = field(default_factory=dict)
+    # free blocks as sorted `size << 64 | addr` keys, and the blocks by key
+    keys: list[int] = field(default_factory=list)
+    blocks: dict[int, _Block] = field(default_factory=dict)
 
     def insert(self, block: _Block) -> None:
-        key = (block.size, block.addr)
+        key = block.size << _ADDRESS_BITS | block.addr
         bisect.insort(self.keys, key)
         self.blocks[key] = block
 
     def remove(self, block: _Block) -> None:
-        key = (block.size, block.addr)
-        index = bisect.bisect_left(self.keys, key)
-        del self.keys[index]
+        key = block.size << _ADDRESS_BITS | block.addr
+        del self.keys[bisect.bisect_left(self.keys, key)]
         del self.blocks[key]
 
     def best_fit(self, size: int) -> _Block | None:
-        index = bisect.bisect_left(self.keys, (size, -1))
-        if index == len(self.keys):
+        """The smallest free block of at least `size` bytes, the lowest address first."""
+        keys = self.keys
+        index = bisect.bisect_left(keys, size << _ADDRESS_BITS)
+        if index == len(keys):
             return None
-        return self.blocks[self.keys[index]]
+        return self.blocks[keys[index]]
 
 
 class OutOfMemory(Exception):
@@ -112,12 +118,14 @@ class CachingAllocator:
         the block it got (a large block whose remainder is too small to split is used whole)."""
         if size <= 0:
             return 0  # NB: CUDA returns nullptr for empty tensors without touching the pool
+        # NB: round_size, Pool.best_fit/remove/insert written out: a plan replays millions
         size = round_size(size)
         small = size <= K_SMALL_SIZE
         pool = self._pools[small]
-        block = pool.best_fit(size)
-        if block is not None:
-            pool.remove(block)
+        keys, blocks = pool.keys, pool.blocks
+        index = bisect.bisect_left(keys, size << _ADDRESS_BITS)
+        if index < len(keys):
+            block = blocks.pop(keys.pop(index))
         else:
             seg = segment_size(size)
             if self.capacity is not None and self.reserved + seg > self.capacity:
@@ -131,21 +139,24 @@ class CachingAllocator:
             self._next_addr += seg + K_ROUND_LARGE  # NB: segments are never adjacent
             self.reserved += seg
             self.segments += 1
-            self.peak_reserved = max(self.peak_reserved, self.reserved)
+            if self.reserved > self.peak_reserved:
+                self.peak_reserved = self.reserved
         rest = block.size - size
         if (small and rest >= K_MIN_BLOCK) or (not small and rest > K_SMALL_SIZE):
-            tail = _Block(
-                addr=block.addr + size, size=rest, small=small, prev=block, next=block.next
-            )
-            if block.next is not None:
-                block.next.prev = tail
+            after = block.next
+            tail = _Block(addr=block.addr + size, size=rest, small=small, prev=block, next=after)
+            if after is not None:
+                after.prev = tail
             block.next = tail
             block.size = size
-            pool.insert(tail)
+            key = rest << _ADDRESS_BITS | tail.addr
+            bisect.insort(keys, key)
+            blocks[key] = tail
         block.free = False
         self._live[handle] = block
         self.allocated += block.size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
         return block.size
 
     def free(self, handle: int) -> None:
@@ -156,21 +167,28 @@ class CachingAllocator:
         self.allocated -= block.size
         block.free = True
         pool = self._pools[block.small]
-        for neighbour in (block.prev, block.next):
-            if neighbour is not None and neighbour.free:
-                pool.remove(neighbour)
-                if neighbour is block.prev:
-                    neighbour.size += block.size
-                    neighbour.next = block.next
-                    if block.next is not None:
-                        block.next.prev = neighbour
-                    block = neighbour
-                else:
-                    block.size += neighbour.size
-                    block.next = neighbour.next
-                    if neighbour.next is not None:
-                        neighbour.next.prev = block
-        pool.insert(block)
+        keys, blocks = pool.keys, pool.blocks
+        before, after = block.prev, block.next
+        if before is not None and before.free:
+            key = before.size << _ADDRESS_BITS | before.addr
+            del keys[bisect.bisect_left(keys, key)]
+            del blocks[key]
+            before.size += block.size
+            before.next = after
+            if after is not None:
+                after.prev = before
+            block = before
+        if after is not None and after.free:
+            key = after.size << _ADDRESS_BITS | after.addr
+            del keys[bisect.bisect_left(keys, key)]
+            del blocks[key]
+            block.size += after.size
+            block.next = after.next
+            if after.next is not None:
+                after.next.prev = block
+        key = block.size << _ADDRESS_BITS | block.addr
+        bisect.insort(keys, key)
+        blocks[key] = block
 
     def _release_cached_segments(self) -> None:
         """Release every segment that is one free block (the native out-of-memory retry)."""

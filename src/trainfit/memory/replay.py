@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from trainfit.memory.allocator import CachingAllocator
+from trainfit.memory.allocator import CachingAllocator, OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.trace.step import StepTrace
 from trainfit.training import Phase
@@ -40,38 +43,66 @@ def replay(
     With a `capacity` (bytes the allocator may reserve), the native out-of-memory retry is
     replayed too, and `OutOfMemory` is raised when the step cannot run in that capacity.
     `sizes` replaces each event's bytes (the same step at another micro-batch).
+
+    A replay is a function of the trace and these arguments: its result (or its OutOfMemory)
+    is kept on the trace (`StepTrace.replays`) and given again for the same arguments. A
+    caching allocator that never reserved more than a `capacity` without one makes the same
+    replay with it (the out-of-memory retry only runs when a new segment would pass the
+    capacity), so that replay answers for every such capacity.
     """
-    nbytes = sizes if sizes is not None else [event.nbytes for event in trace.events]
+    sized = None if sizes is None else hashlib.blake2b(array("q", sizes).tobytes()).digest()
+    what = (workspace_bytes, sized, allocator)
+    known = trace.replays.get((what, capacity))
+    if known is None and capacity is not None and allocator is CachingAllocator:
+        free = trace.replays.get((what, None))
+        if isinstance(free, Replay) and free.peak_reserved_bytes <= capacity:
+            known = free
+    if known is None:
+        try:
+            known = _replay(trace, workspace_bytes, capacity, sizes, allocator)
+        except OutOfMemory as exc:
+            known = OutOfMemory(*exc.args)  # NB: without the traceback (the allocator)
+        trace.replays[(what, capacity)] = known
+    if isinstance(known, OutOfMemory):
+        raise OutOfMemory(*known.args)
+    assert isinstance(known, Replay)
+    return dataclasses.replace(known, live_at_peak=dict(known.live_at_peak))
+
+
+def _replay(
+    trace: StepTrace,
+    workspace_bytes: int,
+    capacity: int | None,
+    sizes: Sequence[int] | None,
+    allocator: Callable[[int | None], CachingAllocator | MpsAllocator],
+) -> Replay:
+    """`replay`'s replay, made."""
+    events = trace.events
+    nbytes = sizes if sizes is not None else [event.nbytes for event in events]
     alloc = allocator(capacity)
     malloc, free = alloc.malloc, alloc.free
-    sizes_of: dict[int, int] = {}
+    held: dict[int, tuple[int, str]] = {}
     live: dict[str, int] = {}
-    category_of: dict[int, str] = {}
-    workspace_at = {w.index: w for w in trace.workspaces}
     best = -1
     best_state: tuple[Phase, int, str, dict[str, int]] = (Phase.SETUP, 0, "", {})
     handle = -1
-    names = trace.category_names()
-    for index, event in enumerate(trace.events):
-        if index in workspace_at:
+    for index, key, name in _steps(trace):
+        if name is None:  # a free
+            got = held.pop(key, None)
+            if got is not None:
+                free(key)
+                live[got[1]] -= got[0]
+        elif name is _WORKSPACE:
             live[WORKSPACES] = live.get(WORKSPACES, 0) + malloc(handle, workspace_bytes)
             handle -= 1
-        if event.alloc:
-            name = names[index]
-            if name is None or nbytes[index] == 0:
-                continue
-            key = event.key
+        elif nbytes[index]:
             size = malloc(key, nbytes[index])
-            sizes_of[key] = size
-            category_of[key] = name
+            held[key] = (size, name)
             live[name] = live.get(name, 0) + size
             if alloc.allocated > best:
                 best = alloc.allocated
+                event = events[index]
                 best_state = (event.phase, event.iteration, event.op, dict(live))
-        elif event.key in sizes_of:
-            key = event.key
-            free(key)
-            live[category_of.pop(key)] -= sizes_of.pop(key)
     phase, iteration, op, at_peak = best_state
     return Replay(
         peak_allocated_bytes=alloc.peak_allocated,
@@ -82,3 +113,28 @@ def replay(
         live_at_peak=at_peak,
         segments=alloc.segments,
     )
+
+
+_WORKSPACE = "workspace"
+_STEPS = "steps"
+
+
+def _steps(trace: StepTrace) -> list[tuple[int, int, str | None]]:
+    """What a replay does with the trace's events, worked out once per trace: per event that
+    can allocate or free device memory, (event index, storage key, category value; None for a
+    free), with a library workspace (`_WORKSPACE`, key 0) before the event it precedes."""
+    kept = trace.replays.get(_STEPS)
+    if kept is None:
+        names = trace.category_names()
+        workspaces = {w.index for w in trace.workspaces}
+        steps: list[tuple[int, int, str | None]] = []
+        for index, event in enumerate(trace.events):
+            if index in workspaces:
+                steps.append((index, 0, _WORKSPACE))
+            if not event.alloc:
+                steps.append((index, event.key, None))
+            elif names[index] is not None:
+                steps.append((index, event.key, names[index]))
+        trace.replays[_STEPS] = kept = steps
+    assert isinstance(kept, list)
+    return kept

@@ -14,6 +14,7 @@ from trainfit.models.lora import parameter_counts as lora_parameter_counts
 from trainfit.models.source import build_program
 from trainfit.optim import effective_optimizer, optimizer_entry
 from trainfit.spec import Precision, TrainSpec
+from trainfit.trace import store
 from trainfit.training import apply_settings
 
 
@@ -30,10 +31,15 @@ class ModelStates:
 
 
 def parameter_counts(spec: TrainSpec) -> tuple[int, int]:
-    """(all, trainable) parameter elements of `spec`'s model, ties counted once."""
-    program = build_program(spec, "meta")
-    apply_settings(program, spec)
-    return lora_parameter_counts(program.model)
+    """(all, trainable) parameter elements of `spec`'s model, ties counted once (kept on disk
+    with the traces: `trainfit.trace.store.remembered`)."""
+
+    def count() -> tuple[int, int]:
+        program = build_program(spec, "meta")
+        apply_settings(program, spec)
+        return lora_parameter_counts(program.model)
+
+    return store.remembered("parameter counts", spec, count)
 
 
 def model_states(spec: TrainSpec, counts: tuple[int, int] | None = None) -> ModelStates:

@@ -33,6 +33,7 @@ from trainfit.plan.traces import (
 from trainfit.progress import Part, tell
 from trainfit.spec import TrainSpec
 from trainfit.timing.missing import NoStepTime, NoTime
+from trainfit.trace.store import remembered
 from trainfit.training import enable_checkpointing
 
 
@@ -101,12 +102,16 @@ def _cannot_checkpoint(last: TrainSpec, spec: TrainSpec) -> list[str]:
     (its model states alone exceed the GPU) and the plan turned checkpointing on; else []."""
     if not last.checkpointing or spec.checkpointing:
         return []
-    try:
-        # NB: the meta copy the tracer would build, with its checkpointing turned on
-        enable_checkpointing(build_program(last, "meta"), last.checkpoint_modules)
-    except SpecError as exc:
-        return [str(exc)]
-    return []
+
+    def problems() -> list[str]:
+        try:
+            # NB: the meta copy the tracer would build, with its checkpointing turned on
+            enable_checkpointing(build_program(last, "meta"), last.checkpoint_modules)
+        except SpecError as exc:
+            return [str(exc)]
+        return []
+
+    return remembered("checkpointing", last, problems)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -41,7 +41,7 @@ from trainfit.plan.traces import (
     shared_traces,
     traced,
 )
-from trainfit.plan.worker import WORKER_PARAMETERS, LadderWorker
+from trainfit.plan.worker import WORKER_PARAMETERS, LadderWorker, worth_starting
 from trainfit.progress import Part, Reporter, reporting, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
@@ -115,8 +115,9 @@ def _plan(
     cuda = [d for d in resolved if d.kind is DeviceKind.CUDA and d.memory_bytes]
     worker = None
     if ladder and cuda and jobs > 1 and sum(counts(spec, cache)) >= WORKER_PARAMETERS:
-        steps = ladder_steps(spec, effective_batch, cuda[0])
-        worker = LadderWorker([(s.spec, s.micro_batch) for s in steps], cuda[0])
+        steps = [(s.spec, s.micro_batch) for s in ladder_steps(spec, effective_batch, cuda[0])]
+        if worth_starting(steps, cuda[0]):  # NB: else kept traces are read back here
+            worker = LadderWorker(steps, cuda[0])
     gpu_counts = tuple(sorted({*GPU_COUNTS, run.gpus} - {1})) if run is not None else GPU_COUNTS
     try:
         plans = tuple(

@@ -10,6 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 from trainfit.estimator.step import gpu_memory
 from trainfit.hardware.catalog import Device
 from trainfit.spec import OptimizerKind, TrainSpec
+from trainfit.trace import store
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
 
@@ -34,14 +35,11 @@ class LadderWorker:
         self._pool = ProcessPoolExecutor(
             max_workers=1, mp_context=context, initializer=ignore_interrupts
         )
-        # NB: the steps from the 8-bit optimizer on are the plan's own settings, which it has
-        # usually traced by the time the ladder is read: those are left to this process
         self._futures = [
             self._pool.submit(
                 _needed_in_worker, dataclasses.replace(s, batch=micro, device=device.name), device
             )
-            for s, micro in steps
-            if s.optimizer is not OptimizerKind.ADAMW_8BIT
+            for s, micro in _given(steps)
         ]
 
     def needed(self, index: int) -> int | None:
@@ -62,6 +60,30 @@ class LadderWorker:
         for process in list(getattr(self._pool, "_processes", {}).values()):
             process.terminate()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def worth_starting(steps: list[tuple[TrainSpec, int]], device: Device) -> bool:
+    """Whether a `LadderWorker` has work: not when the first step it would trace is kept on
+    disk (`trainfit.trace.store`). The worker traces its steps in order and keeps them, so
+    this ladder was planned before (a step of it traced then, here or in a worker, is kept);
+    the steps its plan read from the worker then are kept, those it did not read are not
+    needed now either, and any step not kept is traced here."""
+    given = _given(steps)
+    if not store.enabled() or not given:
+        return bool(given)
+    s, micro = given[0]
+    return not _kept(dataclasses.replace(s, batch=micro, device=device.name), Target.of(device))
+
+
+def _kept(spec: TrainSpec, target: Target) -> bool:
+    key = store.trace_key(spec, target, 2, True, False, None)
+    return key is not None and store.kept(key)
+
+
+def _given(steps: list[tuple[TrainSpec, int]]) -> list[tuple[TrainSpec, int]]:
+    # NB: the steps from the 8-bit optimizer on are the plan's own settings, which it has
+    # usually traced by the time the ladder is read: those are left to this process
+    return [(s, micro) for s, micro in steps if s.optimizer is not OptimizerKind.ADAMW_8BIT]
 
 
 def ignore_interrupts() -> None:

@@ -25,6 +25,7 @@ from trainfit.models.weights import StepDtypes
 from trainfit.optim import effective_optimizer, traced_optimizer
 from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
+from trainfit.trace import store
 from trainfit.trace.compat import check_torch
 from trainfit.trace.context import Tracer, tracing
 from trainfit.trace.costs import StepCosts
@@ -91,6 +92,16 @@ class StepTrace:
     """The storage keys of a DPO reference copy's parameters (none without one)."""
     reference_itemsize: int = 0
     """Bytes per element of the reference copy as built, before a pure-bf16 step's cast."""
+    store_key: str | None = field(default=None, compare=False, repr=False)
+    """What the trace is a function of (`trainfit.trace.store.trace_key`); None when that
+    cannot be written down."""
+    replays: dict[object, object] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """What later layers work out from this trace, kept by what it depends on: its allocator
+    replays (`trainfit.memory.replay`), its sizes on one rank (`trainfit.distributed.memory`).
+    A plan replays one trace many times, often with the same sizes. Not an argument: a copy
+    made with `dataclasses.replace` (other events) starts empty."""
     _names: list[str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def category_names(self) -> list[str | None]:
@@ -185,15 +196,46 @@ def trace_step(
     `passes_from` is a trace of the same step, target and micro-batch with another optimizer:
     its forward/backward passes are copied instead of traced again (only the optimizer steps
     are traced), when it recorded them. The caller vouches that only the optimizer differs.
+
+    A step traced before with the same arguments, code and versions is read back from disk
+    instead (`trainfit.trace.store`; off with `TRAINFIT_NO_CACHE=1`).
     """
     tell(Part.TRACE, spec.model, batch=spec.batch)
+    target = target or Target.cuda(compute_capability)
+    copies = passes_from is not None and reuse_passes and bool(passes_from.passes)
+    key = store.trace_key(
+        spec,
+        target,
+        iterations,
+        reuse_passes,
+        copies,
+        passes_from.store_key if passes_from is not None else None,
+    )
+    if key is not None and store.enabled():
+        kept = store.load(key)
+        if kept is not None:
+            return kept
+    trace = _trace(spec, target, iterations, reuse_passes, passes_from)
+    trace.store_key = key
+    if key is not None and store.enabled():
+        store.save(key, trace)
+    return trace
+
+
+def _trace(
+    spec: TrainSpec,
+    target: Target,
+    iterations: int,
+    reuse_passes: bool,
+    passes_from: StepTrace | None,
+) -> StepTrace:
+    """`trace_step`'s trace, made."""
     torch_note = check_torch()
     program = build_program(spec, "meta")
     apply_settings(program, spec)
     reference, reference_itemsize = _reference(program)
     if spec.precision is Precision.PURE_BF16:
         program.model.to(torch.bfloat16)
-    target = target or Target.cuda(compute_capability)
     autocast_dtype = spec.precision.autocast_dtype
     with tracing(program.model, target, autocast_dtype, transformers=program.is_hf) as tracer:
         recorder, rules = tracer.recorder, tracer.rules
