@@ -65,6 +65,8 @@ class Activity(str, Enum):
     """An untimed warm-up step (`index` of `total` steps)."""
     STEP = "step"
     """A timed step (`index` of `total` steps)."""
+    LOOP = "loop"
+    """The loop window: `total` steps back to back, timed together."""
     ATTEMPT = "attempt"
     """Training steps at a micro-batch (`batch`) of the largest-micro-batch search."""
     EVALUATE = "evaluate"

@@ -40,7 +40,7 @@ def test_steps_show_the_estimate_the_build_and_each_step(terminal, capsys) -> No
     told = [line for line in err if line.startswith("<measure")]
     assert told[:2] == ["<measure import>", "<measure estimate>"]
     assert told[2:] == ["<measure build>", "<measure warmup>", "<measure step>",
-                        "<measure step>"]  # fmt: skip
+                        "<measure step>", "<measure loop>"]  # fmt: skip
     assert "<trace" in "".join(err[: err.index("<measure build>")])
     steps = [i for i, line in enumerate(err) if line.startswith("step ")]
     assert len(steps) == 3 and all(err[i - 1] == "<stop>" for i in steps)

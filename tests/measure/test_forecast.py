@@ -56,6 +56,13 @@ def test_a_run_over_a_minute_is_warned_about_with_the_way_out():
     )
     text, warning = lines[1]
     assert warning and text.startswith("warning: this run is predicted to take 8.9 min, over 60 s")
+    looped = forecast(
+        _Estimate(_step(41.0)), DeviceKind.CPU, Precision.FP32, 13, LAPTOP, load=0.5, loop_steps=10
+    )
+    assert looped.total_seconds == pytest.approx(23 * 41.0)
+    assert forecast_lines(looped)[0][0].endswith(
+        "15.7 min for the 13 steps (warm-up included) and 10 back to back"
+    )
     assert "--steps" in text and "--batch" in text
 
 
@@ -123,6 +130,7 @@ def test_measure_on_the_cpu_prints_the_forecast_and_each_step(capsys):
     spec = ["tests.measure_models:capped_mlp", "--input", "x=B,16:float32", "--batch", "4"]
     assert main(["measure", *spec, "--steps", "2", "--warmup", "1", "--json"]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("predicted: ") and "for the 3 steps (warm-up included)" in err[0]
+    assert err[0].startswith("predicted: ")
+    assert "for the 3 steps (warm-up included) and 2 back to back" in err[0]
     steps = [line.split(":")[0] for line in err if line.startswith("step ")]
     assert steps == ["step 1/3 (warm-up)", "step 2/3 (timed)", "step 3/3 (timed)"]

@@ -90,7 +90,7 @@ def test_measure_runs_real_cpu_steps_and_counts_the_model_states():
     assert m.optimizer_state_bytes >= 2 * params  # AdamW: exp_avg and exp_avg_sq (+ steps)
     assert m.peak_allocated_bytes is None and m.activation_bytes is None  # no CPU counters
     assert len(m.step_seconds) == 3 and all(s > 0 for s in m.step_seconds)
-    assert m.samples_per_second == pytest.approx(4 / m.median_step_seconds)
+    assert m.samples_per_second == pytest.approx(4 / m.loop_step_seconds)
     assert m.device_needed_bytes == m.peak_used_bytes >= 0
     # every phase of every step (1 warm-up + 3 timed) was read
     assert [p.phase.value for p in m.phases[:3]] == ["forward", "backward", "optimizer"]
@@ -102,7 +102,7 @@ def test_measure_runs_real_cpu_steps_and_counts_the_model_states():
 def test_measure_with_cuda_counters_gives_needed_as_reserved_plus_context():
     spec = TrainSpec(**CAPPED)
     fake = FakeCuda(context=600 << 20)
-    m = measure(spec, steps=2, warmup=1, backend=fake)
+    m = measure(spec, steps=2, warmup=1, backend=fake, loop_steps=0)  # the phases hold the peaks
     assert m.peak_reserved_bytes == 2 * GiB
     # peak reserved + what the process holds outside the allocator (used - reserved at the end)
     assert m.device_needed_bytes == 2 * GiB + (600 << 20)
@@ -185,7 +185,7 @@ def test_compare_lines_up_estimate_and_measurement_with_the_error():
     assert row.measured == m.device_needed_bytes
     if m.device_needed_bytes:
         assert row.error == pytest.approx(row.estimated / row.measured - 1)
-    assert comparison.row("step time (median)").measured == m.median_step_seconds
+    assert comparison.row("step time (loop)").measured == m.loop_step_seconds
     with pytest.raises(KeyError):
         comparison.row("peak allocated")  # no allocator counters on the CPU
 
@@ -481,8 +481,10 @@ def test_measure_command_json_and_out_file(tmp_path, capsys):
     assert main(args) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(out.read_text())
-    assert printed["measured"]["steps"] == 2
+    assert printed["measured"]["steps"] == 2 and printed["measured"]["loop_steps"] == 2
     assert printed["comparison"]["rows"][0]["quantity"] == "device memory needed"
+    step = [r for r in printed["comparison"]["rows"] if r["quantity"] == "step time (loop)"]
+    assert step[0]["measured"] == printed["measured"]["loop_step_seconds"]
     assert printed["estimate"]["device"] == "cpu"
 
 
@@ -679,4 +681,5 @@ def test_measure_tells_the_build_and_each_step_before_it_runs():
         measure(TrainSpec(**CAPPED), steps=2, warmup=1, device="cpu")
     mine = [(e.name, e.index, e.total) for e in told if e.part is Part.MEASURE]
     assert mine == [(Activity.BUILD.value, None, None), (Activity.WARMUP.value, 1, 3),
-                    (Activity.STEP.value, 2, 3), (Activity.STEP.value, 3, 3)]  # fmt: skip
+                    (Activity.STEP.value, 2, 3), (Activity.STEP.value, 3, 3),
+                    (Activity.LOOP.value, None, 2)]  # fmt: skip

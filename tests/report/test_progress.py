@@ -40,6 +40,7 @@ def test_a_real_runs_parts_in_words() -> None:
     assert words(Activity.BUILD) == "building the model on the device"
     assert words(Activity.WARMUP, index=1, total=13) == "warm-up step 1/13"
     assert words(Activity.STEP, index=4, total=13) == "step 4/13"
+    assert words(Activity.LOOP, total=10) == "timing 10 steps back to back"
     assert words(Activity.ATTEMPT, batch=64) == "trying micro-batch 64"
     assert words(Activity.LATENCY, batch=8) == "timing forwards at batch 8"
     estimating = [Event(part=Part.MEASURE, name=Activity.ESTIMATE.value),

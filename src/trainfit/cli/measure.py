@@ -65,7 +65,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--catalog", action="append", default=[], metavar="PATH", help="a user device catalog file"
     )
     steps = helps.group(parser, helps.MEASUREMENT)
-    steps.add_argument("--steps", type=int, default=None, help="timed steps (default 10)")
+    steps.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="timed steps, each synchronised, then as many back to back for a training "
+        "loop's step time (default 10)",
+    )
     steps.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     steps.add_argument(
         "--no-estimate", action="store_true", help="measure only; skip the estimate beside it"
@@ -283,6 +289,7 @@ def _measure(
         spec,
         steps=args.steps,
         warmup=args.warmup,
+        loop_steps=args.steps,
         backend=backend,
         on_step=_announce(spec, backend, result, args, line),
     )
@@ -328,7 +335,9 @@ def _announce(
     from trainfit.measure.forecast import forecast
     from trainfit.report.measure import forecast_lines, step_line
 
-    ahead = forecast(result, backend.kind, spec.precision, args.warmup + args.steps)
+    ahead = forecast(
+        result, backend.kind, spec.precision, args.warmup + args.steps, loop_steps=args.steps
+    )
     yellow = sys.stderr.isatty()
     if status is not None:
         status.stop()

@@ -3,7 +3,10 @@
 `compare(estimate, measured)` lines up what `trainfit.estimator.step` predicted for a spec with what
 `trainfit.measure.measure` saw on the device: device memory needed, peak allocated and
 reserved, the model states and activations (traced totals, as the GPU runner tags them), step
-time and throughput. error = estimate / measured - 1.
+time and throughput. error = estimate / measured - 1. The step time compared is the loop's (the
+measured window of steps back to back, `Measured.loop_step_seconds`): the estimate models a
+loop's steady period, not a step timed alone with a synchronisation after it (the synced
+median, which the run reports beside it, is not compared).
 
 `local_catalog_device(backend)` names the catalog row of the local device, so that the
 estimate is made for the card the steps ran on.
@@ -174,16 +177,16 @@ def _memory_rows(
 
 
 def _time_rows(estimate: Estimate, measured: Measured) -> list[Row]:
-    """The median step time and the throughput, when steps were timed."""
+    """The loop's step time and the throughput at it, when a loop window ran."""
     step = estimate.step_time
-    if measured.median_step_seconds is None:
+    if measured.loop_step_seconds is None:
         return []
     return [
         Row(
-            quantity="step time (median)",
+            quantity="step time (loop)",
             unit="seconds",
             estimated=None if step is None else step.seconds,
-            measured=measured.median_step_seconds,
+            measured=measured.loop_step_seconds,
         ),
         Row(
             quantity="throughput",
@@ -198,7 +201,7 @@ def _notes(estimate: Estimate, measured: Measured) -> list[str]:
     """What the rows do not say: a device without a step-time model, where each peak is, an
     interrupted run."""
     notes: list[str] = []
-    if measured.median_step_seconds is not None and estimate.step_time is None:
+    if measured.loop_step_seconds is not None and estimate.step_time is None:
         notes.append(
             f"no step time is modelled for {estimate.device.display} (its compute rates are "
             "not in the catalog)"
@@ -211,6 +214,11 @@ def _notes(estimate: Estimate, measured: Measured) -> list[str]:
         )
     if measured.interrupted:
         notes.append(f"interrupted: {measured.steps} timed steps completed")
+    if measured.loop is None:
+        notes.append(
+            "no steps ran back to back, so no step time is compared: the synced steps' median "
+            "times each step alone, not the loop period the estimate models"
+        )
     return notes
 
 

@@ -35,8 +35,9 @@ from typing import Any
 import torch
 
 from trainfit.measure.backend import transformers_version
+from trainfit.measure.marks import unique_bytes
 from trainfit.measure.rss import HighWater, current_rss_bytes, maxrss_bytes
-from trainfit.measure.steps import device_rig, unique_bytes
+from trainfit.measure.steps import device_rig
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
 from trainfit.training import (

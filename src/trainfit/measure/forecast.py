@@ -2,9 +2,11 @@
 total, and the warnings a user should see first (a run over a minute; bf16 or fp16 that this
 CPU emulates).
 
-Known limitations: the total is the modelled step times the steps asked for (warm-up
-included); building the model and the first step's optimizer-state allocation are not
-counted. The CPU model predicts an idle CPU: on a machine whose load average exceeds its
+Known limitations: the total is the modelled step times the steps asked for (warm-up and the
+loop window included); building the model and the first step's optimizer-state allocation are
+not counted, and every step is counted at the loop's steady period the estimate models (on the
+CPU a step timed alone takes as long; on a GPU a host-bound step synchronised after it takes
+longer). The CPU model predicts an idle CPU: on a machine whose load average exceeds its
 cores, other processes slow every step (on a 2-core host at load 7-14, two-thread steps took
 10-200x their prediction, benchmarks/accuracy_cpu/README.md), which the forecast warns about.
 """
@@ -35,7 +37,7 @@ class Forecast:
 
     device: str
     steps: int
-    """Warm-up plus timed steps."""
+    """Warm-up plus timed synced steps."""
     step: StepTime | None
     """The modelled step (None when not modelled; `missing` says why)."""
     missing: NoStepTime | None
@@ -45,10 +47,12 @@ class Forecast:
     """The 1-minute load average when it exceeds the cores (CPU runs only): a busy machine,
     where steps take longer than the model's idle-CPU prediction."""
     cores: int | None = None
+    loop_steps: int = 0
+    """The steps run back to back after the synced ones (`measure(loop_steps=...)`)."""
 
     @property
     def total_seconds(self) -> float | None:
-        return None if self.step is None else self.step.seconds * self.steps
+        return None if self.step is None else self.step.seconds * (self.steps + self.loop_steps)
 
     @property
     def long(self) -> bool:
@@ -64,9 +68,11 @@ def forecast(
     steps: int,
     features: CpuFeatures | None = None,
     load: float | None = None,
+    loop_steps: int = 0,
 ) -> Forecast:
-    """The forecast of `steps` real steps of an estimate's spec on a local device of `kind`
-    (`result` None: no estimate, so no time); the half-precision warning on the CPU reads
+    """The forecast of `steps` real synced steps (warm-up included) then `loop_steps` back to
+    back of an estimate's spec on a local device of `kind` (`result` None: no estimate, so no
+    time); the half-precision warning on the CPU reads
     `features` (None: this host's), the busy-machine warning `load` (None: this host's 1-minute
     load average, where the OS gives one)."""
     slow = None
@@ -93,4 +99,5 @@ def forecast(
         slow_half=slow,
         load=busy,
         cores=cores if busy is not None else None,
+        loop_steps=loop_steps,
     )

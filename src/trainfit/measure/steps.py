@@ -1,16 +1,21 @@
-"""`measure()`: warm-up plus N real training steps of a spec on the local device.
+"""`measure()`: warm-up plus N real training steps of a spec on the local device, each alone,
+then N back to back (a training loop's step time).
 
 The step is `trainfit.training`'s, the one the estimator traces: the model built on the CPU in
 fp32 and moved to the device (cast to bf16 for pure-bf16), PyTorch's default optimizer path,
 `torch.autocast(device, dtype)` for fp16/bf16 with a GradScaler for fp16, allocator defaults,
-no `empty_cache`. Memory peaks are read at every phase boundary of every step, warm-up
-included (the first step creates the optimizer state); step times are wall times of the timed
-steps, each ended by a device synchronisation.
+no `empty_cache`. Memory peaks are read at every phase boundary of every synced step, warm-up
+included (the first step creates the optimizer state), and each timed step's wall time, ended by
+a device synchronisation, is kept (`Measured.step_seconds`). Then a window of steps runs back to
+back with nothing that waits for the device between them: its time over its steps is the step
+time of a training loop (`Measured.loop_step_seconds`, `trainfit.measure.window`), the quantity
+the estimate models and the one the throughput is given at.
 
 Faults, each a `MeasureError` with one line: no such device; a model that fails its own
 forward or backward (naming the innermost module that was running); out of memory (naming the
-phase and iteration, and what was free at the start). Ctrl-C during the timed steps stops the
-run and returns what was measured, marked `interrupted`.
+phase and iteration, and what was free at the start). Ctrl-C during the timed steps or the
+window stops the run and returns what was measured, marked `interrupted` (an interrupted window
+gives no loop figure).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from trainfit.errors import MeasureError, user_frame
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.hardware.units import GIB
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
+from trainfit.measure.marks import PhaseMarks, PhaseMemory, PhaseSeconds, unique_bytes
+from trainfit.measure.window import LoopWindow, time_window
 from trainfit.models.lora import check_runnable
 from trainfit.models.source import build_program
 from trainfit.optim import measured_optimizer
@@ -45,26 +52,6 @@ from trainfit.training import (
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PhaseMemory:
-    """Memory peaks within one phase of one step (warm-up steps counted from 0)."""
-
-    iteration: int
-    phase: Phase
-    peak_allocated_bytes: int | None
-    peak_used_bytes: int | None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PhaseSeconds:
-    """Device time of one timed step's phases: CUDA events at the phase marks, each phase from
-    its mark to the next, summed over micro-batches."""
-
-    forward: float
-    backward: float
-    optimizer: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class Measured:
     """What real steps of a spec used and took on the local device."""
 
@@ -73,7 +60,7 @@ class Measured:
     """CUDA, MPS or CPU."""
     warmup: int
     steps: int
-    """Timed steps completed (fewer than asked when interrupted)."""
+    """Timed synced steps completed (fewer than asked when interrupted)."""
     interrupted: bool
     micro_batch: int
     grad_accum: int
@@ -104,7 +91,14 @@ class Measured:
     activation_bytes: int | None
     """Allocated after the first forward minus before it (None without allocator counters)."""
     phases: tuple[PhaseMemory, ...]
+    """Each synced step's phases (the loop window's steps read none)."""
     step_seconds: tuple[float, ...]
+    """Each timed step alone: its wall time, the device synchronised at its end (and, the step
+    before it being synchronised too, idle at its start)."""
+    loop: LoopWindow | None = None
+    """The window of steps run back to back after the synced ones, whose time over its steps
+    is the loop's steady step time (`trainfit.measure.window`); None when none ran (interrupted
+    first, or `measure(loop_steps=0)`)."""
     phase_seconds: tuple[PhaseSeconds, ...] = ()
     """Per timed step, device time by phase (`measure(phase_times=True)`, CUDA only)."""
     versions: dict[str, str] = field(default_factory=dict)
@@ -115,17 +109,25 @@ class Measured:
 
     @property
     def median_step_seconds(self) -> float | None:
+        """The median synced step (each step timed alone)."""
         return statistics.median(self.step_seconds) if self.step_seconds else None
 
     @property
+    def loop_step_seconds(self) -> float | None:
+        """The step time: a training loop's steady period, from the loop window (None when no
+        window ran). The estimate's step time is this quantity."""
+        return None if self.loop is None else self.loop.step_seconds
+
+    @property
     def step_spread_seconds(self) -> tuple[float, float] | None:
-        """(fastest, slowest) timed step."""
+        """(fastest, slowest) synced step."""
         return (min(self.step_seconds), max(self.step_seconds)) if self.step_seconds else None
 
     @property
     def samples_per_second(self) -> float | None:
-        median = self.median_step_seconds
-        return None if not median else self.samples_per_step / median
+        """At the loop's step time (None when no loop window ran)."""
+        step = self.loop_step_seconds
+        return None if not step else self.samples_per_step / step
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -171,6 +173,9 @@ class Measured:
             else {"phase": peak.phase.value, "iteration": peak.iteration},
             "step_seconds": list(self.step_seconds),
             "median_step_seconds": self.median_step_seconds,
+            "loop_steps": None if self.loop is None else self.loop.steps,
+            "loop_seconds": None if self.loop is None else self.loop.seconds,
+            "loop_step_seconds": self.loop_step_seconds,
             "samples_per_second": self.samples_per_second,
             "tokens_per_second": self.tokens_per_second,
             "versions": self.versions,
@@ -184,7 +189,7 @@ class StepDone:
     index: int
     """0-based, warm-up steps first."""
     total: int
-    """Warm-up plus timed steps."""
+    """Warm-up plus timed synced steps (the loop window's steps are not counted)."""
     warmup: bool
     seconds: float
     """Wall time of the step, synchronised."""
@@ -221,15 +226,6 @@ def device_rig(
     scaler = torch.amp.GradScaler(device.type) if needs_scaler(spec.precision) else None
     rig = StepRig(program=program, optimizer=optimizer, autocast=autocast, scaler=scaler, spec=spec)
     return rig, trainable
-
-
-def unique_bytes(tensors: list[torch.Tensor]) -> int:
-    """Bytes of the distinct storages behind `tensors`."""
-    seen: dict[int, int] = {}
-    for t in tensors:
-        storage = t.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
-    return sum(seen.values())
 
 
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer, device: torch.device) -> int:
@@ -285,16 +281,20 @@ def measure(
     build_on: str = "cpu",
     phase_times: bool = False,
     on_step: Callable[[StepDone], None] | None = None,
+    loop_steps: int | None = None,
 ) -> Measured:
-    """Run `warmup` + `steps` real optimizer steps of `spec` on the local device and measure
-    them. `device` is "cuda", "cuda:N", "mps" or "cpu" (None: the best one here); `build_on`
-    as for `device_rig`; `phase_times`: CUDA events at the phase marks time each phase of the
-    timed steps (`Measured.phase_seconds`). With no warm-up the first step is timed too.
-    `on_step` is called as each step (warm-up included) completes, with its wall time."""
-    if steps < 1 or warmup < 0:
+    """Run `warmup` + `steps` real optimizer steps of `spec` on the local device, each
+    synchronised, then a window of `loop_steps` steps back to back (None: as many as `steps`;
+    0: none), and measure them. `device` is "cuda", "cuda:N", "mps" or "cpu" (None: the best
+    one here); `build_on` as for `device_rig`; `phase_times`: CUDA events at the phase marks
+    time each phase of the synced timed steps (`Measured.phase_seconds`). With no warm-up the
+    first step is timed too. `on_step` is called as each synced step (warm-up included)
+    completes, with its wall time; the window is one `Measured.loop`."""
+    loop_steps = steps if loop_steps is None else loop_steps
+    if steps < 1 or warmup < 0 or loop_steps < 0:
         raise MeasureError(
-            f"measure runs at least 1 timed step after 0 or more warm-up steps, got "
-            f"steps={steps}, warmup={warmup}"
+            f"measure runs at least 1 timed step after 0 or more warm-up steps, then 0 or more "
+            f"steps back to back, got steps={steps}, warmup={warmup}, loop_steps={loop_steps}"
         )
     check_runnable(spec.lora)
     backend = backend or backend_for(device)
@@ -311,39 +311,19 @@ def measure(
         failure = setup_failure(exc, backend, free_at_start)
     if failure is not None:
         raise failure
-    model = rig.program.model
-    marks = _Marks(backend, trainable, phase_times)
+    marks = PhaseMarks(backend, trainable, phase_times)
     backend.synchronize()
     marks(Phase.SETUP)
-    times: list[float] = []
-    interrupted = False
-    callback_error: Exception | None = None
-    tracker = ModuleTracker(model)
+    run = _Run(rig, batch, backend, marks, warmup=warmup, steps=steps, on_step=on_step)
+    tracker = ModuleTracker(rig.program.model)
     try:
-        for i in range(warmup + steps):
-            marks.iteration = i
-            _tell_step(i, warmup, steps)
-            start = time.perf_counter()
-            run_iteration(rig, batch, marks)
-            marks.stamp(Phase.SETUP)
-            backend.synchronize()
-            took = time.perf_counter() - start
-            if i >= warmup:
-                times.append(took)
-            if on_step is not None:
-                done = StepDone(index=i, total=warmup + steps, warmup=i < warmup, seconds=took)
-                try:
-                    on_step(done)
-                except Exception as exc:  # NB: the caller's error, not the model's: re-raised
-                    callback_error = exc
-                    break
-            marks(Phase.SETUP)
-            if i == 0:
-                tracker.remove()
+        run.synced(tracker)
+        if loop_steps and run.callback_error is None:
+            run.loop(loop_steps)
     except KeyboardInterrupt:
         if marks.iteration == 0:
             raise
-        interrupted = True
+        run.interrupted = True
     except Exception as exc:
         # NB: raised after the handler, so that the error does not keep the failed step's
         # frames (and their tensors) alive as its __context__
@@ -352,9 +332,67 @@ def measure(
         tracker.remove()
     if failure is not None:
         raise failure
-    if callback_error is not None:
-        raise callback_error
-    return _measured(spec, backend, rig, marks, times, warmup, interrupted, free_at_start)
+    if run.callback_error is not None:
+        raise run.callback_error
+    return _measured(spec, run, free_at_start)
+
+
+class _Run:
+    """The steps of one `measure()`: the synced ones, then the loop window; what they took."""
+
+    def __init__(
+        self,
+        rig: StepRig,
+        batch: Any,
+        backend: Backend,
+        marks: PhaseMarks,
+        *,
+        warmup: int,
+        steps: int,
+        on_step: Callable[[StepDone], None] | None,
+    ) -> None:
+        self.rig, self.batch, self.backend, self.marks = rig, batch, backend, marks
+        self.warmup, self.steps, self.on_step = warmup, steps, on_step
+        self.times: list[float] = []
+        self.window: LoopWindow | None = None
+        self.interrupted = False
+        self.callback_error: Exception | None = None
+
+    def synced(self, tracker: ModuleTracker) -> None:
+        """The warm-up and timed steps, each alone: the memory read at every phase mark, the
+        device synchronised at the step's end."""
+        rig, batch, backend, marks = self.rig, self.batch, self.backend, self.marks
+        warmup, total = self.warmup, self.warmup + self.steps
+        for i in range(total):
+            marks.iteration = i
+            _tell_step(i, warmup, self.steps)
+            start = time.perf_counter()
+            run_iteration(rig, batch, marks)
+            marks.stamp(Phase.SETUP)
+            backend.synchronize()
+            took = time.perf_counter() - start
+            if i >= warmup:
+                self.times.append(took)
+            if self.on_step is not None:
+                done = StepDone(index=i, total=total, warmup=i < warmup, seconds=took)
+                try:
+                    self.on_step(done)
+                except Exception as exc:  # NB: the caller's error, not the model's: re-raised
+                    self.callback_error = exc
+                    return
+            marks(Phase.SETUP)
+            if i == 0:
+                tracker.remove()
+
+    def loop(self, count: int) -> None:
+        """`count` steps back to back, nothing read between them (`trainfit.measure.window`)."""
+        index = itertools.count(self.warmup + self.steps)
+
+        def step() -> None:
+            self.marks.iteration = next(index)
+            run_iteration(self.rig, self.batch, self.marks.enter)
+
+        self.window = time_window(self.backend, step, count)
 
 
 def _import_model(spec: TrainSpec) -> None:
@@ -370,108 +408,33 @@ def _tell_step(i: int, warmup: int, steps: int) -> None:
     tell(Part.MEASURE, doing.value, index=i + 1, total=warmup + steps)
 
 
-class _Marks:
-    """What a run reads at each phase mark: the memory peaks since the last mark, the first
-    step's activation and gradient bytes, and (`events`) a CUDA event for the phase times."""
-
-    def __init__(self, backend: Backend, trainable: list[nn.Parameter], events: bool) -> None:
-        self.backend = backend
-        self.trainable = trainable
-        self.phase = Phase.SETUP
-        self.iteration = 0
-        self.phases: list[PhaseMemory] = []
-        self.reserved_peaks: list[int] = []
-        self.before_forward: int | None = None
-        self.activation: int | None = None
-        self.grad: int | None = None
-        self.events: list[tuple[int, Phase, Any]] | None = [] if events else None
-
-    def __call__(self, phase: Phase) -> None:
-        self.stamp(phase)
-        backend = self.backend
-        allocated, reserved, used = backend.take_peaks()
-        if reserved is not None:
-            self.reserved_peaks.append(reserved)
-        self.phases.append(
-            PhaseMemory(
-                iteration=self.iteration,
-                phase=self.phase,
-                peak_allocated_bytes=allocated,
-                peak_used_bytes=used,
-            )
-        )
-        first = self.iteration == 0
-        if first and self.phase is Phase.FORWARD and phase is Phase.BACKWARD:
-            now = backend.allocated()
-            if now is not None and self.before_forward is not None:
-                self.activation = now - self.before_forward
-        if first and phase is Phase.OPTIMIZER:
-            self.grad = unique_bytes([p.grad for p in self.trainable if p.grad is not None])
-        if phase is Phase.FORWARD and self.phase is not Phase.FORWARD:
-            self.before_forward = backend.allocated()
-        self.phase = phase
-
-    def stamp(self, phase: Phase) -> None:
-        """With `events`, record a CUDA event now: where the previous phase's device time
-        ends and `phase`'s begins (the step's end is stamped before its synchronisation)."""
-        if self.events is not None:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self.events.append((self.iteration, phase, event))
-
-    def phase_seconds(self, warmup: int) -> tuple[PhaseSeconds, ...]:
-        """Per timed step, the device seconds from each phase's mark to the next mark, summed
-        over micro-batches (the device synchronised before this is read)."""
-        if self.events is None:
-            return ()
-        totals: dict[int, dict[Phase, float]] = {}
-        for (it, phase, begin), (_, _, end) in itertools.pairwise(self.events):
-            if it >= warmup and phase is not Phase.SETUP:
-                step = totals.setdefault(it, dict.fromkeys(_TIMED, 0.0))
-                step[phase] += begin.elapsed_time(end) / 1000.0
-        return tuple(
-            PhaseSeconds(forward=t[Phase.FORWARD], backward=t[Phase.BACKWARD],
-                         optimizer=t[Phase.OPTIMIZER])
-            for _, t in sorted(totals.items())
-        )  # fmt: skip
-
-
-_TIMED = (Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
-
-
-def _measured(
-    spec: TrainSpec,
-    backend: Backend,
-    rig: StepRig,
-    marks: _Marks,
-    times: list[float],
-    warmup: int,
-    interrupted: bool,
-    free_at_start: int | None,
-) -> Measured:
-    """The Measured of a completed run."""
+def _measured(spec: TrainSpec, run: _Run, free_at_start: int | None) -> Measured:
+    """The Measured of a completed run. The loop window's peaks (read once, after it) count in
+    the run's peaks, not in its phases."""
+    backend, rig, marks = run.backend, run.rig, run.marks
     reserved_now = backend.reserved()
-    _, _, used_now = backend.take_peaks()
+    allocated_tail, reserved_tail, used_now = backend.take_peaks()
+    if run.window is None:  # NB: nothing ran since the last mark
+        allocated_tail = reserved_tail = None
     phases = marks.phases
     peak_used = max([p.peak_used_bytes or 0 for p in phases] + [used_now or 0])
-    peak_reserved = max(marks.reserved_peaks) if marks.reserved_peaks else None
+    reserved = marks.reserved_peaks + ([] if reserved_tail is None else [reserved_tail])
+    peak_reserved = max(reserved) if reserved else None
     if backend.kind is DeviceKind.CUDA and peak_reserved is not None and reserved_now is not None:
         needed = peak_reserved + max(0, (used_now or 0) - reserved_now)
     else:
         needed = peak_used
+    allocated = [p.peak_allocated_bytes for p in phases] + [allocated_tail]
     return Measured(
         device_name=backend.name(),
         kind=backend.kind,
-        warmup=warmup,
-        steps=len(times),
-        interrupted=interrupted,
+        warmup=run.warmup,
+        steps=len(run.times),
+        interrupted=run.interrupted,
         micro_batch=spec.batch,
         grad_accum=spec.grad_accum,
         tokens_per_sample=rig.program.tokens_per_sample,
-        peak_allocated_bytes=max(
-            (p.peak_allocated_bytes for p in phases if p.peak_allocated_bytes is not None),
-            default=None,
-        ),
+        peak_allocated_bytes=max((a for a in allocated if a is not None), default=None),
         peak_reserved_bytes=peak_reserved,
         peak_used_bytes=peak_used,
         device_needed_bytes=needed,
@@ -485,8 +448,9 @@ def _measured(
         optimizer_state_bytes=optimizer_state_bytes(rig.optimizer, backend.device),
         activation_bytes=marks.activation,
         phases=tuple(p for p in phases if p.phase is not Phase.SETUP),
-        step_seconds=tuple(times),
-        phase_seconds=marks.phase_seconds(warmup),
+        step_seconds=tuple(run.times),
+        loop=run.window,
+        phase_seconds=marks.phase_seconds(run.warmup),
         versions=backend.versions(),
     )
 
@@ -524,7 +488,7 @@ def _failure(
     exc: BaseException,
     spec: TrainSpec,
     backend: Backend,
-    marks: _Marks,
+    marks: PhaseMarks,
     module: str | None,
     free_at_start: int | None,
 ) -> MeasureError:

@@ -35,23 +35,15 @@ def measured_renderable(measured: Measured, comparison: Comparison | None) -> Gr
     """The run's headline, then estimate against measured per quantity (or the measurement)."""
     head = Text()
     head.append(f"{measured.device_name}\n", style="bold")
-    spread = measured.step_spread_seconds
-    median = measured.median_step_seconds
+    loop = measured.loop
     head.append(
         f"micro-batch {measured.micro_batch} x {measured.grad_accum} accumulation; "
         f"{measured.warmup} warm-up + {measured.steps} timed steps"
+        + ("" if loop is None else f", then {loop.steps} back to back")
         + (" (interrupted)" if measured.interrupted else "")
         + "\n"
     )
-    if median is not None and spread is not None:
-        rate = measured.samples_per_second or 0.0
-        tokens = measured.tokens_per_second
-        head.append(
-            f"step {median * 1e3:.1f} ms median ({spread[0] * 1e3:.1f} to "
-            f"{spread[1] * 1e3:.1f}), {rate:.1f} samples/s"
-            + (f", {tokens:,.0f} tokens/s" if tokens else "")
-            + "\n"
-        )
+    head.append(_step_text(measured))
     head.append(f"device memory needed: {measured.device_needed_bytes / GIB:.3f} GiB")
     if measured.total_memory_bytes:
         share = measured.device_needed_bytes / measured.total_memory_bytes
@@ -92,6 +84,28 @@ def measured_renderable(measured: Measured, comparison: Comparison | None) -> Gr
             table.add_row(quantity, _value(value, "bytes"))
         parts.append(table)
     return Group(*parts)
+
+
+def _step_text(measured: Measured) -> str:
+    """The loop's step time and throughput, then each step alone (synchronised)."""
+    out = ""
+    loop = measured.loop
+    if loop is not None:
+        rate = measured.samples_per_second or 0.0
+        tokens = measured.tokens_per_second
+        out += (
+            f"step {loop.step_seconds * 1e3:.1f} ms in a loop ({loop.steps} steps back to back, "
+            f"no synchronisation between them), {rate:.1f} samples/s"
+            + (f", {tokens:,.0f} tokens/s" if tokens else "")
+            + "\n"
+        )
+    median, spread = measured.median_step_seconds, measured.step_spread_seconds
+    if median is not None and spread is not None:
+        out += (
+            f"each step alone, synchronised: {median * 1e3:.1f} ms median "
+            f"({spread[0] * 1e3:.1f} to {spread[1] * 1e3:.1f})\n"
+        )
+    return out
 
 
 def max_batch_renderable(found: RealMaxBatch) -> Group:
@@ -183,7 +197,8 @@ def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
             (
                 f"predicted: {_duration(step.seconds)} per step on {forecast.device} "
                 f"({step.label}), {_duration(forecast.total_seconds)} for the "
-                f"{forecast.steps} steps (warm-up included)",
+                f"{forecast.steps} steps (warm-up included)"
+                + (f" and {forecast.loop_steps} back to back" if forecast.loop_steps else ""),
                 False,
             )
         )

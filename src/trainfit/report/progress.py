@@ -34,6 +34,7 @@ def _measure_text(event: Event) -> str:
         Activity.BUILD: "building the model on the device",
         Activity.WARMUP: f"warm-up step{count}",
         Activity.STEP: f"step{count}",
+        Activity.LOOP: f"timing {event.total or 'the'} steps back to back",
         Activity.ATTEMPT: f"trying micro-batch {batch}",
         Activity.EVALUATE: f"evaluating at batch {batch}",
         Activity.LATENCY: f"timing forwards at batch {batch}",

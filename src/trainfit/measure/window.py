@@ -1,0 +1,64 @@
+"""A training loop's steady step time: a window of steps run back to back, with no device
+synchronisation between them.
+
+A training loop does not wait for the device after each step: the host issues step i+1 while
+the device still runs step i, and waits only where it reads a value back. The estimator's step
+time is that pipeline's steady period (`trainfit.timing.step`). A step timed alone, the device
+synchronised at its end, adds what the loop hides: the host's issue of a device-bound step's
+first kernels, or the device's work after a host-bound step's last issue. So `measure()` times
+the steps both ways: each step alone (its memory per phase, its own line as it runs), then one
+window of steps back to back, whose time over their count is the loop's figure.
+
+How the window is timed: the device is synchronised, the host clock read, the steps issued one
+after another with nothing that waits for the device (no memory reading at the phase marks),
+the device synchronised again (CUDA: `torch.cuda.synchronize`, MPS: `torch.mps.synchronize`)
+and the clock read; the figure is the elapsed time over the steps. On the CPU each op runs as
+it is issued, so the window and the synced steps time the same thing.
+
+Known limitations: the window's two ends add, once per window, the host's issue up to the first
+kernel and the last kernels' drain, under one step's time in all, so the figure is high by at
+most one step over the window's steps (`benchmarks/steptime/window.py` drops a filling window
+and reads CUDA events instead). One window of N steps gives one figure, with no spread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trainfit.measure.backend import Backend
+from trainfit.progress import Activity, Part, tell
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoopWindow:
+    """Steps run back to back, the device synchronised only before the first and after the
+    last."""
+
+    steps: int
+    seconds: float
+    """Host wall time from the synchronisation before the first step to the one after the
+    last."""
+
+    @property
+    def step_seconds(self) -> float:
+        """The loop's steady step time: the window's time over its steps."""
+        return self.seconds / self.steps
+
+    def to_dict(self) -> dict[str, object]:
+        return {"steps": self.steps, "seconds": self.seconds, "step_seconds": self.step_seconds}
+
+
+def time_window(backend: Backend, step: Callable[[], None], steps: int) -> LoopWindow:
+    """Run `step` `steps` times back to back on `backend`'s device and time the window (the
+    progress reporter told that it starts)."""
+    if steps < 1:
+        raise ValueError(f"a loop window needs at least 1 step, got {steps}")
+    tell(Part.MEASURE, Activity.LOOP.value, total=steps)
+    backend.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    backend.synchronize()
+    return LoopWindow(steps=steps, seconds=time.perf_counter() - start)
