@@ -44,6 +44,8 @@ def test_steps_show_the_estimate_the_build_and_each_step(terminal, capsys) -> No
     assert "<trace" in "".join(err[: err.index("<measure build>")])
     steps = [i for i, line in enumerate(err) if line.startswith("step ")]
     assert len(steps) == 3 and all(err[i - 1] == "<stop>" for i in steps)
+    loop = [i for i, line in enumerate(err) if line.startswith("2 steps back to back: ")]
+    assert len(loop) == 1 and loop[0] > steps[-1] and err[loop[0] - 1] == "<stop>"
 
 
 def test_the_max_batch_search_shows_each_attempt(terminal, capsys) -> None:

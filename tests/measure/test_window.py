@@ -62,8 +62,11 @@ def test_a_window_synchronises_only_before_its_first_step_and_after_its_last():
 
 
 def test_measure_times_the_loop_from_steps_with_no_synchronisation_or_reading_between():
-    backend = CountingCpu()
-    m = measure(TrainSpec(**CAPPED), steps=2, warmup=1, loop_steps=3, backend=backend)
+    backend, told = CountingCpu(), []
+    m = measure(
+        TrainSpec(**CAPPED), steps=2, warmup=1, loop_steps=3, backend=backend, on_loop=told.append
+    )
+    assert told == [m.loop]
     syncs = [n for what, n in backend.log if what == "sync"]
     first = syncs[0]  # forwards before the steps (none expected, but not assumed)
     # setup, after each of the 3 synced steps, then the window's two ends around 3 forwards
@@ -127,3 +130,11 @@ def test_the_windows_memory_peaks_count_in_the_runs_peaks():
     assert (m.peak_allocated_bytes, m.peak_reserved_bytes, m.peak_used_bytes) == (700, 1500, 1600)
     assert m.device_needed_bytes == 1500 + (1600 - 1000)
     assert max(p.peak_allocated_bytes for p in m.phases) == 100  # not a phase of a synced step
+
+
+def test_an_error_in_the_loop_callback_is_raised_as_itself():
+    def broken(window: LoopWindow) -> None:
+        raise KeyError("the caller's bug")
+
+    with pytest.raises(KeyError, match="the caller's bug"):
+        measure(TrainSpec(**CAPPED), steps=1, warmup=1, device="cpu", on_loop=broken)

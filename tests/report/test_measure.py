@@ -8,7 +8,7 @@ from rich.console import Console
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.steps import Measured
 from trainfit.measure.window import LoopWindow
-from trainfit.report.measure import measured_renderable
+from trainfit.report.measure import loop_line, measured_renderable
 
 
 def _measured(loop: LoopWindow | None, interrupted: bool = False) -> Measured:
@@ -44,3 +44,9 @@ def test_without_a_window_only_the_synced_steps_are_shown():
     assert "1 warm-up + 3 timed steps (interrupted)\n" in text
     assert "in a loop" not in text and "samples/s" not in text
     assert "each step alone, synchronised: 11.0 ms median" in text
+
+
+def test_the_loop_window_is_one_line_when_it_completes():
+    assert loop_line(LoopWindow(steps=10, seconds=0.25)) == (
+        "10 steps back to back: 250 ms, 25 ms per step"
+    )

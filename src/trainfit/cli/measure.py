@@ -285,13 +285,15 @@ def _measure(
             from trainfit.measure.room import check_room
 
             check_room(spec, backend, result)
+    on_step, on_loop = _announce(spec, backend, result, args, line)
     measured = measure(
         spec,
         steps=args.steps,
         warmup=args.warmup,
         loop_steps=args.steps,
         backend=backend,
-        on_step=_announce(spec, backend, result, args, line),
+        on_step=on_step,
+        on_loop=on_loop,
     )
     comparison = None
     if result is not None:
@@ -330,10 +332,11 @@ def _measure(
 def _announce(
     spec: Any, backend: Any, result: Any, args: argparse.Namespace, status: StatusLine | None
 ) -> Any:
-    """Print the run's forecast and warnings on stderr before it starts; return the callback
-    that prints each step as it completes (the status line, when shown, removed first)."""
+    """Print the run's forecast and warnings on stderr before it starts; return the callbacks
+    that print each step and the loop window as they complete (the status line, when shown,
+    removed first)."""
     from trainfit.measure.forecast import forecast
-    from trainfit.report.measure import forecast_lines, step_line
+    from trainfit.report.measure import forecast_lines, loop_line, step_line
 
     ahead = forecast(
         result, backend.kind, spec.precision, args.warmup + args.steps, loop_steps=args.steps
@@ -349,7 +352,12 @@ def _announce(
             status.stop()
         print(step_line(done), file=sys.stderr, flush=True)
 
-    return on_step
+    def on_loop(window: Any) -> None:
+        if status is not None:
+            status.stop()
+        print(loop_line(window), file=sys.stderr, flush=True)
+
+    return on_step, on_loop
 
 
 def _max_batch(

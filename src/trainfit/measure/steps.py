@@ -282,6 +282,7 @@ def measure(
     phase_times: bool = False,
     on_step: Callable[[StepDone], None] | None = None,
     loop_steps: int | None = None,
+    on_loop: Callable[[LoopWindow], None] | None = None,
 ) -> Measured:
     """Run `warmup` + `steps` real optimizer steps of `spec` on the local device, each
     synchronised, then a window of `loop_steps` steps back to back (None: as many as `steps`;
@@ -289,7 +290,8 @@ def measure(
     one here); `build_on` as for `device_rig`; `phase_times`: CUDA events at the phase marks
     time each phase of the synced timed steps (`Measured.phase_seconds`). With no warm-up the
     first step is timed too. `on_step` is called as each synced step (warm-up included)
-    completes, with its wall time; the window is one `Measured.loop`."""
+    completes, with its wall time; `on_loop` with the window once it completes
+    (`Measured.loop`)."""
     loop_steps = steps if loop_steps is None else loop_steps
     if steps < 1 or warmup < 0 or loop_steps < 0:
         raise MeasureError(
@@ -314,12 +316,12 @@ def measure(
     marks = PhaseMarks(backend, trainable, phase_times)
     backend.synchronize()
     marks(Phase.SETUP)
-    run = _Run(rig, batch, backend, marks, warmup=warmup, steps=steps, on_step=on_step)
+    run = _Run(rig, batch, backend, marks, warmup=warmup, steps=steps)
     tracker = ModuleTracker(rig.program.model)
     try:
-        run.synced(tracker)
+        run.synced(tracker, on_step)
         if loop_steps and run.callback_error is None:
-            run.loop(loop_steps)
+            run.loop(loop_steps, on_loop)
     except KeyboardInterrupt:
         if marks.iteration == 0:
             raise
@@ -349,16 +351,15 @@ class _Run:
         *,
         warmup: int,
         steps: int,
-        on_step: Callable[[StepDone], None] | None,
     ) -> None:
         self.rig, self.batch, self.backend, self.marks = rig, batch, backend, marks
-        self.warmup, self.steps, self.on_step = warmup, steps, on_step
+        self.warmup, self.steps = warmup, steps
         self.times: list[float] = []
         self.window: LoopWindow | None = None
         self.interrupted = False
         self.callback_error: Exception | None = None
 
-    def synced(self, tracker: ModuleTracker) -> None:
+    def synced(self, tracker: ModuleTracker, on_step: Callable[[StepDone], None] | None) -> None:
         """The warm-up and timed steps, each alone: the memory read at every phase mark, the
         device synchronised at the step's end."""
         rig, batch, backend, marks = self.rig, self.batch, self.backend, self.marks
@@ -373,18 +374,15 @@ class _Run:
             took = time.perf_counter() - start
             if i >= warmup:
                 self.times.append(took)
-            if self.on_step is not None:
+            if on_step is not None:
                 done = StepDone(index=i, total=total, warmup=i < warmup, seconds=took)
-                try:
-                    self.on_step(done)
-                except Exception as exc:  # NB: the caller's error, not the model's: re-raised
-                    self.callback_error = exc
+                if not self._called(on_step, done):
                     return
             marks(Phase.SETUP)
             if i == 0:
                 tracker.remove()
 
-    def loop(self, count: int) -> None:
+    def loop(self, count: int, on_loop: Callable[[LoopWindow], None] | None) -> None:
         """`count` steps back to back, nothing read between them (`trainfit.measure.window`)."""
         index = itertools.count(self.warmup + self.steps)
 
@@ -393,6 +391,17 @@ class _Run:
             run_iteration(self.rig, self.batch, self.marks.enter)
 
         self.window = time_window(self.backend, step, count)
+        if on_loop is not None:
+            self._called(on_loop, self.window)
+
+    def _called(self, callback: Callable[[Any], None], done: object) -> bool:
+        """Call the caller's callback; False when it raised (its error kept to re-raise)."""
+        try:
+            callback(done)
+        except Exception as exc:  # NB: the caller's error, not the model's: re-raised
+            self.callback_error = exc
+            return False
+        return True
 
 
 def _import_model(spec: TrainSpec) -> None:

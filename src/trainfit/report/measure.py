@@ -13,6 +13,7 @@ from trainfit.measure.forecast import LONG_RUN_SECONDS, Forecast
 from trainfit.measure.latency import LatencyTable
 from trainfit.measure.max_batch import RealMaxBatch
 from trainfit.measure.steps import Measured, StepDone
+from trainfit.measure.window import LoopWindow
 from trainfit.plan.time_words import no_time_text, slow_half_text
 from trainfit.report.tables import FitTable
 
@@ -232,3 +233,11 @@ def step_line(done: StepDone) -> str:
     """One completed step, as the run goes."""
     kind = "warm-up" if done.warmup else "timed"
     return f"step {done.index + 1}/{done.total} ({kind}): {_duration(done.seconds)}"
+
+
+def loop_line(window: LoopWindow) -> str:
+    """The loop window, once it completes."""
+    return (
+        f"{window.steps} steps back to back: {_duration(window.seconds)}, "
+        f"{_duration(window.step_seconds)} per step"
+    )
