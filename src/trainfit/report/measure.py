@@ -95,10 +95,8 @@ def _step_text(measured: Measured) -> str:
         rate = measured.samples_per_second or 0.0
         tokens = measured.tokens_per_second
         out += (
-            f"step {loop.step_seconds * 1e3:.1f} ms in a loop ({loop.steps} steps back to back, "
-            f"no synchronisation between them), {rate:.1f} samples/s"
-            + (f", {tokens:,.0f} tokens/s" if tokens else "")
-            + "\n"
+            f"step {loop.step_seconds * 1e3:.1f} ms in a loop ({loop.steps} steps back to back), "
+            f"{rate:.1f} samples/s" + (f", {tokens:,.0f} tokens/s" if tokens else "") + "\n"
         )
     median, spread = measured.median_step_seconds, measured.step_spread_seconds
     if median is not None and spread is not None:
