@@ -261,10 +261,7 @@ def test_committed_step_time_table_is_current(name: str) -> None:
 
     import torch
     import transformers
-    from benchmarks.accuracy.cases import CASES
-    from benchmarks.timing.heldout import HELDOUT
-
-    from trainfit.trace.target import Target
+    from benchmarks.timing.compare import predict
 
     root = Path(__file__).parent.parent / "benchmarks/timing/results"
     table = (root / f"{name}.md").read_text()
@@ -279,18 +276,8 @@ def test_committed_step_time_table_is_current(name: str) -> None:
     }
     device = get_device("h100")
     errors = []
-    cases = {**CASES, **HELDOUT}
     for case, record in measured.items():
-        spec = TrainSpec(**cases[case], device="h100")
-        trace = trace_step(spec, target=Target.of(device))
-        t = step_time(
-            trace.costs,
-            spec,
-            device,
-            trace.tokens_per_sample,
-            trace.trainable_tensors,
-            synced_loop=True,
-        )
+        t = predict(case, device)
         assert t.seconds * 1000 == pytest.approx(rows[case], abs=0.051), case
         errors.append(abs(t.seconds / record["median_step_seconds"] - 1))
     summary = (
