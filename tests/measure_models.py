@@ -10,6 +10,10 @@ LIMITS = {"train": 1 << 30, "eval": 1 << 30, "interrupt_after": 1 << 30, "fail_r
 """Batch sizes above which the capped model's forward raises out of memory (training and
 evaluation mode), and the forward call that raises KeyboardInterrupt; set by the tests."""
 CALLS = {"forward": 0}
+CAPPED = dict(
+    model="tests.measure_models:capped_mlp", inputs=("x=B,16:float32",), device="cpu", batch=4
+)
+"""The capped model's spec on the CPU, at batch 4."""
 
 
 class _Capped(nn.Module):

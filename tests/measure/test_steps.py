@@ -16,6 +16,7 @@ import torch
 import torch.multiprocessing as mp
 
 from tests import measure_models
+from tests.measure_models import CAPPED
 from trainfit.cli.main import main
 from trainfit.errors import MeasureError
 from trainfit.estimator.step import estimate
@@ -28,20 +29,9 @@ from trainfit.measure.steps import measure
 from trainfit.spec import TrainSpec
 
 GiB = 1 << 30
-CAPPED = dict(
-    model="tests.measure_models:capped_mlp", inputs=("x=B,16:float32",), device="cpu", batch=4
-)
 BROKEN = dict(
     model="tests.measure_models:broken_mlp", inputs=("x=B,16:float32",), device="cpu", batch=4
 )
-
-
-@pytest.fixture(autouse=True)
-def _limits():
-    saved = dict(measure_models.LIMITS)
-    measure_models.CALLS["forward"] = 0
-    yield
-    measure_models.LIMITS.update(saved)
 
 
 class FakeCuda(CpuBackend):

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests import measure_models
+from tests.measure_models import CAPPED
 from trainfit.estimator.step import estimate
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import CpuBackend
@@ -16,18 +17,6 @@ from trainfit.measure.compare import compare
 from trainfit.measure.steps import measure
 from trainfit.measure.window import LoopWindow, time_window
 from trainfit.spec import TrainSpec
-
-CAPPED = dict(
-    model="tests.measure_models:capped_mlp", inputs=("x=B,16:float32",), device="cpu", batch=4
-)
-
-
-@pytest.fixture(autouse=True)
-def _limits():
-    saved = dict(measure_models.LIMITS)
-    measure_models.CALLS["forward"] = 0
-    yield
-    measure_models.LIMITS.update(saved)
 
 
 class CountingCpu(CpuBackend):
