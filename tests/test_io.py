@@ -13,6 +13,7 @@ from trainfit.io import (
     check_writable_directory,
     staged_directories,
     write_atomically,
+    write_bytes_atomically,
 )
 
 
@@ -77,3 +78,24 @@ def test_a_committed_directory_is_not_private(tmp_path: Path) -> None:
     finally:
         os.umask(umask)
     assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755
+
+
+def test_a_private_file_is_its_owners_and_an_output_follows_the_umask(tmp_path: Path) -> None:
+    write_bytes_atomically(tmp_path / "private", b"x", private=True)
+    write_bytes_atomically(tmp_path / "output", b"x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "private").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "output").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_an_interrupted_write_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_bytes_atomically(tmp_path / "out", b"x")
+    assert list(tmp_path.iterdir()) == []

@@ -14,21 +14,26 @@ from pathlib import Path
 from trainfit.errors import TrainfitError
 
 
-def write_bytes_atomically(path: Path | str, data: bytes) -> None:
+def write_bytes_atomically(path: Path | str, data: bytes, *, private: bool = False) -> None:
     """Write `data` to `path` through a temporary file renamed into place; TrainfitError
-    naming the path when it cannot be written (a crash leaves the old file or none)."""
+    naming the path when it cannot be written (a crash or an interrupt leaves the old file or
+    none, and no temporary file). `private`: readable by its owner only (else as the umask
+    makes an output)."""
     path = Path(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; an output is not
+        if not private:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; an output is not
         os.replace(temporary, path)
-    except OSError as exc:
+    except BaseException as exc:
         Path(temporary).unlink(missing_ok=True)
-        raise TrainfitError(f"cannot write {path}: {exc}") from exc
+        if isinstance(exc, OSError):
+            raise TrainfitError(f"cannot write {path}: {exc}") from exc
+        raise
 
 
 def write_atomically(path: Path | str, text: str) -> None:

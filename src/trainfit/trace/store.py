@@ -24,7 +24,6 @@ import hashlib
 import os
 import pickle
 import platform
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -34,6 +33,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from trainfit.errors import TrainfitError
+from trainfit.io import write_bytes_atomically
 from trainfit.models import catalog as _catalog
 from trainfit.models.imports import is_import_path
 from trainfit.spec import TrainSpec
@@ -156,18 +157,12 @@ def save(key: str, trace: Any) -> None:
     a reader (another process) never sees half a file. A folder that cannot be written is
     left alone: the trace is simply not kept."""
     path = _path(key)
+    data = pickle.dumps(_Stored(key, trace), protocol=pickle.HIGHEST_PROTOCOL)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as file:
-                pickle.dump(_Stored(key, trace), file, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        write_bytes_atomically(path, data, private=True)
         _bound(path.parent)
-    except OSError:
+    except (OSError, TrainfitError):
         return
 
 
