@@ -46,9 +46,6 @@ class LoopWindow:
         """The loop's steady step time: the window's time over its steps."""
         return self.seconds / self.steps
 
-    def to_dict(self) -> dict[str, object]:
-        return {"steps": self.steps, "seconds": self.seconds, "step_seconds": self.step_seconds}
-
 
 def time_window(backend: Backend, step: Callable[[], None], steps: int) -> LoopWindow:
     """Run `step` `steps` times back to back on `backend`'s device and time the window (the
