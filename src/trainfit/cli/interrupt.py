@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
 from types import FrameType
 
+INTERRUPTED = 130
+"""The exit code of an interrupted command (128 + SIGINT), wherever it is interrupted."""
 RETRY_SECONDS = 0.005
 """How soon an interrupt that landed in a finaliser is tried again."""
 
@@ -60,3 +63,9 @@ def interrupts_raised() -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, alarm)
         signal.signal(signal.SIGINT, previous)
+
+
+def report_interrupt() -> int:
+    """Say in one line that the command was interrupted; its exit code."""
+    sys.stderr.write("trainfit: interrupted\n")
+    return INTERRUPTED

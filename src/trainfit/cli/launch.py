@@ -2,7 +2,7 @@
 
 Importing the command line (`trainfit.cli.main`) takes a noticeable moment; Ctrl-C in it
 would print Python's traceback. Here it exits 130 with the same one line as an interrupt
-anywhere later (`trainfit.cli.main.main`). Nothing but `sys` is imported before the guard.
+anywhere later (`trainfit.cli.main.main`). None of trainfit is imported before the guard.
 
 Known limitations: the interpreter's own start-up, and the console script's `import re`
 before it calls this, are outside any of trainfit's code.
@@ -10,11 +10,7 @@ before it calls this, are outside any of trainfit's code.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-
-INTERRUPTED = 130
-"""The exit code of an interrupted command (128 + SIGINT), as `trainfit.cli.main.main`'s."""
 
 
 def _load() -> Callable[[], None]:
@@ -29,6 +25,7 @@ def entry() -> None:
     try:
         run = _load()
     except KeyboardInterrupt:
-        sys.stderr.write("trainfit: interrupted\n")
-        raise SystemExit(INTERRUPTED) from None
+        from trainfit.cli.interrupt import report_interrupt
+
+        raise SystemExit(report_interrupt()) from None
     run()

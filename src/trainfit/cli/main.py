@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from trainfit.cli.interrupt import interrupts_raised
+from trainfit.cli.interrupt import interrupts_raised, report_interrupt
 from trainfit.errors import SpecFileError, TrainfitError
 
 COMMANDS: dict[str, str] = {
@@ -93,8 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trainfit: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("trainfit: interrupted", file=sys.stderr)
-        return 130
+        return report_interrupt()
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainfit.cli import help as helps
 from trainfit.cli import spec_args
+from trainfit.cli.interrupt import INTERRUPTED
 from trainfit.hardware.catalog import DeviceKind
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Measure and print; returns the exit code (130 when interrupted)."""
+    """Measure and print; returns the exit code (`INTERRUPTED` when interrupted)."""
     from trainfit.hardware.catalog import using_catalogs
 
     with using_catalogs(args.catalog):
@@ -168,7 +169,7 @@ def _dispatch(args: argparse.Namespace, line: StatusLine | None) -> int:
             backend=backend,
         )
         _emit(args, table.to_dict(), lambda: _latency(table), line)
-        return 130 if table.interrupted else 0
+        return INTERRUPTED if table.interrupted else 0
     target = args.device
     note = None
     if target is None and not args.no_estimate:
@@ -326,7 +327,7 @@ def _measure(
         return shown
 
     _emit(args, out, show, line)
-    return 130 if measured.interrupted else 0
+    return INTERRUPTED if measured.interrupted else 0
 
 
 def _announce(
@@ -402,7 +403,7 @@ def _max_batch(
         backend=backend,
     )
     if world()[0] != 0:
-        return 130 if found.interrupted else 0
+        return INTERRUPTED if found.interrupted else 0
     out: dict[str, Any] = found.to_dict()
     if notes:
         out["command_notes"] = notes
@@ -415,7 +416,7 @@ def _max_batch(
         return [max_batch_renderable(found), *(Text(n, style="yellow") for n in notes)]
 
     _emit(args, out, show, line)
-    return 130 if found.interrupted else 0
+    return INTERRUPTED if found.interrupted else 0
 
 
 def _latency(table: Any) -> list[Any]:
