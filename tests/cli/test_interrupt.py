@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
@@ -12,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from trainfit.cli.interrupt import interrupts_raised
+from trainfit.cli import main as cli_main
+from trainfit.cli.interrupt import (
+    INTERRUPTED,
+    in_import,
+    interrupt_requested,
+    interrupts_raised,
+)
 from trainfit.plan.worker import ignore_interrupts
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="POSIX signals")
@@ -77,3 +84,100 @@ def test_ctrl_c_during_a_plan_exits_130_and_leaves_nothing(tmp_path: Path, delay
     assert process.returncode == 130, err
     assert "Exception ignored" not in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_inside_an_import_is_raised_after_it(tmp_path: Path) -> None:
+    # NB: a library interrupted half-way through its import turns Ctrl-C into an ImportError
+    # or a RecursionError later on; the interrupt waits for the import to finish
+    (tmp_path / "slow_to_import.py").write_text(
+        "import signal, time\n"
+        "signal.raise_signal(signal.SIGINT)\n"
+        "time.sleep(0.2)\n"
+        "FINISHED = True\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with interrupts_raised(), pytest.raises(KeyboardInterrupt):
+            import slow_to_import  # noqa: F401
+
+            time.sleep(2)
+        assert sys.modules["slow_to_import"].FINISHED
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("slow_to_import", None)
+
+
+def test_an_import_is_seen_on_the_stack(tmp_path: Path) -> None:
+    (tmp_path / "looks_at_its_stack.py").write_text(
+        "import sys\nfrom trainfit.cli.interrupt import in_import\n"
+        "SEEN = in_import(sys._getframe())\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import looks_at_its_stack
+
+        assert looks_at_its_stack.SEEN
+        assert not in_import(sys._getframe())
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("looks_at_its_stack", None)
+
+
+def test_a_second_ctrl_c_is_raised_at_once(tmp_path: Path) -> None:
+    (tmp_path / "pressed_twice.py").write_text(
+        "import signal\n"
+        "signal.raise_signal(signal.SIGINT)\n"
+        "signal.raise_signal(signal.SIGINT)\n"
+        "FINISHED = True\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with interrupts_raised(), pytest.raises(KeyboardInterrupt):
+            import pressed_twice  # noqa: F401
+        assert "pressed_twice" not in sys.modules
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("pressed_twice", None)
+
+
+def test_a_library_failing_after_ctrl_c_is_the_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # NB: a library interrupted half-way fails with an error of its own; it is the interrupt
+    (tmp_path / "fails_after_ctrl_c.py").write_text(
+        "import signal\n"
+        "signal.raise_signal(signal.SIGINT)\n"
+        "raise ImportError('cannot import name x from partially initialized module y')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(
+        cli_main, "_run", lambda args, argv: importlib.import_module("fails_after_ctrl_c")
+    )
+    assert cli_main.main(["devices"]) == INTERRUPTED
+    assert capsys.readouterr().err == "trainfit: interrupted\n"
+    sys.modules.pop("fails_after_ctrl_c", None)
+
+
+def test_an_error_without_ctrl_c_is_not_the_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "just_fails.py").write_text("raise ImportError('broken')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli_main, "_run", lambda args, argv: importlib.import_module("just_fails"))
+    with pytest.raises(ImportError, match="broken"):
+        cli_main.main(["devices"])
+    assert not interrupt_requested()
+
+
+def test_an_interrupt_still_waiting_when_the_block_ends_is_raised_there(tmp_path: Path) -> None:
+    (tmp_path / "ends_the_block.py").write_text(
+        "import signal\nsignal.raise_signal(signal.SIGINT)\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts_raised():
+            import ends_the_block  # noqa: F401
+        assert "ends_the_block" in sys.modules
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("ends_the_block", None)

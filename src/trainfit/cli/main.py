@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from trainfit.cli.interrupt import interrupts_raised, report_interrupt
+from trainfit.cli.interrupt import interrupt_requested, interrupts_raised, report_interrupt
 from trainfit.errors import SpecFileError, TrainfitError
 
 COMMANDS: dict[str, str] = {
@@ -84,16 +84,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.exit(2, f"trainfit plan: error: {_module('plan').BATCH_HINT}\n")
             args = parser.parse_args(argv)
             return _run(args, argv)
-    except SpecFileError as exc:  # a spec file's problems: one a line
-        from trainfit.cli import spec_file
-
-        spec_file.print_error(exc)
-        return 1
-    except TrainfitError as exc:
-        print(f"trainfit: error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return report_interrupt()
+    except Exception as exc:
+        if interrupt_requested():  # NB: a library interrupted mid-way fails in its own way
+            return report_interrupt()
+        if isinstance(exc, SpecFileError):  # a spec file's problems: one a line
+            from trainfit.cli import spec_file
+
+            spec_file.print_error(exc)
+            return 1
+        if isinstance(exc, TrainfitError):
+            print(f"trainfit: error: {exc}", file=sys.stderr)
+            return 1
+        raise
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
