@@ -18,6 +18,7 @@ from trainfit.plan.time_words import basis_text, no_time_text, time_note_text
 from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
 from trainfit.report.estimate import estimate_notes
+from trainfit.report.labels import label_text
 from trainfit.report.model import description_text, loss_text
 from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunEstimate
@@ -179,7 +180,7 @@ def _notes(result: Estimate) -> Text:
         notes.append(f"attention kernels: {kernels}\n")
     for label, how in sorted(result.labels.items()):
         if how.provenance in (Provenance.MODELLED, Provenance.NOT_MODELLED):
-            notes.append(f"{label}: {how}\n", style="yellow")
+            notes.append(f"{label}: {label_text(how)}\n", style="yellow")
     for line in (*result.assumptions, *estimate_notes(result)):
         notes.append(f"note: {line}\n", style="dim")
     notes.append(f"estimated in {result.seconds:.1f} s", style="dim")

@@ -26,7 +26,7 @@ from trainfit.optim import effective_optimizer, traced_optimizer
 from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace import store
-from trainfit.trace.compat import check_torch
+from trainfit.trace.compat import UntestedTorch, check_torch
 from trainfit.trace.context import Tracer, tracing
 from trainfit.trace.costs import StepCosts
 from trainfit.trace.kernels.attention import SdpaBackend, SdpaCall
@@ -71,7 +71,7 @@ class StepTrace:
     parameter_count: int
     trainable_count: int
     ops: int
-    notes: list[str] = field(default_factory=list)
+    notes: list[UntestedTorch] = field(default_factory=list)
     replayed_passes: bool = False
     """Whether later iterations re-emitted the first iteration's forward/backward events."""
     attention_calls: frozenset[SdpaCall] = frozenset()
