@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from trainfit.estimator.result import AppleMemory, NoHostRam, QloraModelled
 from trainfit.hardware.units import GIB
-from trainfit.report.estimate import estimate_note_text
+from trainfit.report.estimate import data_check_text, estimate_note_text
 from trainfit.trace.compat import UntestedTorch
+from trainfit.trace.recorder import Answer, DataCheck
 
 
 def test_each_note_of_an_estimate_in_words() -> None:
@@ -24,4 +25,17 @@ def test_each_note_of_an_estimate_in_words() -> None:
     )
     assert estimate_note_text(NoHostRam()) == (
         "the host's RAM could not be detected: no fits verdict"
+    )
+
+
+def test_a_data_dependent_check_in_words() -> None:
+    mask = DataCheck(op="all.default", module="transformer", answer=Answer.TRUE)
+    assert data_check_text(mask) == (
+        "a data-dependent check (all.default) in module 'transformer' was answered True, as for "
+        "unpadded random inputs"
+    )
+    loss = DataCheck(op="", module="", answer=Answer.ONE_FLOAT)
+    assert data_check_text(loss) == (
+        "a data-dependent check (scalar) in the loss was answered 1.0, as for unpadded random "
+        "inputs"
     )

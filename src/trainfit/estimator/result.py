@@ -20,6 +20,7 @@ from trainfit.spec import LoraSpec, Precision, TrainSpec
 from trainfit.timing.missing import NoStepTime, NoTime
 from trainfit.timing.step import RateMissing, StepTime, step_time
 from trainfit.trace.compat import UntestedTorch
+from trainfit.trace.recorder import DataCheck
 from trainfit.trace.step import StepTrace
 from trainfit.training import Phase
 
@@ -71,7 +72,8 @@ class Estimate:
     trainable_parameter_count: int
     attention_kernels: dict[str, int]
     """SDPA calls of one training step by the kernel the target runs (flash, cudnn, ...)."""
-    assumptions: tuple[str, ...]
+    assumptions: tuple[DataCheck, ...]
+    """The data-dependent values the trace answered without data."""
     labels: dict[str, Label]
     """How each figure was obtained: its provenance, and the words that say so."""
     seconds: float

@@ -19,6 +19,7 @@ from trainfit.plan.time_words import no_time_text, step_time_dict
 from trainfit.report.labels import labels_text
 from trainfit.report.model import description_text, loss_text
 from trainfit.trace.compat import UntestedTorch
+from trainfit.trace.recorder import DataCheck
 
 
 def estimate_note_text(note: EstimateNote) -> str:
@@ -48,6 +49,15 @@ def estimate_note_text(note: EstimateNote) -> str:
     if isinstance(note, NoHostRam):
         return "the host's RAM could not be detected: no fits verdict"
     return untested_torch_text(note)
+
+
+def data_check_text(check: DataCheck) -> str:
+    """A data-dependent value the trace answered without data, in words."""
+    where = f"module {check.module!r}" if check.module else "the loss"
+    return (
+        f"a data-dependent check ({check.op or 'scalar'}) in {where} was answered "
+        f"{check.answer.value}, as for unpadded random inputs"
+    )
 
 
 def untested_torch_text(note: UntestedTorch) -> str:
@@ -106,7 +116,7 @@ def estimate_dict(result: Estimate) -> dict[str, Any]:
         "trainable_parameters": result.trainable_parameter_count,
         "lora": None if result.spec.lora is None else result.spec.lora.to_dict(),
         "attention_kernels": result.attention_kernels,
-        "assumptions": list(result.assumptions),
+        "assumptions": [data_check_text(a) for a in result.assumptions],
         "labels": labels_text(result.labels),
         "notes": list(estimate_notes(result)),
         "seconds": round(result.seconds, 3),

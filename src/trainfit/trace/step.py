@@ -30,7 +30,7 @@ from trainfit.trace.compat import UntestedTorch, check_torch
 from trainfit.trace.context import Tracer, tracing
 from trainfit.trace.costs import StepCosts
 from trainfit.trace.kernels.attention import SdpaBackend, SdpaCall
-from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
+from trainfit.trace.recorder import DataCheck, Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse, RecordedPass
 from trainfit.trace.target import Target
 from trainfit.training import (
@@ -66,7 +66,7 @@ class StepTrace:
     """Category of each storage key that is not a plain temporary/activation."""
     description: Description
     loss_note: LossNote
-    assumptions: list[str]
+    assumptions: list[DataCheck]
     attention: dict[SdpaBackend, int]
     parameter_count: int
     trainable_count: int
