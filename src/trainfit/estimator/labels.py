@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import ClassVar
 
 from trainfit.estimator.storage import InferencePrecision
 from trainfit.provenance import Provenance
@@ -76,11 +77,8 @@ class FigureLabel:
 class LoraLabel:
     """The LoRA adapters, traced through peft's own modules."""
 
+    provenance: ClassVar[Provenance] = Provenance.TRACED
     lora: LoraSpec
-
-    @property
-    def provenance(self) -> Provenance:
-        return Provenance.TRACED
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,10 +100,7 @@ class PrefillLabel:
     calibrated_here: bool
     """The efficiencies were measured on this GPU model (else on `calibration_device`)."""
     calibration_device: str
-
-    @property
-    def provenance(self) -> Provenance:
-        return Provenance.MODELLED
+    provenance: ClassVar[Provenance] = Provenance.MODELLED
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,10 +110,7 @@ class BandwidthLabel:
     efficiency: float
     calibration_device: str
     calibration_date: str
-
-    @property
-    def provenance(self) -> Provenance:
-        return Provenance.MEASURED
+    provenance: ClassVar[Provenance] = Provenance.MEASURED
 
 
 Label = FigureLabel | LoraLabel | WeightsLabel | PrefillLabel | BandwidthLabel
