@@ -13,11 +13,14 @@ from rich.console import Console
 from trainfit.cli.main import main
 from trainfit.errors import SpecError, UnknownNameError
 from trainfit.estimator.generation import InferenceEstimate, estimate_inference
+from trainfit.estimator.labels import FigureLabel, How
 from trainfit.estimator.storage import InferencePrecision, kv_cache_bytes
 from trainfit.hardware.catalog import get_device
 from trainfit.models import zoo
 from trainfit.plan.time_words import time_note_text
+from trainfit.provenance import Provenance
 from trainfit.report.inference import inference_dict, inference_renderable
+from trainfit.report.labels import label_text
 from trainfit.spec import TrainSpec
 
 transformers = pytest.importorskip("transformers")
@@ -292,7 +295,8 @@ def test_forward_of_a_plain_module() -> None:
     assert many.peak_allocated_bytes > one.peak_allocated_bytes
     assert many.seconds > one.seconds > 0
     assert one.fits and one.bound in ("host", "device", "bandwidth")
-    assert one.labels["latency"].startswith("modelled: forward only")
+    assert one.labels["latency"] == FigureLabel(Provenance.MODELLED, How.FORWARD_LATENCY)
+    assert label_text(one.labels["latency"]).startswith("modelled: forward only")
     # no activations are kept for a backward: less than the training step's peak
     from trainfit import estimate
 

@@ -12,6 +12,7 @@ import pytest
 
 from trainfit import TrainSpec, estimate
 from trainfit.errors import SpecError
+from trainfit.estimator.result import AppleMemory
 from trainfit.memory.allocator import OutOfMemory
 from trainfit.memory.mps_allocator import MiB, MpsAllocator, heap_size
 from trainfit.memory.runtime import METAL_OTHER_FLOOR_BYTES
@@ -144,7 +145,8 @@ def test_estimate_on_a_mac_is_labelled_modelled() -> None:
     assert set(data["attention_kernels"]) == {"math"}
     assert result.peak_reserved_bytes >= result.peak_allocated_bytes > 0
     assert result.fits is True
-    assert any("Apple GPU: modelled" in note for note in result.notes)
+    assert AppleMemory(working_set_bytes=16 * 2**30 * 2 // 3) in result.notes
+    assert any(note.startswith("Apple GPU: modelled") for note in data["notes"])
 
 
 def test_tf32_on_a_mac_is_a_one_line_error() -> None:

@@ -1,9 +1,6 @@
-"""How each figure of an estimate was obtained: a provenance (typed) and its words.
-
-A `FigureLabel` is the label's text (what the JSON and the reports print) that also carries its
-`Provenance`, so that a renderer picks out, say, the modelled figures by kind, never by reading
-its own words.
-"""
+"""Where each figure of an estimate comes from: its `Provenance`, which a renderer reads to pick
+out, say, the modelled figures by kind, never its own words (the labels that carry it:
+`trainfit.estimator.labels`)."""
 
 from __future__ import annotations
 
@@ -29,20 +26,4 @@ class Provenance(str, Enum):
     """Left out of the estimate (said so)."""
 
 
-class FigureLabel(str):
-    """The words of a label (a `str`: JSON and reports print it as is) and its `provenance`."""
-
-    provenance: Provenance
-
-    def __new__(cls, provenance: Provenance, text: str) -> FigureLabel:
-        label = super().__new__(cls, text)
-        label.provenance = provenance
-        return label
-
-    def __getnewargs__(self) -> tuple[Provenance, str]:  # type: ignore[override]
-        # NB: str's own __getnewargs__ gives (text,); a label is rebuilt from both (pickling
-        # across the planner's worker processes).
-        return (self.provenance, str(self))
-
-
-__all__ = ["FigureLabel", "Provenance"]
+__all__ = ["Provenance"]

@@ -239,16 +239,6 @@ class LoraSpec:
             )
         return cls(**value)
 
-    def describe(self, default: str | None = None) -> str:
-        """One line: `LoRA r=16 alpha=32 dropout=0.05 on q_proj,v_proj` (QLoRA: 4-bit base);
-        `default` names the modules adapted when no targets were given."""
-        what = "QLoRA (4-bit NF4 base, modelled)" if self.qlora else "LoRA"
-        if self.targets:
-            targets = ",".join(self.targets)
-        else:
-            targets = f"{default} (the default)" if default else "the default modules"
-        return f"{what} r={self.rank} alpha={self.alpha:g} dropout={self.dropout:g} on {targets}"
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {

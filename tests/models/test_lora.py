@@ -10,11 +10,15 @@ import torch
 
 from trainfit.cli.main import main
 from trainfit.errors import MeasureError, SpecError
+from trainfit.estimator.labels import FigureLabel, How
+from trainfit.estimator.result import QloraModelled
 from trainfit.estimator.step import estimate
 from trainfit.measure.steps import measure
 from trainfit.models.quantized import Linear4bitStandIn, quantized_bytes
 from trainfit.models.source import build_program
+from trainfit.provenance import Provenance
 from trainfit.report.estimate import estimate_dict
+from trainfit.report.model import lora_text
 from trainfit.spec import LoraSpec, TrainSpec
 
 peft = pytest.importorskip("peft")
@@ -60,7 +64,7 @@ def _real_peft(directory: str, **config: object) -> tuple[int, int]:
 def test_spec_defaults_and_dict() -> None:
     spec = TrainSpec(model="gpt2", lora={"rank": 16, "targets": "q_proj,v_proj"})
     assert spec.lora == LoraSpec(rank=16, alpha=32.0, targets=("q_proj", "v_proj"))
-    assert spec.lora.describe() == "LoRA r=16 alpha=32 dropout=0 on q_proj,v_proj"
+    assert lora_text(spec.lora) == "LoRA r=16 alpha=32 dropout=0 on q_proj,v_proj"
 
 
 def test_spec_collects_every_problem() -> None:
@@ -175,8 +179,9 @@ def test_qlora_parameter_bytes_exact(llama_dir: str) -> None:
     assert sum(quantized_bytes(n) for n in quantized.values()) / sum(
         quantized.values()
     ) == pytest.approx(0.5 + 1 / 64 + 4 / (64 * 256), rel=1e-4)
-    assert est.labels["qlora"].startswith("modelled")
-    assert any(note.startswith("QLoRA is modelled") for note in est.notes)
+    assert est.labels["qlora"] == FigureLabel(Provenance.MODELLED, How.QLORA)
+    assert QloraModelled() in est.notes
+    assert any(note.startswith("QLoRA is modelled") for note in estimate_dict(est)["notes"])
 
 
 def test_qlora_uses_paged_8bit_state_and_less_memory(llama_dir: str) -> None:

@@ -8,9 +8,11 @@ from trainfit.hardware.cpu_features import HalfSupport
 from trainfit.plan.time_words import basis_text, no_time_text, time_note_text
 from trainfit.timing.basis import (
     AppleUnchecked,
+    BorrowedFit,
     CpuBasis,
     FamilyChecked,
     FamilyFactors,
+    FittedKernel,
     MeasuredBasis,
     RooflineBasis,
     SlowHalfPrecision,
@@ -133,4 +135,21 @@ def test_the_notes_of_a_step_time() -> None:
     )  # fmt: skip
     assert time_note_text(slow).startswith(
         "bf16 on CPU Y is converted to fp32 (none of the CPU flags a, b; it has "
+    )
+
+
+def test_a_borrowed_fit_names_the_kernels_both_precisions_and_the_calibration() -> None:
+    conv = BorrowedFit(
+        kernel=FittedKernel.CONV, precision="fp32", borrowed="bf16", calibration_device="GPU Z"
+    )
+    assert time_note_text(conv) == (
+        "fp32 convolutions timed with the bf16 fit (efficiencies and fixed cost) measured on "
+        "the GPU Z at the fp32 peak rate: the calibration has no fp32 one"
+    )
+    attention = BorrowedFit(
+        kernel=FittedKernel.ATTENTION, precision="tf32", borrowed="bf16", calibration_device="Z"
+    )
+    assert time_note_text(attention) == (
+        "tf32 attention kernels timed with the bf16 efficiency measured on the Z at the tf32 "
+        "peak rate: the calibration has no tf32 one"
     )

@@ -6,8 +6,15 @@ import pytest
 
 from trainfit.hardware.catalog import get_device
 from trainfit.spec import TrainSpec
+from trainfit.timing.basis import BorrowedFit, FittedKernel
 from trainfit.timing.constants import calibration
-from trainfit.timing.step import Rates, rnn_step_seconds, step_host_costs, step_time
+from trainfit.timing.step import (
+    BORROWED_FROM,
+    Rates,
+    rnn_step_seconds,
+    step_host_costs,
+    step_time,
+)
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
@@ -95,3 +102,44 @@ def test_a_loop_without_syncs_overlaps_the_host_with_the_device(nbytes: int) -> 
     assert steady.seconds == pytest.approx(max(host, kernels), rel=0.01)
     assert synced.seconds > steady.seconds
     assert (steady.host_bound_share > 0.5) is (host > kernels)
+
+
+def _ops(*table: OpCost) -> StepCosts:
+    """One forward of each op in `table`, no backward or optimizer."""
+    return StepCosts(table=table, forward=tuple(range(len(table))), backward=(), optimizer=())
+
+
+def test_a_precision_the_calibration_has_no_fit_for_borrows_bf16s_and_says_so() -> None:
+    cal = calibration()
+    attention = OpCost(OpKind.ATTENTION, "fp32", 10**9, 10**6, 1)
+    conv = OpCost(OpKind.CONV, "fp32", 10**9, 10**6, 1)  # fp32: no TF32 on a V100
+    assert "fp32" not in cal.attention_efficiency and "fp32" not in cal.conv_fit
+    step = step_time(
+        _ops(attention, conv, attention), TrainSpec(model="m"), get_device("v100-16gb")
+    )
+    assert step.notes[-2:] == (
+        BorrowedFit(
+            kernel=FittedKernel.ATTENTION,
+            precision="fp32",
+            borrowed=BORROWED_FROM,
+            calibration_device=cal.device,
+        ),
+        BorrowedFit(
+            kernel=FittedKernel.CONV,
+            precision="fp32",
+            borrowed=BORROWED_FROM,
+            calibration_device=cal.device,
+        ),
+    )
+    # the borrowed efficiency at fp32's own peak rate
+    rates = Rates(get_device("v100-16gb"), TrainSpec(model="m"), cal)
+    peak = rates.peak("fp32")
+    expected = 10**9 / (peak * cal.attention_efficiency[BORROWED_FROM]) + cal.kernel_seconds
+    assert rates.time(attention, Phase.FORWARD).seconds == pytest.approx(expected)
+
+
+def test_a_precision_the_calibration_fits_borrows_nothing() -> None:
+    attention = OpCost(OpKind.ATTENTION, "bf16", 10**9, 10**6, 1)
+    conv = OpCost(OpKind.CONV, "fp32", 10**9, 10**6, 1)  # tf32 on an H100
+    step = step_time(_ops(attention, conv), TrainSpec(model="m"), get_device("h100"))
+    assert not any(isinstance(n, BorrowedFit) for n in step.notes)

@@ -23,12 +23,13 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from trainfit.estimator.result import Breakdown, Estimate, EstimateNote, assemble
+from trainfit.estimator.labels import FigureLabel, How
+from trainfit.estimator.result import Breakdown, Estimate, EstimateNote, NoHostRam, assemble
 from trainfit.hardware.catalog import Device
 from trainfit.hardware.cpu_features import CpuFeatures, cpu_features
 from trainfit.hardware.host import total_ram_bytes
 from trainfit.memory.host import CPU_HEAP_SLACK, CPU_RUNTIME_BYTES, replay_host
-from trainfit.provenance import FigureLabel, Provenance
+from trainfit.provenance import Provenance
 from trainfit.spec import TrainSpec
 from trainfit.timing.cpu import cpu_step_time
 from trainfit.timing.missing import NoStepTime, NoTime
@@ -80,32 +81,20 @@ def _memory(spec: TrainSpec, device: Device, started: float, trace: StepTrace) -
     ram = device.memory_bytes or total_ram_bytes()
     notes: list[EstimateNote] = list(trace.notes)
     if ram is None:
-        notes.append("the host's RAM could not be detected: no fits verdict")
+        notes.append(NoHostRam())
     elif not device.memory_bytes:
         device = dataclasses.replace(device, memory_bytes=ram)
     glibc = sys.platform.startswith("linux")
     labels = {
-        "device_memory_needed_bytes": FigureLabel(
-            Provenance.SIMULATED, "peak RSS increase over the RSS before the model is built"
-        ),
-        "peak_allocated_bytes": FigureLabel(Provenance.TRACED, "traced"),
+        "device_memory_needed_bytes": FigureLabel(Provenance.SIMULATED, How.RSS_INCREASE),
+        "peak_allocated_bytes": FigureLabel(Provenance.TRACED, How.TRACED),
         "peak_reserved_bytes": (
-            FigureLabel(
-                Provenance.SIMULATED,
-                "simulated (glibc malloc replay: resident pages of the tensors)",
-            )
+            FigureLabel(Provenance.SIMULATED, How.GLIBC_REPLAY)
             if glibc
-            else FigureLabel(
-                Provenance.MODELLED,
-                "modelled (glibc malloc replay; this host's allocator is not glibc)",
-            )
+            else FigureLabel(Provenance.MODELLED, How.GLIBC_ELSEWHERE)
         ),
-        "runtime_context": FigureLabel(
-            Provenance.MEASURED, "measured constant (2-core x86-64 Linux, torch 2.13)"
-        ),
-        "allocator_overhead": FigureLabel(
-            Provenance.SIMULATED, "simulated heap rounding plus a measured fragmentation fraction"
-        ),
+        "runtime_context": FigureLabel(Provenance.MEASURED, How.CPU_CONTEXT),
+        "allocator_overhead": FigureLabel(Provenance.SIMULATED, How.HEAP_ROUNDING),
     }
     fits = needed <= ram if ram else None
     return assemble(spec, device, trace, result, needed, breakdown, fits, labels, started, notes)

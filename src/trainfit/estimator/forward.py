@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.estimator.generation import InferenceEstimate, estimate_inference
+from trainfit.estimator.labels import FigureLabel, How
 from trainfit.estimator.storage import InferencePrecision
 from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
-from trainfit.provenance import FigureLabel, Provenance
+from trainfit.provenance import Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.timing.basis import Basis, TimeNote
 from trainfit.trace.target import Target
@@ -133,16 +134,10 @@ def estimate_forward(
     labels = {
         "memory": FigureLabel(
             Provenance.SIMULATED,
-            "traced (no_grad forward), "
-            + ("simulated (MPS heap allocator)" if found.kind is DeviceKind.MPS
-               else "simulated (caching allocator) + runtime context"),
+            How.MPS_FORWARD_MEMORY if found.kind is DeviceKind.MPS else How.FORWARD_MEMORY,
         ),
-        "latency": FigureLabel(
-            Provenance.MODELLED,
-            "modelled: forward only on the step-time model (per-op roofline + host "
-            "issue time)",
-        ),
-    }  # fmt: skip
+        "latency": FigureLabel(Provenance.MODELLED, How.FORWARD_LATENCY),
+    }
     return ForwardEstimate(
         model=spec.model,
         device=found,

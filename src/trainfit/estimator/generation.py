@@ -38,13 +38,21 @@ from functools import lru_cache
 import torch
 
 from trainfit.errors import SpecError
+from trainfit.estimator.labels import (
+    BandwidthLabel,
+    FigureLabel,
+    How,
+    Label,
+    PrefillLabel,
+    WeightsLabel,
+)
 from trainfit.estimator.storage import InferencePrecision, tensor_bytes
 from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
 from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
 from trainfit.memory.runtime import context_bytes, cublas_workspace_bytes, profile_of
 from trainfit.models.program import Description
-from trainfit.provenance import FigureLabel, Provenance
+from trainfit.provenance import Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.timing.constants import Calibration, calibration
 from trainfit.timing.step import Rates, host_costs, step_time
@@ -127,7 +135,7 @@ class InferenceEstimate:
     """Weights plus the average KV cache, read once per decode step."""
     model_description: Description
     """Where the model came from and its family."""
-    labels: dict[str, FigureLabel]
+    labels: dict[str, Label]
     """How each figure was obtained ("traced", "simulated", "modelled", ...)."""
     notes: tuple[str, ...] = field(default=())
     """Caveats of this estimate."""
@@ -383,47 +391,27 @@ def _labels(
     precision: InferencePrecision,
     context_measured: bool,
     cal: Calibration,
-) -> dict[str, FigureLabel]:
+) -> dict[str, Label]:
     """How each figure of the estimate was obtained."""
-    same = found.name == cal.catalog_row
-    quantized = precision in (InferencePrecision.INT8, InferencePrecision.INT4)
+    prefill = How.PREFILL_LAST_LOGITS if trace.logits_to_keep else How.PREFILL_ALL_LOGITS
     return {
-        "weights": (
-            FigureLabel(Provenance.MODELLED, precision.scheme)
-            if quantized
-            else FigureLabel(
-                Provenance.EXACT,
-                "exact (16-bit)" if precision.value in ("fp16", "bf16") else precision.scheme,
-            )
-        ),
-        "kv_cache": FigureLabel(Provenance.TRACED, "traced (DynamicCache), growth replayed"),
-        "activations": FigureLabel(
-            Provenance.TRACED,
-            "traced (no_grad prefill, use_cache=True"
-            + (", logits_to_keep=1)" if trace.logits_to_keep else ", logits for every position)"),
-        ),
-        "peak_reserved_bytes": FigureLabel(
-            Provenance.SIMULATED, "simulated (caching allocator replay)"
-        ),
+        "weights": WeightsLabel(precision=precision),
+        "kv_cache": FigureLabel(Provenance.TRACED, How.KV_CACHE),
+        "activations": FigureLabel(Provenance.TRACED, prefill),
+        "peak_reserved_bytes": FigureLabel(Provenance.SIMULATED, How.CACHING_REPLAY),
         "runtime_context": (
-            FigureLabel(Provenance.MEASURED, "measured constant")
+            FigureLabel(Provenance.MEASURED, How.MEASURED_CONSTANT)
             if context_measured
-            else FigureLabel(Provenance.MODELLED, "modelled (H100)")
+            else FigureLabel(Provenance.MODELLED, How.H100)
         ),
-        "prefill": FigureLabel(
-            Provenance.MODELLED,
-            "modelled (per-op roofline, "
-            + ("calibrated on this GPU model)" if same else f"efficiencies of an {cal.device})"),
+        "prefill": PrefillLabel(
+            calibrated_here=found.name == cal.catalog_row, calibration_device=cal.device
         ),
-        "decode": FigureLabel(
-            Provenance.MODELLED,
-            "modelled: max(host issue time, device time of the traced decode step, "
-            "adjusted for the average cache and the stored weight bytes)",
-        ),
-        "bandwidth_efficiency": FigureLabel(
-            Provenance.MEASURED,
-            f"{cal.memory_efficiency:.3f} x datasheet bandwidth "
-            f"(timing/calibration.json, {cal.device}, {cal.date})",
+        "decode": FigureLabel(Provenance.MODELLED, How.DECODE),
+        "bandwidth_efficiency": BandwidthLabel(
+            efficiency=cal.memory_efficiency,
+            calibration_device=cal.device,
+            calibration_date=cal.date,
         ),
     }
 

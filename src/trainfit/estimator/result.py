@@ -9,16 +9,18 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+from trainfit.estimator.labels import FigureLabel, How, Label, LoraLabel
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.memory.replay import Replay
 from trainfit.models.heads import ModelClass
-from trainfit.models.lora import labels as peft_labels
 from trainfit.models.program import Description, LossNote
 from trainfit.models.weights import StepDtypes
-from trainfit.provenance import FigureLabel
-from trainfit.spec import Precision, TrainSpec
+from trainfit.provenance import Provenance
+from trainfit.spec import LoraSpec, Precision, TrainSpec
 from trainfit.timing.missing import NoStepTime, NoTime
 from trainfit.timing.step import RateMissing, StepTime, step_time
+from trainfit.trace.compat import UntestedTorch
+from trainfit.trace.recorder import DataCheck
 from trainfit.trace.step import StepTrace
 from trainfit.training import Phase
 
@@ -70,8 +72,9 @@ class Estimate:
     trainable_parameter_count: int
     attention_kernels: dict[str, int]
     """SDPA calls of one training step by the kernel the target runs (flash, cudnn, ...)."""
-    assumptions: tuple[str, ...]
-    labels: dict[str, FigureLabel]
+    assumptions: tuple[DataCheck, ...]
+    """The data-dependent values the trace answered without data."""
+    labels: dict[str, Label]
     """How each figure was obtained: its provenance, and the words that say so."""
     seconds: float
     notes: tuple[EstimateNote, ...] = field(default=())
@@ -99,8 +102,44 @@ class EmulatedBf16:
     precision: Precision
 
 
-EstimateNote = str | EmulatedBf16
-"""A note of an Estimate: a typed fact, or one given in words by the trace or the LoRA model."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AppleMemory:
+    """An Apple GPU's memory: modelled, not measured, against Metal's recommended working set
+    (PyTorch refuses allocations past 1.7 times it; macOS swaps before that); MPSGraph's own
+    buffers are not counted."""
+
+    working_set_bytes: int
+    """The limit used: Metal's recommended working set."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QloraModelled:
+    """QLoRA is modelled, not measured (`trainfit.models.quantized`): each Linear but the head
+    holds 0.5 byte per weight plus its block scales and is dequantised per matmul; the other
+    weights stay in the load dtype; AdamW is bitsandbytes' paged 8-bit AdamW, its state on the
+    device."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoHostRam:
+    """The host's RAM could not be detected: no fits verdict."""
+
+
+EstimateNote = UntestedTorch | EmulatedBf16 | AppleMemory | QloraModelled | NoHostRam
+"""A note of an Estimate, a typed fact (words: `trainfit.report.estimate`)."""
+
+
+def lora_labels(lora: LoraSpec | None) -> tuple[dict[str, Label], list[EstimateNote]]:
+    """How the LoRA/QLoRA parts of a result were obtained (labels) and what to say (notes)."""
+    if lora is None:
+        return {}, []
+    traced = LoraLabel(lora=lora)
+    if not lora.qlora:
+        return {"lora": traced}, []
+    return (
+        {"lora": traced, "qlora": FigureLabel(Provenance.MODELLED, How.QLORA)},
+        [QloraModelled()],
+    )
 
 
 def emulated_bf16(spec: TrainSpec, device: Device) -> bool:
@@ -136,13 +175,13 @@ def assemble(
     needed: int,
     breakdown: Breakdown,
     fits: bool | None,
-    labels: dict[str, FigureLabel],
+    labels: dict[str, Label],
     started: float,
     notes: list[EstimateNote],
 ) -> Estimate:
     """The Estimate of a traced and replayed step (shared by the CUDA and CPU targets)."""
-    lora_labels, lora_notes = peft_labels(spec.lora)
-    labels = {**labels, **lora_labels}
+    adapters, lora_notes = lora_labels(spec.lora)
+    labels = {**labels, **adapters}
     notes = [*notes, *lora_notes]
     step, why = None, None
     if device.kind in (DeviceKind.CUDA, DeviceKind.MPS) and trace.costs is not None:

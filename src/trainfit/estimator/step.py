@@ -23,7 +23,9 @@ from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.estimator.cpu import estimate_cpu
+from trainfit.estimator.labels import FigureLabel, How
 from trainfit.estimator.result import (
+    AppleMemory,
     Breakdown,
     EmulatedBf16,
     Estimate,
@@ -32,7 +34,6 @@ from trainfit.estimator.result import (
     emulated_bf16,
 )
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
-from trainfit.hardware.units import GIB
 from trainfit.memory.allocator import CachingAllocator, OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.memory.replay import WORKSPACES, Replay, replay
@@ -43,7 +44,7 @@ from trainfit.memory.runtime import (
     cublas_workspace_bytes,
     profile_of,
 )
-from trainfit.provenance import FigureLabel, Provenance
+from trainfit.provenance import Provenance
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace.recorder import Thread
 from trainfit.trace.step import Category, StepTrace, trace_step
@@ -159,23 +160,11 @@ def _estimate(spec: TrainSpec, started: float) -> Estimate:
     notes: list[EstimateNote] = list(trace.notes)
     if device.kind is DeviceKind.MPS:
         labels = {
-            "peak_allocated_bytes": FigureLabel(
-                Provenance.TRACED, "traced (MPS rules: autocast lists, math attention)"
-            ),
-            "peak_reserved_bytes": FigureLabel(
-                Provenance.MODELLED, "modelled (MPS heap allocator replay, not checked on a Mac)"
-            ),
-            "runtime_context": FigureLabel(
-                Provenance.MODELLED,
-                "a floor: the least Metal held beside PyTorch's heaps in public out-of-memory "
-                "messages; MPSGraph's own buffers above it are not modelled",
-            ),
+            "peak_allocated_bytes": FigureLabel(Provenance.TRACED, How.MPS_TRACED),
+            "peak_reserved_bytes": FigureLabel(Provenance.MODELLED, How.MPS_HEAP_REPLAY),
+            "runtime_context": FigureLabel(Provenance.MODELLED, How.METAL_FLOOR),
         }
-        notes.append(
-            f"Apple GPU: modelled, not measured; the limit used is Metal's recommended working "
-            f"set ({device.memory_bytes / GIB:.1f} GiB); PyTorch refuses allocations past 1.7 "
-            "times it, and macOS swaps before that; MPSGraph's own buffers are not counted"
-        )
+        notes.append(AppleMemory(working_set_bytes=device.memory_bytes))
     else:
         if emulated_bf16(spec, device):
             notes.append(
@@ -187,12 +176,10 @@ def _estimate(spec: TrainSpec, started: float) -> Estimate:
             )
         profile = profile_of(device)
         labels = {
-            "peak_allocated_bytes": FigureLabel(Provenance.TRACED, "traced"),
-            "peak_reserved_bytes": FigureLabel(
-                Provenance.SIMULATED, "simulated (caching allocator replay)"
-            ),
+            "peak_allocated_bytes": FigureLabel(Provenance.TRACED, How.TRACED),
+            "peak_reserved_bytes": FigureLabel(Provenance.SIMULATED, How.CACHING_REPLAY),
             "runtime_context": _context_label(profile),
-            "workspaces": FigureLabel(Provenance.DEFAULT, "PyTorch default size"),
+            "workspaces": FigureLabel(Provenance.DEFAULT, How.LIBRARY_DEFAULT),
         }
     fits = (
         needed <= device.memory_bytes or gpu_fits(trace, spec, device, device.memory_bytes)
@@ -204,9 +191,7 @@ def _estimate(spec: TrainSpec, started: float) -> Estimate:
 
 def _context_label(profile: RuntimeProfile) -> FigureLabel:
     if profile.measured:
-        return FigureLabel(Provenance.MEASURED, "measured constant")
+        return FigureLabel(Provenance.MEASURED, How.MEASURED_CONSTANT)
     if profile.fitted:
-        return FigureLabel(
-            Provenance.MODELLED, "modelled (per-SM rule fitted on public out-of-memory messages)"
-        )
-    return FigureLabel(Provenance.MODELLED, "modelled (H100 constants)")
+        return FigureLabel(Provenance.MODELLED, How.PER_SM_RULE)
+    return FigureLabel(Provenance.MODELLED, How.H100_CONSTANTS)

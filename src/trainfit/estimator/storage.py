@@ -35,19 +35,6 @@ class InferencePrecision(str, Enum):
             return torch.float32
         return torch.float16 if self is InferencePrecision.FP16 else torch.bfloat16
 
-    @property
-    def scheme(self) -> str:
-        """The storage scheme, in words (for labels)."""
-        return {
-            InferencePrecision.FP32: "fp32 weights (a plain module's forward only)",
-            InferencePrecision.FP16: "fp16 weights",
-            InferencePrecision.BF16: "bf16 weights",
-            InferencePrecision.INT8: "modelled: LLM.int8()-like, int8 Linear weights + fp32 "
-            "row scales; embeddings, norms and head 16-bit",
-            InferencePrecision.INT4: f"modelled: GPTQ/AWQ-like int4 Linear weights, groups of "
-            f"{INT4_GROUP} with 16-bit scale and zero; embeddings, norms and head 16-bit",
-        }[self]
-
 
 def _quantized(module: nn.Module, name: str, tensor: torch.Tensor, head: bool) -> bool:
     """Whether a weight is one a quantizer replaces: a Linear's (or Conv1D's) 2-D weight,

@@ -7,6 +7,7 @@ import hashlib
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from trainfit.memory.allocator import CachingAllocator, OutOfMemory
 from trainfit.memory.mps_allocator import MpsAllocator
@@ -87,12 +88,12 @@ def _replay(
     best_state: tuple[Phase, int, str, dict[str, int]] = (Phase.SETUP, 0, "", {})
     handle = -1
     for index, key, name in _steps(trace):
-        if name is None:  # a free
+        if name is _Mark.FREE:
             got = held.pop(key, None)
             if got is not None:
                 free(key)
                 live[got[1]] -= got[0]
-        elif name is _WORKSPACE:
+        elif name is _Mark.WORKSPACE:
             live[WORKSPACES] = live.get(WORKSPACES, 0) + malloc(handle, workspace_bytes)
             handle -= 1
         elif nbytes[index]:
@@ -115,26 +116,34 @@ def _replay(
     )
 
 
-_WORKSPACE = "workspace"
-_STEPS = "steps"
+class _Mark(Enum):
+    """A replay step that is not the allocation of a storage of a category."""
+
+    FREE = "free"
+    """The event frees its storage."""
+    WORKSPACE = "workspace"
+    """A library workspace is allocated (key 0) before the event."""
+    STEPS = "steps"
+    """Not a step: the key of a trace's step list among its kept replays."""
 
 
-def _steps(trace: StepTrace) -> list[tuple[int, int, str | None]]:
+def _steps(trace: StepTrace) -> list[tuple[int, int, str | _Mark]]:
     """What a replay does with the trace's events, worked out once per trace: per event that
-    can allocate or free device memory, (event index, storage key, category value; None for a
-    free), with a library workspace (`_WORKSPACE`, key 0) before the event it precedes."""
-    kept = trace.replays.get(_STEPS)
+    can allocate or free device memory, (event index, storage key, category value, or
+    `_Mark.FREE` for a free), with a library workspace (`_Mark.WORKSPACE`, key 0) before the
+    event it precedes."""
+    kept = trace.replays.get(_Mark.STEPS)
     if kept is None:
         names = trace.category_names()
         workspaces = {w.index for w in trace.workspaces}
-        steps: list[tuple[int, int, str | None]] = []
+        steps: list[tuple[int, int, str | _Mark]] = []
         for index, event in enumerate(trace.events):
             if index in workspaces:
-                steps.append((index, 0, _WORKSPACE))
+                steps.append((index, 0, _Mark.WORKSPACE))
             if not event.alloc:
-                steps.append((index, event.key, None))
-            elif names[index] is not None:
-                steps.append((index, event.key, names[index]))
-        trace.replays[_STEPS] = kept = steps
+                steps.append((index, event.key, _Mark.FREE))
+            elif (name := names[index]) is not None:
+                steps.append((index, event.key, name))
+        trace.replays[_Mark.STEPS] = kept = steps
     assert isinstance(kept, list)
     return kept

@@ -27,8 +27,8 @@ import torch
 from torch import nn
 
 from trainfit.errors import ModelLoadError, SpecError
+from trainfit.models.program import Adapters
 from trainfit.models.quantized import Linear4bitStandIn, linear_classes, quantize_linears
-from trainfit.provenance import FigureLabel, Provenance
 from trainfit.spec import LoraSpec, Precision
 
 
@@ -102,9 +102,9 @@ def _peft() -> Any:
 
 def wrap_with_lora(
     model: nn.Module, lora: LoraSpec, precision: Precision, device: torch.device
-) -> tuple[nn.Module, str]:
-    """`peft.get_peft_model(model, LoraConfig(...))` as a user would call it, and the line
-    that says what was adapted; with QLoRA the model is first cast to the compute dtype and
+) -> tuple[nn.Module, Adapters]:
+    """`peft.get_peft_model(model, LoraConfig(...))` as a user would call it, and what was
+    adapted; with QLoRA the model is first cast to the compute dtype and
     the base Linears are then made 4-bit."""
     peft = _peft()
     _check_targets(model, lora.targets)
@@ -136,9 +136,8 @@ def wrap_with_lora(
             ) from exc
     if lora.qlora:
         quantize_linears(wrapped, skip=head, dtype=compute_dtype(precision))
-    named = ",".join(targets) if isinstance(targets, list) and len(targets) <= 8 else None
-    described = lora.describe() if lora.targets or named is None else lora.describe(named)
-    return wrapped, described
+    named = ",".join(targets) if isinstance(targets, list) and len(targets) <= 8 else ""
+    return wrapped, Adapters(lora=lora, default_targets="" if lora.targets else named)
 
 
 def parameter_counts(model: nn.Module, exclude: set[int] = frozenset()) -> tuple[int, int]:
@@ -155,32 +154,6 @@ def parameter_counts(model: nn.Module, exclude: set[int] = frozenset()) -> tuple
         if id(p) not in exclude:
             seen[id(p)] = (quantized.get(id(p), p.numel()), p.requires_grad)
     return sum(n for n, _ in seen.values()), sum(n for n, grad in seen.values() if grad)
-
-
-def labels(lora: LoraSpec | None) -> tuple[dict[str, FigureLabel], list[str]]:
-    """How the LoRA/QLoRA parts of a result were obtained (labels) and what to say (notes)."""
-    if lora is None:
-        return {}, []
-    traced = FigureLabel(Provenance.TRACED, f"traced (peft's own modules: {lora.describe()})")
-    if not lora.qlora:
-        return {"lora": traced}, []
-    return (
-        {
-            "lora": traced,
-            "qlora": FigureLabel(
-                Provenance.MODELLED,
-                "modelled (4-bit NF4 base with double quantisation and paged 8-bit AdamW, "
-                "without bitsandbytes)",
-            ),
-        },
-        [
-            "QLoRA is modelled, not measured: each Linear but the head holds 0.5 byte per "
-            "weight plus its block scales and is dequantised to the compute dtype per matmul "
-            "(forward and backward); the non-quantised weights stay in the load dtype "
-            "(prepare_model_for_kbit_training would upcast them to fp32); AdamW is bitsandbytes' "
-            "paged 8-bit AdamW, its state counted on the device"
-        ],
-    )
 
 
 def check_runnable(lora: LoraSpec | None) -> None:

@@ -13,9 +13,20 @@ import torch
 from torch import nn
 
 from trainfit.models.heads import HfTask, ModelClass
+from trainfit.spec import LoraSpec
 
 Batch = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Adapters:
+    """The LoRA adapters a model is wrapped with."""
+
+    lora: LoraSpec
+    default_targets: str = ""
+    """peft's default target modules for the model, comma-separated, when the spec names none
+    and they are a list of at most 8 ("" otherwise)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,8 +52,8 @@ class Description:
     """A transformers model's `model_type`, else the module's class name."""
     task: TaskNote | None = None
     """A transformers model's task (None for a plain module)."""
-    lora: str = ""
-    """The LoRA adapters, as the LoRA spec describes them ("" without LoRA)."""
+    lora: Adapters | None = None
+    """The LoRA adapters (None without LoRA)."""
     preference: DpoLoss | None = None
     """The preference loss the model is trained with (None: none)."""
 

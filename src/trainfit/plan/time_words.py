@@ -10,9 +10,11 @@ from trainfit.hardware.cpu_features import CONVERTING_FLAGS, HalfSupport
 from trainfit.timing.basis import (
     AppleUnchecked,
     Basis,
+    BorrowedFit,
     CpuBasis,
     FamilyChecked,
     FamilyFactors,
+    FittedKernel,
     MeasuredBasis,
     SlowHalfPrecision,
     TimeNote,
@@ -24,6 +26,12 @@ _CLASS_WORDS = {
     "conv": "convolutions",
     "gemm": "matrix multiplies",
     "memory": "memory-bound kernels",
+}
+
+
+_FITTED_WORDS = {
+    FittedKernel.CONV: ("convolutions", "fit (efficiencies and fixed cost)"),
+    FittedKernel.ATTENTION: ("attention kernels", "efficiency"),
 }
 
 
@@ -110,7 +118,19 @@ def time_note_text(note: TimeNote) -> str:
             f"{'Apple GPU: ' if note.apple else ''}{note.family} step times checked on {rows} "
             f"held-out public measurement{'s' if rows > 1 else ''}: {errors}"
         )
+    if isinstance(note, BorrowedFit):
+        return borrowed_text(note)
     return slow_half_text(note)
+
+
+def borrowed_text(note: BorrowedFit) -> str:
+    """Kernels timed with another precision's fit, in words."""
+    kernels, fit = _FITTED_WORDS[note.kernel]
+    return (
+        f"{note.precision} {kernels} timed with the {note.borrowed} {fit} measured on the "
+        f"{note.calibration_device} at the {note.precision} peak rate: the calibration has "
+        f"no {note.precision} one"
+    )
 
 
 def slow_half_text(slow: SlowHalfPrecision) -> str:

@@ -6,9 +6,20 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from trainfit.estimator.result import EmulatedBf16, Estimate, EstimateNote
+from trainfit.estimator.result import (
+    AppleMemory,
+    EmulatedBf16,
+    Estimate,
+    EstimateNote,
+    NoHostRam,
+    QloraModelled,
+)
+from trainfit.hardware.units import GIB
 from trainfit.plan.time_words import no_time_text, step_time_dict
+from trainfit.report.labels import labels_text
 from trainfit.report.model import description_text, loss_text
+from trainfit.trace.compat import UntestedTorch
+from trainfit.trace.recorder import DataCheck
 
 
 def estimate_note_text(note: EstimateNote) -> str:
@@ -21,7 +32,42 @@ def estimate_note_text(note: EstimateNote) -> str:
             "is True there), so the step runs in the memory estimated, but slower than "
             "fp16, which is native: consider --precision fp16"
         )
-    return note
+    if isinstance(note, AppleMemory):
+        return (
+            f"Apple GPU: modelled, not measured; the limit used is Metal's recommended working "
+            f"set ({note.working_set_bytes / GIB:.1f} GiB); PyTorch refuses allocations past "
+            "1.7 times it, and macOS swaps before that; MPSGraph's own buffers are not counted"
+        )
+    if isinstance(note, QloraModelled):
+        return (
+            "QLoRA is modelled, not measured: each Linear but the head holds 0.5 byte per "
+            "weight plus its block scales and is dequantised to the compute dtype per matmul "
+            "(forward and backward); the non-quantised weights stay in the load dtype "
+            "(prepare_model_for_kbit_training would upcast them to fp32); AdamW is bitsandbytes' "
+            "paged 8-bit AdamW, its state counted on the device"
+        )
+    if isinstance(note, NoHostRam):
+        return "the host's RAM could not be detected: no fits verdict"
+    return untested_torch_text(note)
+
+
+def data_check_text(check: DataCheck) -> str:
+    """A data-dependent value the trace answered without data, in words."""
+    where = f"module {check.module!r}" if check.module else "the loss"
+    return (
+        f"a data-dependent check ({check.op or 'scalar'}) in {where} was answered "
+        f"{check.answer.value}, as for unpadded random inputs"
+    )
+
+
+def untested_torch_text(note: UntestedTorch) -> str:
+    """A torch release the tracer is not tested on, in words."""
+    major, minor = note.release
+    tested = ", ".join(f"{a}.{b}" for a, b in note.tested)
+    return (
+        f"torch {major}.{minor} is not among the releases trainfit is tested on ({tested}); the "
+        "tracer uses torch internals that may have changed"
+    )
 
 
 def estimate_notes(result: Estimate) -> tuple[str, ...]:
@@ -70,8 +116,8 @@ def estimate_dict(result: Estimate) -> dict[str, Any]:
         "trainable_parameters": result.trainable_parameter_count,
         "lora": None if result.spec.lora is None else result.spec.lora.to_dict(),
         "attention_kernels": result.attention_kernels,
-        "assumptions": list(result.assumptions),
-        "labels": result.labels,
+        "assumptions": [data_check_text(a) for a in result.assumptions],
+        "labels": labels_text(result.labels),
         "notes": list(estimate_notes(result)),
         "seconds": round(result.seconds, 3),
         "time": None if result.step_time is None else step_time_dict(result.step_time),

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from trainfit.estimator.generation import InferenceEstimate
 from trainfit.hardware.units import GIB
+from trainfit.report.labels import label_text, labels_text, scheme_text
 from trainfit.report.model import description_text
 from trainfit.report.tables import FitTable
 
@@ -74,7 +75,7 @@ def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
         style="dim",
     )
     if any(e.precision.value in ("int8", "int4") for e in estimates):
-        schemes = {e.precision.value: e.precision.scheme for e in estimates}
+        schemes = {e.precision.value: scheme_text(e.precision) for e in estimates}
         for name in ("int8", "int4"):
             if name in schemes:
                 notes.append(f"* {name}: {schemes[name]}\n", style="yellow")
@@ -87,7 +88,7 @@ def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
             style="dim",
         )
     for label, how in sorted(first.labels.items()):
-        notes.append(f"{label}: {how}\n", style="dim")
+        notes.append(f"{label}: {label_text(how)}\n", style="dim")
     for note in dict.fromkeys(n for e in estimates for n in e.notes):
         notes.append(f"note: {note}\n", style="dim")
     parts.append(notes)
@@ -102,7 +103,7 @@ def inference_dict(e: InferenceEstimate) -> dict[str, Any]:
         "device": e.device.name,
         "device_memory_bytes": e.device.memory_bytes,
         "precision": e.precision.value,
-        "scheme": e.precision.scheme,
+        "scheme": scheme_text(e.precision),
         "batch": e.batch,
         "context": e.context,
         "new_tokens": e.new_tokens,
@@ -128,6 +129,6 @@ def inference_dict(e: InferenceEstimate) -> dict[str, Any]:
         "prefill_flops": e.prefill_flops,
         "decode_bytes_per_token": e.decode_bytes_per_token,
         "model_description": description_text(e.model_description, generating=True),
-        "labels": e.labels,
+        "labels": labels_text(e.labels),
         "notes": list(e.notes),
     }

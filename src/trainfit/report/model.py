@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from trainfit.models.heads import MULTIPLE_CHOICES, HfTask
 from trainfit.models.program import (
+    Adapters,
     DefaultLoss,
     Description,
     LossNote,
@@ -13,6 +14,7 @@ from trainfit.models.program import (
     UserLoss,
     UserStep,
 )
+from trainfit.spec import LoraSpec
 
 _TASK_WORDS = {
     HfTask.CAUSAL_LM: "causal LM, labels = input ids",
@@ -50,10 +52,26 @@ def task_text(note: TaskNote, generating: bool = False) -> str:
     return words
 
 
+def lora_text(lora: LoraSpec, default: str = "") -> str:
+    """One line: `LoRA r=16 alpha=32 dropout=0.05 on q_proj,v_proj` (QLoRA: 4-bit base);
+    `default` names the modules adapted when no targets were given."""
+    what = "QLoRA (4-bit NF4 base, modelled)" if lora.qlora else "LoRA"
+    if lora.targets:
+        targets = ",".join(lora.targets)
+    else:
+        targets = f"{default} (the default)" if default else "the default modules"
+    return f"{what} r={lora.rank} alpha={lora.alpha:g} dropout={lora.dropout:g} on {targets}"
+
+
+def adapters_text(adapters: Adapters) -> str:
+    """The LoRA adapters a model is wrapped with, in words."""
+    return lora_text(adapters.lora, adapters.default_targets)
+
+
 def description_text(description: Description, generating: bool = False) -> str:
     """Where a model came from, its task, its LoRA adapters and preference loss, in words."""
     task = "" if description.task is None else f", {task_text(description.task, generating)}"
-    lora = f"; {description.lora}" if description.lora else ""
+    lora = "" if description.lora is None else f"; {adapters_text(description.lora)}"
     dpo = description.preference
     preference = "" if dpo is None else f"; DPO over pairs, {dpo_reference_text(dpo.precomputed)}"
     return f"{description.source}: {description.model}{task}{lora}{preference}"

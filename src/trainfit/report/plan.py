@@ -19,6 +19,7 @@ from trainfit.plan.words import (
     rung_text,
     time_text,
 )
+from trainfit.report.model import lora_text
 from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunSpec
 
@@ -53,7 +54,7 @@ def _head(plan: Plan) -> Text:
         f"{plan.spec.model}: effective batch {plan.effective_batch}"
         f"{' ' + plan.spec.sample_unit if plan.spec.preference is not None else ''}, "
         f"{plan.margin:.0%} of each device's memory kept free\n"
-        + ("" if plan.spec.lora is None else f"{plan.spec.lora.describe()} in every setting\n"),
+        + ("" if plan.spec.lora is None else f"{lora_text(plan.spec.lora)} in every setting\n"),
         style="bold",
     )
 

@@ -17,7 +17,8 @@ from trainfit.models.heads import ClassReason, ModelClass
 from trainfit.plan.time_words import basis_text, no_time_text, time_note_text
 from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
-from trainfit.report.estimate import estimate_notes
+from trainfit.report.estimate import data_check_text, estimate_notes
+from trainfit.report.labels import label_text
 from trainfit.report.model import description_text, loss_text
 from trainfit.report.tables import FitTable
 from trainfit.timing.run import RunEstimate
@@ -179,8 +180,9 @@ def _notes(result: Estimate) -> Text:
         notes.append(f"attention kernels: {kernels}\n")
     for label, how in sorted(result.labels.items()):
         if how.provenance in (Provenance.MODELLED, Provenance.NOT_MODELLED):
-            notes.append(f"{label}: {how}\n", style="yellow")
-    for line in (*result.assumptions, *estimate_notes(result)):
+            notes.append(f"{label}: {label_text(how)}\n", style="yellow")
+    assumed = tuple(data_check_text(a) for a in result.assumptions)
+    for line in (*assumed, *estimate_notes(result)):
         notes.append(f"note: {line}\n", style="dim")
     notes.append(f"estimated in {result.seconds:.1f} s", style="dim")
     return notes

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from trainfit.hardware.cpu_features import HalfSupport
 
@@ -102,4 +103,26 @@ class SlowHalfPrecision:
     """fp32 GEMM rate over this dtype's, at a 10^8-FLOP GEMM (calibration curves)."""
 
 
-TimeNote = FamilyChecked | AppleUnchecked | SlowHalfPrecision
+class FittedKernel(str, Enum):
+    """A kernel class whose calibration is a fit per precision (`calibration.json`)."""
+
+    CONV = "conv"
+    """A convolution (`conv_fit`: compute and memory efficiency, fixed seconds)."""
+    ATTENTION = "attention"
+    """A fused attention kernel (`attention_efficiency`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BorrowedFit:
+    """Kernels at a precision the calibration has no fit for, timed with another precision's
+    fit at their own precision's peak rate (`trainfit.timing.step.BORROWED_FROM`)."""
+
+    kernel: FittedKernel
+    precision: str
+    """The precision the kernels compute at (its peak rate is used)."""
+    borrowed: str
+    """The precision whose fitted efficiencies stand in."""
+    calibration_device: str
+
+
+TimeNote = FamilyChecked | AppleUnchecked | SlowHalfPrecision | BorrowedFit

@@ -25,9 +25,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, DeviceKind
@@ -35,8 +36,10 @@ from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.basis import (
     AppleUnchecked,
     Basis,
+    BorrowedFit,
     FamilyChecked,
     FamilyFactors,
+    FittedKernel,
     MeasuredBasis,
     RooflineBasis,
     TimeNote,
@@ -154,6 +157,15 @@ def rnn_step_seconds(cal: Calibration, elements: int, which: str) -> float:
     return interpolate_curve(curve, float(elements))
 
 
+BORROWED_FROM = "bf16"
+"""The precision whose fitted convolution and attention efficiencies time those kernels at a
+precision the calibration has none for (fp32 convolutions on a GPU without TF32, fp32
+attention): bf16's are measured for every kernel class. NB: the kernels run at their own
+precision's peak rate; the step time names each such borrowing (`BorrowedFit`)."""
+
+_Fit = TypeVar("_Fit")
+
+
 @dataclass(frozen=True, slots=True)
 class _OpTime:
     seconds: float
@@ -174,6 +186,29 @@ class Rates:
         self.bandwidth = bandwidth * cal.memory_efficiency
         self.elementwise = bandwidth * cal.elementwise_efficiency
         self._peaks: dict[str, float] = {}
+        self.borrowed: dict[tuple[FittedKernel, str], None] = {}
+        """The (kernel, precision) pairs timed with `BORROWED_FROM`'s fit, in order."""
+
+    def fitted(self, kernel: FittedKernel, fits: Mapping[str, _Fit], precision: str) -> _Fit:
+        """The calibration's fit of `kernel` at `precision`; where it has none, the fit at
+        `BORROWED_FROM`, recorded in `borrowed`."""
+        fit = fits.get(precision)
+        if fit is not None:
+            return fit
+        self.borrowed[(kernel, precision)] = None
+        return fits[BORROWED_FROM]
+
+    def borrowed_notes(self) -> list[TimeNote]:
+        """What the step's timing borrowed (`BorrowedFit`), one note per kernel and precision."""
+        return [
+            BorrowedFit(
+                kernel=kernel,
+                precision=precision,
+                borrowed=BORROWED_FROM,
+                calibration_device=self.cal.device,
+            )
+            for kernel, precision in self.borrowed
+        ]
 
     def peak(self, precision: str) -> float:
         if precision not in self._peaks:
@@ -212,12 +247,12 @@ class Rates:
         precision = _precision(op, self.spec, self.device)
         peak = self.peak(precision)
         if op.kind is OpKind.CONV:
-            fit = cal.conv_fit.get(precision, cal.conv_fit["bf16"])
+            fit = self.fitted(FittedKernel.CONV, cal.conv_fit, precision)
             compute = op.flops / (peak * fit["compute_efficiency"])
             moving = op.bytes / (self.raw_bandwidth * fit["memory_efficiency"])
             return _OpTime(compute + moving + fit["fixed_seconds"], compute >= moving)
         if op.kind is OpKind.ATTENTION:
-            efficiency = cal.attention_efficiency.get(precision, cal.attention_efficiency["bf16"])
+            efficiency = self.fitted(FittedKernel.ATTENTION, cal.attention_efficiency, precision)
             fixed = 0.0
         else:
             efficiency = (
@@ -471,7 +506,7 @@ def step_time(
     compute, memory = clock.compute - begin.compute, clock.memory - begin.memory
     samples = spec.batch * spec.grad_accum
     per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
-    notes = _family_notes(device, fit)
+    notes = _family_notes(device, fit) + rates.borrowed_notes()
     return StepTime(
         device=device.name,
         micro_batch=spec.batch,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,21 +31,24 @@ def torch_release() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def check_torch() -> str | None:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UntestedTorch:
+    """The running torch release is not among those the tracer is tested on."""
+
+    release: tuple[int, int]
+    tested: tuple[tuple[int, int], ...]
+
+
+def check_torch() -> UntestedTorch | None:
     """A note when the running torch is untested; TraceError when it is too old."""
     release = torch_release()
-    text = f"{release[0]}.{release[1]}"
     if release < MINIMUM:
         raise TraceError(
             f"torch {torch.__version__} is too old for the tracer (needs >= "
             f"{MINIMUM[0]}.{MINIMUM[1]}): upgrade torch"
         )
     if release not in TESTED:
-        tested = ", ".join(f"{a}.{b}" for a, b in TESTED)
-        return (
-            f"torch {text} is not among the releases trainfit is tested on ({tested}); the "
-            "tracer uses torch internals that may have changed"
-        )
+        return UntestedTorch(release=release, tested=TESTED)
     return None
 
 

@@ -47,6 +47,27 @@ def labelled(op: str) -> Iterator[None]:
         _LABEL[0] = None
 
 
+class Answer(str, Enum):
+    """What a data-dependent value was answered (its value is the Python literal)."""
+
+    TRUE = "True"
+    FALSE = "False"
+    ONE = "1"
+    ONE_FLOAT = "1.0"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DataCheck:
+    """A value that depends on data (`if mask.all():`), answered as for unpadded random inputs
+    on the common path (`Recorder._assume_scalar`)."""
+
+    op: str
+    """The op that made the value ("" when not known)."""
+    module: str
+    """The module whose forward read it ("" for the loss)."""
+    answer: Answer
+
+
 HOST_SCALAR_CREATORS = frozenset(
     {"lift_fresh.default", "lift_fresh_copy.default", "scalar_tensor.default"}
 )
@@ -118,7 +139,7 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self.events: list[Event] = []
         self.workspaces: list[WorkspaceEvent] = []
-        self.assumptions: list[str] = []
+        self.assumptions: list[DataCheck] = []
         self.phase = Phase.SETUP
         self.iteration = 0
         self.module_path = ""
@@ -356,11 +377,7 @@ class Recorder(TorchDispatchMode):
             value = 1
         if self.phase in (Phase.FORWARD, Phase.BACKWARD):
             # the optimizer's step counters are host scalars, not data: no note for them
-            where = f"module {self.module_path!r}" if self.module_path else "the loss"
-            note = (
-                f"a data-dependent check ({creator or 'scalar'}) in {where} was answered "
-                f"{value}, as for unpadded random inputs"
-            )
+            note = DataCheck(op=creator, module=self.module_path, answer=Answer(str(value)))
             if note not in self.assumptions:
                 self.assumptions.append(note)
         return value

@@ -26,11 +26,11 @@ from trainfit.optim import effective_optimizer, traced_optimizer
 from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.trace import store
-from trainfit.trace.compat import check_torch
+from trainfit.trace.compat import UntestedTorch, check_torch
 from trainfit.trace.context import Tracer, tracing
 from trainfit.trace.costs import StepCosts
 from trainfit.trace.kernels.attention import SdpaBackend, SdpaCall
-from trainfit.trace.recorder import Event, Recorder, WorkspaceEvent
+from trainfit.trace.recorder import DataCheck, Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse, RecordedPass
 from trainfit.trace.target import Target
 from trainfit.training import (
@@ -66,12 +66,12 @@ class StepTrace:
     """Category of each storage key that is not a plain temporary/activation."""
     description: Description
     loss_note: LossNote
-    assumptions: list[str]
+    assumptions: list[DataCheck]
     attention: dict[SdpaBackend, int]
     parameter_count: int
     trainable_count: int
     ops: int
-    notes: list[str] = field(default_factory=list)
+    notes: list[UntestedTorch] = field(default_factory=list)
     replayed_passes: bool = False
     """Whether later iterations re-emitted the first iteration's forward/backward events."""
     attention_calls: frozenset[SdpaCall] = frozenset()

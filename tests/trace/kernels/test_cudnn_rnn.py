@@ -251,9 +251,7 @@ def packed_gru_model() -> nn.Module:
     ],
 )
 def test_every_mode_is_traced_through_cudnns_emulation(factory: str, shape: RnnShape) -> None:
-    spec = TrainSpec(
-        model=f"{HERE}:{factory}", inputs=("tokens=B,16:int64<50",), batch=4
-    )
+    spec = TrainSpec(model=f"{HERE}:{factory}", inputs=("tokens=B,16:int64<50",), batch=4)
     trace = trace_step(spec)
     reserves = [e for e in trace.events if e.alloc and e.nbytes == reserve_bytes(shape)]
     assert reserves and reserves[0].phase is Phase.FORWARD
@@ -264,9 +262,7 @@ def test_every_mode_is_traced_through_cudnns_emulation(factory: str, shape: RnnS
 
 
 def test_a_packed_sequence_is_one_trace_error_naming_the_module() -> None:
-    spec = TrainSpec(
-        model=f"{HERE}:packed_gru_model", inputs=("tokens=B,16:int64<50",), batch=4
-    )
+    spec = TrainSpec(model=f"{HERE}:packed_gru_model", inputs=("tokens=B,16:int64<50",), batch=4)
     with pytest.raises(
         TraceError, match=r"module 'rnn': cuDNN's gru over a packed sequence .* not emulated"
     ):

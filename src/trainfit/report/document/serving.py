@@ -10,6 +10,7 @@ from trainfit.estimator.generation import InferenceEstimate
 from trainfit.hardware.units import GIB
 from trainfit.plan.time_words import basis_text, time_note_text
 from trainfit.report.document.model import InferenceRow
+from trainfit.report.labels import labels_text
 
 
 def _generate_bound(e: InferenceEstimate) -> str:
@@ -25,8 +26,8 @@ def _generate_bound(e: InferenceEstimate) -> str:
 
 def _forward_labels(result: ForwardEstimate) -> dict[str, str]:
     """A forward's labels, the latency's with the step time's basis."""
-    latency = f"{result.labels['latency']}, {basis_text(result.basis)}"
-    return {**result.labels, "latency": latency}
+    labels = labels_text(result.labels)
+    return {**labels, "latency": f"{labels['latency']}, {basis_text(result.basis)}"}
 
 
 def inference_row(result: ServingResult) -> InferenceRow:
@@ -72,7 +73,7 @@ def inference_row(result: ServingResult) -> InferenceRow:
         decode_tokens_per_second=round(result.tokens_per_second, 2),
         total_ms=round(result.total_seconds * 1e3, 3),
         bound=_generate_bound(result),
-        labels=tuple(sorted(result.labels.items())),
+        labels=tuple(sorted(labels_text(result.labels).items())),
         note="; ".join(result.notes),
     )
 
