@@ -3,6 +3,7 @@ family factors, nothing refitted), before and after a change to the step-time mo
 
     python -m benchmarks.external.recheck_gemm snapshot FILE   # the current predictions
     python -m benchmarks.external.recheck_gemm compare BEFORE  # results/gemm_fixed_recheck.*
+    python -m benchmarks.external.recheck_gemm heldout OUT     # version 2's held-out rows now
 
 Written for the GEMM fixed cost's change from FLOPs to seconds (benchmarks/timing/gemm_fixed.py):
 `snapshot` ran on the commit before it, `compare` after; both splits are listed, each error
@@ -100,6 +101,17 @@ def main(argv: list[str]) -> int:
     # NB: `compare trace`, run as __main__, pickled its Traced entries under that module's name
     __main__.Traced = compare.Traced  # type: ignore[attr-defined]
     command, path = argv
+    if command == "heldout":
+        from benchmarks.external import recheck
+
+        doc = recheck.recheck()
+        doc["what"] = (
+            "held-out predictions of model version 2 recomputed after a matmul's fixed cost "
+            "became a time (seconds) instead of FLOPs at the device's rate; family factors "
+            "not refitted, no held-out row used to fit anything"
+        )
+        Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+        return 0
     if command == "snapshot":
         Path(path).write_text(json.dumps(snapshot(), indent=1) + "\n")
         return 0
