@@ -41,7 +41,7 @@ FAST_HELDOUT = {
 
 
 def test_loader_reads_every_row_with_its_split() -> None:
-    assert len(ROWS) == 231
+    assert len(ROWS) == 236
     assert len(BY_ID) == len(ROWS)
     assert {r.family for r in ROWS} <= FAMILIES
     assert {r.split for r in ROWS} == {"calibration", "heldout"}
