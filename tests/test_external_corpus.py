@@ -75,7 +75,7 @@ results/time_by_family_v3.md, where these Apple rows are marked not blind; as co
 results/time_by_family.md: 32.9% / 56.2%, 8.0%, 4.6% / 15.8%, 13.5% / 43.0%, 23.5% / 38.3%).
 A matmul's fixed cost as a time instead of FLOPs at the card's rate (measured on the H100 and
 checked on published GeForce GEMMs, benchmarks/timing/results/gemm_fixed.md) moved them to
-(results/heldout_recheck_gemm_seconds.json) consumer Ada 7.8%, consumer Ampere 10.2% / 132.3%
+(results/heldout_recheck_gemm_seconds.json) consumer Ada 7.8%, consumer Ampere 10.2% / 132.2%
 (Lambda's RTX 3070 BERT-large at batch 1, modelled 2.3x faster than its 100-step run:
 benchmarks/external/README.md), data centre 15.2% / 42.8%, Hopper rows 23.5% / 38.1%."""
 

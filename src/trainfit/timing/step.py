@@ -245,7 +245,10 @@ class Rates:
                 if op.detail
                 else cal.matmul_efficiency[precision]
             )
-            fixed = self.matmul_fixed(precision)
+            # NB: cuBLAS's slow kernels for an unaligned dimension take their fixed part in the
+            # proportion of their throughput (as the calibration was validated); on the
+            # calibration GPU this is the FLOPs form's time exactly
+            fixed = self.matmul_fixed(precision) * cal.matmul_efficiency[precision] / efficiency
         compute = op.flops / (peak * efficiency) + fixed + cal.kernel_seconds * op.kernels
         return _OpTime(max(compute, memory), compute >= memory)
 
