@@ -184,8 +184,8 @@ class Rates:
     def matmul_fixed(self, precision: str) -> float:
         """Seconds a matmul takes beside its FLOPs' time: the calibration GPU's, per precision.
 
-        A time, not FLOPs: on the calibration GPU it is of the same size in every precision
-        while the rates differ 15x (benchmarks/timing/results/gemm_fixed_h100.json), so a
+        A time, not FLOPs: on the calibration GPU it is 2.7-4.9 us in every precision while
+        the rates differ 15x (benchmarks/timing/results/gemm_fixed_h100.json), so a
         card whose TF32 rate is its FP32 rate (GeForce) pays what it pays at FP32, not 10x.
         Unscaled on other NVIDIA cards (their boost clocks are within 0.85-1.3x of the
         calibration GPU's). On an Apple GPU, which runs every precision on the same ALUs, it is
