@@ -25,6 +25,12 @@ ROWS = load_corpus()
 BY_ID = {r.id: r for r in ROWS}
 PREDICTED = {e["id"]: e for e in json.loads(fit.PREDICTIONS.read_text())["rows"]}
 APPLE_V3 = {e["id"]: e for e in json.loads(fit_apple.PREDICTIONS.read_text())["version_3"]["rows"]}
+RECHECK_GEMM = {
+    e["id"]: e
+    for e in json.loads((compare.RESULTS / "heldout_recheck_gemm_seconds.json").read_text())["rows"]
+}
+"""Version 2's held-out predictions recomputed after a matmul's fixed cost became a time
+(benchmarks/external/recheck_gemm.py heldout; the family factors not refitted)."""
 """Model version 3's held-out Apple predictions (the library's default path on a Mac now)."""
 FAST_HELDOUT = {
     "consumer-ada": "xhmy-resnet50-fp32-4090-ubuntu",
@@ -35,7 +41,7 @@ FAST_HELDOUT = {
 
 
 def test_loader_reads_every_row_with_its_split() -> None:
-    assert len(ROWS) == 231
+    assert len(ROWS) == 236
     assert len(BY_ID) == len(ROWS)
     assert {r.family for r in ROWS} <= FAMILIES
     assert {r.split for r in ROWS} == {"calibration", "heldout"}
@@ -56,8 +62,8 @@ def test_loader_names_the_bad_row(tmp_path) -> None:
 TOLERANCE = {
     "apple-silicon": (0.15, 0.56),
     "consumer-ada": (0.09, 0.09),
-    "consumer-ampere": (0.05, 0.16),
-    "datacenter": (0.14, 0.43),
+    "consumer-ampere": (0.11, 1.33),
+    "datacenter": (0.16, 0.43),
     "datacenter (Hopper)": (0.24, 0.39),
 }
 """Held-out (median, worst) |predicted / measured - 1| per family, just above what the current
@@ -66,7 +72,12 @@ code gives: the committed version-2 predictions recomputed after the host floor
 consumer Ada 8.2%, consumer Ampere 4.5% / 15.5%, data centre 13.4% / 42.6%, Hopper rows
 23.4% / 38.0%; Apple 33.0% / 56.2% before model version 3, 14.3% / 55.7% since, in
 results/time_by_family_v3.md, where these Apple rows are marked not blind; as committed,
-results/time_by_family.md: 32.9% / 56.2%, 8.0%, 4.6% / 15.8%, 13.5% / 43.0%, 23.5% / 38.3%)."""
+results/time_by_family.md: 32.9% / 56.2%, 8.0%, 4.6% / 15.8%, 13.5% / 43.0%, 23.5% / 38.3%).
+A matmul's fixed cost as a time instead of FLOPs at the card's rate (measured on the H100 and
+checked on published GeForce GEMMs, benchmarks/timing/results/gemm_fixed.md) moved them to
+(results/heldout_recheck_gemm_seconds.json) consumer Ada 7.8%, consumer Ampere 10.2% / 132.2%
+(Lambda's RTX 3070 BERT-large at batch 1, modelled 2.3x faster than its 100-step run:
+benchmarks/external/README.md), data centre 15.2% / 42.8%, Hopper rows 23.5% / 38.1%."""
 
 
 def _committed(family: str) -> dict[str, dict]:
@@ -93,8 +104,15 @@ def test_heldout_row_matches_the_committed_prediction(family: str) -> None:
     value = compare.predicted_value(row, timed.seconds)
     # NB: the predictions were committed with the step-time model of their commit; the host
     # floor fitted later (src/trainfit/timing/host_fit.json) moves these device-bound rows by
-    # well under 2% (the family factors were not refitted)
-    assert math.isclose(value, committed["predicted_value"], rel_tol=0.02)
+    # well under 2%; a matmul's fixed cost as a time (not FLOPs at the card's rate) moved the
+    # GEMM-bound NVIDIA rows further, by what results/heldout_recheck_gemm_seconds.json
+    # records (the family factors were not refitted)
+    expected = (
+        committed["predicted_value"]
+        if family == "apple-silicon"
+        else RECHECK_GEMM[row.id]["prediction_now"]
+    )
+    assert math.isclose(value, expected, rel_tol=0.02)
     # NB: the later host floor moved the one consumer-ada held-out row from 8.0% to 8.2%
     # error (results/heldout_recheck_host_floor.json): the bound allows a point of drift
     assert abs(value / row.value - 1) <= _worst_fitted_error(family) + 0.01

@@ -11,7 +11,8 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
 - launch latency of an isolated timed call (the microbenchmark's own, removed from its times):
   the median time of copies of <= 1 MiB minus the kernel time;
 - matmul, per precision: a line t = flops / (peak * efficiency) + fixed through torch.mm
-  times (weighted by relative error), fixed expressed as FLOPs at the calibrated rate;
+  times (weighted by relative error), fixed in seconds (a time, not FLOPs at the rate: see
+  benchmarks/timing/gemm_fixed_fit.py);
 - attention and convolution, per precision: the median over the measured shapes of FLOPs
   (PyTorch's formulas; causal halved as the tracer counts it) over the time of the forward
   and forward+backward calls;
@@ -149,7 +150,7 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         ]
         a, b = _line(pts)
         matmul_eff[dtype] = round(1.0 / (a * peak[dtype]), 4)
-        matmul_fixed[dtype] = round(b * peak[dtype] * matmul_eff[dtype])
+        matmul_fixed[dtype] = round(b, 12)
     attention = {}
     for dtype, name in (("bfloat16", "bf16"), ("float16", "fp16")):
         rates = []
@@ -301,7 +302,7 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "kernel_seconds": round(kernel, 9),
         "isolated_launch_seconds": round(latency, 9),
         "matmul_efficiency": matmul_eff,
-        "matmul_fixed_flops": matmul_fixed,
+        "matmul_fixed_seconds": matmul_fixed,
         "attention_efficiency": attention,
         "matmul_unaligned_efficiency": unaligned,
         "foreach_tensor_seconds": round(per_ref, 12),

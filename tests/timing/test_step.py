@@ -143,3 +143,44 @@ def test_a_precision_the_calibration_fits_borrows_nothing() -> None:
     conv = OpCost(OpKind.CONV, "fp32", 10**9, 10**6, 1)  # tf32 on an H100
     step = step_time(_ops(attention, conv), TrainSpec(model="m"), get_device("h100"))
     assert not any(isinstance(n, BorrowedFit) for n in step.notes)
+
+
+def _matmul_seconds(device: str, precision: str, dtype: str) -> float:
+    spec = TrainSpec(model="mlp-tiny", batch=8, precision=precision, device=device)
+    rates = Rates(get_device(device), spec, calibration())
+    op = OpCost(kind=OpKind.MATMUL, dtype=dtype, flops=2 * 512**3, bytes=3 * 4 * 512**2, kernels=1)
+    return rates.time(op, Phase.FORWARD).seconds
+
+
+def test_a_matmuls_fixed_cost_is_a_time_not_flops_at_the_cards_rate() -> None:
+    cal = calibration()
+    # NB: the RTX 4060's TF32 rate is its FP32 rate: a fixed cost in FLOPs at the TF32 rate
+    # would be ~10x the FP32 one (the calibration GPU's tensor cores run TF32 7x faster)
+    tf32 = _matmul_seconds("rtx-4060", "tf32", "fp32")
+    fp32 = _matmul_seconds("rtx-4060", "fp32", "fp32")
+    flops = 2 * 512**3
+    peak = 15.11e12
+    assert tf32 == pytest.approx(
+        flops / (peak * cal.matmul_efficiency["tf32"])
+        + cal.matmul_fixed_seconds["tf32"]
+        + cal.kernel_seconds
+    )
+    # the FLOPs form gave 12x fp32's time here; what is left is the two efficiencies and
+    # the two fixed times, both read on the calibration GPU
+    assert tf32 / fp32 < 1.3
+    # on the calibration GPU the time is what the FLOPs form gave (its committed tables hold)
+    h100 = _matmul_seconds("h100", "bf16", "bf16")
+    old_fixed_flops = 5511324735  # the FLOPs form's bf16 constant, as calibrate.py wrote it
+    eff = cal.matmul_efficiency["bf16"]
+    assert h100 == pytest.approx((flops + old_fixed_flops) / (989.4e12 * eff) + cal.kernel_seconds)
+
+
+def test_an_apple_gpu_pays_one_fixed_cost_in_every_precision() -> None:
+    fp16 = _matmul_seconds("m4-pro-24gb", "fp16", "fp16")
+    fp32 = _matmul_seconds("m4-pro-24gb", "fp32", "fp32")
+    # the M4 Pro's fp16 and fp32 rates are one figure in the catalog: one fixed cost, and the
+    # fp16 matmul differs only by the calibration's efficiencies
+    cal = calibration()
+    ratio = cal.matmul_efficiency["fp32"] / cal.matmul_efficiency["fp16"]
+    assert fp16 > fp32 * 0.9
+    assert fp16 < fp32 * max(ratio, 1.0) * 1.01

@@ -32,7 +32,9 @@ class Calibration:
     elementwise_fixed_seconds: float
     kernel_seconds: float
     matmul_efficiency: dict[str, float]
-    matmul_fixed_flops: dict[str, float]
+    matmul_fixed_seconds: dict[str, float]
+    """Seconds a matmul takes beside its FLOPs' time, per precision (the intercept of time
+    against FLOPs); a time on every device (step.Rates.matmul_fixed)."""
     attention_efficiency: dict[str, float]
     matmul_unaligned_efficiency: dict[str, float]
     foreach_tensor_seconds: float

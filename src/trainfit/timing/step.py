@@ -2,7 +2,7 @@
 
 Each op the tracer saw (trainfit.trace.costs) takes on the device the longer of its compute
 time (FLOPs at the peak rate of its precision times a calibrated efficiency, plus a fixed
-cost per matmul) and its memory time (bytes at the datasheet bandwidth times a calibrated
+time per matmul) and its memory time (bytes at the datasheet bandwidth times a calibrated
 efficiency), plus the shortest time a kernel takes. The host issues every op (views
 included) at a calibrated cost per op; the device runs each kernel once the host has issued
 it and the previous kernel is done, and a value read back to the host (`.item()`) makes the
@@ -31,7 +31,7 @@ from enum import Enum
 from typing import TypeVar
 
 from trainfit.errors import SpecError
-from trainfit.hardware.catalog import Device, DeviceKind
+from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.basis import (
     AppleUnchecked,
@@ -186,6 +186,7 @@ class Rates:
         self.bandwidth = bandwidth * cal.memory_efficiency
         self.elementwise = bandwidth * cal.elementwise_efficiency
         self._peaks: dict[str, float] = {}
+        self._apple_fixed: float | None = None
         self.borrowed: dict[tuple[FittedKernel, str], None] = {}
         """The (kernel, precision) pairs timed with `BORROWED_FROM`'s fit, in order."""
 
@@ -214,6 +215,25 @@ class Rates:
         if precision not in self._peaks:
             self._peaks[precision] = _rate(self.device, precision)
         return self._peaks[precision]
+
+    def matmul_fixed(self, precision: str) -> float:
+        """Seconds a matmul takes beside its FLOPs' time: the calibration GPU's, per precision.
+
+        A time, not FLOPs: on the calibration GPU it is 2.7-4.9 us in every precision while
+        the rates differ 15x (benchmarks/timing/results/gemm_fixed_h100.json), so a
+        card whose TF32 rate is its FP32 rate (GeForce) pays what it pays at FP32, not 10x.
+        Unscaled on other NVIDIA cards (their boost clocks are within 0.85-1.3x of the
+        calibration GPU's). On an Apple GPU, which runs every precision on the same ALUs, it is
+        the calibration GPU's FP32 seconds times its FP32 rate over the device's: the form the
+        Apple family's factors were fitted with."""
+        if self.device.kind is not DeviceKind.MPS:
+            return self.cal.matmul_fixed_seconds[precision]
+        if self._apple_fixed is None:
+            reference = _rate(get_device(self.cal.catalog_row), "fp32")
+            self._apple_fixed = (
+                self.cal.matmul_fixed_seconds["fp32"] * reference / self.peak("fp32")
+            )
+        return self._apple_fixed
 
     def time(self, op: OpCost, phase: Phase) -> _OpTime:
         cal = self.cal
@@ -260,8 +280,11 @@ class Rates:
                 if op.detail
                 else cal.matmul_efficiency[precision]
             )
-            fixed = cal.matmul_fixed_flops[precision]
-        compute = (op.flops + fixed) / (peak * efficiency) + cal.kernel_seconds * op.kernels
+            # NB: cuBLAS's slow kernels for an unaligned dimension take their fixed part in the
+            # proportion of their throughput (as the calibration was validated); on the
+            # calibration GPU this is the FLOPs form's time exactly
+            fixed = self.matmul_fixed(precision) * cal.matmul_efficiency[precision] / efficiency
+        compute = op.flops / (peak * efficiency) + fixed + cal.kernel_seconds * op.kernels
         return _OpTime(max(compute, memory), compute >= memory)
 
 
