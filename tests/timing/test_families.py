@@ -10,15 +10,17 @@ import pytest
 
 from trainfit.hardware.catalog import get_device
 from trainfit.plan.time_words import basis_text
-from trainfit.spec import TrainSpec
+from trainfit.spec import Precision, TrainSpec
+from trainfit.timing.constants import calibration
 from trainfit.timing.families import (
     OP_CLASSES,
     check_classes,
     class_factors,
+    matmul_efficiency,
     op_class,
     scale_of,
 )
-from trainfit.timing.step import step_time
+from trainfit.timing.step import Rates, step_time
 from trainfit.trace.costs import OpKind
 from trainfit.trace.step import trace_step
 
@@ -83,3 +85,40 @@ def test_a_family_with_a_conv_factor_says_so_in_the_basis() -> None:
     assert ("conv", conv) in timed.basis.family.class_factors
     assert f"convolutions a further x{conv:.3g} fitted on" in basis_text(timed.basis)
     assert class_factors("h100") == {}
+
+
+def test_a_geforce_family_has_its_own_matmul_efficiency_and_hopper_keeps_the_calibration() -> None:
+    spec = TrainSpec(**MLP, batch=4)
+    cal = calibration()
+    for family in ("consumer-ampere", "consumer-ada", "consumer-blackwell"):
+        entry = RAW["families"][family]["matmul_efficiency"]
+        for device in RAW["families"][family]["devices"]:
+            own = matmul_efficiency(device)
+            assert own is not None and own.family == family and "zzc0721" in own.source
+            rates = Rates(get_device(device), spec, cal)
+            for precision, value in entry["by_precision"].items():
+                assert own.get(precision) == value == rates.matmul_efficiency(precision)
+    assert matmul_efficiency("h100") is None and matmul_efficiency("a100-80gb") is None
+    rates = Rates(get_device("h100"), spec, cal)
+    assert rates.matmul_efficiency("tf32") == cal.matmul_efficiency["tf32"]
+
+
+def test_tf32_is_faster_than_fp32_for_large_matmuls_on_geforce_not_only_on_hopper() -> None:
+    """A GEMM-bound MLP step (batch 4096): TF32 runs on tensor cores at the family's
+    efficiency, FP32 on CUDA cores at its lower one, the catalog's two rates being equal."""
+    steps = {}
+    for precision in (Precision.FP32, Precision.TF32):
+        spec = TrainSpec(
+            model="tests.timing_models:gemm_mlp",
+            inputs=("input=B,1024:float32",),
+            loss=None,
+            batch=4096,
+            precision=precision,
+        )
+        trace = trace_step(spec)
+        steps[precision] = step_time(trace.costs, spec, get_device("rtx-4060")).seconds
+    own = matmul_efficiency("rtx-4060")
+    assert own is not None
+    tf32, fp32 = own.get("tf32"), own.get("fp32")
+    assert tf32 is not None and fp32 is not None and tf32 > 1.4 * fp32
+    assert 1.2 < steps[Precision.FP32] / steps[Precision.TF32] < tf32 / fp32

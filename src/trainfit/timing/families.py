@@ -8,12 +8,18 @@ TF32), `op_class_factors` further multiplies the kernels of that class. The clas
 "conv" (convolutions), "gemm" (matrix multiplies and attention) and "memory" (every kernel
 bound by bytes moved: elementwise ops, reductions, normalisation, copies, the optimizer's
 multi-tensor kernels, recurrent layers).
+
+A family may also carry its own matmul efficiency per precision (`MatmulEfficiency`), read off
+published large GEMMs on its cards rather than fitted on training steps: GeForce cards run
+FP32 GEMMs on CUDA cores at ~65-70% of the catalog's rate and TF32/FP16/BF16 ones on tensor
+cores at ~100%, where the calibration GPU's are 74% and 66-78%.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
@@ -56,3 +62,39 @@ def class_factors(device: str) -> dict[str, float]:
 def scale_of(factors: Mapping[str, float], kind: OpKind) -> float:
     """The multiplier of an op of `kind` under `factors` (1 for a class not listed)."""
     return factors.get(op_class(kind), 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class MatmulEfficiency:
+    """A device family's large-GEMM efficiency per precision: achieved over catalog FLOP/s."""
+
+    family: str
+    by_precision: tuple[tuple[str, float], ...]
+    """(precision, efficiency) pairs; a precision absent keeps the calibration GPU's."""
+    source: str
+
+    def get(self, precision: str) -> float | None:
+        """The efficiency at `precision`, None where the family has none."""
+        return dict(self.by_precision).get(precision)
+
+
+@cache
+def _efficiency_by_device() -> dict[str, MatmulEfficiency]:
+    raw = json.loads(resources.files("trainfit.timing").joinpath("families.json").read_text())
+    out: dict[str, MatmulEfficiency] = {}
+    for name, family in raw["families"].items():
+        entry = family.get("matmul_efficiency")
+        if not entry:
+            continue
+        figures = tuple((p, float(v)) for p, v in sorted(entry["by_precision"].items()))
+        for precision, value in figures:
+            if not 0 < value < 2:
+                raise ValueError(f"family {name}: matmul efficiency {value} at {precision}")
+        own = MatmulEfficiency(family=name, by_precision=figures, source=entry["source"])
+        out.update({device: own for device in family["devices"]})
+    return out
+
+
+def matmul_efficiency(device: str) -> MatmulEfficiency | None:
+    """The matmul efficiency of a catalog device's family (None where it has none)."""
+    return _efficiency_by_device().get(device)

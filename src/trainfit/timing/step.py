@@ -11,13 +11,14 @@ step while the device still runs the last: the step time is that pipeline's stea
 busier side's work per step), or, for a step timed alone, from an idle device to its end.
 
 The constants come from single-kernel measurements on one GPU (`calibration.json`, made by
-benchmarks/timing/calibrate.py); on other GPUs the efficiencies are assumed the same and the
-rates are the catalog's, and every kernel time is multiplied by the device family's factor,
-fitted on published training measurements (`families.json`, made by
-benchmarks/external/fit.py; Hopper GPUs and devices of no family keep factor 1), and the
-kernels of an op class by the family's factor for it (timing.families): such figures are
-labelled "modelled", and their basis names the factors. A measured step on one device
-scales to another by the ratio of the two modelled times ("calibrated").
+benchmarks/timing/calibrate.py); on other GPUs the efficiencies are assumed the same (but a
+family's own large-matmul ones, timing.families) and the rates are the catalog's; every
+kernel time is multiplied by the device family's factor, fitted on published training
+measurements (`families.json`, made by benchmarks/external/fit.py; Hopper GPUs and devices
+of no family keep factor 1), and the kernels of an op class by the family's factor for it
+(timing.families): such figures are labelled "modelled", and their basis names the factors.
+A measured step on one device scales to another by the ratio of the two modelled times
+("calibrated").
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from trainfit.timing.basis import (
     TimeNote,
 )
 from trainfit.timing.constants import Calibration, FamilyFit, calibration, family_fits
-from trainfit.timing.families import OP_CLASSES, class_factors, scale_of
+from trainfit.timing.families import OP_CLASSES, class_factors, matmul_efficiency, scale_of
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
@@ -187,6 +188,7 @@ class Rates:
         self.elementwise = bandwidth * cal.elementwise_efficiency
         self._peaks: dict[str, float] = {}
         self._apple_fixed: float | None = None
+        self.family_matmul = matmul_efficiency(device.name)
         self.borrowed: dict[tuple[FittedKernel, str], None] = {}
         """The (kernel, precision) pairs timed with `BORROWED_FROM`'s fit, in order."""
 
@@ -235,6 +237,13 @@ class Rates:
             )
         return self._apple_fixed
 
+    def matmul_efficiency(self, precision: str) -> float:
+        """A large matmul's efficiency at `precision`: the device family's, read off published
+        GEMMs (timing.families.MatmulEfficiency), else the calibration GPU's; an unaligned
+        matmul's scales with it."""
+        own = self.family_matmul.get(precision) if self.family_matmul else None
+        return self.cal.matmul_efficiency[precision] if own is None else own
+
     def time(self, op: OpCost, phase: Phase) -> _OpTime:
         cal = self.cal
         if op.kind in (OpKind.HOST, OpKind.SYNC) or op.kernels == 0:
@@ -275,15 +284,18 @@ class Rates:
             efficiency = self.fitted(FittedKernel.ATTENTION, cal.attention_efficiency, precision)
             fixed = 0.0
         else:
+            aligned = self.matmul_efficiency(precision)
             efficiency = (
                 cal.matmul_unaligned_efficiency[precision]
+                * aligned
+                / cal.matmul_efficiency[precision]
                 if op.detail
-                else cal.matmul_efficiency[precision]
+                else aligned
             )
             # NB: cuBLAS's slow kernels for an unaligned dimension take their fixed part in the
             # proportion of their throughput (as the calibration was validated); on the
             # calibration GPU this is the FLOPs form's time exactly
-            fixed = self.matmul_fixed(precision) * cal.matmul_efficiency[precision] / efficiency
+            fixed = self.matmul_fixed(precision) * aligned / efficiency
         compute = op.flops / (peak * efficiency) + fixed + cal.kernel_seconds * op.kernels
         return _OpTime(max(compute, memory), compute >= memory)
 
