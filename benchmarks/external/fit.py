@@ -215,6 +215,13 @@ def group_of(row: CorpusRow) -> str:
 
 def _fit_all(outcomes: list[Outcome], cache: dict, members: dict) -> dict[str, Any]:
     families: dict[str, Any] = {}
+    # NB: a family's matmul efficiencies (geforce_gemm.py) are part of the model refitted here
+    raw = json.loads(FAMILIES_JSON.read_text())["families"]
+    kept = {
+        n: {"matmul_efficiency": f["matmul_efficiency"]}
+        for n, f in raw.items()
+        if f.get("matmul_efficiency")
+    }
     groups = sorted({o.row.family for o in outcomes} | set(members))
     groups += [g for g in GENERATIONS if g not in groups]
     for group in groups:
@@ -234,6 +241,7 @@ def _fit_all(outcomes: list[Outcome], cache: dict, members: dict) -> dict[str, A
             "op_class_factors": {} if factors is None else factors.classes(),
             "fitted_on": [o.row.id for o in usable],
             "left_out": {o.row.id: o.status for o in calib if o.status != "ok"},
+            **kept.get(group, {}),
         }
     return families
 

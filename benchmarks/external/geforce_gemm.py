@@ -1,9 +1,9 @@
 """GeForce matmul efficiencies per precision, read off published large GEMMs, and the consumer
 families' factors refitted with them.
 
-    python -m benchmarks.external.geforce_gemm snapshot FILE    # consumer rows' predictions now
-    python -m benchmarks.external.geforce_gemm efficiency       # into families.json
-    python -m benchmarks.external.geforce_gemm refit BEFORE     # factors, results/geforce_refit.*
+    python -m benchmarks.external.geforce_gemm snapshot FILE         # consumer rows now
+    python -m benchmarks.external.geforce_gemm efficiency FAMILY...  # into families.json
+    python -m benchmarks.external.geforce_gemm refit BEFORE NAME FAMILY...  # results/NAME.*
 
 `efficiency`: per card, the median over the contributors' runs in `geforce_gemm_database.json`
 of their best TFLOPS over the catalog's rate; per family and precision, the median over its
@@ -12,6 +12,8 @@ data, not corpus rows. `refit`: the consumer families' factors fitted again on t
 calibration rows with fit.py's procedure (fit.evaluate, fit.fit_group), the held-out rows then
 predicted and scored beside `BEFORE` (a `snapshot` of the library before the change); the
 held-out rows were seen before (version 2's errors are committed), so the check is not blind.
+`efficiency` writes the entries of the families named and removes the others' (a family whose
+refit was not kept keeps the calibration GPU's efficiencies and its factors).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from trainfit.hardware.catalog import get_device
 from trainfit.timing.step import step_time
 
 DATABASE = Path(__file__).with_name("geforce_gemm_database.json")
-OUT = compare.RESULTS / "geforce_refit"
 FAMILIES = ("consumer-ampere", "consumer-ada", "consumer-blackwell")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
@@ -71,10 +72,13 @@ def efficiencies() -> dict[str, dict[str, Any]]:
     return out
 
 
-def write_efficiencies() -> None:
+def write_efficiencies(families: list[str]) -> None:
     doc = json.loads(fit.FAMILIES_JSON.read_text())
     for family, entry in efficiencies().items():
-        doc["families"][family]["matmul_efficiency"] = entry
+        if family in families:
+            doc["families"][family]["matmul_efficiency"] = entry
+        else:
+            doc["families"][family].pop("matmul_efficiency", None)
     fit._dump(fit.FAMILIES_JSON, doc)
 
 
@@ -101,13 +105,13 @@ def snapshot() -> dict[str, Any]:
     return out
 
 
-def refit() -> dict[str, Any]:
-    """The consumer families' factors fitted again on their calibration rows (into
-    families.json); the fitted groups and their rows."""
+def refit(families: list[str]) -> dict[str, Any]:
+    """The factors of `families` fitted again on their calibration rows (into families.json);
+    the fitted groups and their rows."""
     cache = compare._load_cache()
     doc = json.loads(fit.FAMILIES_JSON.read_text())
     fitted: dict[str, Any] = {}
-    for family in FAMILIES:
+    for family in families:
         rows = [r for r in compare.time_rows() if r.family == family and r.split == "calibration"]
         outcomes = [fit.evaluate(r, cache) for r in rows]
         usable = [o for o in outcomes if o.status == "ok"]
@@ -119,7 +123,6 @@ def refit() -> dict[str, Any]:
         entry["op_class_factors"] = factors.classes()
         entry["fitted_on"] = [o.row.id for o in usable]
         entry["left_out"] = {o.row.id: o.status for o in outcomes if o.status != "ok"}
-        entry.pop("heldout_check", None)
         fitted[family] = {"factor": entry["device_time_factor"], "classes": factors.classes()}
     fit._dump(fit.FAMILIES_JSON, doc)
     return fitted
@@ -158,6 +161,30 @@ def scored(before: dict[str, Any], after: dict[str, Any]) -> tuple[dict[str, Any
     return {"rows": rows}, "\n".join(lines) + "\n"
 
 
+def record_checks(data: dict[str, Any], families: list[str], table: str) -> None:
+    """Each refitted family's held-out errors into its families.json entry (not blind)."""
+    doc = json.loads(fit.FAMILIES_JSON.read_text())
+    for family in families:
+        errors = [
+            r["error_after"]
+            for r in data["rows"]
+            if r["family"] == family and r["split"] == "heldout"
+        ]
+        if not errors:
+            doc["families"][family].pop("heldout_check", None)
+            continue
+        doc["families"][family]["heldout_check"] = {
+            "rows": len(errors),
+            "median_error": round(statistics.median(errors), 3),
+            "worst_error": round(max(errors), 3),
+            "table": table,
+            "note": "the group's held-out rows after its factors were refitted with the "
+            "family's matmul efficiencies (benchmarks/external/geforce_gemm.py); not fitted "
+            "on, but seen before (not blind)",
+        }
+    fit._dump(fit.FAMILIES_JSON, doc)
+
+
 def main(argv: list[str]) -> int:
     import __main__
 
@@ -167,13 +194,16 @@ def main(argv: list[str]) -> int:
     if command == "snapshot":
         Path(argv[1]).write_text(json.dumps(snapshot(), indent=1) + "\n")
     elif command == "efficiency":
-        write_efficiencies()
+        write_efficiencies(argv[1:])
     elif command == "refit":
-        fitted = refit()
-        data, table = scored(json.loads(Path(argv[1]).read_text()), snapshot())
+        before, name, families = argv[1], argv[2], argv[3:]
+        fitted = refit(families)
+        data, table = scored(json.loads(Path(before).read_text()), snapshot())
         data["fitted"] = fitted
-        OUT.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-        OUT.with_suffix(".md").write_text(table)
+        out = compare.RESULTS / name
+        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+        out.with_suffix(".md").write_text(table)
+        record_checks(data, families, f"benchmarks/external/results/{name}.md")
         print(table, json.dumps(fitted))
     else:
         raise SystemExit(f"unknown command {command!r}: snapshot, efficiency or refit")
