@@ -153,8 +153,8 @@ def scored(before: dict[str, Any], after: dict[str, Any]) -> tuple[dict[str, Any
             }
         )
     lines = [
-        "| family | split | n | median / worst before | median / worst after |",
-        "|---|---|---:|---|---|",
+        "| family | split | n | median before | worst before | median after | worst after |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for (family, split), (e0, e1) in sorted(groups.items()):
         lines.append(f"| {family} | {split} | {len(e0)} | {_stats(e0)} | {_stats(e1)} |")
