@@ -4,7 +4,7 @@
 
 Each part runs in fresh processes (`--one PART`), `--repeat` times:
 
-- `rnn`: cuDNN's recurrent layers (LSTM, GRU, RNN_TANH; one layer, input 128, fp32) over the
+- `rnn`: cuDNN's recurrent layers (LSTM, GRU, RNN_TANH; one layer, input 128, fp32 and bf16) over the
   hidden size, at batch 32 and 64 and two sequence lengths: the forward (grad mode on) and the
   backward timed with CUDA events, the median of 15 repetitions each. The per-step cost is the
   difference between the two lengths over their difference in steps.
@@ -20,6 +20,7 @@ Writes DIR/diagnose.json (environment + one record per part and run).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import subprocess
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-HIDDEN = (96, 128, 160, 192, 224, 256, 320, 384, 512)
+HIDDEN = (64, 128, 192, 256, 320, 384, 512, 768, 1024)
 MODES = ("LSTM", "GRU", "RNN_TANH")
 
 
@@ -74,23 +75,25 @@ def rnn_part() -> list[dict[str, Any]]:
     from torch import nn
 
     out = []
-    for mode in MODES:
-        for hidden in HIDDEN:
-            for batch in (32, 64):
-                layer = nn.RNNBase(mode, 128, hidden, 1, batch_first=True).cuda()
-                for steps in (48, 144):
-                    x = torch.randn(batch, steps, 128, device="cuda", requires_grad=True)
-                    forward_ms, backward_ms = _time_rnn(layer, x)
-                    out.append(
-                        dict(
-                            mode=mode,
-                            hidden=hidden,
-                            batch=batch,
-                            steps=steps,
-                            forward_ms=forward_ms,
-                            backward_ms=backward_ms,
-                        )
-                    )
+    classes = {"LSTM": nn.LSTM, "GRU": nn.GRU, "RNN_TANH": nn.RNN}
+    for mode, dtype, hidden, batch in itertools.product(
+        MODES, (torch.float32, torch.bfloat16), HIDDEN, (32, 64)
+    ):
+        layer = classes[mode](128, hidden, 1, batch_first=True).to("cuda", dtype)
+        for steps in (48, 144):
+            x = torch.randn(batch, steps, 128, device="cuda", dtype=dtype, requires_grad=True)
+            forward_ms, backward_ms = _time_rnn(layer, x)
+            out.append(
+                dict(
+                    mode=mode,
+                    dtype=str(dtype).removeprefix("torch."),
+                    hidden=hidden,
+                    batch=batch,
+                    steps=steps,
+                    forward_ms=forward_ms,
+                    backward_ms=backward_ms,
+                )
+            )
     return out
 
 
@@ -202,6 +205,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--parts", default="host,rnn")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -213,7 +217,7 @@ def main() -> None:
     record: dict[str, Any] = {"environment": _environment(), "runs": []}
     args.out.mkdir(parents=True, exist_ok=True)
     for repeat in range(args.repeat):
-        for part in ("host", "rnn"):
+        for part in args.parts.split(","):
             cmd = [sys.executable, "-m", "benchmarks.steptime.diagnose", "--one", part]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, check=False)
             rows = (

@@ -77,7 +77,11 @@ START = {  # the microbenchmarks' values, no fixed costs
     "library_scale": 1.0,
     "optimizer_scale": 1.0,
 }
-WINDOW = Path(__file__).parent / "results/calibration_window_h100.json"
+RESULTS = Path(__file__).parent / "results"
+WINDOW = RESULTS / "calibration_window_h100.json"
+LOOP_TIMED = ("steptime", "blind", "blind2")
+"""The tables timed as a loop runs them (compared with the steady period); the others were
+timed with a sync after each step."""
 
 
 def faithful_spec(name: str) -> dict[str, Any] | None:
@@ -99,20 +103,41 @@ def faithful_spec(name: str) -> dict[str, Any] | None:
     return kwargs
 
 
-def window_rows() -> dict[str, tuple[dict[str, Any], float]]:
+def window_rows(
+    path: Path = WINDOW, table: str = "steptime", cases: str = "heldout"
+) -> dict[str, tuple[dict[str, Any], float]]:
     """name -> (TrainSpec keyword arguments, measured seconds) of the steps timed as a loop
-    runs them (`window.py`, `results/calibration_window_h100.json`): the median over the
-    runs of each run's median window."""
+    runs them (`window.py`; by default `results/calibration_window_h100.json`): the median
+    over the runs of each run's median window."""
+    from benchmarks.steptime.cases import case_set
     from benchmarks.steptime.predict import spec_kwargs
 
     runs: dict[str, list[float]] = {}
-    for run in json.loads(WINDOW.read_text())["runs"]:
+    for run in json.loads(path.read_text())["runs"]:
         if "window_median_seconds" in run:
             runs.setdefault(run["case"], []).append(run["window_median_seconds"])
     return {
-        f"steptime/{name}": (spec_kwargs(name), statistics.median(seconds))
+        f"{table}/{name}": (spec_kwargs(name, case_set(cases)), statistics.median(seconds))
         for name, seconds in runs.items()
     }
+
+
+def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
+    """The rows `--eval` reports beside the calibration rows and the fit does not read
+    (unless `--with-blind`): `benchmarks/timing`'s held-out steps (synced) and the blind
+    steps of `results/blind_h100.json` (loop-timed); with the second blind set's table
+    once it is measured."""
+    from benchmarks.timing.heldout import HELDOUT
+
+    measured = json.loads((BENCH / "timing/results/timing_heldout_h100.json").read_text())
+    rows = {
+        f"heldout/{name}": (dict(HELDOUT[name]), record["median_step_seconds"])
+        for name, record in measured["cases"].items()
+    }
+    rows |= window_rows(RESULTS / "blind_h100.json", "blind", "blind")
+    if (RESULTS / "blind2_h100.json").exists():
+        rows |= window_rows(RESULTS / "blind2_h100.json", "blind2", "blind2")
+    return rows
 
 
 def prefill_rows(device: Device) -> list[tuple[str, TrainSpec, StepCosts, float]]:
@@ -184,24 +209,44 @@ def descend(
     return best, score
 
 
+def table_errors(rows: dict[str, tuple[float, float]]) -> dict[str, tuple[int, float, float]]:
+    """table -> (rows, median, worst |predicted / measured - 1|)."""
+    errors: dict[str, list[float]] = {}
+    for row, (p, m) in rows.items():
+        errors.setdefault(row.split("/")[0], []).append(abs(p / m - 1))
+    return {t: (len(e), statistics.median(e), max(e)) for t, e in errors.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--write", action="store_true", help=f"write {OUT.name}")
     parser.add_argument("--prefill", action="store_true", help="fit on the prefill rows too")
+    parser.add_argument(
+        "--eval", action="store_true", help="no fit: the shipped constants' errors per table"
+    )
+    parser.add_argument(
+        "--with-blind", action="store_true", help="fit on the blind rows of blind_h100.json too"
+    )
     args = parser.parse_args()
     device = get_device("h100")
+    rows = calibration_rows()
+    checks = check_rows()
+    if args.with_blind:
+        rows |= {n: r for n, r in checks.items() if n.startswith("blind/")}
     traced = []
-    for name, (kwargs, seconds) in calibration_rows().items():
+    for name, (kwargs, seconds) in (rows | checks).items():
         spec = TrainSpec(**kwargs, device="h100")
         trace = trace_step(spec, target=Target.of(device))
-        traced.append((name, spec, trace, seconds))
+        traced.append((name, spec, trace, seconds, name in rows))
     prefills = prefill_rows(device) if args.prefill else []
     base = calibration()
 
-    def predicted(cal: Calibration) -> dict[str, tuple[float, float]]:
+    def predicted(cal: Calibration, fitted_only: bool) -> dict[str, tuple[float, float]]:
         """row -> (predicted, measured) seconds under `cal`."""
         out = {}
-        for row, spec, trace, seconds in traced:
+        for row, spec, trace, seconds, fitted in traced:
+            if fitted_only and not fitted:
+                continue
             t = step_time(
                 trace.costs,
                 spec,
@@ -209,7 +254,7 @@ def main() -> None:
                 trace.tokens_per_sample,
                 trace.trainable_tensors,
                 cal=cal,
-                synced_loop=not row.startswith("steptime/"),
+                synced_loop=row.split("/")[0] not in LOOP_TIMED,
             )
             out[row] = (t.seconds, seconds)
         for row, spec, costs, seconds in prefills:
@@ -219,26 +264,33 @@ def main() -> None:
 
     def loss(constants: dict[str, float]) -> float:
         errors: dict[str, list[float]] = {}
-        for row, (p, m) in predicted(with_fit(base, constants)).items():
+        for row, (p, m) in predicted(with_fit(base, constants), True).items():
             errors.setdefault(row.split("/")[0], []).append(abs(math.log(p / m)))
         # NB: each table weighs the same (the loop-timed rows are few but the method users see)
         return statistics.mean(statistics.mean(e) for e in errors.values())
 
-    # NB: coordinate descent ends where the path leads on a flat optimum: from the
-    # microbenchmarks' values and from the shipped fit, the better kept
     shipped = {**START, **json.loads(OUT.read_text())["constants"]}
-    best, score = min((descend(loss, start) for start in (START, shipped)), key=lambda r: r[1])
+    if args.eval:
+        best, score = shipped, loss(shipped)
+    else:
+        # NB: coordinate descent ends where the path leads on a flat optimum: from the
+        # microbenchmarks' values and from the shipped fit, the better kept
+        best, score = min((descend(loss, s) for s in (START, shipped)), key=lambda r: r[1])
     print(json.dumps({"loss": round(score, 4), "constants": best}, indent=1))
-    for name, (p, m) in predicted(with_fit(base, best)).items():
-        print(f"{name}: {p / m - 1:+.1%}")
+    everything = predicted(with_fit(base, best), False)
+    for name, (p, m) in everything.items():
+        print(f"{name}: {p / m - 1:+.1%}{'' if name in rows else ' (not fitted on)'}")
+    for table, (n, median, worst) in table_errors(everything).items():
+        print(f"{table} ({n}): median {median:.1%}, worst {worst:.1%}")
     if args.write:
         record = {
             "source": "benchmarks/steptime/hostfit.py: coordinate descent over a grid, "
             "minimising the mean over the tables (timing, faithful, steptime"
+            + (", blind" if args.with_blind else "")
             + (", inference prefill" if args.prefill else "")
             + ") of each table's "
             "mean |log(predicted/measured)| over the rows below",
-            "fitted_on": sorted([name for name, *_ in traced] + [n for n, *_ in prefills]),
+            "fitted_on": sorted([n for n, *_ in traced if n in rows] + [n for n, *_ in prefills]),
             "constants": {k: round(v, 9) for k, v in best.items()},
         }
         OUT.write_text(json.dumps(record, indent=1) + "\n")
