@@ -4,9 +4,9 @@
 
 Each part runs in fresh processes (`--one PART`), `--repeat` times:
 
-- `rnn`: cuDNN's recurrent layers (LSTM, GRU, RNN_TANH; one layer, input 128, fp32 and bf16) over the
-  hidden size, at batch 32 and 64 and two sequence lengths: the forward (grad mode on) and the
-  backward timed with CUDA events, the median of 15 repetitions each. The per-step cost is the
+- `rnn`: cuDNN's recurrent layers (LSTM, GRU, RNN_TANH; one layer, input 128, fp32, bf16)
+  over the hidden size, at batch 32 and 64 and two sequence lengths: the forward (grad mode on) and
+  the backward timed with CUDA events, the median of 15 repetitions each. The per-step cost is the
   difference between the two lengths over their difference in steps.
 - `host`: steps whose device work is tiny (batch 16), timed as loops of 200 calls with one
   sync at each end, so the wall time per call is the host's cost: the forward alone (loss
