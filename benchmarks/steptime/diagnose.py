@@ -98,6 +98,7 @@ def rnn_part() -> list[dict[str, Any]]:
 
 
 def _mlp(depth: int, width: int = 128) -> Any:
+    """32 -> `depth` x `width` (ReLU) -> 10, a bare nn.Sequential (as the GPU ran it)."""
     from torch import nn
 
     layers: list[Any] = [nn.Linear(32, width), nn.ReLU()]
@@ -105,6 +106,14 @@ def _mlp(depth: int, width: int = 128) -> Any:
         layers += [nn.Linear(width, width), nn.ReLU()]
     layers.append(nn.Linear(width, 10))
     return nn.Sequential(*layers)
+
+
+def _traced_mlp(depth: int, width: int = 128) -> Any:
+    """The same layers inside `models.MLP` for trainfit (its forward takes `x`; one module
+    call more than the GPU ran)."""
+    from benchmarks.steptime.models import MLP
+
+    return MLP((32, *([width] * depth)), 10)
 
 
 class Chain:
@@ -127,6 +136,54 @@ class Chain:
                 return self.head(x)
 
         return _Chain()
+
+
+def mlp2x128() -> Any:
+    return _traced_mlp(2)
+
+
+def mlp4x128() -> Any:
+    return _traced_mlp(4)
+
+
+def mlp8x128() -> Any:
+    return _traced_mlp(8)
+
+
+def mlp12x128() -> Any:
+    return _traced_mlp(12)
+
+
+def mlp16x128() -> Any:
+    return _traced_mlp(16)
+
+
+def mlp4x2048() -> Any:
+    return _traced_mlp(4, 2048)
+
+
+def chain4() -> Any:
+    return Chain(4)
+
+
+def chain12() -> Any:
+    return Chain(12)
+
+
+FACTORIES = {
+    "mlp2x128": "mlp2x128",
+    "mlp4x128": "mlp4x128",
+    "mlp8x128": "mlp8x128",
+    "mlp12x128": "mlp12x128",
+    "mlp16x128": "mlp16x128",
+    "mlp8x128-bf16": "mlp8x128",
+    "mlp4x2048-bf16": "mlp4x2048",
+    "chain4": "chain4",
+    "chain12": "chain12",
+}
+"""The host part's models: name -> the factory in this module trainfit traces (input x of
+16 x 32, 10 classes; `-bf16` under bf16 autocast)."""
+OPTIMIZERS = {"sgd": "sgd", "sgdm": "sgd-momentum", "adam": "adam", "adamw": "adamw"}
 
 
 def _loop_us(fn: Any, n: int = 200) -> float:

@@ -79,7 +79,8 @@ START = {  # the microbenchmarks' values, no fixed costs
 }
 RESULTS = Path(__file__).parent / "results"
 WINDOW = RESULTS / "calibration_window_h100.json"
-LOOP_TIMED = ("steptime", "blind", "blind2")
+DIAGNOSE = RESULTS / "diagnose_h100/diagnose_host.json"
+LOOP_TIMED = ("steptime", "blind", "blind2", "diagnose")
 """The tables timed as a loop runs them (compared with the steady period); the others were
 timed with a sync after each step."""
 
@@ -120,6 +121,33 @@ def window_rows(
         f"{table}/{name}": (spec_kwargs(name, case_set(cases)), statistics.median(seconds))
         for name, seconds in runs.items()
     }
+
+
+def diagnose_rows() -> dict[str, tuple[dict[str, Any], float]]:
+    """name -> (TrainSpec keyword arguments, measured seconds) of the host-bound steps of
+    `results/diagnose_h100/diagnose_host.json` (`diagnose.py`: tiny MLPs and an elementwise
+    chain, batch 16, four optimizers, loops of 200 steps with a sync at each end): the median
+    over the runs of the full step (forward, backward, the optimizer, zero_grad)."""
+    from benchmarks.steptime.diagnose import FACTORIES, OPTIMIZERS
+
+    runs: dict[tuple[str, str], list[float]] = {}
+    for run in json.loads(DIAGNOSE.read_text())["runs"]:
+        if run["part"] != "host":  # the first call's RNN part failed (its error kept)
+            continue
+        for row in run["rows"]:
+            for short in OPTIMIZERS:
+                runs.setdefault((row["model"], short), []).append(row[f"{short}_full_us"] * US)
+    out = {}
+    for (model, short), seconds in runs.items():
+        kwargs = dict(
+            model=f"benchmarks.steptime.diagnose:{FACTORIES[model]}",
+            inputs=("x=B,32",),
+            batch=16,
+            optimizer=OPTIMIZERS[short],
+            precision="bf16" if model.endswith("-bf16") else "fp32",
+        )
+        out[f"diagnose/{model}-{short}"] = (kwargs, statistics.median(seconds))
+    return out
 
 
 def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
@@ -225,12 +253,19 @@ def main() -> None:
         "--eval", action="store_true", help="no fit: the shipped constants' errors per table"
     )
     parser.add_argument(
+        "--with-diagnose", action="store_true", help="fit on diagnose.py's host rows too"
+    )
+    parser.add_argument(
         "--with-blind", action="store_true", help="fit on the blind rows of blind_h100.json too"
     )
     args = parser.parse_args()
     device = get_device("h100")
     rows = calibration_rows()
     checks = check_rows()
+    if args.with_diagnose:
+        rows |= diagnose_rows()
+    else:
+        checks |= diagnose_rows()
     if args.with_blind:
         rows |= {n: r for n, r in checks.items() if n.startswith("blind/")}
     traced = []
@@ -286,6 +321,7 @@ def main() -> None:
         record = {
             "source": "benchmarks/steptime/hostfit.py: coordinate descent over a grid, "
             "minimising the mean over the tables (timing, faithful, steptime"
+            + (", diagnose" if args.with_diagnose else "")
             + (", blind" if args.with_blind else "")
             + (", inference prefill" if args.prefill else "")
             + ") of each table's "
