@@ -150,6 +150,31 @@ def diagnose_rows() -> dict[str, tuple[dict[str, Any], float]]:
     return out
 
 
+def optimizer_lines() -> dict[str, tuple[float, float]]:
+    """Optimizer kind (`host_timed_as`) -> (fixed, per tensor) host seconds of
+    `optimizer.step()`: a least-squares line over `diagnose.py`'s steps timed alone (the
+    gradients kept; 6 to 34 tensors), each point the median over the runs. Adam and AdamW
+    are pooled (both are timed as AdamW)."""
+    kinds = {"sgd": "sgd", "sgdm": "sgd-momentum", "adam": "adamw", "adamw": "adamw"}
+    runs: dict[tuple[str, str], list[float]] = {}
+    tensors: dict[str, int] = {}
+    for run in json.loads(DIAGNOSE.read_text())["runs"]:
+        if run["part"] != "host":
+            continue
+        for row in run["rows"]:
+            tensors[row["model"]] = row["tensors"]
+            for short in kinds:
+                runs.setdefault((short, row["model"]), []).append(row[f"{short}_step_us"] * US)
+    points: dict[str, list[tuple[int, float]]] = {}
+    for (short, model), seconds in runs.items():
+        points.setdefault(kinds[short], []).append((tensors[model], statistics.median(seconds)))
+    lines = {}
+    for kind, xy in points.items():
+        slope, intercept = statistics.linear_regression([x for x, _ in xy], [y for _, y in xy])
+        lines[kind] = (intercept, slope)
+    return lines
+
+
 def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
     """The rows `--eval` reports beside the calibration rows and the fit does not read
     (unless `--with-blind`): `benchmarks/timing`'s held-out steps (synced) and the blind
@@ -253,6 +278,11 @@ def main() -> None:
         "--eval", action="store_true", help="no fit: the shipped constants' errors per table"
     )
     parser.add_argument(
+        "--optimizer-lines",
+        action="store_true",
+        help="optimizers' host cost from diagnose.py's steps (else the microbenchmarks')",
+    )
+    parser.add_argument(
         "--with-diagnose", action="store_true", help="fit on diagnose.py's host rows too"
     )
     parser.add_argument(
@@ -275,6 +305,10 @@ def main() -> None:
         traced.append((name, spec, trace, seconds, name in rows))
     prefills = prefill_rows(device) if args.prefill else []
     base = calibration()
+    lines = optimizer_lines() if args.optimizer_lines else {}
+    base = dataclasses.replace(
+        base, host_fit=dataclasses.replace(base.host_fit, optimizer_lines=lines)
+    )
 
     def predicted(cal: Calibration, fitted_only: bool) -> dict[str, tuple[float, float]]:
         """row -> (predicted, measured) seconds under `cal`."""
@@ -329,6 +363,10 @@ def main() -> None:
             "fitted_on": sorted([n for n, *_ in traced if n in rows] + [n for n, *_ in prefills]),
             "constants": {k: round(v, 9) for k, v in best.items()},
         }
+        if lines:
+            record["optimizer_lines"] = {
+                k: [round(fixed, 9), round(per, 9)] for k, (fixed, per) in sorted(lines.items())
+            }
         OUT.write_text(json.dumps(record, indent=1) + "\n")
 
 
