@@ -353,13 +353,21 @@ def main() -> None:
         print(f"{table} ({n}): median {median:.1%}, worst {worst:.1%}")
     if args.write:
         record = {
-            "source": "benchmarks/steptime/hostfit.py: coordinate descent over a grid, "
+            "source": "benchmarks/steptime/hostfit.py"
+            + (" --with-diagnose" if args.with_diagnose else "")
+            + (" --optimizer-lines" if lines else "")
+            + ": coordinate descent over a grid, "
             "minimising the mean over the tables (timing, faithful, steptime"
             + (", diagnose" if args.with_diagnose else "")
             + (", blind" if args.with_blind else "")
             + (", inference prefill" if args.prefill else "")
             + ") of each table's "
-            "mean |log(predicted/measured)| over the rows below",
+            "mean |log(predicted/measured)| over the rows below"
+            + (
+                "; the optimizers' lines by least squares over diagnose.py's optimizer steps"
+                if lines
+                else ""
+            ),
             "fitted_on": sorted([n for n, *_ in traced if n in rows] + [n for n, *_ in prefills]),
             "constants": {k: round(v, 9) for k, v in best.items()},
         }
