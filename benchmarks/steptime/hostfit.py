@@ -371,10 +371,9 @@ def main() -> None:
             "fitted_on": sorted([n for n, *_ in traced if n in rows] + [n for n, *_ in prefills]),
             "constants": {k: round(v, 9) for k, v in best.items()},
         }
-        if lines:
-            record["optimizer_lines"] = {
-                k: [round(fixed, 9), round(per, 9)] for k, (fixed, per) in sorted(lines.items())
-            }
+        record["optimizer_lines"] = {
+            k: [round(fixed, 9), round(per, 9)] for k, (fixed, per) in sorted(lines.items())
+        }
         OUT.write_text(json.dumps(record, indent=1) + "\n")
 
 

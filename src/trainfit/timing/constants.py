@@ -116,7 +116,7 @@ def calibration() -> Calibration:
         **host["constants"],
         source=host["source"],
         fitted_on=tuple(host["fitted_on"]),
-        optimizer_lines={k: (v[0], v[1]) for k, v in host.get("optimizer_lines", {}).items()},
+        optimizer_lines={k: (v[0], v[1]) for k, v in host["optimizer_lines"].items()},
     )
     return Calibration(**raw, host_fit=fit)
 
