@@ -46,24 +46,31 @@ TOLERANCE: dict[str, float] = {
     # (measure_h100.md); today's worst: vq-ae-fp32 +3.58%
     "measure": 0.037,
     # step time of the accuracy cases, 36 (the host floor was fitted on them; timed with a sync
-    # after each step, compared with the model's synced step); published: median 6.2%, max
-    # 48.4% (timing_h100.md); today's worst: vq-ae-fp32 -48.4%
-    "timing": 0.49,
+    # after each step, compared with the model's synced step); published: median 6.8%, max
+    # 50.5% (timing_h100.md, after the refit on the diagnose rows); today's worst: vq-ae-fp32
+    # -50.5%
+    "timing": 0.51,
     # step time of the held-out steps, 14; published: median 7.1%, max 26.2%
     # (timing_heldout_h100.md); today's worst: redimnet-bf16-b128 -26.2%
     "timing-heldout": 0.27,
     # step time of the 12 steps of benchmarks/steptime/cases.py timed with a sync after each
     # step (heldout_h100_all.md: the median of four runs), against trainfit's figure, a loop's
     # steady period; published before the refit: median 17.4%, worst +72.9%; today: median
-    # 13.5%, worst mlp-8x256-b32-sgd-fp32 +51.4% (the synced runs' spread: median 24%)
-    "steptime-heldout": 0.52,
+    # 16.6%, worst mlp-8x256-b32-sgd-fp32 +30.3% (the synced runs' spread: median 24%)
+    "steptime-heldout": 0.31,
     # the same 12 steps timed as a loop runs them (calibration_window_h100.md; the host floor
     # was refitted on them): median 7.0%, worst mlp-8x256-b32-sgd-fp32 +25.5%
     "steptime-window": 0.26,
     # 12 blind steps, predicted (blind_predictions.json) before they ran, timed as a loop runs
     # them (blind_h100.md, 5-6 runs each); published: median 5.7%, worst
-    # mlp-12x128-b16-sgdm-fp32 +32.1% (run-to-run spread median 28%)
-    "steptime-blind": 0.33,
+    # mlp-12x128-b16-sgdm-fp32 +32.1% (run-to-run spread median 28%); the refit after it
+    # (diagnose rows, the optimizers' lines, the RNN call's wait) was chosen having seen them:
+    # today median 6.1%, worst mlp-12x128-b16-sgdm-fp32 +20.7%
+    "steptime-blind": 0.21,
+    # 14 more blind steps, predicted (blind2_predictions.json, rules at 821965f) before they
+    # ran, timed as a loop runs them (blind2_h100.md, 3 runs each, 2 for the DPO); published:
+    # median 15.1%, worst gru-h192-2l-b32-t64-fp32 -39.4% (run-to-run spread median 26%)
+    "steptime-blind2": 0.40,
     # largest micro-batch, 10 measured to the sample; published: 8 within 5%, worst +10.0%
     # (llama-3.2-1b-pure-bf16-s2048: 11 for 10) (max_batch_h100.md); a case measured only to a
     # bracket (resnet50-bf16) must be predicted inside it
@@ -280,6 +287,23 @@ def steptime_blind_cases() -> Iterator[Case]:
         )
 
 
+def steptime_blind2_cases() -> Iterator[Case]:
+    import statistics
+
+    from benchmarks.steptime.blind2_cases import CASES as BLIND2
+    from benchmarks.steptime.compare_window import loop_runs
+    from benchmarks.steptime.predict import predict
+
+    record = _json(BENCH / "steptime/results/blind2_h100.json")
+    for name, runs in loop_runs(record).items():
+        yield Case(
+            table="steptime-blind2",
+            name=name,
+            measured=statistics.median(runs),
+            predict=lambda name=name: predict(name, BLIND2)["step_seconds"],
+        )
+
+
 def _max_batch(name: str) -> float:
     from benchmarks.max_batch.predict import predict
 
@@ -365,6 +389,7 @@ CASES: dict[str, Case] = {
         steptime_cases,
         steptime_window_cases,
         steptime_blind_cases,
+        steptime_blind2_cases,
         max_batch_cases,
         multigpu_cases,
         faithful_heads_cases,
@@ -383,6 +408,7 @@ FAST = {
     "steptime-heldout/mlp-4x512-b64-adamw-fp32",
     "steptime-window/mlp-8x256-b32-sgd-fp32",
     "steptime-blind/mlp-12x128-b16-sgdm-fp32",
+    "steptime-blind2/mlp-2x1024-b128-sgdm-bf16",
     "max-batch/melody-transformer-fp16-s1024",
     "multigpu/llama-3.2-1b-s2048-b1-ckpt-hybrid",
     "multigpu-heldout/gpt2-s1024-b8-ddp",

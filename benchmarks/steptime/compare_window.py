@@ -8,11 +8,11 @@
 Per case: each run's median window (its step time), their median (the truth), the prediction's
 error against it, and the run-to-run spread (max / min - 1 over the runs), the noise the error
 is to be read beside; the synced steps of the same processes (`measure_gpu.py`'s method)
-beside them. `--set blind` reads the predictions committed before the runs
-(`results/blind_predictions.json`), never recomputed ones. `--set heldout` shows both the
-predictions committed before these cases' first runs (`results/heldout_predictions.json`, the
-model before) and the current model's, recomputed: the host floor was refitted on these rows,
-so that column is a fit, not a check.
+beside them. `--set blind` and `--set blind2` read the predictions committed before the runs
+(`results/blind_predictions.json`, `results/blind2_predictions.json`), never recomputed
+ones. `--set heldout` shows both the predictions committed before these cases' first runs
+(`results/heldout_predictions.json`, the model before) and the current model's, recomputed:
+the host floor was refitted on these rows, so that column is a fit, not a check.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.steptime.predict import BLIND_PREDICTIONS, PREDICTIONS, predict
+from benchmarks.steptime.predict import PREDICTION_FILES, predict
 
 
 def loop_runs(record: dict[str, Any], key: str = "window_median_seconds") -> dict[str, list[float]]:
@@ -74,13 +74,13 @@ def _header(record: dict[str, Any], predictions: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("results", type=Path)
-    parser.add_argument("--set", default="blind", choices=("heldout", "blind"))
+    parser.add_argument("--set", default="blind", choices=tuple(PREDICTION_FILES))
     args = parser.parse_args()
     record = json.loads(args.results.read_text())
-    committed = json.loads((BLIND_PREDICTIONS if args.set == "blind" else PREDICTIONS).read_text())
+    committed = json.loads(PREDICTION_FILES[args.set].read_text())
     windows, synced = loop_runs(record), loop_runs(record, "synced_median_seconds")
     now = {name: predict(name)["step_seconds"] for name in windows} if args.set == "heldout" else {}
-    title = "Blind" if args.set == "blind" else "Calibration"
+    title = "Calibration" if args.set == "heldout" else "Blind"
     print(f"# {title} step times timed as a loop runs them: the H100 against trainfit\n")
     _header(record, committed)
     errors, refit, spreads, lines = [], [], [], []

@@ -77,7 +77,12 @@ START = {  # the microbenchmarks' values, no fixed costs
     "library_scale": 1.0,
     "optimizer_scale": 1.0,
 }
-WINDOW = Path(__file__).parent / "results/calibration_window_h100.json"
+RESULTS = Path(__file__).parent / "results"
+WINDOW = RESULTS / "calibration_window_h100.json"
+DIAGNOSE = RESULTS / "diagnose_h100/diagnose_host.json"
+LOOP_TIMED = ("steptime", "blind", "blind2", "diagnose")
+"""The tables timed as a loop runs them (compared with the steady period); the others were
+timed with a sync after each step."""
 
 
 def faithful_spec(name: str) -> dict[str, Any] | None:
@@ -99,20 +104,93 @@ def faithful_spec(name: str) -> dict[str, Any] | None:
     return kwargs
 
 
-def window_rows() -> dict[str, tuple[dict[str, Any], float]]:
+def window_rows(
+    path: Path = WINDOW, table: str = "steptime", cases: str = "heldout"
+) -> dict[str, tuple[dict[str, Any], float]]:
     """name -> (TrainSpec keyword arguments, measured seconds) of the steps timed as a loop
-    runs them (`window.py`, `results/calibration_window_h100.json`): the median over the
-    runs of each run's median window."""
+    runs them (`window.py`; by default `results/calibration_window_h100.json`): the median
+    over the runs of each run's median window."""
+    from benchmarks.steptime.cases import case_set
     from benchmarks.steptime.predict import spec_kwargs
 
     runs: dict[str, list[float]] = {}
-    for run in json.loads(WINDOW.read_text())["runs"]:
+    for run in json.loads(path.read_text())["runs"]:
         if "window_median_seconds" in run:
             runs.setdefault(run["case"], []).append(run["window_median_seconds"])
     return {
-        f"steptime/{name}": (spec_kwargs(name), statistics.median(seconds))
+        f"{table}/{name}": (spec_kwargs(name, case_set(cases)), statistics.median(seconds))
         for name, seconds in runs.items()
     }
+
+
+def diagnose_rows() -> dict[str, tuple[dict[str, Any], float]]:
+    """name -> (TrainSpec keyword arguments, measured seconds) of the host-bound steps of
+    `results/diagnose_h100/diagnose_host.json` (`diagnose.py`: tiny MLPs and an elementwise
+    chain, batch 16, four optimizers, loops of 200 steps with a sync at each end): the median
+    over the runs of the full step (forward, backward, the optimizer, zero_grad)."""
+    from benchmarks.steptime.diagnose import FACTORIES, OPTIMIZERS
+
+    runs: dict[tuple[str, str], list[float]] = {}
+    for run in json.loads(DIAGNOSE.read_text())["runs"]:
+        if run["part"] != "host":  # the first call's RNN part failed (its error kept)
+            continue
+        for row in run["rows"]:
+            for short in OPTIMIZERS:
+                runs.setdefault((row["model"], short), []).append(row[f"{short}_full_us"] * US)
+    out = {}
+    for (model, short), seconds in runs.items():
+        kwargs = dict(
+            model=f"benchmarks.steptime.diagnose:{FACTORIES[model]}",
+            inputs=("x=B,32",),
+            batch=16,
+            optimizer=OPTIMIZERS[short],
+            precision="bf16" if model.endswith("-bf16") else "fp32",
+        )
+        out[f"diagnose/{model}-{short}"] = (kwargs, statistics.median(seconds))
+    return out
+
+
+def optimizer_lines() -> dict[str, tuple[float, float]]:
+    """Optimizer kind (`host_timed_as`) -> (fixed, per tensor) host seconds of
+    `optimizer.step()`: a least-squares line over `diagnose.py`'s steps timed alone (the
+    gradients kept; 6 to 34 tensors), each point the median over the runs. Adam and AdamW
+    are pooled (both are timed as AdamW)."""
+    kinds = {"sgd": "sgd", "sgdm": "sgd-momentum", "adam": "adamw", "adamw": "adamw"}
+    runs: dict[tuple[str, str], list[float]] = {}
+    tensors: dict[str, int] = {}
+    for run in json.loads(DIAGNOSE.read_text())["runs"]:
+        if run["part"] != "host":
+            continue
+        for row in run["rows"]:
+            tensors[row["model"]] = row["tensors"]
+            for short in kinds:
+                runs.setdefault((short, row["model"]), []).append(row[f"{short}_step_us"] * US)
+    points: dict[str, list[tuple[int, float]]] = {}
+    for (short, model), seconds in runs.items():
+        points.setdefault(kinds[short], []).append((tensors[model], statistics.median(seconds)))
+    lines = {}
+    for kind, xy in points.items():
+        slope, intercept = statistics.linear_regression([x for x, _ in xy], [y for _, y in xy])
+        lines[kind] = (intercept, slope)
+    return lines
+
+
+def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
+    """The rows `--eval` reports beside the calibration rows and the fit does not read
+    (unless `--with-blind`): `benchmarks/timing`'s held-out steps (synced) and the blind
+    steps of `results/blind_h100.json` (loop-timed); with the second blind set's table
+    once it is measured."""
+    from benchmarks.timing.heldout import HELDOUT
+
+    measured = json.loads((BENCH / "timing/results/timing_heldout_h100.json").read_text())
+    rows = {
+        f"heldout/{name}": (dict(HELDOUT[name]), record["median_step_seconds"])
+        for name, record in measured["cases"].items()
+    }
+    rows |= window_rows(RESULTS / "blind_h100.json", "blind", "blind")
+    if (RESULTS / "blind2_h100.json").exists():
+        rows |= window_rows(RESULTS / "blind2_h100.json", "blind2", "blind2")
+    return rows
 
 
 def prefill_rows(device: Device) -> list[tuple[str, TrainSpec, StepCosts, float]]:
@@ -184,24 +262,60 @@ def descend(
     return best, score
 
 
+def table_errors(rows: dict[str, tuple[float, float]]) -> dict[str, tuple[int, float, float]]:
+    """table -> (rows, median, worst |predicted / measured - 1|)."""
+    errors: dict[str, list[float]] = {}
+    for row, (p, m) in rows.items():
+        errors.setdefault(row.split("/")[0], []).append(abs(p / m - 1))
+    return {t: (len(e), statistics.median(e), max(e)) for t, e in errors.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--write", action="store_true", help=f"write {OUT.name}")
     parser.add_argument("--prefill", action="store_true", help="fit on the prefill rows too")
+    parser.add_argument(
+        "--eval", action="store_true", help="no fit: the shipped constants' errors per table"
+    )
+    parser.add_argument(
+        "--optimizer-lines",
+        action="store_true",
+        help="optimizers' host cost from diagnose.py's steps (else the microbenchmarks')",
+    )
+    parser.add_argument(
+        "--with-diagnose", action="store_true", help="fit on diagnose.py's host rows too"
+    )
+    parser.add_argument(
+        "--with-blind", action="store_true", help="fit on the blind rows of blind_h100.json too"
+    )
     args = parser.parse_args()
     device = get_device("h100")
+    rows = calibration_rows()
+    checks = check_rows()
+    if args.with_diagnose:
+        rows |= diagnose_rows()
+    else:
+        checks |= diagnose_rows()
+    if args.with_blind:
+        rows |= {n: r for n, r in checks.items() if n.startswith("blind/")}
     traced = []
-    for name, (kwargs, seconds) in calibration_rows().items():
+    for name, (kwargs, seconds) in (rows | checks).items():
         spec = TrainSpec(**kwargs, device="h100")
         trace = trace_step(spec, target=Target.of(device))
-        traced.append((name, spec, trace, seconds))
+        traced.append((name, spec, trace, seconds, name in rows))
     prefills = prefill_rows(device) if args.prefill else []
     base = calibration()
+    lines = optimizer_lines() if args.optimizer_lines else {}
+    base = dataclasses.replace(
+        base, host_fit=dataclasses.replace(base.host_fit, optimizer_lines=lines)
+    )
 
-    def predicted(cal: Calibration) -> dict[str, tuple[float, float]]:
+    def predicted(cal: Calibration, fitted_only: bool) -> dict[str, tuple[float, float]]:
         """row -> (predicted, measured) seconds under `cal`."""
         out = {}
-        for row, spec, trace, seconds in traced:
+        for row, spec, trace, seconds, fitted in traced:
+            if fitted_only and not fitted:
+                continue
             t = step_time(
                 trace.costs,
                 spec,
@@ -209,7 +323,7 @@ def main() -> None:
                 trace.tokens_per_sample,
                 trace.trainable_tensors,
                 cal=cal,
-                synced_loop=not row.startswith("steptime/"),
+                synced_loop=row.split("/")[0] not in LOOP_TIMED,
             )
             out[row] = (t.seconds, seconds)
         for row, spec, costs, seconds in prefills:
@@ -219,27 +333,46 @@ def main() -> None:
 
     def loss(constants: dict[str, float]) -> float:
         errors: dict[str, list[float]] = {}
-        for row, (p, m) in predicted(with_fit(base, constants)).items():
+        for row, (p, m) in predicted(with_fit(base, constants), True).items():
             errors.setdefault(row.split("/")[0], []).append(abs(math.log(p / m)))
         # NB: each table weighs the same (the loop-timed rows are few but the method users see)
         return statistics.mean(statistics.mean(e) for e in errors.values())
 
-    # NB: coordinate descent ends where the path leads on a flat optimum: from the
-    # microbenchmarks' values and from the shipped fit, the better kept
     shipped = {**START, **json.loads(OUT.read_text())["constants"]}
-    best, score = min((descend(loss, start) for start in (START, shipped)), key=lambda r: r[1])
+    if args.eval:
+        best, score = shipped, loss(shipped)
+    else:
+        # NB: coordinate descent ends where the path leads on a flat optimum: from the
+        # microbenchmarks' values and from the shipped fit, the better kept
+        best, score = min((descend(loss, s) for s in (START, shipped)), key=lambda r: r[1])
     print(json.dumps({"loss": round(score, 4), "constants": best}, indent=1))
-    for name, (p, m) in predicted(with_fit(base, best)).items():
-        print(f"{name}: {p / m - 1:+.1%}")
+    everything = predicted(with_fit(base, best), False)
+    for name, (p, m) in everything.items():
+        print(f"{name}: {p / m - 1:+.1%}{'' if name in rows else ' (not fitted on)'}")
+    for table, (n, median, worst) in table_errors(everything).items():
+        print(f"{table} ({n}): median {median:.1%}, worst {worst:.1%}")
     if args.write:
         record = {
-            "source": "benchmarks/steptime/hostfit.py: coordinate descent over a grid, "
+            "source": "benchmarks/steptime/hostfit.py"
+            + (" --with-diagnose" if args.with_diagnose else "")
+            + (" --optimizer-lines" if lines else "")
+            + ": coordinate descent over a grid, "
             "minimising the mean over the tables (timing, faithful, steptime"
+            + (", diagnose" if args.with_diagnose else "")
+            + (", blind" if args.with_blind else "")
             + (", inference prefill" if args.prefill else "")
             + ") of each table's "
-            "mean |log(predicted/measured)| over the rows below",
-            "fitted_on": sorted([name for name, *_ in traced] + [n for n, *_ in prefills]),
+            "mean |log(predicted/measured)| over the rows below"
+            + (
+                "; the optimizers' lines by least squares over diagnose.py's optimizer steps"
+                if lines
+                else ""
+            ),
+            "fitted_on": sorted([n for n, *_ in traced if n in rows] + [n for n, *_ in prefills]),
             "constants": {k: round(v, 9) for k, v in best.items()},
+        }
+        record["optimizer_lines"] = {
+            k: [round(fixed, 9), round(per, 9)] for k, (fixed, per) in sorted(lines.items())
         }
         OUT.write_text(json.dumps(record, indent=1) + "\n")
 

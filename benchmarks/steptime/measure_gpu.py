@@ -133,6 +133,8 @@ def make_step(build: dict[str, Any]) -> tuple[int, Callable[[], None]]:
         optimizer: Any = torch.optim.SGD(params, lr=1e-3)
     elif optim == "sgdm":
         optimizer = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    elif optim == "adam":
+        optimizer = torch.optim.Adam(params, lr=1e-5)
     else:
         optimizer = torch.optim.AdamW(params, lr=1e-5)
     autocast = "hf" in build or build.get("amp", False)

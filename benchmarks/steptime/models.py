@@ -174,3 +174,82 @@ class Encoder(nn.Module):
 def encoder_d256_4l() -> nn.Module:
     """Four encoder layers at width 256, 8 heads, 20 classes."""
     return Encoder(256, 4, 8, 20)
+
+
+# The second blind set's models (`blind2_cases.py`).
+
+
+def mlp_6x512() -> nn.Module:
+    """128 -> 6 x 512 (ReLU) -> 10 classes."""
+    return _mlp((128, *([512] * 6)), 10)
+
+
+def mlp_16x64() -> nn.Module:
+    """A 16-layer MLP at width 64: 16 -> 16 x 64 (ReLU) -> 4 classes."""
+    return _mlp((16, *([64] * 16)), 4)
+
+
+def mlp_2x1024() -> nn.Module:
+    """256 -> 2 x 1024 (ReLU) -> 50 classes."""
+    return _mlp((256, 1024, 1024), 50)
+
+
+def mlp_10x192() -> nn.Module:
+    """48 -> 10 x 192 (ReLU) -> 10 classes."""
+    return _mlp((48, *([192] * 10)), 10)
+
+
+def gru_h192_2l() -> nn.Module:
+    """A two-layer GRU at hidden 192."""
+    return RnnLM("GRU", 2, hidden=192, embed=96)
+
+
+def lstm_h320_1l() -> nn.Module:
+    """A one-layer LSTM at hidden 320."""
+    return RnnLM("LSTM", 1, hidden=320, embed=128)
+
+
+def rnn_tanh_h128_1l() -> nn.Module:
+    """A one-layer RNN_TANH at hidden 128."""
+    return RnnLM("RNN_TANH", 1, hidden=128, embed=64)
+
+
+def gru_h512_1l() -> nn.Module:
+    """A one-layer GRU at hidden 512 (run under bf16 autocast)."""
+    return RnnLM("GRU", 1, hidden=512, embed=256)
+
+
+def lstm_h96_bi_1l() -> nn.Module:
+    """A bidirectional one-layer LSTM at hidden 96."""
+    return RnnLM("LSTM", 1, hidden=96, embed=64, bi=True)
+
+
+class TinyCNN(nn.Module):
+    """A LeNet-sized net for 28 x 28 grey images: two 5x5 convolutions with ReLU and
+    max-pools, two linear layers."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 32, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.fc1 = nn.Linear(64 * 7 * 7, 256)
+        self.fc2 = nn.Linear(256, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.flatten(self.features(x), 1)
+        return self.fc2(nn.functional.relu(self.fc1(x)))
+
+
+def tiny_cnn() -> nn.Module:
+    return TinyCNN()
+
+
+def encoder_d512_6l() -> nn.Module:
+    """Six encoder layers at width 512, 8 heads, 5 classes."""
+    return Encoder(512, 6, 8, 5)

@@ -1,10 +1,11 @@
 """trainfit's step-time predictions for a case set, written before its first run.
 
-    PYTHONPATH=src:. python -m benchmarks.steptime.predict [--set heldout|blind]
+    PYTHONPATH=src:. python -m benchmarks.steptime.predict [--set heldout|blind|blind2]
 
-Writes `results/heldout_predictions.json` (`cases.py`) or `results/blind_predictions.json`
-(`blind_cases.py`), to be committed before the GPU measures the cases; `compare.py` reads
-it, never recomputed figures.
+Writes `results/heldout_predictions.json` (`cases.py`), `results/blind_predictions.json`
+(`blind_cases.py`) or `results/blind2_predictions.json` (`blind2_cases.py`), to be committed
+before the GPU measures the cases; `compare.py` and `compare_window.py` read them, never
+recomputed figures.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from trainfit.spec import LoraSpec
 RESULTS = Path(__file__).parent / "results"
 PREDICTIONS = RESULTS / "heldout_predictions.json"
 BLIND_PREDICTIONS = RESULTS / "blind_predictions.json"
+BLIND2_PREDICTIONS = RESULTS / "blind2_predictions.json"
+PREDICTION_FILES = {
+    "heldout": PREDICTIONS,
+    "blind": BLIND_PREDICTIONS,
+    "blind2": BLIND2_PREDICTIONS,
+}
 
 
 def spec_kwargs(name: str, cases: dict[str, dict[str, Any]] = CASES) -> dict[str, Any]:
@@ -51,10 +58,10 @@ def predict(name: str, cases: dict[str, dict[str, Any]] = CASES) -> dict[str, An
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--set", default="heldout", choices=("heldout", "blind"))
+    parser.add_argument("--set", default="heldout", choices=tuple(PREDICTION_FILES))
     args = parser.parse_args()
     cases = case_set(args.set)
-    out = BLIND_PREDICTIONS if args.set == "blind" else PREDICTIONS
+    out = PREDICTION_FILES[args.set]
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()

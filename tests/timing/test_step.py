@@ -81,6 +81,31 @@ def test_a_recurrent_weight_between_the_two_kernels_costs_between_them() -> None
     )
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_a_half_precision_recurrent_layer_runs_the_stepped_kernels_at_any_size(dtype: str) -> None:
+    cal = calibration()
+    stepped = cal.lstm_step_seconds["stepped"]["forward"]
+    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", dtype) == pytest.approx(stepped)
+    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward") < stepped / 2  # fp32: persistent
+
+
+def test_a_recurrent_call_waits_for_the_device() -> None:
+    device, cal = get_device("h100"), calibration()
+    spec = TrainSpec(model="gpt2", optimizer="sgd")
+    copy = OpCost(OpKind.MEMORY, "fp32", 0, 4_000_000_000, 1, graph=True)
+    rnn = OpCost(OpKind.RNN, "fp32", 1, 8, 100, 4 * 256 * 256, graph=True)
+    costs = StepCosts(table=(copy, rnn), forward=(0, 1), backward=(), optimizer=())
+    rates = Rates(device, spec, cal)
+    device_work = sum(rates.time(op, Phase.FORWARD).seconds for op in (copy, rnn))
+    hosts = step_host_costs(cal, [copy, rnn], Phase.FORWARD, 0.0)
+    steady = step_time(costs, spec, device).seconds
+    # overlapped, the period would be the busier side's; the call's set-up runs after the
+    # copy instead, so the two sides add up
+    assert hosts[1] > cal.host_fit.graph_op_seconds
+    assert steady == pytest.approx(device_work + hosts[1], rel=0.01)
+    assert steady > max(device_work, sum(hosts)) * 1.01
+
+
 def _copies(ops: int, nbytes: int) -> StepCosts:
     """A step of `ops` forward copies of `nbytes` each and as many backward ones."""
     table = (OpCost(OpKind.MEMORY, "fp32", 0, nbytes, 1, graph=True),)

@@ -61,9 +61,12 @@ class Calibration:
                 f"optimizer {spec.optimizer.value!r} is timed as {kind!r}, whose host cost the "
                 f"calibration of {self.device} lacks; calibrated: {calibrated}"
             )
-        per = self.optimizer_host_seconds_per_param[kind]
-        if spec.precision is Precision.FP16:
-            per += self.scaler_host_seconds_per_param
+        scaler = self.scaler_host_seconds_per_param if spec.precision is Precision.FP16 else 0.0
+        line = self.host_fit.optimizer_lines.get(kind)
+        if line is not None:
+            fixed, per = line
+            return fixed + (per + scaler * self.host_fit.optimizer_scale) * tensors
+        per = self.optimizer_host_seconds_per_param[kind] + scaler
         fixed = self.optimizer_host_seconds_fixed[kind]
         return (fixed + per * tensors) * self.host_fit.optimizer_scale
 
@@ -95,9 +98,13 @@ class HostFit:
     library_scale: float
     """cuDNN's microbenchmarked host extra per convolution and BatchNorm call times this."""
     optimizer_scale: float
-    """Each optimizer's microbenchmarked host cost times this."""
+    """An optimizer's microbenchmarked host cost times this, where `optimizer_lines` has no
+    line for it (and the fp16 loss scaler's per-tensor cost)."""
     source: str
     fitted_on: tuple[str, ...]
+    optimizer_lines: dict[str, tuple[float, float]]
+    """Optimizer kind -> (fixed, per trainable tensor) host seconds of `optimizer.step()`,
+    a least-squares line over whole steps timed on real parameter lists (6 to 34 tensors)."""
 
 
 @cache
@@ -107,7 +114,12 @@ def calibration() -> Calibration:
     raw = json.loads(files.joinpath("calibration.json").read_text())
     raw.pop("isolated_launch_seconds", None)
     host = json.loads(files.joinpath("host_fit.json").read_text())
-    fit = HostFit(**host["constants"], source=host["source"], fitted_on=tuple(host["fitted_on"]))
+    fit = HostFit(
+        **host["constants"],
+        source=host["source"],
+        fitted_on=tuple(host["fitted_on"]),
+        optimizer_lines={k: (v[0], v[1]) for k, v in host["optimizer_lines"].items()},
+    )
     return Calibration(**raw, host_fit=fit)
 
 
