@@ -15,6 +15,10 @@ runs with that folder unset and empty. Beside the wall seconds, the user+sys CPU
 each command (its worker processes included) are recorded: they depend less on the other
 jobs on the machine.
 
+Both trees' modules are compiled to bytecode first (`compileall`), as an installed trainfit's
+are: where `PYTHONDONTWRITEBYTECODE` is set (as on the shared machine), every run would
+otherwise compile trainfit's modules from source again (about 0.1-0.2 s of CPU per process).
+
 Targets (issue: the front door): the catalog 1.1B estimate in <= 3 s wall, the 7B plan over
 ten devices in <= 8 s, on the 2-core machine.
 """
@@ -73,6 +77,11 @@ def _baseline(revision: str, into: Path) -> Path:
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return into / "src"
+
+
+def _compile(src: Path) -> None:
+    """Bytecode for every module of `src`, as an install writes it."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True)
 
 
 def _env(src: Path, store: Path | None) -> dict[str, str]:
@@ -143,12 +152,15 @@ def main() -> None:
         text=True,
         check=True,
     ).stdout.strip()
+    load_start = os.getloadavg()[0]
     runs = ("baseline", "cold", "warm")
     wall: dict[str, dict[str, list[float]]] = {w: {r: [] for r in runs} for w in WHAT}
     cpu: dict[str, dict[str, list[float]]] = {w: {r: [] for r in runs} for w in WHAT}
     same = dict.fromkeys(WHAT, True)
     with tempfile.TemporaryDirectory() as tmp:
         base = _baseline(args.baseline, Path(tmp))
+        for src in (base, this):
+            _compile(src)
         folder = Path(tmp) / "llama7b"
         store = Path(tmp) / "store"
         for _ in range(args.rounds):
@@ -168,7 +180,7 @@ def main() -> None:
                     cpu[what][name].append(used)
                     outputs.append(output)
                 same[what] = same[what] and len(set(outputs)) == 1
-    _write(args, base_rev, head, wall, cpu, same)
+    _write(args, base_rev, head, wall, cpu, same, load_start)
 
 
 WHAT = ("estimate", "plan")
@@ -185,18 +197,21 @@ def _write(
     wall: dict[str, dict[str, list[float]]],
     cpu: dict[str, dict[str, list[float]]],
     same: dict[str, bool],
+    load_start: float,
 ) -> None:
     import torch
     import transformers
 
     head_line = (
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()} with "
-        f"{os.cpu_count()} cores (shared: load average {os.getloadavg()[0]:.1f} at the end), "
+        f"{os.cpu_count()} cores (shared: load average {load_start:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end), "
         f"torch {torch.__version__}, transformers {transformers.__version__}, Python "
         f"{platform.python_version()}; {base_rev} (baseline) against {head} (this tree), "
         f"{args.rounds} alternating rounds (baseline, this tree with an empty trace store, "
-        "this tree again with the store the cold run filled), median (min-max) seconds; same "
-        "output: every figure of the three runs equal."
+        "this tree again with the store the cold run filled), both trees' modules compiled to "
+        "bytecode first, median (min-max) seconds; same output: every figure of the three runs "
+        "equal."
     )
     header = ["| what | baseline | this | ratio | same output |", "|---|---:|---:|---:|---|"]
     for what, name in (("estimate", "results.md"), ("plan", "plan_results.md")):
