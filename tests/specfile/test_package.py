@@ -28,7 +28,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 def test_reading_run_options_leaves_the_plan_unimported() -> None:
     # NB: `trainfit estimate` reads its run options through `checks`; the runner (the plan,
     # the exporters) is not needed for that, and the plan's worker pool module, once imported,
-    # makes the CLI exit the slow way (`trainfit.cli.main.entry`: about 0.7 s of teardown)
+    # makes the CLI exit the slow way (`trainfit.cli.main.entry`: the interpreter's teardown)
     code = (
         "import sys\n"
         "from trainfit.specfile import checks\n"
