@@ -9,11 +9,16 @@ Python and packages. Each pair's outputs are compared (the estimate's JSON witho
 seconds, the plan's JSON): the speed-ups must leave every figure as it was. Rows are appended
 to results.md and plan_results.md beside this file; measured rows are never overwritten.
 
-This tree keeps traces on disk (`trainfit.trace.store`); it runs twice per round: cold (an
-empty store folder of its own) and then warm (the store the cold run filled). The baseline
-runs with that folder unset and empty. Beside the wall seconds, the user+sys CPU seconds of
-each command (its worker processes included) are recorded: they depend less on the other
-jobs on the machine.
+Traces are kept on disk (`trainfit.trace.store`); each tree runs twice per round: cold (an
+empty store folder of its own) and then warm (the store its cold run filled), in the order
+baseline cold, this cold, baseline warm, this warm; cold is compared with cold and warm with
+warm. (A baseline older than the store runs cold twice.) Neither tree reads the user's own
+store. Beside the wall seconds, the user+sys CPU seconds of each command (its worker
+processes included) are recorded: they depend less on the other jobs on the machine.
+
+Both trees' modules are compiled to bytecode first (`compileall`), as an installed trainfit's
+are: where `PYTHONDONTWRITEBYTECODE` is set (as on the shared machine), every run would
+otherwise compile trainfit's modules from source again (about 0.1-0.2 s of CPU per process).
 
 Targets (issue: the front door): the catalog 1.1B estimate in <= 3 s wall, the 7B plan over
 ten devices in <= 8 s, on the 2-core machine.
@@ -75,11 +80,15 @@ def _baseline(revision: str, into: Path) -> Path:
     return into / "src"
 
 
-def _env(src: Path, store: Path | None) -> dict[str, str]:
+def _compile(src: Path) -> None:
+    """Bytecode for every module of `src`, as an install writes it."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True)
+
+
+def _env(src: Path, store: Path) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT}"}
     env.pop("TRAINFIT_NO_CACHE", None)
-    if store is not None:
-        env["TRAINFIT_CACHE_DIR"] = str(store)
+    env["TRAINFIT_CACHE_DIR"] = str(store)
     return env
 
 
@@ -89,7 +98,7 @@ def _cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def _estimate(src: Path, store: Path | None) -> tuple[float, float, str]:
+def _estimate(src: Path, store: Path) -> tuple[float, float, str]:
     started, cpu = time.perf_counter(), _cpu()
     out = subprocess.run(
         [sys.executable, *ESTIMATE],
@@ -104,7 +113,7 @@ def _estimate(src: Path, store: Path | None) -> tuple[float, float, str]:
     return seconds, _cpu() - cpu, json.dumps(data, sort_keys=True)
 
 
-def _plan(src: Path, store: Path | None, jobs: int, folder: Path) -> tuple[float, float, str]:
+def _plan(src: Path, store: Path, jobs: int, folder: Path) -> tuple[float, float, str]:
     """`plan()`'s wall and CPU seconds in a warmed process (its worker's CPU included)."""
     out = subprocess.run(
         [sys.executable, "-c", PLAN, str(jobs), str(folder)],
@@ -143,35 +152,37 @@ def main() -> None:
         text=True,
         check=True,
     ).stdout.strip()
-    runs = ("baseline", "cold", "warm")
-    wall: dict[str, dict[str, list[float]]] = {w: {r: [] for r in runs} for w in WHAT}
-    cpu: dict[str, dict[str, list[float]]] = {w: {r: [] for r in runs} for w in WHAT}
+    load_start = os.getloadavg()[0]
+    wall: dict[str, dict[str, list[float]]] = {w: {r: [] for r in RUNS} for w in WHAT}
+    cpu: dict[str, dict[str, list[float]]] = {w: {r: [] for r in RUNS} for w in WHAT}
     same = dict.fromkeys(WHAT, True)
     with tempfile.TemporaryDirectory() as tmp:
         base = _baseline(args.baseline, Path(tmp))
+        for src in (base, this):
+            _compile(src)
         folder = Path(tmp) / "llama7b"
-        store = Path(tmp) / "store"
+        trees = {"baseline": base, "this": this}
+        stores = {tree: Path(tmp) / f"store-{tree}" for tree in trees}
         for _ in range(args.rounds):
             for what in WHAT:
-                shutil.rmtree(store, ignore_errors=True)
+                for store in stores.values():
+                    shutil.rmtree(store, ignore_errors=True)
                 outputs = []
-                for name, src, kept in (
-                    ("baseline", base, None),
-                    ("cold", this, store),
-                    ("warm", this, store),
-                ):
+                for run in RUNS:
+                    tree = run.split()[0]
                     if what == "estimate":
-                        seconds, used, output = _estimate(src, kept)
+                        seconds, used, output = _estimate(trees[tree], stores[tree])
                     else:
-                        seconds, used, output = _plan(src, kept, args.jobs, folder)
-                    wall[what][name].append(seconds)
-                    cpu[what][name].append(used)
+                        seconds, used, output = _plan(trees[tree], stores[tree], args.jobs, folder)
+                    wall[what][run].append(seconds)
+                    cpu[what][run].append(used)
                     outputs.append(output)
                 same[what] = same[what] and len(set(outputs)) == 1
-    _write(args, base_rev, head, wall, cpu, same)
+    _write(args, base_rev, head, wall, cpu, same, load_start)
 
 
 WHAT = ("estimate", "plan")
+RUNS = ("baseline cold", "this cold", "baseline warm", "this warm")
 LABELS = {
     "estimate": "CLI `trainfit estimate tinyllama-1.1b --json`, incl. imports",
     "plan": "`plan()` 7B Llama shape, 10 devices, jobs={jobs}, warm process",
@@ -185,24 +196,32 @@ def _write(
     wall: dict[str, dict[str, list[float]]],
     cpu: dict[str, dict[str, list[float]]],
     same: dict[str, bool],
+    load_start: float,
 ) -> None:
     import torch
     import transformers
 
     head_line = (
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()} with "
-        f"{os.cpu_count()} cores (shared: load average {os.getloadavg()[0]:.1f} at the end), "
+        f"{os.cpu_count()} cores (shared: load average {load_start:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end), "
         f"torch {torch.__version__}, transformers {transformers.__version__}, Python "
         f"{platform.python_version()}; {base_rev} (baseline) against {head} (this tree), "
-        f"{args.rounds} alternating rounds (baseline, this tree with an empty trace store, "
-        "this tree again with the store the cold run filled), median (min-max) seconds; same "
-        "output: every figure of the three runs equal."
+        f"{args.rounds} alternating rounds (each tree cold, with an empty trace store of its "
+        "own, then warm, with the store its cold run filled; cold against cold, warm against "
+        "warm), both trees' modules compiled to bytecode first, median (min-max) seconds; same "
+        "output: every figure of the four runs equal."
     )
     header = ["| what | baseline | this | ratio | same output |", "|---|---:|---:|---:|---|"]
     for what, name in (("estimate", "results.md"), ("plan", "plan_results.md")):
         label = LABELS[what].format(jobs=args.jobs)
         rows = [
-            _row(f"{label}: {kind}, {store}", times[what]["baseline"], times[what][run], same[what])
+            _row(
+                f"{label}: {kind}, {store}",
+                times[what][f"baseline {run}"],
+                times[what][f"this {run}"],
+                same[what],
+            )
             for kind, times in (("wall", wall), ("user+sys CPU", cpu))
             for run, store in (("cold", "store empty"), ("warm", "store filled"))
         ]

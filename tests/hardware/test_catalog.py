@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -131,6 +132,18 @@ def test_names_and_aliases_are_unambiguous() -> None:
 )
 def test_spellings(spelling: str, name: str) -> None:
     assert get_device(spelling).name == name
+
+
+def test_a_catalog_copy_with_other_rows_looks_up_its_own() -> None:
+    # NB: the spellings are worked out on a catalog's first look-up and kept; a copy with
+    # other rows must not reuse them
+    shipped = catalog()
+    assert shipped.device("NVIDIA H100").name == "h100"
+    only_t4 = dataclasses.replace(shipped, devices={"t4": shipped.devices["t4"]})
+    assert only_t4.device("Tesla T4").name == "t4"
+    with pytest.raises(UnknownNameError, match="unknown device 'h100'"):
+        only_t4.device("h100")
+    assert shipped.device("h100").name == "h100"
 
 
 def test_unknown_name_lists_close_matches() -> None:

@@ -12,29 +12,74 @@ baseline  the committed baseline of `trainfit check` (Footprint per model x devi
 
 from __future__ import annotations
 
-from trainfit.specfile.fields import FIELDS, Field
-from trainfit.specfile.loader import load_plan_spec, parse_plan_spec
-from trainfit.specfile.options import ModelOptions, PlanOptions, resolve_plan_file
-from trainfit.specfile.run import FilesWritten, PlanFileResult, PlanResult, run_plan, run_plan_file
-from trainfit.specfile.schema import (
-    Claim,
-    ClaimCompare,
-    ClaimQuantity,
-    ClaimReason,
-    ClaimSetting,
-    ClaimVersus,
-    Cost,
-    Data,
-    Inference,
-    Lora,
-    Measured,
-    ModelEntry,
-    Outputs,
-    PlanFile,
-    Preference,
-    StageEntry,
-    Training,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# NB: the names are imported on first use: `trainfit estimate` reads its run options with
+# `trainfit.specfile.checks`, and importing the package's runner (the plan, the exporters)
+# for that would cost the estimate about 35 modules it never uses
+if TYPE_CHECKING:
+    from trainfit.specfile.fields import FIELDS, Field
+    from trainfit.specfile.loader import load_plan_spec, parse_plan_spec
+    from trainfit.specfile.options import ModelOptions, PlanOptions, resolve_plan_file
+    from trainfit.specfile.run import (
+        FilesWritten,
+        PlanFileResult,
+        PlanResult,
+        run_plan,
+        run_plan_file,
+    )
+    from trainfit.specfile.schema import (
+        Claim,
+        ClaimCompare,
+        ClaimQuantity,
+        ClaimReason,
+        ClaimSetting,
+        ClaimVersus,
+        Cost,
+        Data,
+        Inference,
+        Lora,
+        Measured,
+        ModelEntry,
+        Outputs,
+        PlanFile,
+        Preference,
+        StageEntry,
+        Training,
+    )
+
+_HOMES = {
+    "FIELDS": "trainfit.specfile.fields",
+    "Field": "trainfit.specfile.fields",
+    "load_plan_spec": "trainfit.specfile.loader",
+    "parse_plan_spec": "trainfit.specfile.loader",
+    "ModelOptions": "trainfit.specfile.options",
+    "PlanOptions": "trainfit.specfile.options",
+    "resolve_plan_file": "trainfit.specfile.options",
+    "FilesWritten": "trainfit.specfile.run",
+    "PlanFileResult": "trainfit.specfile.run",
+    "PlanResult": "trainfit.specfile.run",
+    "run_plan": "trainfit.specfile.run",
+    "run_plan_file": "trainfit.specfile.run",
+    "Claim": "trainfit.specfile.schema",
+    "ClaimCompare": "trainfit.specfile.schema",
+    "ClaimQuantity": "trainfit.specfile.schema",
+    "ClaimReason": "trainfit.specfile.schema",
+    "ClaimSetting": "trainfit.specfile.schema",
+    "ClaimVersus": "trainfit.specfile.schema",
+    "Cost": "trainfit.specfile.schema",
+    "Data": "trainfit.specfile.schema",
+    "Inference": "trainfit.specfile.schema",
+    "Lora": "trainfit.specfile.schema",
+    "Measured": "trainfit.specfile.schema",
+    "ModelEntry": "trainfit.specfile.schema",
+    "Outputs": "trainfit.specfile.schema",
+    "PlanFile": "trainfit.specfile.schema",
+    "Preference": "trainfit.specfile.schema",
+    "StageEntry": "trainfit.specfile.schema",
+    "Training": "trainfit.specfile.schema",
+}
 
 __all__ = [
     "FIELDS",
@@ -67,3 +112,16 @@ __all__ = [
     "run_plan",
     "run_plan_file",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'trainfit.specfile' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
