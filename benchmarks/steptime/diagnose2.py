@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,10 +120,9 @@ def _rnn_step_row(mode: str, amp: bool, layers: int, hidden: int) -> dict[str, A
     )
 
 
-def rnn_part() -> list[dict[str, Any]]:
+def rnn_part() -> Iterator[dict[str, Any]]:
     import torch
 
-    out = []
     for mode in MODES:
         for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
             for hidden in HIDDEN:
@@ -134,8 +134,7 @@ def rnn_part() -> list[dict[str, Any]]:
                         row.update(_rnn_step_row(mode, name == "bf16", layers, hidden))
                     except Exception as exc:
                         row["error"] = repr(exc)[-500:]
-                    out.append(row)
-    return out
+                    yield row
 
 
 class Block:
@@ -330,18 +329,22 @@ def _host_row(kind: str, depth: int, amp: bool, dev: str) -> dict[str, Any]:
     return row
 
 
-def hf_part(dev: str = "cuda") -> list[dict[str, Any]]:
+def hf_part(dev: str = "cuda") -> Iterator[dict[str, Any]]:
     kinds = ("hf", "hf-lora", "bare", "bare-lora")
     plan = [(kind, depth, False) for depth in DEPTHS for kind in kinds]
     plan += [(kind, 6, True) for kind in kinds]
     plan += [("mlp", depth, False) for depth in (4, 16)]
-    out = []
     for kind, depth, amp in plan:
         try:
-            out.append(_host_row(kind, depth, amp, dev))
+            yield _host_row(kind, depth, amp, dev)
         except Exception as exc:
-            out.append(dict(model=kind, depth=depth, amp=amp, error=repr(exc)[-500:]))
-    return out
+            yield dict(model=kind, depth=depth, amp=amp, error=repr(exc)[-500:])
+
+
+def _rows(stdout: str | bytes | None) -> list[dict[str, Any]]:
+    """The rows a child printed (one JSON object a line), also from a child cut off."""
+    text = stdout.decode() if isinstance(stdout, bytes) else stdout or ""
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 def main() -> None:
@@ -354,13 +357,15 @@ def main() -> None:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        rows = rnn_part() if args.one == "rnn" else hf_part(args.device)
-        print(json.dumps(rows))
+        for row in rnn_part() if args.one == "rnn" else hf_part(args.device):
+            print(json.dumps(row), flush=True)
         return
     from benchmarks.steptime.measure_gpu import _environment
 
     started = time.perf_counter()
-    record: dict[str, Any] = {"environment": _environment(), "settings": vars(args), "runs": []}
+    settings = dict(vars(args))
+    env = _environment() if args.device == "cuda" else {"device": args.device}
+    record: dict[str, Any] = {"environment": env, "settings": settings, "runs": []}
     record["settings"]["out"] = str(args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     took: dict[str, float] = {}
@@ -375,16 +380,16 @@ def main() -> None:
             begun = time.perf_counter()
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=left + 30)
-                ok = done.returncode == 0
-                rows = json.loads(done.stdout.strip().splitlines()[-1]) if ok else None
-                error = None if ok else done.stderr[-2000:]
-            except subprocess.TimeoutExpired:
-                rows, error = None, "timeout"
+                rows = _rows(done.stdout)
+                error = None if done.returncode == 0 else done.stderr[-2000:]
+            except subprocess.TimeoutExpired as exc:
+                rows, error = _rows(exc.stdout), "timeout"
             took[part] = time.perf_counter() - begun
             run = {"part": part, "repeat": repeat, "seconds": time.perf_counter() - started}
-            run.update({"rows": rows} if error is None else {"error": error})
+            run.update(rows=rows, error=error)
             record["runs"].append(run)
-            print(f"[{repeat}] {part}: {error or len(rows)} at {run['seconds']:.0f} s", flush=True)
+            note = f"{len(rows)} rows" + (f", error {error[-200:]}" if error else "")
+            print(f"[{repeat}] {part}: {note} at {run['seconds']:.0f} s", flush=True)
             (args.out / "diagnose2.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
