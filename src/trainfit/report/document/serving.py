@@ -10,6 +10,7 @@ from trainfit.estimator.generation import InferenceEstimate
 from trainfit.hardware.units import GIB
 from trainfit.plan.time_words import basis_text, time_note_text
 from trainfit.report.document.model import InferenceRow
+from trainfit.report.inference import generation_notes
 from trainfit.report.labels import labels_text
 
 
@@ -74,7 +75,7 @@ def inference_row(result: ServingResult) -> InferenceRow:
         total_ms=round(result.total_seconds * 1e3, 3),
         bound=_generate_bound(result),
         labels=tuple(sorted(labels_text(result.labels).items())),
-        note="; ".join(result.notes),
+        note="; ".join(generation_notes(result)),
     )
 
 
