@@ -19,6 +19,7 @@ from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import get_device
+from trainfit.plan.cost_words import cost_line_dict
 from trainfit.plan.options import Plan, Sharded, Verdict
 from trainfit.plan.search import plan
 from trainfit.plan.words import note_text
@@ -177,7 +178,7 @@ def test_markdown_sections_and_rows(report, planned) -> None:
     assert (
         f"| rtx-4060 | {d.verdict.value} | {s.needed_bytes / GIB:.2f} GiB | {usable:.2f} GiB | "
         f"bf16, {s.micro_batch} x {s.grad_accum}, adamw | {d.run.step_seconds * 1000:,.1f} ms | "
-        f"{d.run.hours:.3g} | {local.to_dict()['total']:.2f} USD |" in md  # cents, as in JSON
+        f"{d.run.hours:.3g} | {cost_line_dict(local)['total']:.2f} USD |" in md  # cents, as in JSON
     )
     assert "| tiny-gpu | does not fit | - | 1.00 GiB | - | - | - | - |" in md
     assert f"| parameters | {planned.parameters * 2 / GIB:.2f} GiB |" not in md  # fp32 weights

@@ -11,6 +11,7 @@ from enum import Enum
 from trainfit.distributed.search import DistributedPlan, OffloadTime
 from trainfit.distributed.strategy import Offload
 from trainfit.hardware.units import GIB
+from trainfit.plan.cost_words import cost_line_dict, recommendation_dict
 from trainfit.plan.options import (
     Accumulation,
     Change,
@@ -245,7 +246,9 @@ def plan_dict(plan: Plan) -> dict[str, object]:
             for r in plan.ladder
         ],
         "run": _asdict(plan.run),
-        "recommendation": (None if plan.recommendation is None else plan.recommendation.to_dict()),
+        "recommendation": (
+            None if plan.recommendation is None else recommendation_dict(plan.recommendation)
+        ),
     }
 
 
@@ -268,7 +271,7 @@ def device_dict(d: DevicePlan) -> dict[str, object]:
         "time": None if d.step_time is None else step_time_dict(d.step_time),
         "time_by_gpus": {str(n): step_time_dict(t) for n, t in d.step_times},
         "run": _asdict(d.run),
-        "costs": [c.to_dict() for c in d.costs],
+        "costs": [cost_line_dict(c) for c in d.costs],
     }
 
 

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from trainfit.hardware.catalog import get_device
 from trainfit.hardware.units import GIB
+from trainfit.plan.cost_words import recommendation_text
 from trainfit.plan.options import DevicePlan, Plan, Verdict
 from trainfit.plan.words import (
     changes_text,
@@ -152,7 +153,7 @@ def _run_parts(plan: Plan, run: RunSpec) -> list[object]:
         {d.step_time.label for d in plan.devices if d.step_time is not None}
         | {d.run.label for d in plan.devices if d.run is not None}
     )
-    words = (rec.text() + "\n") if rec is not None else ""
+    words = (recommendation_text(rec) + "\n") if rec is not None else ""
     if labels:
         words += (
             "local cost = electricity at the power shown + the run's share of the "
