@@ -18,7 +18,7 @@ from trainfit.distributed.memory import RankMemory
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import SpecError
-from trainfit.hardware.catalog import get_device
+from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.plan.cost_words import cost_line_dict
 from trainfit.plan.options import Plan, Sharded, Verdict
 from trainfit.plan.search import plan
@@ -560,19 +560,20 @@ def test_inference_claims_that_cannot_be_matched_name_the_choices(planned) -> No
 
 
 def test_rows_from_estimates_and_a_serving_only_report(tmp_path) -> None:
-    from trainfit.estimator.forward import ServingRefusal, estimate_forward
+    from trainfit.estimator.forward import OffGpu, ServingRefusal, estimate_forward
     from trainfit.report.document import ServingOnly, inference_rows
 
     spec = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
     forward = estimate_forward(spec, batch=2, precision="fp32", device="rtx-4060")
     refused = ServingRefusal(model=spec.model, device="cpu", precision="fp32", batch=2,
-                             reason="a forward is estimated for GPUs")  # fmt: skip
+                             why=(OffGpu(device="cpu", kind=DeviceKind.CPU),))  # fmt: skip
     row, no = inference_rows([forward, refused])
     assert row.kind == "forward" and row.total_ms == pytest.approx(forward.seconds * 1e3, rel=1e-3)
     assert row.prefill_ms == row.total_ms and row.decode_tokens_per_second is None
     assert row.memory_gib == pytest.approx(forward.device_memory_needed_bytes / GIB, abs=1e-4)
     assert dict(row.labels)["latency"].startswith("modelled: forward only")
-    assert (no.kind, no.memory_gib, no.note) == ("refused", None, "a forward is estimated for GPUs")
+    assert (no.kind, no.memory_gib) == ("refused", None)
+    assert no.note.startswith("a forward is estimated for GPUs; 'cpu' is of kind 'cpu'")
     claim = {"what": "latency", "device": "rtx-4060", "quantity": "latency_ms", "value": 40}
     report = build_report(
         [ServingOnly(model=spec.model, parameters=230_000)], inference=[(row, no)], claims=[claim]
