@@ -13,7 +13,7 @@ from torch import nn
 
 from trainfit import TrainSpec
 from trainfit.cli.main import _parser, main
-from trainfit.distributed.comm import CommTime
+from trainfit.distributed.comm import Collectives, CommTime
 from trainfit.distributed.memory import RankMemory
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
@@ -619,11 +619,11 @@ def test_a_distributed_plan_renders_its_engine_and_per_rank_parts(report) -> Non
         total_bytes=70 * GIB, peak_allocated_bytes=60 * GIB, parameters_bytes=14 * GIB,
         gradients_bytes=7 * GIB,
         optimizer_state_bytes=0, activations_bytes=0, other_bytes=0, engine_bytes=15 * GIB,
-        nccl_bytes=0, context_bytes=0, host_bytes_per_node=0, label="modelled",
+        nccl_bytes=0, context_bytes=0, host_bytes_per_node=0,
     )  # fmt: skip
     comm = CommTime(
         seconds=5.47, exposed_seconds=0.0, bytes_per_gpu=0, intra_gbs=450.0, inter_gbs=None,
-        assumption="",
+        collectives=Collectives.GATHERED,
     )  # fmt: skip
     many = DistributedPlan(
         device="tiny-gpu", strategy=Strategy.FSDP2, offload=Offload.NONE, gpus=8, nodes=1,

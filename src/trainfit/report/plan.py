@@ -17,6 +17,7 @@ from trainfit.plan.words import (
     input_text,
     multi_gpu_text,
     note_text,
+    rank_memory_label,
     rung_text,
     time_text,
 )
@@ -242,5 +243,5 @@ def _multi_gpu_words(d: DevicePlan) -> str:
         + (", checkpointing" if m.checkpointing else "")
         + f", micro-batch {m.micro_batch} x {m.grad_accum}, "
         f"{m.memory.total_bytes / GIB:.1f} GiB per GPU of {m.budget_bytes / GIB:.1f}{host}"
-        f"{time}{comm}{where} ({m.memory.label}){alternative}"
+        f"{time}{comm}{where} ({rank_memory_label(m.memory)}){alternative}"
     )
