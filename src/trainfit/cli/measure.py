@@ -309,8 +309,10 @@ def _measure(
         comparison = compare(result, measured, totals)
     out: dict[str, Any] = {"measured": measured.to_dict()}
     if comparison is not None:
-        out["comparison"] = comparison.to_dict()
         from trainfit.report.estimate import estimate_dict
+        from trainfit.report.measure import comparison_dict
+
+        out["comparison"] = comparison_dict(comparison)
 
         out["estimate"] = estimate_dict(result) if result is not None else None
     if note:

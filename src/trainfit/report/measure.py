@@ -8,7 +8,14 @@ from rich.table import Table
 from rich.text import Text
 
 from trainfit.hardware.units import GIB
-from trainfit.measure.compare import Comparison, Row
+from trainfit.measure.compare import (
+    Comparison,
+    ComparisonNote,
+    Interrupted,
+    NoStepModel,
+    PeakPhases,
+    Row,
+)
 from trainfit.measure.forecast import LONG_RUN_SECONDS, Forecast
 from trainfit.measure.latency import LatencyTable
 from trainfit.measure.max_batch import RealMaxBatch
@@ -16,6 +23,45 @@ from trainfit.measure.steps import Measured, StepDone
 from trainfit.measure.window import LoopWindow
 from trainfit.plan.time_words import no_time_text, slow_half_text
 from trainfit.report.tables import FitTable
+
+
+def comparison_note_text(note: ComparisonNote) -> str:
+    """What a comparison's rows do not say, in words."""
+    if isinstance(note, NoStepModel):
+        return (
+            f"no step time is modelled for {note.device} (its compute rates are not in the catalog)"
+        )
+    if isinstance(note, PeakPhases):
+        return (
+            f"measured peak in the {note.measured.value} phase of step {note.measured_step}; "
+            f"estimated in the {note.estimated.value} phase of the "
+            f"{'steady' if note.steady else 'first'} step"
+        )
+    if isinstance(note, Interrupted):
+        return f"interrupted: {note.steps} timed steps completed"
+    return (
+        "no steps ran back to back, so no step time is compared: the synced steps' median "
+        "times each step alone, not the loop period the estimate models"
+    )
+
+
+def comparison_dict(comparison: Comparison) -> dict[str, object]:
+    """An estimate beside its measurement as JSON, the notes in words."""
+    return {
+        "estimated_device": comparison.estimated_device,
+        "measured_device": comparison.measured_device,
+        "rows": [
+            {
+                "quantity": r.quantity,
+                "unit": r.unit,
+                "estimated": r.estimated,
+                "measured": r.measured,
+                "error": r.error,
+            }
+            for r in comparison.rows
+        ],
+        "notes": [comparison_note_text(n) for n in comparison.notes],
+    }
 
 
 def _value(value: float | None, unit: str) -> str:
@@ -69,7 +115,7 @@ def measured_renderable(measured: Measured, comparison: Comparison | None) -> Gr
                 _error(row),
             )
         parts.append(table)
-        parts += [Text(f"- {note}", style="dim") for note in comparison.notes]
+        parts += [Text(f"- {comparison_note_text(note)}", style="dim") for note in comparison.notes]
     else:
         table = FitTable(title="measured", title_justify="left")
         table.add_column("quantity")
