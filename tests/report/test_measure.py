@@ -14,12 +14,14 @@ from trainfit.measure.compare import (
     PeakPhases,
     Row,
 )
+from trainfit.measure.max_batch import Agreed, EvalShort, Leaked, NoDivisor, SearchInterrupted
 from trainfit.measure.steps import Measured
 from trainfit.measure.window import LoopWindow
 from trainfit.report.measure import (
     comparison_dict,
     comparison_note_text,
     loop_line,
+    max_batch_note_text,
     measured_renderable,
 )
 from trainfit.training import Phase
@@ -103,3 +105,23 @@ def test_a_comparison_as_json_has_its_notes_in_words() -> None:
             "error": row.error,
         }
     ]
+
+
+def test_each_note_of_a_max_batch_search_in_words() -> None:
+    assert max_batch_note_text(SearchInterrupted()) == (
+        "interrupted: the answer lies between the bounds reached"
+    )
+    assert max_batch_note_text(Leaked(nbytes=512)) == (
+        "512 bytes more were left allocated after the last attempt than the first one"
+    )
+    assert max_batch_note_text(Agreed(world_size=2, rank=0)) == (
+        "agreed over 2 ranks (rank 0 reporting)"
+    )
+    assert max_batch_note_text(EvalShort(eval_batch=37, trained=37, largest=30)) == (
+        "evaluation at batch 37 ran out of memory after training at 37: the largest "
+        "evaluation batch that runs there is 30"
+    )
+    assert max_batch_note_text(NoDivisor(per_rank=13, chosen=1, micro=8, better=16)) == (
+        "13 samples per rank have no divisor between 1 and 8: an effective batch of 16 would "
+        "run micro-batches of 8"
+    )

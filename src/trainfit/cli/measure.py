@@ -406,7 +406,9 @@ def _max_batch(
     )
     if world()[0] != 0:
         return INTERRUPTED if found.interrupted else 0
-    out: dict[str, Any] = found.to_dict()
+    from trainfit.report.measure import max_batch_dict
+
+    out: dict[str, Any] = max_batch_dict(found)
     if notes:
         out["command_notes"] = notes
 

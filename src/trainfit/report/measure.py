@@ -3,6 +3,8 @@ micro-batch, and the latency table; and, before and during a run, its forecast a
 
 from __future__ import annotations
 
+import dataclasses
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -18,7 +20,14 @@ from trainfit.measure.compare import (
 )
 from trainfit.measure.forecast import LONG_RUN_SECONDS, Forecast
 from trainfit.measure.latency import LatencyTable
-from trainfit.measure.max_batch import RealMaxBatch
+from trainfit.measure.max_batch import (
+    Agreed,
+    EvalShort,
+    Leaked,
+    MaxBatchNote,
+    NoDivisor,
+    RealMaxBatch,
+)
 from trainfit.measure.steps import Measured, StepDone
 from trainfit.measure.window import LoopWindow
 from trainfit.plan.time_words import no_time_text, slow_half_text
@@ -153,6 +162,49 @@ def _step_text(measured: Measured) -> str:
     return out
 
 
+def max_batch_note_text(note: MaxBatchNote) -> str:
+    """What a max-batch search's figures do not say, in words."""
+    if isinstance(note, Leaked):
+        return (
+            f"{note.nbytes} bytes more were left allocated after the last attempt than the "
+            "first one"
+        )
+    if isinstance(note, Agreed):
+        return f"agreed over {note.world_size} ranks (rank {note.rank} reporting)"
+    if isinstance(note, EvalShort):
+        return (
+            f"evaluation at batch {note.eval_batch} ran out of memory after training "
+            f"at {note.trained}: the largest evaluation batch that runs there is {note.largest}"
+        )
+    if isinstance(note, NoDivisor):
+        return (
+            f"{note.per_rank} samples per rank have no divisor between {note.chosen} and "
+            f"{note.micro}: an effective batch of {note.better} would run micro-batches of "
+            f"{note.micro}"
+        )
+    return "interrupted: the answer lies between the bounds reached"
+
+
+def max_batch_dict(found: RealMaxBatch) -> dict[str, object]:
+    """A max-batch search as JSON, its notes in words."""
+    return {
+        "device": found.device_name,
+        "max_micro_batch": found.micro_batch,
+        "first_failing": found.first_failing,
+        "limit": found.limit,
+        "predicted": found.predicted,
+        "max_eval_batch": found.max_eval_batch,
+        "effective_batch": found.effective_batch,
+        "micro_batch": found.chosen_micro_batch,
+        "grad_accum": found.grad_accum,
+        "world_size": found.world_size,
+        "leaked_bytes": found.leaked_bytes,
+        "attempts": [dataclasses.asdict(a) for a in found.attempts],
+        "notes": [max_batch_note_text(n) for n in found.notes],
+        "interrupted": found.interrupted,
+    }
+
+
 def max_batch_renderable(found: RealMaxBatch) -> Group:
     """The real largest micro-batch, what the estimator said, and each attempt."""
     head = Text()
@@ -200,7 +252,7 @@ def max_batch_renderable(found: RealMaxBatch) -> Group:
             _value(a.peak_reserved_bytes, "bytes"),
             f"{a.seconds:.1f}",
         )
-    notes = [Text(f"- {note}", style="dim") for note in found.notes]
+    notes = [Text(f"- {max_batch_note_text(note)}", style="dim") for note in found.notes]
     return Group(head, table, *notes)
 
 
