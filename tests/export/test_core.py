@@ -18,6 +18,7 @@ from trainfit.errors import SpecError, TrainfitError, UnknownNameError
 from trainfit.export.accelerate import accelerate_config
 from trainfit.export.formats import ExportFormat, export_name, require_packages
 from trainfit.export.hf import hf_training_arguments
+from trainfit.export.launch import launch_files
 from trainfit.export.layout import (
     Beside,
     DeviceNote,
@@ -644,3 +645,10 @@ def test_lightning_fsdp_says_the_plan_assumes_each_layer_wrapped(tmp_path: Path)
         isinstance(n.note, LightningWrap)
         for n in write_exports(_hand_plan(SHARDED), ["hf"], tmp_path).notes
     )
+
+
+def test_a_device_that_fits_alone_exports_one_gpus_launch_files(small: Plan) -> None:
+    files = dict(launch_files(small, _of(small, "h100"), ExportFormat.TORCHRUN))
+    settings = json.loads(files["fsdp2_h100.json"])
+    assert settings["predicted_per_rank_bytes"] == _of(small, "h100").setting.needed_bytes
+    assert settings["predicted_label"] == "modelled"
