@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from trainfit import TrainSpec
+from trainfit.export.layout_words import device_note_text
 from trainfit.export.write import write_exports
 from trainfit.plan.options import DevicePlan, Plan, Sharded, Verdict
 from trainfit.plan.search import plan
@@ -301,7 +302,9 @@ def main(out: Path) -> int:
             record["cases"].append(case)
             print(f"{label:11} {path.name:28} {_summary(case['built'])}", file=sys.stderr)
         record.setdefault("skipped", []).extend(f"{label}: {s}" for s in exported.skipped)
-        record.setdefault("notes", []).extend(f"{label}: {n}" for n in exported.notes)
+        record.setdefault("notes", []).extend(
+            f"{label}: {device_note_text(n)}" for n in exported.notes
+        )
     record["failed"] = failed
     (out / "exports_gpu.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
     return 1 if failed else 0

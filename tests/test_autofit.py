@@ -20,6 +20,7 @@ from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.step import estimate
 from trainfit.models.imports import resolve
 from trainfit.models.live import CHECKPOINT_MARK
+from trainfit.plan.options import Accumulation
 from trainfit.plan.search import plan
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
@@ -322,6 +323,7 @@ def test_prime_effective_batch_over_what_fits_names_the_nearest_that_split() -> 
     assert "the nearest effective batches that split are 96 (48 x 2) or 98 (49 x 2)" in str(e.value)
     fit = autofit(Wide(), torch.randn(2, 1024, 1024), 96, **kwargs)
     assert (fit.micro_batch, fit.grad_accum) == (48, 2)
+    assert fit.changes == (Accumulation(micro_batch=48, grad_accum=2),)  # typed, as planned
 
 
 class Mismatch(nn.Module):

@@ -15,7 +15,7 @@ from trainfit.errors import SpecError, UnknownNameError
 from trainfit.estimator.generation import InferenceEstimate, estimate_inference
 from trainfit.estimator.labels import FigureLabel, How
 from trainfit.estimator.storage import InferencePrecision, kv_cache_bytes
-from trainfit.hardware.catalog import get_device
+from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.models import zoo
 from trainfit.plan.time_words import time_note_text
 from trainfit.provenance import Provenance
@@ -322,7 +322,13 @@ def test_fp32_generation_is_refused(tiny_lm: str) -> None:
 
 
 def test_serving_picks_generation_or_forward_and_says_why_not(tiny_lm: str) -> None:
-    from trainfit.estimator.forward import ForwardEstimate, ServingRefusal, estimate_serving
+    from trainfit.estimator.forward import (
+        ForwardEstimate,
+        OffCuda,
+        QuantizedForward,
+        ServingRefusal,
+        estimate_serving,
+    )
 
     lm = estimate_serving(
         TrainSpec(model=tiny_lm),
@@ -334,12 +340,13 @@ def test_serving_picks_generation_or_forward_and_says_why_not(tiny_lm: str) -> N
     )
     assert isinstance(lm[0], InferenceEstimate)
     assert isinstance(lm[1], ServingRefusal)
-    assert "inference is estimated for CUDA GPUs; 'm4-pro-16gb'" in lm[1].reason
+    assert lm[1].why == (OffCuda(device="m4-pro-16gb", kind=DeviceKind.MPS),)
     plain = estimate_serving(
         TrainSpec(model=EMOTION), devices=["rtx-4060"], precisions=["fp32", "int8"], batches=[1]
     )
     assert isinstance(plain[0], ForwardEstimate)
-    assert isinstance(plain[1], ServingRefusal) and "int8" in plain[1].reason
+    assert isinstance(plain[1], ServingRefusal)
+    assert plain[1].why == (QuantizedForward(precision=InferencePrecision.INT8),)
     with pytest.raises(SpecError, match="give the inference context and new_tokens"):
         estimate_serving(
             TrainSpec(model=tiny_lm), devices=["h100"], precisions=["bf16"], batches=[1]

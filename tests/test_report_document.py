@@ -13,12 +13,13 @@ from torch import nn
 
 from trainfit import TrainSpec
 from trainfit.cli.main import _parser, main
-from trainfit.distributed.comm import CommTime
+from trainfit.distributed.comm import Collectives, CommTime
 from trainfit.distributed.memory import RankMemory
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import SpecError
-from trainfit.hardware.catalog import get_device
+from trainfit.hardware.catalog import DeviceKind, get_device
+from trainfit.plan.cost_words import cost_line_dict
 from trainfit.plan.options import Plan, Sharded, Verdict
 from trainfit.plan.search import plan
 from trainfit.plan.words import note_text
@@ -177,7 +178,7 @@ def test_markdown_sections_and_rows(report, planned) -> None:
     assert (
         f"| rtx-4060 | {d.verdict.value} | {s.needed_bytes / GIB:.2f} GiB | {usable:.2f} GiB | "
         f"bf16, {s.micro_batch} x {s.grad_accum}, adamw | {d.run.step_seconds * 1000:,.1f} ms | "
-        f"{d.run.hours:.3g} | {local.to_dict()['total']:.2f} USD |" in md  # cents, as in JSON
+        f"{d.run.hours:.3g} | {cost_line_dict(local)['total']:.2f} USD |" in md  # cents, as in JSON
     )
     assert "| tiny-gpu | does not fit | - | 1.00 GiB | - | - | - | - |" in md
     assert f"| parameters | {planned.parameters * 2 / GIB:.2f} GiB |" not in md  # fp32 weights
@@ -559,19 +560,20 @@ def test_inference_claims_that_cannot_be_matched_name_the_choices(planned) -> No
 
 
 def test_rows_from_estimates_and_a_serving_only_report(tmp_path) -> None:
-    from trainfit.estimator.forward import ServingRefusal, estimate_forward
+    from trainfit.estimator.forward import OffGpu, ServingRefusal, estimate_forward
     from trainfit.report.document import ServingOnly, inference_rows
 
     spec = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
     forward = estimate_forward(spec, batch=2, precision="fp32", device="rtx-4060")
     refused = ServingRefusal(model=spec.model, device="cpu", precision="fp32", batch=2,
-                             reason="a forward is estimated for GPUs")  # fmt: skip
+                             why=(OffGpu(device="cpu", kind=DeviceKind.CPU),))  # fmt: skip
     row, no = inference_rows([forward, refused])
     assert row.kind == "forward" and row.total_ms == pytest.approx(forward.seconds * 1e3, rel=1e-3)
     assert row.prefill_ms == row.total_ms and row.decode_tokens_per_second is None
     assert row.memory_gib == pytest.approx(forward.device_memory_needed_bytes / GIB, abs=1e-4)
     assert dict(row.labels)["latency"].startswith("modelled: forward only")
-    assert (no.kind, no.memory_gib, no.note) == ("refused", None, "a forward is estimated for GPUs")
+    assert (no.kind, no.memory_gib) == ("refused", None)
+    assert no.note.startswith("a forward is estimated for GPUs; 'cpu' is of kind 'cpu'")
     claim = {"what": "latency", "device": "rtx-4060", "quantity": "latency_ms", "value": 40}
     report = build_report(
         [ServingOnly(model=spec.model, parameters=230_000)], inference=[(row, no)], claims=[claim]
@@ -617,11 +619,11 @@ def test_a_distributed_plan_renders_its_engine_and_per_rank_parts(report) -> Non
         total_bytes=70 * GIB, peak_allocated_bytes=60 * GIB, parameters_bytes=14 * GIB,
         gradients_bytes=7 * GIB,
         optimizer_state_bytes=0, activations_bytes=0, other_bytes=0, engine_bytes=15 * GIB,
-        nccl_bytes=0, context_bytes=0, host_bytes_per_node=0, label="modelled",
+        nccl_bytes=0, context_bytes=0, host_bytes_per_node=0,
     )  # fmt: skip
     comm = CommTime(
         seconds=5.47, exposed_seconds=0.0, bytes_per_gpu=0, intra_gbs=450.0, inter_gbs=None,
-        assumption="",
+        collectives=Collectives.GATHERED,
     )  # fmt: skip
     many = DistributedPlan(
         device="tiny-gpu", strategy=Strategy.FSDP2, offload=Offload.NONE, gpus=8, nodes=1,

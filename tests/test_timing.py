@@ -15,6 +15,7 @@ from trainfit.cli.main import main
 from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.step import estimate
 from trainfit.hardware.catalog import get_device
+from trainfit.plan.cost_words import cost_line_dict
 from trainfit.report.estimate import estimate_dict, estimate_notes
 from trainfit.spec import TrainSpec
 from trainfit.timing.constants import calibration
@@ -22,6 +23,9 @@ from trainfit.timing.missing import NoTime
 from trainfit.timing.run import (
     NCCL_EFFICIENCY,
     CostLine,
+    NoneInTime,
+    NoSplit,
+    OnlyUnpriced,
     RunSpec,
     Stage,
     cloud_costs,
@@ -185,8 +189,8 @@ def test_costs_local_and_cloud() -> None:
     lambda_one = next(c for c in lines if c.option == "lambda-1x-h100-sxm")
     assert lambda_one.hours == 8.0 and lambda_one.on_demand is not None
     eight = next(c for c in lines if c.option == "lambda-8x-h100-sxm")
-    assert math.isnan(eight.hours) and "does not split over its 8 GPUs" in eight.note
-    assert eight.to_dict()["hours"] is None
+    assert math.isnan(eight.hours) and eight.notes == (NoSplit(gpus=8),)
+    assert cost_line_dict(eight)["hours"] is None
     eur = cloud_costs(h100, {1: 8.0}, RunSpec(samples=10, currency="EUR", usd_rate=0.9))
     assert next(c for c in eur if c.option == lambda_one.option).on_demand == pytest.approx(
         lambda_one.on_demand * 0.9
@@ -206,7 +210,7 @@ def test_recommendations_and_a_deadline_nobody_meets() -> None:
     assert (rec.cheapest, rec.fastest, rec.cheapest_by_deadline) == ("slow", "fast", "fast")
     none = recommend(lines, deadline_hours=0.5)
     assert none.cheapest_by_deadline is None
-    assert "no option finishes within 0.5 h; the closest is fast at 1.0 h" in none.note
+    assert none.missed == NoneInTime(deadline_hours=0.5, closest="fast", hours=1.0)
 
 
 @pytest.mark.parametrize(
@@ -406,7 +410,7 @@ def test_a_deadline_only_an_unpriced_option_meets() -> None:
     ]
     rec = recommend(lines, deadline_hours=2)
     assert rec.cheapest_by_deadline is None
-    assert "only options without a full price finish within 2 h: local m3-max" in rec.note
+    assert rec.missed == OnlyUnpriced(deadline_hours=2, options=("local m3-max",))
 
 
 @pytest.mark.parametrize(

@@ -120,6 +120,7 @@ def configs(tiny: bool, out: Path, heldout: bool = False) -> None:
     import torch
 
     from trainfit.export.torchrun import fsdp2_settings
+    from trainfit.plan.words import rank_memory_dict
 
     predicted: dict[str, object] = {}
     out.mkdir(parents=True, exist_ok=True)
@@ -132,7 +133,7 @@ def configs(tiny: bool, out: Path, heldout: bool = False) -> None:
             # NB: gloo on a CPU: fp32, no bf16 collectives
             settings["mixed_precision"] = {"param_dtype": "float32", "reduce_dtype": "float32"}
         (out / f"fsdp2_{name}.json").write_text(json.dumps(settings, indent=2) + "\n")
-        predicted[name] = found.memory.to_dict()
+        predicted[name] = rank_memory_dict(found.memory)
         print(name, f"{found.memory.total_bytes / GB:.2f} GB per rank")
     record = {
         "environment": {

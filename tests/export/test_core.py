@@ -18,7 +18,18 @@ from trainfit.errors import SpecError, TrainfitError, UnknownNameError
 from trainfit.export.accelerate import accelerate_config
 from trainfit.export.formats import ExportFormat, export_name, require_packages
 from trainfit.export.hf import hf_training_arguments
-from trainfit.export.layout import trainer_layout
+from trainfit.export.launch import launch_files
+from trainfit.export.layout import (
+    Beside,
+    DeviceNote,
+    LightningWrap,
+    Machines,
+    NoTf32,
+    PlannedGpus,
+    RoundedBatch,
+    trainer_layout,
+)
+from trainfit.export.layout_words import device_note_text
 from trainfit.export.lightning import lightning_arguments
 from trainfit.export.write import export_text, write_exports
 from trainfit.plan.options import DevicePlan, Plan, Setting, Sharded, Verdict
@@ -268,7 +279,7 @@ def test_hf_pure_bf16_has_no_autocast(training_arguments) -> None:
     lay = trainer_layout(_hand_plan(PURE), PURE)
     args = training_arguments(hf_training_arguments(lay))
     assert not args.bf16 and not args.fp16 and args.tf32 is None
-    assert any("dtype=torch.bfloat16" in note for note in lay.notes)
+    assert Beside.PURE_BF16 in lay.notes
 
 
 def test_hf_sharded_is_fsdp2_with_the_engine_checkpointing(training_arguments) -> None:
@@ -364,7 +375,7 @@ def test_lightning_data_parallel_and_sharded(small: Plan, lightning_trainer) -> 
     trainer = lightning_trainer(lightning_arguments(lay)["trainer"])
     assert isinstance(trainer.strategy, fsdp)
     assert (trainer.num_devices, trainer.num_nodes) == (8, 2)
-    assert any("machine_rank" in note for note in lay.notes)
+    assert Machines(machines=2, instance=TWO_MACHINES.sharded.instance) in lay.notes
 
 
 def test_lightning_pure_bf16(lightning_trainer) -> None:
@@ -427,16 +438,16 @@ def test_a_batch_that_does_not_split_over_the_gpus(small: Plan) -> None:
 def test_a_sharded_batch_that_rounds_up_says_so() -> None:
     lay = trainer_layout(_hand_plan(SHARDED, batch=30), SHARDED)
     assert (lay.micro_batch, lay.grad_accum, lay.effective_batch) == (1, 8, 32)
-    assert any("rounds from 30 to 32" in note for note in lay.notes)
+    assert RoundedBatch(asked=30, micro_batch=1, grad_accum=8, gpus=4) in lay.notes
     lay = trainer_layout(_hand_plan(SHARDED), SHARDED, gpus=8)
-    assert lay.gpus == 4 and "sharded over the plan's 4 GPUs, not the 8 asked for" in lay.notes
+    assert lay.gpus == 4 and PlannedGpus(planned=4, asked=8) in lay.notes
 
 
 def test_tf32_precision_before_ampere_runs_as_fp32() -> None:
     t4 = _device("t4", precision=Precision.TF32)
     lay = trainer_layout(_hand_plan(t4), t4)
     assert not lay.tf32 and "tf32" not in hf_training_arguments(lay)
-    assert any("runs as fp32" in note for note in lay.notes)
+    assert NoTf32(device="t4") in lay.notes
 
 
 def test_a_device_that_does_not_fit_has_nothing_to_export() -> None:
@@ -466,9 +477,7 @@ def test_write_exports_skips_what_cannot_be_exported(tmp_path: Path) -> None:
         "t4: does not fit; nothing to export",
         "h100: no seed-style YAML for a sharded run (one device's settings only)",
     )
-    assert "rtx-4060: the 8-bit optimizer needs bitsandbytes where the job trains" in (
-        exported.notes
-    )
+    assert DeviceNote(device="rtx-4060", note=Beside.BITSANDBYTES) in exported.notes
     assert json.loads((tmp_path / "out" / "hf_h100.json").read_text())["fsdp"] is True
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
         p.name for p in exported.written
@@ -631,7 +640,15 @@ def test_lightning_fsdp_says_the_plan_assumes_each_layer_wrapped(tmp_path: Path)
     assert "ModelParallelStrategy" in note
     assert "notes" not in lightning_arguments(trainer_layout(_hand_plan(EIGHT_BIT), EIGHT_BIT))
     written = write_exports(_hand_plan(SHARDED), ["lightning", "hf"], tmp_path)
-    assert f"h100: {note}" in written.notes
+    assert f"h100: {note}" in [device_note_text(n) for n in written.notes]
     assert not any(
-        "FSDPStrategy" in n for n in write_exports(_hand_plan(SHARDED), ["hf"], tmp_path).notes
+        isinstance(n.note, LightningWrap)
+        for n in write_exports(_hand_plan(SHARDED), ["hf"], tmp_path).notes
     )
+
+
+def test_a_device_that_fits_alone_exports_one_gpus_launch_files(small: Plan) -> None:
+    files = dict(launch_files(small, _of(small, "h100"), ExportFormat.TORCHRUN))
+    settings = json.loads(files["fsdp2_h100.json"])
+    assert settings["predicted_per_rank_bytes"] == _of(small, "h100").setting.needed_bytes
+    assert settings["predicted_label"] == "modelled"

@@ -24,7 +24,7 @@ from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import CpuBackend, backend_for, is_out_of_memory
 from trainfit.measure.compare import compare
 from trainfit.measure.latency import measure_latency
-from trainfit.measure.max_batch import Attempt, _search, find_max_batch
+from trainfit.measure.max_batch import Attempt, EvalShort, _search, find_max_batch
 from trainfit.measure.steps import measure
 from trainfit.spec import TrainSpec
 
@@ -242,7 +242,7 @@ def test_an_evaluation_out_of_memory_does_not_lower_the_training_maximum():
     )
     assert found.micro_batch == 37 and found.first_failing == 38
     assert found.max_eval_batch == 30
-    assert "evaluation at batch 37 ran out of memory after training at 37" in found.notes[0]
+    assert found.notes[0] == EvalShort(eval_batch=37, trained=37, largest=30)
     # the evaluation search trains at the maximum each time
     assert all(micro == 37 for micro, _ in calls[-4:])
 

@@ -6,9 +6,25 @@ from __future__ import annotations
 from rich.console import Console
 
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.measure.compare import (
+    Comparison,
+    Interrupted,
+    NoLoop,
+    NoStepModel,
+    PeakPhases,
+    Row,
+)
+from trainfit.measure.max_batch import Agreed, EvalShort, Leaked, NoDivisor, SearchInterrupted
 from trainfit.measure.steps import Measured
 from trainfit.measure.window import LoopWindow
-from trainfit.report.measure import loop_line, measured_renderable
+from trainfit.report.measure import (
+    comparison_dict,
+    comparison_note_text,
+    loop_line,
+    max_batch_note_text,
+    measured_renderable,
+)
+from trainfit.training import Phase
 
 
 def _measured(loop: LoopWindow | None, interrupted: bool = False) -> Measured:
@@ -46,4 +62,66 @@ def test_without_a_window_only_the_synced_steps_are_shown():
 def test_the_loop_window_is_one_line_when_it_completes():
     assert loop_line(LoopWindow(steps=10, seconds=0.25)) == (
         "10 steps back to back: 250 ms, 25 ms per step"
+    )
+
+
+def test_each_note_of_a_comparison_in_words() -> None:
+    assert comparison_note_text(NoStepModel(device="NVIDIA T4")) == (
+        "no step time is modelled for NVIDIA T4 (its compute rates are not in the catalog)"
+    )
+    peak = PeakPhases(
+        measured=Phase.BACKWARD, measured_step=2, estimated=Phase.OPTIMIZER, steady=True
+    )
+    assert comparison_note_text(peak) == (
+        "measured peak in the backward phase of step 2; estimated in the optimizer phase of "
+        "the steady step"
+    )
+    first = PeakPhases(
+        measured=Phase.FORWARD, measured_step=1, estimated=Phase.FORWARD, steady=False
+    )
+    assert comparison_note_text(first).endswith("estimated in the forward phase of the first step")
+    assert comparison_note_text(Interrupted(steps=3)) == "interrupted: 3 timed steps completed"
+    assert comparison_note_text(NoLoop()).startswith(
+        "no steps ran back to back, so no step time is compared:"
+    )
+
+
+def test_a_comparison_as_json_has_its_notes_in_words() -> None:
+    row = Row(quantity="peak allocated", unit="bytes", estimated=110.0, measured=100.0)
+    comparison = Comparison(
+        estimated_device="NVIDIA T4",
+        measured_device="Tesla T4",
+        rows=(row,),
+        notes=(Interrupted(steps=3),),
+    )
+    data = comparison_dict(comparison)
+    assert data["notes"] == ["interrupted: 3 timed steps completed"]
+    assert data["rows"] == [
+        {
+            "quantity": "peak allocated",
+            "unit": "bytes",
+            "estimated": 110.0,
+            "measured": 100.0,
+            "error": row.error,
+        }
+    ]
+
+
+def test_each_note_of_a_max_batch_search_in_words() -> None:
+    assert max_batch_note_text(SearchInterrupted()) == (
+        "interrupted: the answer lies between the bounds reached"
+    )
+    assert max_batch_note_text(Leaked(nbytes=512)) == (
+        "512 bytes more were left allocated after the last attempt than the first one"
+    )
+    assert max_batch_note_text(Agreed(world_size=2, rank=0)) == (
+        "agreed over 2 ranks (rank 0 reporting)"
+    )
+    assert max_batch_note_text(EvalShort(eval_batch=37, trained=37, largest=30)) == (
+        "evaluation at batch 37 ran out of memory after training at 37: the largest "
+        "evaluation batch that runs there is 30"
+    )
+    assert max_batch_note_text(NoDivisor(per_rank=13, chosen=1, micro=8, better=16)) == (
+        "13 samples per rank have no divisor between 1 and 8: an effective batch of 16 would "
+        "run micro-batches of 8"
     )

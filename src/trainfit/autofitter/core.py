@@ -42,7 +42,7 @@ from trainfit.models.live import LiveModel, UserBatch, registered
 from trainfit.optim import optimizer_entry, optimizer_kind
 from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan
 from trainfit.plan.search import plan
-from trainfit.plan.words import changes_text, note_text
+from trainfit.plan.words import note_text
 from trainfit.spec import OptimizerKind, Precision, TrainSpec, parse_enum
 
 
@@ -240,7 +240,7 @@ def _apply(
             ),
             spec=spec,
             estimate=predicted,
-            changes=changes_text(chosen.found),
+            changes=chosen.found.changes,
             request=request,
             planner=autofit,
             live=chosen.live.registration,

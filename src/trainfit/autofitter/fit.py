@@ -15,6 +15,7 @@ from trainfit.estimator.result import Estimate
 from trainfit.hardware.units import GIB
 from trainfit.models.live import UserBatch, rebuild_sequence
 from trainfit.optim import build_optimizer
+from trainfit.plan.options import SettingChange
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 
@@ -120,8 +121,8 @@ class Fit:
     """The estimate of `spec`."""
     confirmed: Confirmed | None = None
     """The real step, when autofit ran one."""
-    changes: tuple[str, ...] = ()
-    """What the plan changed from the request, in words."""
+    changes: tuple[SettingChange, ...] = ()
+    """What the plan changed from the request (words: `trainfit.plan.words.change_text`)."""
     request: Request = field(repr=False, compare=False)
     planner: Callable[..., Fit] = field(repr=False, compare=False)
     """`autofit` itself: what `replan` asks again (passed in, so that this module does not

@@ -152,7 +152,9 @@ def _estimate(args: argparse.Namespace) -> int:
 
         out = estimate_dict(result)
         if totals is not None:
-            out["run"] = totals.to_dict()
+            from trainfit.plan.cost_words import run_dict
+
+            out["run"] = run_dict(totals)
         print(json.dumps(out, indent=2))
     else:
         from rich.console import Console

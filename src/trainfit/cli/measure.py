@@ -309,8 +309,10 @@ def _measure(
         comparison = compare(result, measured, totals)
     out: dict[str, Any] = {"measured": measured.to_dict()}
     if comparison is not None:
-        out["comparison"] = comparison.to_dict()
         from trainfit.report.estimate import estimate_dict
+        from trainfit.report.measure import comparison_dict
+
+        out["comparison"] = comparison_dict(comparison)
 
         out["estimate"] = estimate_dict(result) if result is not None else None
     if note:
@@ -404,7 +406,9 @@ def _max_batch(
     )
     if world()[0] != 0:
         return INTERRUPTED if found.interrupted else 0
-    out: dict[str, Any] = found.to_dict()
+    from trainfit.report.measure import max_batch_dict
+
+    out: dict[str, Any] = max_batch_dict(found)
     if notes:
         out["command_notes"] = notes
 

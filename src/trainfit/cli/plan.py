@@ -269,9 +269,11 @@ def _print_written(files: FilesWritten) -> None:
     for path in files.configs:
         print(f"wrote {path}", file=sys.stderr)
     if files.exported is not None:
+        from trainfit.export.layout_words import device_note_text
+
         for line in files.exported.skipped:
             print(f"skipped {line}", file=sys.stderr)
         for path in files.exported.written:
             print(f"wrote {path}", file=sys.stderr)
         for note in files.exported.notes:
-            print(f"note: {note}", file=sys.stderr)
+            print(f"note: {device_note_text(note)}", file=sys.stderr)

@@ -36,6 +36,7 @@ nodes not measured.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from trainfit.distributed.strategy import Layout, Strategy
 from trainfit.hardware.catalog import Device
@@ -44,6 +45,18 @@ from trainfit.timing.run import INTER_NODE_GBS, NCCL_EFFICIENCY, ddp_seconds, in
 OVERLAP = 0.8
 """Share of forward + backward compute that hides a sharded engine's collectives (assumed,
 not measured)."""
+
+
+class Collectives(StrEnum):
+    """A step's collectives and the overlap assumed for them (words: `trainfit.plan.words`)."""
+
+    NONE = "none"
+    """One GPU: no collectives."""
+    ALL_REDUCE = "all-reduce"
+    """A gradient all-reduce once per optimizer step, none of it hidden (measured for DDP)."""
+    GATHERED = "gathered"
+    """All-gathers and reduce-scatters every micro-batch, up to OVERLAP of the forward and
+    backward compute hiding them (assumed)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,18 +73,8 @@ class CommTime:
     """Link bandwidth within a node (GB/s, one direction)."""
     inter_gbs: float | None
     """Between nodes (None on one node)."""
-    assumption: str
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "seconds": round(self.seconds, 6),
-            "exposed_seconds": round(self.exposed_seconds, 6),
-            "bytes_per_gpu": self.bytes_per_gpu,
-            "intra_node_gbs": self.intra_gbs,
-            "inter_node_gbs": self.inter_gbs,
-            "label": "modelled",
-            "assumption": self.assumption,
-        }
+    collectives: Collectives
+    """What the collectives are and how much of them is taken as hidden."""
 
 
 def comm_time(
@@ -97,7 +100,7 @@ def comm_time(
             bytes_per_gpu=0,
             intra_gbs=intra,
             inter_gbs=None,
-            assumption="one GPU: no collectives",
+            collectives=Collectives.NONE,
         )
     if strategy in (Strategy.DDP, Strategy.ZERO1, Strategy.ZERO2):
         volume = int(2 * (n - 1) / n * gradient_bytes)
@@ -108,8 +111,7 @@ def comm_time(
             bytes_per_gpu=volume,
             intra_gbs=intra,
             inter_gbs=inter,
-            assumption="gradient all-reduce once per optimizer step, none hidden (measured "
-            "on 2 x H200 for DDP)",
+            collectives=Collectives.ALL_REDUCE,
         )
     gathered = 2 * parameter_elements * compute_bytes + gradient_bytes
     if strategy is Strategy.FSDP2_HYBRID and m > 1:
@@ -130,6 +132,5 @@ def comm_time(
         bytes_per_gpu=volume,
         intra_gbs=intra,
         inter_gbs=inter,
-        assumption=f"all-gathers and reduce-scatters every micro-batch; up to {OVERLAP:.0%} of "
-        "forward + backward compute hides them (assumed, not measured)",
+        collectives=Collectives.GATHERED,
     )

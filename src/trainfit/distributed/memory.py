@@ -93,31 +93,6 @@ class RankMemory:
     context_bytes: int
     host_bytes_per_node: int
     """Host RAM the offloaded states take on each node (0 without offload)."""
-    label: str
-    """"modelled" (DeepSpeed: "modelled, DeepSpeed not run")."""
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "strategy": self.strategy.value,
-            "offload": self.offload.value,
-            "gpus": self.gpus,
-            "nodes": self.nodes,
-            "micro_batch": self.micro_batch,
-            "per_rank_bytes": self.total_bytes,
-            "peak_allocated_bytes": self.peak_allocated_bytes,
-            "breakdown": {
-                "parameters": self.parameters_bytes,
-                "gradients": self.gradients_bytes,
-                "optimizer_state": self.optimizer_state_bytes,
-                "activations": self.activations_bytes,
-                "other": self.other_bytes,
-                "engine": self.engine_bytes,
-                "nccl": self.nccl_bytes,
-                "context": self.context_bytes,
-            },
-            "host_bytes_per_node": self.host_bytes_per_node,
-            "label": self.label,
-        }
 
 
 def traced_precision(strategy: Strategy, precision: Precision) -> Precision:
@@ -223,7 +198,6 @@ def rank_memory(
         nccl_bytes=nccl,
         context_bytes=context,
         host_bytes_per_node=host,
-        label="modelled, DeepSpeed not run" if strategy.deepspeed else "modelled",
     )
 
 

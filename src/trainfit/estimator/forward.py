@@ -158,6 +158,45 @@ def estimate_forward(
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class OffCuda:
+    """Generation on a device that is not a CUDA GPU: not estimated."""
+
+    device: str
+    kind: DeviceKind
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fp32Generation:
+    """fp32 generation: not modelled (the KV cache and decode are 16-bit)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QuantizedForward:
+    """int8 or int4 weights for a plain module's forward: modelled for causal LMs only."""
+
+    precision: InferencePrecision
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OffGpu:
+    """A plain module's forward on a device that is not a GPU: not estimated."""
+
+    device: str
+    kind: DeviceKind
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Failed:
+    """The estimate raised a TrainfitError: its message, the error's own line."""
+
+    message: str
+
+
+Unserved = OffCuda | Fp32Generation | QuantizedForward | OffGpu | Failed
+"""Why a (device, precision, batch) is not estimated (words: `trainfit.report.document.serving`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ServingRefusal:
     """A (device, precision, batch) that trainfit does not estimate, and why."""
 
@@ -165,7 +204,7 @@ class ServingRefusal:
     device: str
     precision: str
     batch: int
-    reason: str
+    why: tuple[Unserved, ...]
 
 
 ServingResult = InferenceEstimate | ForwardEstimate | ServingRefusal
@@ -209,30 +248,65 @@ def estimate_serving(
     out: list[ServingResult] = []
     for name in devices:
         for p in precisions:
-            label = getattr(p, "value", p)
             for b in batches:
                 try:
-                    if generative:
-                        assert context is not None and new_tokens is not None
-                        out.append(
-                            estimate_inference(
-                                spec.model,
-                                context=context,
-                                new_tokens=new_tokens,
-                                batch=b,
-                                precision=p,
-                                device=name,
-                            )
-                        )
-                    else:
-                        out.append(estimate_forward(spec, batch=b, precision=p, device=name))
-                except SpecError as exc:
-                    reason = "; ".join(exc.problems)
-                    out.append(ServingRefusal(
-                        model=spec.model, device=name, precision=str(label), batch=b,
-                        reason=reason))  # fmt: skip
+                    out.append(_serve(spec, name, p, b, generative, context, new_tokens))
                 except TrainfitError as exc:
-                    out.append(ServingRefusal(
-                        model=spec.model, device=name, precision=str(label), batch=b,
-                        reason=str(exc)))  # fmt: skip
+                    out.append(_refusal(spec, name, p, b, (Failed(message=str(exc)),)))
     return out
+
+
+def _serve(
+    spec: TrainSpec,
+    device: str,
+    precision: InferencePrecision | str,
+    batch: int,
+    generative: bool,
+    context: int | None,
+    new_tokens: int | None,
+) -> ServingResult:
+    """One (device, precision, batch): its estimate, or a refusal saying why."""
+    why = unserved(generative, get_device(device), precision)
+    if why:
+        return _refusal(spec, device, precision, batch, why)
+    if not generative:
+        return estimate_forward(spec, batch=batch, precision=precision, device=device)
+    assert context is not None and new_tokens is not None  # NB: estimate_serving checked
+    return estimate_inference(
+        spec.model,
+        context=context,
+        new_tokens=new_tokens,
+        batch=batch,
+        precision=precision,
+        device=device,
+    )
+
+
+def _refusal(
+    spec: TrainSpec,
+    device: str,
+    precision: InferencePrecision | str,
+    batch: int,
+    why: tuple[Unserved, ...],
+) -> ServingRefusal:
+    label = str(getattr(precision, "value", precision))
+    return ServingRefusal(model=spec.model, device=device, precision=label, batch=batch, why=why)
+
+
+def unserved(
+    generative: bool, device: Device, precision: InferencePrecision | str
+) -> tuple[Unserved, ...]:
+    """Why generation (`generative`) or a plain module's forward at `precision` on `device` is
+    not estimated: nothing when it is. NB: as `estimate_inference` checks them, generation
+    names its device first and fp32 only on a CUDA GPU."""
+    precision = parse_enum(InferencePrecision, "inference precision", precision)
+    if generative:
+        if device.kind is not DeviceKind.CUDA:
+            return (OffCuda(device=device.name, kind=device.kind),)
+        return (Fp32Generation(),) if precision is InferencePrecision.FP32 else ()
+    why: list[Unserved] = []
+    if precision not in _AUTOCAST:
+        why.append(QuantizedForward(precision=precision))
+    if device.kind not in (DeviceKind.CUDA, DeviceKind.MPS):
+        why.append(OffGpu(device=device.name, kind=device.kind))
+    return tuple(why)

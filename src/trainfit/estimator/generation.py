@@ -94,6 +94,23 @@ class InferenceMemory:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class QuantizedModelled:
+    """int8 or int4 weights: modelled, not measured; the activations and kernels are the bf16
+    trace's, and the dequantization buffers are not counted."""
+
+    precision: InferencePrecision
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AllLogits:
+    """The model's forward has no `logits_to_keep`: prefill computes every position's logits."""
+
+
+GenerationNote = QuantizedModelled | AllLogits
+"""A caveat of an InferenceEstimate, a typed fact (words: `trainfit.report.inference`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class InferenceEstimate:
     """Memory and latency of greedy generation on one device at one batch and precision."""
 
@@ -137,8 +154,8 @@ class InferenceEstimate:
     """Where the model came from and its family."""
     labels: dict[str, Label]
     """How each figure was obtained ("traced", "simulated", "modelled", ...)."""
-    notes: tuple[str, ...] = field(default=())
-    """Caveats of this estimate."""
+    notes: tuple[GenerationNote, ...] = field(default=())
+    """Caveats of this estimate (words: `trainfit.report.inference.generation_note_text`)."""
 
     @property
     def tokens_per_second(self) -> float:
@@ -416,16 +433,13 @@ def _labels(
     }
 
 
-def _notes(trace: GenerationTrace, precision: InferencePrecision) -> tuple[str, ...]:
+def _notes(trace: GenerationTrace, precision: InferencePrecision) -> tuple[GenerationNote, ...]:
     """The estimate's caveats."""
-    notes = []
+    notes: list[GenerationNote] = []
     if precision in (InferencePrecision.INT8, InferencePrecision.INT4):
-        notes.append(
-            f"{precision.value}: modelled, not measured; activations and kernels are the bf16 "
-            "trace's (dequantization buffers not counted)"
-        )
+        notes.append(QuantizedModelled(precision=precision))
     if not trace.logits_to_keep:
-        notes.append("the model's forward has no logits_to_keep: prefill computes every logit")
+        notes.append(AllLogits())
     return tuple(notes)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from trainfit.export.configs import to_yaml
 from trainfit.export.hf import fsdp_fields
 from trainfit.export.layout import TrainerLayout
+from trainfit.export.layout_words import layout_notes_text
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.optim import optimizer_entry
 from trainfit.plan.options import Plan
@@ -68,7 +69,7 @@ def accelerate_text(plan: Plan, lay: TrainerLayout, display: str = "") -> str:
         f"batch_size={lay.micro_batch}, optimizer {optimizer_entry(lay.optimizer).class_path}"
         + (", gradient checkpointing" if lay.checkpointing and not lay.sharded else "")
         + (f", clip_grad_norm_ at {lay.grad_clip:g}" if lay.grad_clip is not None else ""),
-        *lay.notes,
+        *layout_notes_text(lay.notes),
     ]
     return to_yaml(accelerate_config(lay), header)
 

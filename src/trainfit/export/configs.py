@@ -21,6 +21,7 @@ from pathlib import Path
 
 from trainfit.errors import TrainfitError
 from trainfit.export.layout import TrainerLayout
+from trainfit.export.layout_words import layout_notes_text
 from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.hardware.units import GIB
 from trainfit.io import write_atomically
@@ -179,7 +180,7 @@ def config_text(
             "effective_batch_size is over all of them"
         )
     if lay is not None:
-        header += lay.notes
+        header += layout_notes_text(lay.notes)
     return to_yaml(device_config(plan, device, lay), header)
 
 

@@ -56,7 +56,6 @@ def _one_gpu(device: str, s: Setting) -> DistributedPlan:
         nccl_bytes=0,
         context_bytes=0,
         host_bytes_per_node=0,
-        label="modelled",
     )
     return DistributedPlan(
         device=device,

@@ -40,16 +40,97 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import AMPERE, DeviceKind, get_device
-from trainfit.hardware.units import GIB
 from trainfit.plan.options import DevicePlan, Plan, Setting, Sharded
 from trainfit.plan.tiers import split
 from trainfit.spec import OptimizerKind, Precision
 
 DATALOADER_WORKERS = 4
 """Worker processes per DataLoader (a conventional default, as the seed-style YAML's)."""
+
+
+class Beside(StrEnum):
+    """What a user must do beside the trainer file, the same for every device."""
+
+    PURE_BF16 = "pure-bf16"
+    """Pure bf16 has no trainer flag: load the model in bf16, no autocast."""
+    BITSANDBYTES = "bitsandbytes"
+    """The 8-bit optimizer needs bitsandbytes where the job trains."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RoundedBatch:
+    """The batch split over the GPUs rounds the effective batch."""
+
+    asked: int
+    """The plan's effective batch."""
+    micro_batch: int
+    grad_accum: int
+    gpus: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DataParallel:
+    """Data parallel over `gpus` GPUs: the plan's memory is one GPU's; DDP adds its gradient
+    buckets (about one more copy of the gradients) per GPU."""
+
+    gpus: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlannedGpus:
+    """A sharded verdict is exported over the GPUs it was planned on, not the count asked."""
+
+    planned: int
+    asked: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FullSharding:
+    """FSDP full sharding over `gpus` GPUs at `per_gpu_bytes` each (modelled, not checked)."""
+
+    gpus: int
+    per_gpu_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Machines:
+    """A run over several machines: each needs its rank and the main process's address."""
+
+    machines: int
+    instance: str
+    """The catalog instance the machines are."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoTf32:
+    """A tf32 plan on a device without TF32 (before compute capability 8.0): runs as fp32."""
+
+    device: str
+
+
+LayoutNote = Beside | RoundedBatch | DataParallel | PlannedGpus | FullSharding | Machines | NoTf32
+"""A note of a trainer layout, a typed fact (words: `trainfit.export.layout_words`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LightningWrap:
+    """Lightning's "fsdp" strategy wraps the root module only, where the plan's memory assumes
+    each layer wrapped (words: `trainfit.export.lightning.lightning_fsdp_note`)."""
+
+    checkpointing: bool
+    """The layout checkpoints activations."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceNote:
+    """A note of what `write_exports` wrote for one device."""
+
+    device: str
+    note: LayoutNote | LightningWrap
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,8 +157,8 @@ class TrainerLayout:
     tf32: bool
     """TF32 matmuls on (see the module docstring)."""
     grad_clip: float | None
-    notes: tuple[str, ...] = ()
-    """What a user must do beside the file, or what differs from the plan, in words."""
+    notes: tuple[LayoutNote, ...] = ()
+    """What a user must do beside the file, or what differs from the plan."""
 
     @property
     def effective_batch(self) -> int:
@@ -107,7 +188,7 @@ def trainer_layout(plan: Plan, device: DevicePlan, gpus: int | None = None) -> T
     if requested < 1:
         raise SpecError([f"gpus must be a positive integer, got {requested}"])
     kind, capability = _kind(device.device)
-    notes: list[str] = []
+    notes: list[LayoutNote] = []
     effective = plan.effective_batch
     if device.setting is not None:
         split = _data_parallel(device.device, device.setting, kind, requested, effective, notes)
@@ -118,8 +199,7 @@ def trainer_layout(plan: Plan, device: DevicePlan, gpus: int | None = None) -> T
     micro, accum, requested = split.micro_batch, split.grad_accum, split.gpus
     if micro * accum * requested != effective:
         notes.append(
-            f"the effective batch rounds from {effective} to {micro * accum * requested} "
-            f"({micro} x {accum} accumulation x {requested} GPUs)"
+            RoundedBatch(asked=effective, micro_batch=micro, grad_accum=accum, gpus=requested)
         )
     tf32 = (
         kind is DeviceKind.CUDA
@@ -145,7 +225,12 @@ def trainer_layout(plan: Plan, device: DevicePlan, gpus: int | None = None) -> T
 
 
 def _data_parallel(
-    name: str, s: Setting, kind: DeviceKind, requested: int, effective: int, notes: list[str]
+    name: str,
+    s: Setting,
+    kind: DeviceKind,
+    requested: int,
+    effective: int,
+    notes: list[LayoutNote],
 ) -> _BatchSplit:
     """The setting on `requested` GPUs: data parallel above one, each GPU's share split as the
     plan times it; SpecError when not a CUDA GPU or the batch does not split."""
@@ -167,10 +252,7 @@ def _data_parallel(
             )
         # NB: each GPU's share split as the plan times it (the chosen micro-batch or less)
         micro, accum = split(effective // requested, s.micro_batch)
-        notes.append(
-            f"data parallel over {requested} GPUs: the plan's memory is one GPU's; DDP adds "
-            "its gradient buckets (about one more copy of the gradients) per GPU"
-        )
+        notes.append(DataParallel(gpus=requested))
     return _BatchSplit(
         precision=s.precision,
         checkpointing=s.checkpointing,
@@ -183,21 +265,17 @@ def _data_parallel(
     )
 
 
-def _fully_sharded(sh: Sharded, requested: int, effective: int, notes: list[str]) -> _BatchSplit:
+def _fully_sharded(
+    sh: Sharded, requested: int, effective: int, notes: list[LayoutNote]
+) -> _BatchSplit:
     """The sharded verdict: FSDP full sharding over the verdict's GPUs and machines."""
     if requested not in (1, sh.gpus):
-        notes.append(f"sharded over the plan's {sh.gpus} GPUs, not the {requested} asked for")
+        notes.append(PlannedGpus(planned=sh.gpus, asked=requested))
     # NB: the verdict's GPU count is the one whose memory was modelled
     machines = max(sh.instances, 1)
-    notes.append(
-        f"FSDP full sharding over {sh.gpus} GPUs at {sh.per_gpu_bytes / GIB:.2f} GiB "
-        "each (modelled, not checked on GPUs)"
-    )
+    notes.append(FullSharding(gpus=sh.gpus, per_gpu_bytes=sh.per_gpu_bytes))
     if machines > 1:
-        notes.append(
-            f"{machines} machines ({sh.instance}): set machine_rank, main_process_ip and "
-            "main_process_port on each"
-        )
+        notes.append(Machines(machines=machines, instance=sh.instance))
     return _BatchSplit(
         precision=sh.precision,
         checkpointing=sh.checkpointing,
@@ -210,17 +288,15 @@ def _fully_sharded(sh: Sharded, requested: int, effective: int, notes: list[str]
     )
 
 
-def _trainer_notes(name: str, split: _BatchSplit, tf32: bool) -> list[str]:
+def _trainer_notes(name: str, split: _BatchSplit, tf32: bool) -> list[LayoutNote]:
     """What the trainer files cannot say: TF32 missing, pure bf16, the 8-bit optimizer."""
-    notes: list[str] = []
+    notes: list[LayoutNote] = []
     if split.precision is Precision.TF32 and not tf32:
-        notes.append(f"{name} has no TF32 (compute capability 8.0 on): runs as fp32")
+        notes.append(NoTf32(device=name))
     if split.precision is Precision.PURE_BF16:
-        notes.append(
-            "pure bf16 has no trainer flag: load the model with dtype=torch.bfloat16 (no autocast)"
-        )
+        notes.append(Beside.PURE_BF16)
     if split.optimizer is OptimizerKind.ADAMW_8BIT:
-        notes.append("the 8-bit optimizer needs bitsandbytes where the job trains")
+        notes.append(Beside.BITSANDBYTES)
     return notes
 
 
@@ -235,4 +311,18 @@ def _kind(name: str) -> tuple[DeviceKind, tuple[int, int]]:
     return found.kind, found.compute_capability
 
 
-__all__ = ["DATALOADER_WORKERS", "TrainerLayout", "trainer_layout"]
+__all__ = [
+    "DATALOADER_WORKERS",
+    "Beside",
+    "DataParallel",
+    "DeviceNote",
+    "FullSharding",
+    "LayoutNote",
+    "LightningWrap",
+    "Machines",
+    "NoTf32",
+    "PlannedGpus",
+    "RoundedBatch",
+    "TrainerLayout",
+    "trainer_layout",
+]

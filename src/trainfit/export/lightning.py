@@ -13,7 +13,7 @@ wraps the root module only, not each layer as the plan's memory assumes: the fil
 
 from __future__ import annotations
 
-from trainfit.export.layout import DATALOADER_WORKERS, TrainerLayout
+from trainfit.export.layout import DATALOADER_WORKERS, LightningWrap, TrainerLayout
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.optim import optimizer_entry
 from trainfit.spec import Precision
@@ -28,11 +28,11 @@ _LIGHTNING_PRECISION = {
 _LIGHTNING_ACCELERATOR = {DeviceKind.CUDA: "gpu", DeviceKind.CPU: "cpu", DeviceKind.MPS: "mps"}
 
 
-def lightning_fsdp_note(lay: TrainerLayout) -> str:
+def lightning_fsdp_note(note: LightningWrap) -> str:
     """What `strategy: "fsdp"` leaves to the user: Lightning 2.x's `FSDPStrategy` (FSDP1)
     without an auto-wrap policy wraps the root module only; the plan's memory is per-layer
     full sharding."""
-    checkpointing = ", activation_checkpointing_policy={Block}" if lay.checkpointing else ""
+    checkpointing = ", activation_checkpointing_policy={Block}" if note.checkpointing else ""
     return (
         'lightning strategy "fsdp" is FSDPStrategy with no auto-wrap policy, which wraps the root '
         "module only (each GPU gathers every parameter at once); the plan's memory assumes "
@@ -79,7 +79,7 @@ def lightning_arguments(lay: TrainerLayout) -> dict[str, object]:
     }
     out: dict[str, object] = {"trainer": trainer, "dataloader": dataloader, "module": module}
     if lay.sharded:
-        out["notes"] = [lightning_fsdp_note(lay)]
+        out["notes"] = [lightning_fsdp_note(LightningWrap(checkpointing=lay.checkpointing))]
     return out
 
 

@@ -23,6 +23,7 @@ from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import TrainfitError
 from trainfit.hardware.units import GIB
+from trainfit.plan.words import rank_memory_label
 from trainfit.spec import Precision, TrainSpec
 
 TEMPLATE = "train_fsdp2.py"
@@ -79,7 +80,7 @@ def fsdp2_settings(spec: TrainSpec, plan: DistributedPlan, effective_batch: int)
         else "",
         "predicted_per_rank_bytes": plan.memory.total_bytes,
         "predicted_peak_allocated_bytes": plan.memory.peak_allocated_bytes,
-        "predicted_label": plan.memory.label,
+        "predicted_label": rank_memory_label(plan.memory),
     }
 
 
@@ -93,7 +94,7 @@ def launch_script(spec: TrainSpec, plan: DistributedPlan, device: str) -> str:
         + (f" + offload {plan.offload.value}" if plan.offload is not Offload.NONE else "")
         + f" over {plan.gpus} GPU(s) on {plan.nodes} node(s), micro-batch {plan.micro_batch}"
         f" x {plan.grad_accum} accumulation, {plan.memory.total_bytes / GIB:.1f} GiB per "
-        f"GPU ({plan.memory.label})",
+        f"GPU ({rank_memory_label(plan.memory)})",
         "set -euo pipefail",
     ]
     if plan.nodes == 1:

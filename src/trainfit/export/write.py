@@ -27,8 +27,8 @@ from trainfit.export.formats import (
 )
 from trainfit.export.hf import hf_training_arguments
 from trainfit.export.launch import launch_files
-from trainfit.export.layout import trainer_layout
-from trainfit.export.lightning import lightning_arguments, lightning_fsdp_note
+from trainfit.export.layout import DeviceNote, LightningWrap, trainer_layout
+from trainfit.export.lightning import lightning_arguments
 from trainfit.io import check_writable_directory, write_atomically
 from trainfit.plan.options import DevicePlan, Plan
 
@@ -67,9 +67,9 @@ class Exported:
     written: tuple[Path, ...]
     skipped: tuple[str, ...]
     """One line per device and format not written, with why."""
-    notes: tuple[str, ...]
-    """Per device, what to do beside the files (`TrainerLayout.notes`), prefixed with the
-    device."""
+    notes: tuple[DeviceNote, ...]
+    """Per device, what to do beside the files (`TrainerLayout.notes`; words:
+    `trainfit.export.layout_words.device_note_text`)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -78,7 +78,7 @@ class _Collected:
 
     files: list[tuple[Path, str]]
     skipped: list[str]
-    notes: list[str]
+    notes: list[DeviceNote]
 
 
 def write_exports(
@@ -141,9 +141,10 @@ def _collect(
             str(exc) if str(exc).startswith(device.device) else f"{device.device}: {exc}"
         )
         return
-    out.notes += [f"{device.device}: {note}" for note in lay.notes]
+    out.notes += [DeviceNote(device=device.device, note=note) for note in lay.notes]
     if lay.sharded and ExportFormat.LIGHTNING in chosen:
-        out.notes.append(f"{device.device}: {lightning_fsdp_note(lay)}")
+        wrap = LightningWrap(checkpointing=lay.checkpointing)
+        out.notes.append(DeviceNote(device=device.device, note=wrap))
     for fmt in (f for f in chosen if f not in LAUNCH_FORMATS):
         if fmt is ExportFormat.YAML and device.setting is None:
             out.skipped.append(

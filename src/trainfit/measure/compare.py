@@ -46,36 +46,56 @@ class Row:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class NoStepModel:
+    """A step time was measured but none is modelled for the device (no compute rates)."""
+
+    device: str
+    """The device's display name."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PeakPhases:
+    """Where each peak is: the measured one's phase and step, the estimated one's."""
+
+    measured: Phase
+    measured_step: int
+    """The measured peak's step, from 1."""
+    estimated: Phase
+    steady: bool
+    """The estimated peak is in the steady step (not the first)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Interrupted:
+    """The run was interrupted after `steps` timed steps."""
+
+    steps: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoLoop:
+    """No steps ran back to back, so no step time is compared (the synced steps' median times
+    each step alone, not the loop period the estimate models)."""
+
+
+ComparisonNote = NoStepModel | PeakPhases | Interrupted | NoLoop
+"""What a comparison's rows do not say (words: `trainfit.report.measure`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Comparison:
     """An estimate beside a measurement of the same spec."""
 
     estimated_device: str
     measured_device: str
     rows: tuple[Row, ...]
-    notes: tuple[str, ...]
+    notes: tuple[ComparisonNote, ...]
 
     def row(self, quantity: str) -> Row:
         for row in self.rows:
             if row.quantity == quantity:
                 return row
         raise KeyError(quantity)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "estimated_device": self.estimated_device,
-            "measured_device": self.measured_device,
-            "rows": [
-                {
-                    "quantity": r.quantity,
-                    "unit": r.unit,
-                    "estimated": r.estimated,
-                    "measured": r.measured,
-                    "error": r.error,
-                }
-                for r in self.rows
-            ],
-            "notes": list(self.notes),
-        }
 
 
 def component_totals(spec: TrainSpec, workspace_bytes: int) -> dict[str, int]:
@@ -197,28 +217,25 @@ def _time_rows(estimate: Estimate, measured: Measured) -> list[Row]:
     ]
 
 
-def _notes(estimate: Estimate, measured: Measured) -> list[str]:
+def _notes(estimate: Estimate, measured: Measured) -> list[ComparisonNote]:
     """What the rows do not say: a device without a step-time model, where each peak is, an
     interrupted run."""
-    notes: list[str] = []
+    notes: list[ComparisonNote] = []
     if measured.loop_step_seconds is not None and estimate.step_time is None:
-        notes.append(
-            f"no step time is modelled for {estimate.device.display} (its compute rates are "
-            "not in the catalog)"
-        )
+        notes.append(NoStepModel(device=estimate.device.display))
     if measured.peak_phase is not None:
         notes.append(
-            f"measured peak in the {measured.peak_phase.phase.value} phase of step "
-            f"{measured.peak_phase.iteration + 1}; estimated in the {estimate.peak_phase.value} "
-            f"phase of the {'first' if estimate.peak_iteration == 0 else 'steady'} step"
+            PeakPhases(
+                measured=measured.peak_phase.phase,
+                measured_step=measured.peak_phase.iteration + 1,
+                estimated=estimate.peak_phase,
+                steady=estimate.peak_iteration != 0,
+            )
         )
     if measured.interrupted:
-        notes.append(f"interrupted: {measured.steps} timed steps completed")
+        notes.append(Interrupted(steps=measured.steps))
     if measured.loop is None:
-        notes.append(
-            "no steps ran back to back, so no step time is compared: the synced steps' median "
-            "times each step alone, not the loop period the estimate models"
-        )
+        notes.append(NoLoop())
     return notes
 
 

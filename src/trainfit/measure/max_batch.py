@@ -83,6 +83,51 @@ class Attempt:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SearchInterrupted:
+    """Ctrl-C stopped the search: the answer lies between the bounds reached."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Leaked:
+    """More was left allocated after the last attempt than after the first."""
+
+    nbytes: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Agreed:
+    """The answer was agreed over `world_size` ranks, `rank` reporting."""
+
+    world_size: int
+    rank: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EvalShort:
+    """Evaluation at `eval_batch` ran out of memory after training at `trained`; `largest`
+    runs there."""
+
+    eval_batch: int
+    trained: int
+    largest: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoDivisor:
+    """A rank's share of the effective batch has no divisor between `chosen` and the largest
+    micro-batch; an effective batch of `better` would run micro-batches of `micro`."""
+
+    per_rank: int
+    chosen: int
+    micro: int
+    better: int
+
+
+MaxBatchNote = SearchInterrupted | Leaked | Agreed | EvalShort | NoDivisor
+"""What a max-batch search's figures do not say (words: `trainfit.report.measure`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RealMaxBatch:
     """The largest micro-batch whose training steps run on the local device."""
 
@@ -105,27 +150,9 @@ class RealMaxBatch:
     attempts: tuple[Attempt, ...]
     leaked_bytes: int
     """Growth of the memory left allocated after clean-up, first attempt to last (0: none)."""
-    notes: tuple[str, ...]
+    notes: tuple[MaxBatchNote, ...]
     interrupted: bool = False
     """Ctrl-C stopped the search: `micro_batch` and `first_failing` are the bounds reached."""
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "device": self.device_name,
-            "max_micro_batch": self.micro_batch,
-            "first_failing": self.first_failing,
-            "limit": self.limit,
-            "predicted": self.predicted,
-            "max_eval_batch": self.max_eval_batch,
-            "effective_batch": self.effective_batch,
-            "micro_batch": self.chosen_micro_batch,
-            "grad_accum": self.grad_accum,
-            "world_size": self.world_size,
-            "leaked_bytes": self.leaked_bytes,
-            "attempts": [dataclasses.asdict(a) for a in self.attempts],
-            "notes": list(self.notes),
-            "interrupted": self.interrupted,
-        }
 
 
 Probe = Callable[[int, int | None], Attempt]
@@ -317,7 +344,7 @@ def find_max_batch(
     if probe is None:
         probe, held = _set_up(spec, backend, steps, ram_budget, reserve_bytes)
     tries = _Tries(probe=probe, backend=backend, eval_batch=eval_batch, evaluate=evaluate)
-    notes: list[str] = []
+    notes: list[MaxBatchNote] = []
     interrupted = False
     low, high, max_eval = 0, None, None
     try:
@@ -328,17 +355,15 @@ def find_max_batch(
         interrupted = True
         low = max((a.micro_batch for a in tries.attempts if a.fits), default=0)
         high = min((a.micro_batch for a in tries.attempts if not a.fits), default=None)
-        notes.append("interrupted: the answer lies between the bounds reached")
+        notes.append(SearchInterrupted())
     del held
     chosen, accum = _per_rank_split(per_rank, low, world_size, notes)
     left = [a.left_allocated_bytes for a in tries.attempts if a.left_allocated_bytes is not None]
     leaked = max(0, left[-1] - left[0]) if left else 0
     if leaked:
-        notes.append(
-            f"{leaked} bytes more were left allocated after the last attempt than the first one"
-        )
+        notes.append(Leaked(nbytes=leaked))
     if world_size > 1:
-        notes.append(f"agreed over {world_size} ranks (rank {rank} reporting)")
+        notes.append(Agreed(world_size=world_size, rank=rank))
     return RealMaxBatch(
         device_name=backend.name(),
         micro_batch=low,
@@ -436,21 +461,18 @@ class _Tries:
         return self.known[micro].fits
 
 
-def _max_eval(tries: _Tries, low: int, eval_batch: int | None, notes: list[str]) -> int:
+def _max_eval(tries: _Tries, low: int, eval_batch: int | None, notes: list[MaxBatchNote]) -> int:
     """The largest evaluation batch that runs after training at `low` (the one asked for, or
     the training batch, when it does)."""
     if tries.known[low].eval_fits:
         return eval_batch or low
     max_eval = _eval_search(tries.attempt, low, eval_batch or low)
-    notes.append(
-        f"evaluation at batch {eval_batch or low} ran out of memory after training "
-        f"at {low}: the largest evaluation batch that runs there is {max_eval}"
-    )
+    notes.append(EvalShort(eval_batch=eval_batch or low, trained=low, largest=max_eval))
     return max_eval
 
 
 def _per_rank_split(
-    per_rank: int | None, low: int, world_size: int, notes: list[str]
+    per_rank: int | None, low: int, world_size: int, notes: list[MaxBatchNote]
 ) -> tuple[int | None, int | None]:
     """(micro-batch, accumulation) of each rank's share of the effective batch: its largest
     divisor that fits; (None, None) without an effective batch or a fitting micro-batch."""
@@ -459,10 +481,7 @@ def _per_rank_split(
     chosen = max(d for d in range(1, low + 1) if per_rank % d == 0)
     if chosen < low // 2:
         better = effective_batch_near(per_rank, low) * world_size
-        notes.append(
-            f"{per_rank} samples per rank have no divisor between {chosen} and {low}: an "
-            f"effective batch of {better} would run micro-batches of {low}"
-        )
+        notes.append(NoDivisor(per_rank=per_rank, chosen=chosen, micro=low, better=better))
     return chosen, per_rank // chosen
 
 

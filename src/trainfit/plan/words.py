@@ -8,9 +8,12 @@ from __future__ import annotations
 import dataclasses
 from enum import Enum
 
+from trainfit.distributed.comm import OVERLAP, Collectives, CommTime
+from trainfit.distributed.memory import RankMemory
 from trainfit.distributed.search import DistributedPlan, OffloadTime
 from trainfit.distributed.strategy import Offload
 from trainfit.hardware.units import GIB
+from trainfit.plan.cost_words import cost_line_dict, recommendation_dict
 from trainfit.plan.options import (
     Accumulation,
     Change,
@@ -136,7 +139,8 @@ def _several(found: DistributedPlan, note: GpuShort) -> str:
         f"; it would fit {found.gpus} of these GPUs with {how} ({found.precision.value}"
         + (", gradient checkpointing" if found.checkpointing else "")
         + f", {note.optimizer.value}), {found.memory.total_bytes / GIB:.2f} GiB each at "
-        f"{_samples(found.micro_batch)} per GPU ({found.memory.label}; the multi-GPU plan){where}"
+        f"{_samples(found.micro_batch)} per GPU ({rank_memory_label(found.memory)}; the "
+        f"multi-GPU plan){where}"
     )
 
 
@@ -245,7 +249,9 @@ def plan_dict(plan: Plan) -> dict[str, object]:
             for r in plan.ladder
         ],
         "run": _asdict(plan.run),
-        "recommendation": (None if plan.recommendation is None else plan.recommendation.to_dict()),
+        "recommendation": (
+            None if plan.recommendation is None else recommendation_dict(plan.recommendation)
+        ),
     }
 
 
@@ -268,7 +274,7 @@ def device_dict(d: DevicePlan) -> dict[str, object]:
         "time": None if d.step_time is None else step_time_dict(d.step_time),
         "time_by_gpus": {str(n): step_time_dict(t) for n, t in d.step_times},
         "run": _asdict(d.run),
-        "costs": [c.to_dict() for c in d.costs],
+        "costs": [cost_line_dict(c) for c in d.costs],
     }
 
 
@@ -285,18 +291,73 @@ def distributed_dict(p: DistributedPlan) -> dict[str, object]:
         "checkpointing": p.checkpointing,
         "micro_batch": p.micro_batch,
         "grad_accum": p.grad_accum,
-        "memory": p.memory.to_dict(),
+        "memory": rank_memory_dict(p.memory),
         "budget_bytes": p.budget_bytes,
-        "comm": None if p.comm is None else p.comm.to_dict(),
+        "comm": None if p.comm is None else comm_dict(p.comm),
         "step_seconds": None if p.step_seconds is None else round(p.step_seconds, 4),
         "instance": p.instance,
         "instances": p.instances,
         "usd_per_hour": p.usd_per_hour,
-        "label": p.memory.label,
+        "label": rank_memory_label(p.memory),
         "note": distributed_note_text(p.note),
         "fewer_with_offload": None
         if p.fewer_with_offload is None
         else distributed_dict(p.fewer_with_offload),
+    }
+
+
+_COLLECTIVES = {
+    Collectives.NONE: "one GPU: no collectives",
+    Collectives.ALL_REDUCE: (
+        "gradient all-reduce once per optimizer step, none hidden (measured on 2 x H200 for DDP)"
+    ),
+    Collectives.GATHERED: (
+        f"all-gathers and reduce-scatters every micro-batch; up to {OVERLAP:.0%} of forward + "
+        "backward compute hides them (assumed, not measured)"
+    ),
+}
+
+
+def comm_dict(comm: CommTime) -> dict[str, object]:
+    """A multi-GPU step's collectives as JSON, the overlap assumed in words."""
+    return {
+        "seconds": round(comm.seconds, 6),
+        "exposed_seconds": round(comm.exposed_seconds, 6),
+        "bytes_per_gpu": comm.bytes_per_gpu,
+        "intra_node_gbs": comm.intra_gbs,
+        "inter_node_gbs": comm.inter_gbs,
+        "label": "modelled",
+        "assumption": _COLLECTIVES[comm.collectives],
+    }
+
+
+def rank_memory_label(memory: RankMemory) -> str:
+    """How a rank's memory was obtained: modelled (DeepSpeed's without running DeepSpeed)."""
+    return "modelled, DeepSpeed not run" if memory.strategy.deepspeed else "modelled"
+
+
+def rank_memory_dict(memory: RankMemory) -> dict[str, object]:
+    """What one GPU of a multi-GPU plan holds, as JSON."""
+    return {
+        "strategy": memory.strategy.value,
+        "offload": memory.offload.value,
+        "gpus": memory.gpus,
+        "nodes": memory.nodes,
+        "micro_batch": memory.micro_batch,
+        "per_rank_bytes": memory.total_bytes,
+        "peak_allocated_bytes": memory.peak_allocated_bytes,
+        "breakdown": {
+            "parameters": memory.parameters_bytes,
+            "gradients": memory.gradients_bytes,
+            "optimizer_state": memory.optimizer_state_bytes,
+            "activations": memory.activations_bytes,
+            "other": memory.other_bytes,
+            "engine": memory.engine_bytes,
+            "nccl": memory.nccl_bytes,
+            "context": memory.context_bytes,
+        },
+        "host_bytes_per_node": memory.host_bytes_per_node,
+        "label": rank_memory_label(memory),
     }
 
 

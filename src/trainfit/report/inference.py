@@ -9,11 +9,26 @@ from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from trainfit.estimator.generation import InferenceEstimate
+from trainfit.estimator.generation import GenerationNote, InferenceEstimate, QuantizedModelled
 from trainfit.hardware.units import GIB
 from trainfit.report.labels import label_text, labels_text, scheme_text
 from trainfit.report.model import description_text
 from trainfit.report.tables import FitTable
+
+
+def generation_note_text(note: GenerationNote) -> str:
+    """A caveat of a generation estimate, in words."""
+    if isinstance(note, QuantizedModelled):
+        return (
+            f"{note.precision.value}: modelled, not measured; activations and kernels are the "
+            "bf16 trace's (dequantization buffers not counted)"
+        )
+    return "the model's forward has no logits_to_keep: prefill computes every logit"
+
+
+def generation_notes(e: InferenceEstimate) -> tuple[str, ...]:
+    """A generation estimate's caveats, in words."""
+    return tuple(generation_note_text(n) for n in e.notes)
 
 
 def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
@@ -89,7 +104,7 @@ def inference_renderable(estimates: Sequence[InferenceEstimate]) -> Group:
         )
     for label, how in sorted(first.labels.items()):
         notes.append(f"{label}: {label_text(how)}\n", style="dim")
-    for note in dict.fromkeys(n for e in estimates for n in e.notes):
+    for note in dict.fromkeys(n for e in estimates for n in generation_notes(e)):
         notes.append(f"note: {note}\n", style="dim")
     parts.append(notes)
     return Group(*parts)
@@ -130,5 +145,5 @@ def inference_dict(e: InferenceEstimate) -> dict[str, Any]:
         "decode_bytes_per_token": e.decode_bytes_per_token,
         "model_description": description_text(e.model_description, generating=True),
         "labels": labels_text(e.labels),
-        "notes": list(e.notes),
+        "notes": list(generation_notes(e)),
     }

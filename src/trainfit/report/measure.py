@@ -3,19 +3,74 @@ micro-batch, and the latency table; and, before and during a run, its forecast a
 
 from __future__ import annotations
 
+import dataclasses
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from trainfit.hardware.units import GIB
-from trainfit.measure.compare import Comparison, Row
+from trainfit.measure.compare import (
+    Comparison,
+    ComparisonNote,
+    Interrupted,
+    NoStepModel,
+    PeakPhases,
+    Row,
+)
 from trainfit.measure.forecast import LONG_RUN_SECONDS, Forecast
 from trainfit.measure.latency import LatencyTable
-from trainfit.measure.max_batch import RealMaxBatch
+from trainfit.measure.max_batch import (
+    Agreed,
+    EvalShort,
+    Leaked,
+    MaxBatchNote,
+    NoDivisor,
+    RealMaxBatch,
+)
 from trainfit.measure.steps import Measured, StepDone
 from trainfit.measure.window import LoopWindow
 from trainfit.plan.time_words import no_time_text, slow_half_text
 from trainfit.report.tables import FitTable
+
+
+def comparison_note_text(note: ComparisonNote) -> str:
+    """What a comparison's rows do not say, in words."""
+    if isinstance(note, NoStepModel):
+        return (
+            f"no step time is modelled for {note.device} (its compute rates are not in the catalog)"
+        )
+    if isinstance(note, PeakPhases):
+        return (
+            f"measured peak in the {note.measured.value} phase of step {note.measured_step}; "
+            f"estimated in the {note.estimated.value} phase of the "
+            f"{'steady' if note.steady else 'first'} step"
+        )
+    if isinstance(note, Interrupted):
+        return f"interrupted: {note.steps} timed steps completed"
+    return (
+        "no steps ran back to back, so no step time is compared: the synced steps' median "
+        "times each step alone, not the loop period the estimate models"
+    )
+
+
+def comparison_dict(comparison: Comparison) -> dict[str, object]:
+    """An estimate beside its measurement as JSON, the notes in words."""
+    return {
+        "estimated_device": comparison.estimated_device,
+        "measured_device": comparison.measured_device,
+        "rows": [
+            {
+                "quantity": r.quantity,
+                "unit": r.unit,
+                "estimated": r.estimated,
+                "measured": r.measured,
+                "error": r.error,
+            }
+            for r in comparison.rows
+        ],
+        "notes": [comparison_note_text(n) for n in comparison.notes],
+    }
 
 
 def _value(value: float | None, unit: str) -> str:
@@ -69,7 +124,7 @@ def measured_renderable(measured: Measured, comparison: Comparison | None) -> Gr
                 _error(row),
             )
         parts.append(table)
-        parts += [Text(f"- {note}", style="dim") for note in comparison.notes]
+        parts += [Text(f"- {comparison_note_text(note)}", style="dim") for note in comparison.notes]
     else:
         table = FitTable(title="measured", title_justify="left")
         table.add_column("quantity")
@@ -105,6 +160,49 @@ def _step_text(measured: Measured) -> str:
             f"({spread[0] * 1e3:.1f} to {spread[1] * 1e3:.1f})\n"
         )
     return out
+
+
+def max_batch_note_text(note: MaxBatchNote) -> str:
+    """What a max-batch search's figures do not say, in words."""
+    if isinstance(note, Leaked):
+        return (
+            f"{note.nbytes} bytes more were left allocated after the last attempt than the "
+            "first one"
+        )
+    if isinstance(note, Agreed):
+        return f"agreed over {note.world_size} ranks (rank {note.rank} reporting)"
+    if isinstance(note, EvalShort):
+        return (
+            f"evaluation at batch {note.eval_batch} ran out of memory after training "
+            f"at {note.trained}: the largest evaluation batch that runs there is {note.largest}"
+        )
+    if isinstance(note, NoDivisor):
+        return (
+            f"{note.per_rank} samples per rank have no divisor between {note.chosen} and "
+            f"{note.micro}: an effective batch of {note.better} would run micro-batches of "
+            f"{note.micro}"
+        )
+    return "interrupted: the answer lies between the bounds reached"
+
+
+def max_batch_dict(found: RealMaxBatch) -> dict[str, object]:
+    """A max-batch search as JSON, its notes in words."""
+    return {
+        "device": found.device_name,
+        "max_micro_batch": found.micro_batch,
+        "first_failing": found.first_failing,
+        "limit": found.limit,
+        "predicted": found.predicted,
+        "max_eval_batch": found.max_eval_batch,
+        "effective_batch": found.effective_batch,
+        "micro_batch": found.chosen_micro_batch,
+        "grad_accum": found.grad_accum,
+        "world_size": found.world_size,
+        "leaked_bytes": found.leaked_bytes,
+        "attempts": [dataclasses.asdict(a) for a in found.attempts],
+        "notes": [max_batch_note_text(n) for n in found.notes],
+        "interrupted": found.interrupted,
+    }
 
 
 def max_batch_renderable(found: RealMaxBatch) -> Group:
@@ -154,7 +252,7 @@ def max_batch_renderable(found: RealMaxBatch) -> Group:
             _value(a.peak_reserved_bytes, "bytes"),
             f"{a.seconds:.1f}",
         )
-    notes = [Text(f"- {note}", style="dim") for note in found.notes]
+    notes = [Text(f"- {max_batch_note_text(note)}", style="dim") for note in found.notes]
     return Group(head, table, *notes)
 
 

@@ -10,12 +10,14 @@ from rich.text import Text
 
 from trainfit.hardware.catalog import get_device
 from trainfit.hardware.units import GIB
+from trainfit.plan.cost_words import recommendation_text
 from trainfit.plan.options import DevicePlan, Plan, Verdict
 from trainfit.plan.words import (
     changes_text,
     input_text,
     multi_gpu_text,
     note_text,
+    rank_memory_label,
     rung_text,
     time_text,
 )
@@ -152,7 +154,7 @@ def _run_parts(plan: Plan, run: RunSpec) -> list[object]:
         {d.step_time.label for d in plan.devices if d.step_time is not None}
         | {d.run.label for d in plan.devices if d.run is not None}
     )
-    words = (rec.text() + "\n") if rec is not None else ""
+    words = (recommendation_text(rec) + "\n") if rec is not None else ""
     if labels:
         words += (
             "local cost = electricity at the power shown + the run's share of the "
@@ -241,5 +243,5 @@ def _multi_gpu_words(d: DevicePlan) -> str:
         + (", checkpointing" if m.checkpointing else "")
         + f", micro-batch {m.micro_batch} x {m.grad_accum}, "
         f"{m.memory.total_bytes / GIB:.1f} GiB per GPU of {m.budget_bytes / GIB:.1f}{host}"
-        f"{time}{comm}{where} ({m.memory.label}){alternative}"
+        f"{time}{comm}{where} ({rank_memory_label(m.memory)}){alternative}"
     )

@@ -14,6 +14,7 @@ from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.hardware.figures import SourceKind
 from trainfit.hardware.units import GIB, gib
 from trainfit.models.heads import ClassReason, ModelClass
+from trainfit.plan.cost_words import cost_notes_text, recommendation_text
 from trainfit.plan.time_words import basis_text, no_time_text, time_note_text
 from trainfit.plan.words import input_text
 from trainfit.provenance import Provenance
@@ -289,9 +290,9 @@ def time_renderable(result: Estimate, totals: RunEstimate | None = None) -> Grou
                 _money(line.spot, currency),
                 _money(line.electricity, currency),
                 _money(line.amortisation, currency),
-                line.note,
+                cost_notes_text(line),
             )
         head.append(input_text(t, totals.run.data_rate) + "\n", style="dim")
-        words = Text(totals.recommendation.text() + "\n")
+        words = Text(recommendation_text(totals.recommendation) + "\n")
         parts += [head, table, words]
     return Group(*parts)

@@ -19,7 +19,8 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, DeviceKind, catalog
@@ -177,6 +178,46 @@ class RunTime:
     compute and communication, where over 1 (0: never input-bound)."""
 
 
+class Missing(StrEnum):
+    """A figure a cost line lacks, or where its price came from."""
+
+    NO_ON_DEMAND_PRICE = "no-on-demand-price"
+    """The catalog has no on-demand price for the instance."""
+    USER_PRICE = "user-price"
+    """The on-demand price was given by the user."""
+    NO_POWER = "no-power"
+    """The catalog has no power figure for the device (and none was given)."""
+    NO_PURCHASE_PRICE = "no-purchase-price"
+    """The catalog has no purchase price for the device (or one in another currency)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoSplit:
+    """An instance whose GPU count the effective batch does not split over: no hours."""
+
+    gpus: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UnconvertedPrice:
+    """A purchase price in another currency than USD: not converted, left out."""
+
+    currency: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BoardPower:
+    """The power used is the GPUs' rated board power (the host adds more)."""
+
+    gpus: int
+    watts: float
+    """One GPU's board power."""
+
+
+CostNote = Missing | NoSplit | UnconvertedPrice | BoardPower
+"""A note of a cost line, a typed fact (words: `trainfit.plan.cost_words`)."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CostLine:
     """One way to pay for the run."""
@@ -195,7 +236,8 @@ class CostLine:
     ownership: float | None = None
     """Purchase price plus electricity for `years` at `hours_per_year`."""
     currency: str = "USD"
-    note: str = ""
+    notes: tuple[CostNote, ...] = ()
+    """What to know about this line (words: `trainfit.plan.cost_words`)."""
 
     @property
     def total(self) -> float | None:
@@ -205,25 +247,6 @@ class CostLine:
         if self.electricity is None:
             return None
         return self.electricity + (self.amortisation or 0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        def r(x: float | None) -> float | None:
-            return None if x is None else round(x, 2)
-
-        return {
-            "option": self.option,
-            "kind": self.kind,
-            "hours": None if math.isnan(self.hours) else round(self.hours, 3),
-            "on_demand": r(self.on_demand),
-            "spot": r(self.spot),
-            "electricity": r(self.electricity),
-            "energy_kwh": r(self.energy_kwh),
-            "amortisation": r(self.amortisation),
-            "ownership": r(self.ownership),
-            "total": r(self.total),
-            "currency": self.currency,
-            "note": self.note,
-        }
 
 
 def interconnect_gbs(device: Device, gpus: int, per_machine: int = 8) -> float:
@@ -363,15 +386,15 @@ def cloud_costs(device: Device, hours_for: dict[int, float], run: RunSpec) -> li
                     kind="cloud",
                     hours=math.nan,
                     currency=run.currency,
-                    note=f"the effective batch does not split over its {count} GPUs",
+                    notes=(NoSplit(gpus=count),),
                 )
             )
             continue
         rate = run.price_overrides.get(inst.name, inst.on_demand_usd_per_hour.value)
         spot = inst.spot_usd_per_hour.value
-        note = "" if rate is not None else "no on-demand price in the catalog"
+        notes = () if rate is not None else (Missing.NO_ON_DEMAND_PRICE,)
         if inst.name in run.price_overrides:
-            note = "on-demand price given by the user"
+            notes = (Missing.USER_PRICE,)
         out.append(
             CostLine(
                 option=inst.name,
@@ -380,7 +403,7 @@ def cloud_costs(device: Device, hours_for: dict[int, float], run: RunSpec) -> li
                 on_demand=None if rate is None else rate * hours * run.rate,
                 spot=None if spot is None else spot * hours * run.rate,
                 currency=run.currency,
-                note=note,
+                notes=notes,
             )
         )
     return out
@@ -393,17 +416,16 @@ def local_cost(device: Device, hours: float, run: RunSpec) -> CostLine:
     board = device.tdp_watts.value
     watts = run.watts if run.watts is not None else (None if board is None else board * gpus)
     price = device.price.amount.value if device.price is not None else None
-    notes = []
+    notes: list[CostNote] = []
     if price is not None and device.price.currency != "USD":
-        notes.append(f"purchase price in {device.price.currency} not converted: left out")
+        notes.append(UnconvertedPrice(currency=device.price.currency))
         price = None
     elif price is not None:
         price *= gpus
-    if run.watts is None and watts is not None:
-        each = f"{gpus} x {board:g} W" if gpus > 1 else f"{board:g} W"
-        notes.append(f"{each} board power (the GPU's rated power; the host adds more)")
+    if run.watts is None and board is not None:
+        notes.append(BoardPower(gpus=gpus, watts=board))
     if watts is None:
-        notes.append("no power figure in the catalog: give --watts")
+        notes.append(Missing.NO_POWER)
     energy = None if watts is None else watts * hours / 1000
     electricity = None if energy is None else energy * run.kwh_price * run.rate
     amortisation = ownership = None
@@ -414,7 +436,7 @@ def local_cost(device: Device, hours: float, run: RunSpec) -> CostLine:
             0.0 if watts is None else watts * life_hours / 1000 * run.kwh_price * run.rate
         )
     else:
-        notes.append("no purchase price in the catalog")
+        notes.append(Missing.NO_PURCHASE_PRICE)
     return CostLine(
         option=f"local {gpus} x {device.name}" if gpus > 1 else f"local {device.name}",
         kind="local",
@@ -424,8 +446,29 @@ def local_cost(device: Device, hours: float, run: RunSpec) -> CostLine:
         amortisation=amortisation,
         ownership=ownership,
         currency=run.currency,
-        note="; ".join(notes),
+        notes=tuple(notes),
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OnlyUnpriced:
+    """Only options without a full price finish by the deadline."""
+
+    deadline_hours: float
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoneInTime:
+    """No option finishes by the deadline; the closest does in `hours`."""
+
+    deadline_hours: float
+    closest: str
+    hours: float
+
+
+DeadlineMissed = OnlyUnpriced | NoneInTime
+"""Why no option is the cheapest by the deadline (words: `trainfit.plan.cost_words`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -433,27 +476,8 @@ class Recommendation:
     cheapest: str | None
     fastest: str | None
     cheapest_by_deadline: str | None
-    note: str = ""
-
-    def text(self) -> str:
-        """The recommendations in one or two lines."""
-        return (
-            f"cheapest: {self.cheapest or '-'}; fastest: {self.fastest or '-'}"
-            + (
-                f"; cheapest by the deadline: {self.cheapest_by_deadline}"
-                if self.cheapest_by_deadline
-                else ""
-            )
-            + (f"\n{self.note}" if self.note else "")
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cheapest": self.cheapest,
-            "fastest": self.fastest,
-            "cheapest_by_deadline": self.cheapest_by_deadline,
-            "note": self.note,
-        }
+    missed: DeadlineMissed | None = None
+    """Why there is no cheapest option by the deadline, when one was given."""
 
 
 def recommend(lines: Sequence[CostLine], deadline_hours: float | None) -> Recommendation:
@@ -468,29 +492,25 @@ def recommend(lines: Sequence[CostLine], deadline_hours: float | None) -> Recomm
     timed = [line for line in lines if not math.isnan(line.hours)]
     fastest = min(timed, key=lambda line: line.hours, default=None)
     by_deadline = None
-    note = ""
+    missed: DeadlineMissed | None = None
     if deadline_hours is not None:
         meeting = [line for line in priced if line.hours <= deadline_hours]
-        unpriced = [
+        unpriced = tuple(
             line.option for line in lines if line.hours <= deadline_hours and line not in priced
-        ]
+        )
         if meeting:
             by_deadline = min(meeting, key=lambda line: line.total or 0.0).option
         elif unpriced:
-            note = (
-                f"only options without a full price finish within {deadline_hours:g} h: "
-                + ", ".join(unpriced)
-            )
+            missed = OnlyUnpriced(deadline_hours=deadline_hours, options=unpriced)
         elif fastest is not None:
-            note = (
-                f"no option finishes within {deadline_hours:g} h; the closest is "
-                f"{fastest.option} at {fastest.hours:.1f} h"
+            missed = NoneInTime(
+                deadline_hours=deadline_hours, closest=fastest.option, hours=fastest.hours
             )
     return Recommendation(
         cheapest=cheapest.option if cheapest else None,
         fastest=fastest.option if fastest else None,
         cheapest_by_deadline=by_deadline,
-        note=note,
+        missed=missed,
     )
 
 
@@ -502,26 +522,6 @@ class RunEstimate:
     time: RunTime
     costs: tuple[CostLine, ...]
     recommendation: Recommendation
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "hours": round(self.time.hours, 3),
-            "steps": self.time.steps,
-            "gpus": self.time.gpus,
-            "step_seconds": round(self.time.step_seconds, 6),
-            "communication_seconds": round(self.time.communication_seconds, 6),
-            "label": self.time.label.value,
-            "costs": [c.to_dict() for c in self.costs],
-            "recommendation": self.recommendation.to_dict(),
-        } | (
-            {
-                "data_rate": self.run.data_rate,
-                "input_seconds": round(self.time.input_seconds, 6),
-                "input_bound": round(self.time.input_bound, 3),
-            }
-            if self.run.data_rate
-            else {}
-        )
 
 
 def run_estimate(

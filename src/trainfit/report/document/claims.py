@@ -42,6 +42,7 @@ from trainfit.distributed.search import DistributedPlan
 from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.hardware.units import GIB
+from trainfit.plan.cost_words import cost_notes_text
 from trainfit.plan.options import DevicePlan, Plan
 from trainfit.plan.traces import TraceCache
 from trainfit.plan.words import time_text
@@ -505,7 +506,7 @@ def _cost(claim: Claim, model: ModelSection, device: str, names: list[str]) -> F
                     continue
                 found = True
                 if line.total is None:
-                    return nothing(NoFigure.NO_PRICE, device, line.note)
+                    return nothing(NoFigure.NO_PRICE, device, cost_notes_text(line))
                 total += round(line.total, 2)  # NB: as the plan's JSON rounds it
             if mine and not found and d.setting is None:
                 return does_not_fit(d)

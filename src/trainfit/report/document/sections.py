@@ -15,6 +15,7 @@ import math
 
 from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload
+from trainfit.plan.cost_words import cost_notes_text
 from trainfit.plan.options import DevicePlan, Setting
 from trainfit.plan.time_words import basis_text
 from trainfit.plan.words import (
@@ -264,7 +265,7 @@ def _cost_row(device: str, c: CostLine) -> tuple[str, ...]:
         device, c.option, c.kind, amount(None if math.isnan(c.hours) else round(c.hours, 3)),
         num(_cents(c.on_demand)), num(_cents(c.spot)), num(_cents(c.electricity)),
         num(_cents(c.amortisation)), "-" if total is None else f"{num(total)} {c.currency}",
-        c.note,
+        cost_notes_text(c),
     )  # fmt: skip
 
 

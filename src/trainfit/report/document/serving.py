@@ -5,11 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from trainfit.estimator.forward import ForwardEstimate, ServingRefusal, ServingResult
+from trainfit.estimator.forward import (
+    Failed,
+    ForwardEstimate,
+    Fp32Generation,
+    OffCuda,
+    OffGpu,
+    ServingRefusal,
+    ServingResult,
+    Unserved,
+)
 from trainfit.estimator.generation import InferenceEstimate
 from trainfit.hardware.units import GIB
 from trainfit.plan.time_words import basis_text, time_note_text
 from trainfit.report.document.model import InferenceRow
+from trainfit.report.inference import generation_notes
 from trainfit.report.labels import labels_text
 
 
@@ -30,6 +40,36 @@ def _forward_labels(result: ForwardEstimate) -> dict[str, str]:
     return {**labels, "latency": f"{labels['latency']}, {basis_text(result.basis)}"}
 
 
+def unserved_text(why: Unserved) -> str:
+    """Why a (device, precision, batch) is not estimated, in words."""
+    if isinstance(why, OffCuda):
+        return (
+            f"inference is estimated for CUDA GPUs; {why.device!r} is of kind '{why.kind}': "
+            "choose a GPU such as h100 or rtx-4060"
+        )
+    if isinstance(why, Fp32Generation):
+        return (
+            "fp32 generation is not modelled (the KV cache and decode are 16-bit): choose "
+            "fp16, bf16, int8 or int4; fp32 is for a plain module's forward"
+        )
+    if isinstance(why, OffGpu):
+        return (
+            f"a forward is estimated for GPUs; {why.device!r} is of kind '{why.kind}': "
+            "choose a GPU such as rtx-4060 or m4-pro-16gb"
+        )
+    if isinstance(why, Failed):
+        return why.message
+    return (
+        f"{why.precision.value} weights are modelled for causal LMs only; a plain module's "
+        "forward is estimated at fp32, or fp16 or bf16 autocast"
+    )
+
+
+def refusal_text(refusal: ServingRefusal) -> str:
+    """Why a refusal was refused, in one phrase."""
+    return "; ".join(unserved_text(why) for why in refusal.why)
+
+
 def inference_row(result: ServingResult) -> InferenceRow:
     """One row of the report's inference table."""
     if isinstance(result, ServingRefusal):
@@ -41,7 +81,7 @@ def inference_row(result: ServingResult) -> InferenceRow:
             memory_gib=None,
             fits=None,
             kind="refused",
-            note=result.reason,
+            note=refusal_text(result),
         )
     if isinstance(result, ForwardEstimate):
         ms = result.seconds * 1e3
@@ -74,7 +114,7 @@ def inference_row(result: ServingResult) -> InferenceRow:
         total_ms=round(result.total_seconds * 1e3, 3),
         bound=_generate_bound(result),
         labels=tuple(sorted(labels_text(result.labels).items())),
-        note="; ".join(result.notes),
+        note="; ".join(generation_notes(result)),
     )
 
 
