@@ -12,7 +12,6 @@ from trainfit.timing.families import matmul_efficiency
 from trainfit.timing.step import (
     BORROWED_FROM,
     Rates,
-    rnn_step_seconds,
     step_host_costs,
     step_time,
 )
@@ -67,26 +66,6 @@ def test_cudnn_runs_a_small_recurrent_weight_in_its_persistent_kernel(
     size = "persistent" if persistent else "stepped"
     expected = 100 * cal.lstm_step_seconds[size]["forward"]
     assert rates.time(op, Phase.FORWARD).seconds == pytest.approx(expected)
-
-
-def test_a_recurrent_weight_between_the_two_kernels_costs_between_them() -> None:
-    cal = calibration()
-    low, high = (cal.lstm_step_seconds[k]["backward"] for k in ("persistent", "stepped"))
-    # an LSTM at hidden 160, an RNN_TANH at 384, a GRU at 288
-    costs = [rnn_step_seconds(cal, n, "backward") for n in (4 * 160**2, 384**2, 3 * 288**2)]
-    assert low < costs[0] < costs[1] < costs[2] < high
-    # halfway in log size between 4 x 128 x 128 and 4 x 256 x 256: halfway in cost
-    assert rnn_step_seconds(cal, 4 * 181 * 181, "backward") == pytest.approx(
-        (low + high) / 2, rel=0.01
-    )
-
-
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_a_half_precision_recurrent_layer_runs_the_stepped_kernels_at_any_size(dtype: str) -> None:
-    cal = calibration()
-    stepped = cal.lstm_step_seconds["stepped"]["forward"]
-    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", dtype) == pytest.approx(stepped)
-    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward") < stepped / 2  # fp32: persistent
 
 
 def test_a_recurrent_call_waits_for_the_device() -> None:

@@ -48,7 +48,8 @@ from trainfit.hardware.cpu_features import (
 )
 from trainfit.spec import TrainSpec
 from trainfit.timing.basis import CpuBasis, SlowHalfPrecision
-from trainfit.timing.step import RateMissing, StepTime, TimeLabel, interpolate_curve
+from trainfit.timing.kernels import interpolate_curve
+from trainfit.timing.step import RateMissing, StepTime, TimeLabel
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 

@@ -24,7 +24,6 @@ A measured step on one device scales to another by the ratio of the two modelled
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from trainfit.timing.basis import (
 )
 from trainfit.timing.constants import Calibration, FamilyFit, calibration, family_fits
 from trainfit.timing.families import OP_CLASSES, class_factors, matmul_efficiency, scale_of
+from trainfit.timing.kernels import interpolate_curve, rnn_step_seconds
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
@@ -126,39 +126,6 @@ def _precision(op: OpCost, spec: TrainSpec, device: Device) -> str:
     if op.kind in (OpKind.CONV, OpKind.RNN) and tf32:
         return "tf32"
     return "fp32"
-
-
-def interpolate_curve(curve: list[list[float]], x: float) -> float:
-    """y at `x` on a curve of (x, y) points, linear in log x, flat beyond its ends."""
-    if x <= curve[0][0]:
-        return curve[0][1]
-    for (x0, y0), (x1, y1) in itertools.pairwise(curve):
-        if x <= x1:
-            t = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
-            return y0 + t * (y1 - y0)
-    return curve[-1][1]
-
-
-def rnn_step_seconds(cal: Calibration, elements: int, which: str, dtype: str = "fp32") -> float:
-    """Device seconds of one sequential step (time step x layer) of a cuDNN recurrent layer
-    whose recurrent weight has `elements` elements (gates x hidden x output), in `which`
-    pass ("forward" or "backward").
-
-    cuDNN's persistent kernel holds a small recurrent weight on chip (an LSTM's up to hidden
-    128 by the calibration grid: 4 x 128 x 128 elements; an RNN_TANH at hidden 256 ran
-    persistent); the grid's LSTMs at hidden 256 and over ran a kernel per step. In between,
-    the per-step cost rises with the weight's size, linear in its log, from the persistent
-    kernel's to the stepped one's at 4 x 256 x 256 elements (an RNN_TANH at hidden 384 lies
-    between the two). In bf16 and fp16 cuDNN runs the stepped kernels at every size (LSTM, GRU
-    and RNN_TANH from hidden 64 to 1024 took 16-24 us a step each way)."""
-    if dtype in ("bf16", "fp16"):
-        return cal.lstm_step_seconds["stepped"][which]
-    persistent = 4 * cal.lstm_persistent_hidden**2
-    curve = [
-        [float(persistent), cal.lstm_step_seconds["persistent"][which]],
-        [4.0 * persistent, cal.lstm_step_seconds["stepped"][which]],
-    ]
-    return interpolate_curve(curve, float(elements))
 
 
 BORROWED_FROM = "bf16"
