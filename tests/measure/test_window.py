@@ -43,7 +43,8 @@ def test_a_window_synchronises_only_before_its_first_step_and_after_its_last():
             log.append("sync")
 
     window = time_window(Sync(), lambda: log.append("step"), 3)
-    assert log == ["sync", "step", "step", "step", "sync"]
+    # the filling step, then the window's three (no timing events: synchronised after filling)
+    assert log == ["sync", "step", "sync", "step", "step", "step", "sync"]
     assert window.steps == 3 and window.seconds > 0
     assert window.step_seconds == window.seconds / 3
     with pytest.raises(ValueError, match="at least 1 step, got 0"):
@@ -58,9 +59,10 @@ def test_measure_times_the_loop_from_steps_with_no_synchronisation_or_reading_be
     assert told == [m.loop]
     syncs = [n for what, n in backend.log if what == "sync"]
     first = syncs[0]  # forwards before the steps (none expected, but not assumed)
-    # setup, after each of the 3 synced steps, then the window's two ends around 3 forwards
-    assert [n - first for n in syncs] == [0, 1, 2, 3, 3, 6]
-    inside = [what for what, n in backend.log if first + 3 < n < first + 6]
+    # setup, after each of the 3 synced steps, then the window: one before its filling step,
+    # one after it, one after its 3 forwards
+    assert [n - first for n in syncs] == [0, 1, 2, 3, 3, 4, 7]
+    inside = [what for what, n in backend.log if first + 4 < n < first + 7]
     assert inside == []  # neither a sync nor a memory reading inside the window
     assert m.loop is not None and m.loop.steps == 3
     assert m.loop_step_seconds == m.loop.seconds / 3
@@ -127,3 +129,35 @@ def test_an_error_in_the_loop_callback_is_raised_as_itself():
 
     with pytest.raises(KeyError, match="the caller's bug"):
         measure(TrainSpec(**CAPPED), steps=1, warmup=1, device="cpu", on_loop=broken)
+
+
+class _Event:
+    """A device event on a fake clock: the time it was recorded at."""
+
+    def __init__(self, clock: list[float]) -> None:
+        self.clock, self.at = clock, None
+
+    def record(self) -> None:
+        self.at = self.clock[0]
+
+    def elapsed_time(self, end: _Event) -> float:
+        return (end.at - self.at) * 1000
+
+
+def test_with_device_events_the_window_is_timed_from_after_its_filling_step():
+    clock, log = [0.0], []
+
+    class Card(CpuBackend):
+        def synchronize(self) -> None:
+            log.append("sync")
+
+        def timing_events(self):
+            return _Event(clock), _Event(clock)
+
+    def step() -> None:  # NB: each step advances the device's clock by 10 ms
+        log.append("step")
+        clock[0] += 0.010
+
+    window = time_window(Card(), step, 4)
+    assert log == ["sync", "step", "step", "step", "step", "step", "sync"]  # no sync inside
+    assert window.steps == 4 and window.seconds == pytest.approx(0.040)  # the filling one not

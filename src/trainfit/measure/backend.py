@@ -55,6 +55,16 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(m in str(exc) for m in OOM_MARKERS)
 
 
+class TimingEvent(Protocol):
+    """A marker in the device's queue whose time the device records (`torch.cuda.Event`)."""
+
+    def record(self) -> None: ...
+
+    def elapsed_time(self, end: TimingEvent) -> float:
+        """Milliseconds from this event to `end`, both recorded and reached."""
+        ...
+
+
 class Backend(Protocol):
     """What a real run reads from, and does to, the local device."""
 
@@ -68,6 +78,11 @@ class Backend(Protocol):
 
     def synchronize(self) -> None:
         """Wait for the device's queued work."""
+        ...
+
+    def timing_events(self) -> tuple[TimingEvent, TimingEvent] | None:
+        """Two fresh events that time the device's own timeline between them (None: the
+        backend has none, the host clock serves)."""
         ...
 
     def allocated(self) -> int | None:
@@ -142,6 +157,13 @@ class CudaBackend:
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.device)
+
+    def timing_events(self) -> tuple[TimingEvent, TimingEvent] | None:
+        with torch.cuda.device(self.device):
+            return (
+                torch.cuda.Event(enable_timing=True),
+                torch.cuda.Event(enable_timing=True),
+            )
 
     def allocated(self) -> int | None:
         return torch.cuda.memory_allocated(self.device)
@@ -235,6 +257,9 @@ class MpsBackend:
     def synchronize(self) -> None:
         torch.mps.synchronize()
 
+    def timing_events(self) -> tuple[TimingEvent, TimingEvent] | None:
+        return None  # NB: MPS events' timing is unchecked on a Mac: the host clock serves
+
     def allocated(self) -> int | None:
         return int(torch.mps.current_allocated_memory())
 
@@ -300,6 +325,9 @@ class CpuBackend:
 
     def synchronize(self) -> None:
         return None
+
+    def timing_events(self) -> tuple[TimingEvent, TimingEvent] | None:
+        return None  # NB: each op runs as it is issued
 
     def allocated(self) -> int | None:
         return None

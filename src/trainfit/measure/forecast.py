@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from trainfit.estimator.result import Estimate
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.hardware.cpu_features import CpuFeatures, HalfSupport, cpu_features
+from trainfit.measure.window import FILLING_STEPS
 from trainfit.spec import Precision
 from trainfit.timing.basis import SlowHalfPrecision
 from trainfit.timing.cpu import slow_half_precision_of
@@ -48,11 +49,15 @@ class Forecast:
     where steps take longer than the model's idle-CPU prediction."""
     cores: int | None = None
     loop_steps: int = 0
-    """The steps run back to back after the synced ones (`measure(loop_steps=...)`)."""
+    """The steps run back to back after the synced ones (`measure(loop_steps=...)`); the
+    window's filling step comes on top (`trainfit.measure.window`)."""
 
     @property
     def total_seconds(self) -> float | None:
-        return None if self.step is None else self.step.seconds * (self.steps + self.loop_steps)
+        if self.step is None:
+            return None
+        filling = FILLING_STEPS if self.loop_steps else 0
+        return self.step.seconds * (self.steps + filling + self.loop_steps)
 
     @property
     def long(self) -> bool:

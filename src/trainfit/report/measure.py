@@ -29,7 +29,7 @@ from trainfit.measure.max_batch import (
     RealMaxBatch,
 )
 from trainfit.measure.steps import Measured, StepDone
-from trainfit.measure.window import LoopWindow
+from trainfit.measure.window import FILLING_STEPS, LoopWindow
 from trainfit.plan.time_words import no_time_text, slow_half_text
 from trainfit.report.tables import FitTable
 
@@ -295,7 +295,12 @@ def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
                 f"predicted: {_duration(step.seconds)} per step on {forecast.device} "
                 f"({step.label}), {_duration(forecast.total_seconds)} for the "
                 f"{forecast.steps} steps (warm-up included)"
-                + (f" and {forecast.loop_steps} back to back" if forecast.loop_steps else ""),
+                + (
+                    f" and {forecast.loop_steps} back to back (after {FILLING_STEPS} to fill "
+                    "the queue)"
+                    if forecast.loop_steps
+                    else ""
+                ),
                 False,
             )
         )
