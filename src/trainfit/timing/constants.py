@@ -105,6 +105,10 @@ class HostFit:
     optimizer_lines: dict[str, tuple[float, float]]
     """Optimizer kind -> (fixed, per trainable tensor) host seconds of `optimizer.step()`,
     a least-squares line over whole steps timed on real parameter lists (6 to 34 tensors)."""
+    rnn_step_seconds: dict[str, float]
+    """"forward"/"backward" -> device seconds of cuDNN's stepped recurrent kernel per time step,
+    layer and direction, read off multi-layer calls timed whole (1-4 layers): a multi-layer
+    call costs this per layer, not once."""
 
 
 @cache
@@ -119,6 +123,7 @@ def calibration() -> Calibration:
         source=host["source"],
         fitted_on=tuple(host["fitted_on"]),
         optimizer_lines={k: (v[0], v[1]) for k, v in host["optimizer_lines"].items()},
+        rnn_step_seconds={k: float(v) for k, v in host["rnn_step_seconds"].items()},
     )
     return Calibration(**raw, host_fit=fit)
 

@@ -21,22 +21,25 @@ def interpolate_curve(curve: list[list[float]], x: float) -> float:
 
 
 def rnn_step_seconds(cal: Calibration, elements: int, which: str, dtype: str = "fp32") -> float:
-    """Device seconds of one sequential step (time step x layer) of a cuDNN recurrent layer
-    whose recurrent weight has `elements` elements (gates x hidden x output), in `which`
-    pass ("forward" or "backward").
+    """Device seconds of one sequential step (time step x layer x direction) of a cuDNN
+    recurrent call whose recurrent weight has `elements` elements (gates x hidden x output), in
+    `which` pass ("forward" or "backward").
 
-    cuDNN's persistent kernel holds a small recurrent weight on chip (an LSTM's up to hidden
-    128 by the calibration grid: 4 x 128 x 128 elements; an RNN_TANH at hidden 256 ran
-    persistent); the grid's LSTMs at hidden 256 and over ran a kernel per step. In between,
-    the per-step cost rises with the weight's size, linear in its log, from the persistent
-    kernel's to the stepped one's at 4 x 256 x 256 elements (an RNN_TANH at hidden 384 lies
-    between the two). In bf16 and fp16 cuDNN runs the stepped kernels at every size (LSTM, GRU
-    and RNN_TANH from hidden 64 to 1024 took 16-24 us a step each way)."""
+    A multi-layer call costs its stepped kernel's figure per time step and layer (the host fit's
+    `rnn_step_seconds`, read off calls of 1-4 layers timed whole: 21-29 us a step a layer
+    forward, 27-36 backward). cuDNN's persistent kernel holds a small recurrent weight on chip
+    (an LSTM's up to hidden 128 by the calibration grid: 4 x 128 x 128 elements; an RNN_TANH at
+    hidden 256 ran persistent) in fp32 only. Forward, from that size the per-step cost rises
+    with the weight's size, linear in its log, to the stepped kernel's at 4 x 256 x 256
+    elements (an RNN_TANH at hidden 384 lies between the two). Backward, a weight over the
+    persistent size costs the stepped kernel's figure (GRU and LSTM at hidden 192 took 29-30 us
+    a step a layer). In bf16 and fp16 cuDNN runs the stepped kernels at every size."""
+    stepped = cal.host_fit.rnn_step_seconds[which]
     if dtype in ("bf16", "fp16"):
-        return cal.lstm_step_seconds["stepped"][which]
+        return stepped
     persistent = 4 * cal.lstm_persistent_hidden**2
-    curve = [
-        [float(persistent), cal.lstm_step_seconds["persistent"][which]],
-        [4.0 * persistent, cal.lstm_step_seconds["stepped"][which]],
-    ]
+    low = cal.lstm_step_seconds["persistent"][which]
+    if which == "backward":
+        return low if elements <= persistent else stepped
+    curve = [[float(persistent), low], [4.0 * persistent, stepped]]
     return interpolate_curve(curve, float(elements))
