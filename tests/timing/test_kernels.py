@@ -15,27 +15,24 @@ def test_a_curve_is_linear_in_log_x_and_flat_beyond_its_ends() -> None:
     assert interpolate_curve(curve, 10**6) == 3.0
 
 
-def test_a_forward_recurrent_weight_between_the_two_kernels_costs_between_them() -> None:
+@pytest.mark.parametrize("which", ["forward", "backward"])
+def test_a_recurrent_weight_between_the_two_kernels_costs_between_them(which: str) -> None:
     cal = calibration()
-    low = cal.lstm_step_seconds["persistent"]["forward"]
-    high = cal.host_fit.rnn_step_seconds["forward"]
+    low = cal.lstm_step_seconds["persistent"][which]
+    high = cal.lstm_step_seconds["stepped"][which]
     # an LSTM at hidden 160, an RNN_TANH at 384, a GRU at 288
-    costs = [rnn_step_seconds(cal, n, "forward") for n in (4 * 160**2, 384**2, 3 * 288**2)]
+    costs = [rnn_step_seconds(cal, n, which) for n in (4 * 160**2, 384**2, 3 * 288**2)]
     assert low < costs[0] < costs[1] < costs[2] < high
     # halfway in log size between 4 x 128 x 128 and 4 x 256 x 256: halfway in cost
-    assert rnn_step_seconds(cal, 4 * 181 * 181, "forward") == pytest.approx(
-        (low + high) / 2, rel=0.01
-    )
+    assert rnn_step_seconds(cal, 4 * 181 * 181, which) == pytest.approx((low + high) / 2, rel=0.01)
 
 
-def test_a_backward_recurrent_weight_over_the_persistent_size_costs_the_stepped_kernel() -> None:
+@pytest.mark.parametrize("which", ["forward", "backward"])
+def test_a_recurrent_weight_over_the_curve_costs_the_whole_calls_figure(which: str) -> None:
     cal = calibration()
-    stepped = cal.host_fit.rnn_step_seconds["backward"]
-    persistent = cal.lstm_step_seconds["persistent"]["backward"]
-    assert rnn_step_seconds(cal, 4 * 128 * 128, "backward") == persistent
-    # a GRU and an LSTM at hidden 192 (cuDNN: 29-30 us a time step a layer backward)
-    assert rnn_step_seconds(cal, 3 * 192 * 192, "backward") == stepped
-    assert rnn_step_seconds(cal, 4 * 192 * 192, "backward") == stepped
+    fitted = cal.host_fit.rnn_step_seconds[which]
+    assert rnn_step_seconds(cal, 3 * 512 * 512, which) == fitted  # a GRU at hidden 512
+    assert rnn_step_seconds(cal, 4 * 256 * 256, which) == cal.lstm_step_seconds["stepped"][which]
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])

@@ -63,12 +63,8 @@ def test_cudnn_runs_a_small_recurrent_weight_in_its_persistent_kernel(
     cal = calibration()
     rates = Rates(get_device("h100"), TrainSpec(model="gpt2"), cal)
     op = OpCost(OpKind.RNN, "fp32", 1, 8, 100, gates * hidden * hidden)
-    per = (
-        cal.lstm_step_seconds["persistent"]["forward"]
-        if persistent
-        else cal.host_fit.rnn_step_seconds["forward"]
-    )
-    expected = 100 * per
+    size = "persistent" if persistent else "stepped"
+    expected = 100 * cal.lstm_step_seconds[size]["forward"]
     assert rates.time(op, Phase.FORWARD).seconds == pytest.approx(expected)
 
 

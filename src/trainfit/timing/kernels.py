@@ -25,21 +25,25 @@ def rnn_step_seconds(cal: Calibration, elements: int, which: str, dtype: str = "
     recurrent call whose recurrent weight has `elements` elements (gates x hidden x output), in
     `which` pass ("forward" or "backward").
 
-    A multi-layer call costs its stepped kernel's figure per time step and layer (the host fit's
-    `rnn_step_seconds`, read off calls of 1-4 layers timed whole: 21-29 us a step a layer
-    forward, 27-36 backward). cuDNN's persistent kernel holds a small recurrent weight on chip
-    (an LSTM's up to hidden 128 by the calibration grid: 4 x 128 x 128 elements; an RNN_TANH at
-    hidden 256 ran persistent) in fp32 only. Forward, from that size the per-step cost rises
-    with the weight's size, linear in its log, to the stepped kernel's at 4 x 256 x 256
-    elements (an RNN_TANH at hidden 384 lies between the two). Backward, a weight over the
-    persistent size costs the stepped kernel's figure (GRU and LSTM at hidden 192 took 29-30 us
-    a step a layer). In bf16 and fp16 cuDNN runs the stepped kernels at every size."""
+    In bf16 and fp16 cuDNN runs the stepped kernels at every size, and in fp32 over 4 x 256 x
+    256 elements; there a call costs the host fit's `rnn_step_seconds` per time step and layer,
+    read off calls of 1-4 layers timed whole (21-29 us a step a layer forward, 27-36 backward:
+    a multi-layer call's cost is per layer). cuDNN's persistent kernel holds a small fp32
+    recurrent weight on chip (an LSTM's up to hidden 128 by the calibration grid: 4 x 128 x 128
+    elements; an RNN_TANH at hidden 256 ran persistent). From that size to 4 x 256 x 256 the
+    per-step cost rises with the weight's size, linear in its log, between the calibration
+    grid's two kernels (an RNN_TANH at hidden 384 lies between the two).
+
+    NB: the curve's top is the grid's stepped kernel (18 us forward, 27 backward), below the
+    whole calls' figure: loop-timed fp32 steps with weights in that range (an LSTM at hidden
+    192, an RNN_TANH at 384) ran at or under the curve, a backward call timed alone at hidden
+    192 at 29-30 us a step a layer; the step at 4 x 256 x 256 elements is where the data part."""
     stepped = cal.host_fit.rnn_step_seconds[which]
-    if dtype in ("bf16", "fp16"):
-        return stepped
     persistent = 4 * cal.lstm_persistent_hidden**2
-    low = cal.lstm_step_seconds["persistent"][which]
-    if which == "backward":
-        return low if elements <= persistent else stepped
-    curve = [[float(persistent), low], [4.0 * persistent, stepped]]
+    if dtype in ("bf16", "fp16") or elements > 4 * persistent:
+        return stepped
+    curve = [
+        [float(persistent), cal.lstm_step_seconds["persistent"][which]],
+        [4.0 * persistent, cal.lstm_step_seconds["stepped"][which]],
+    ]
     return interpolate_curve(curve, float(elements))
