@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainfit.timing.constants import calibration
-from trainfit.timing.kernels import interpolate_curve, rnn_step_seconds
+from trainfit.timing.kernels import interpolate_curve, rnn_layer_seconds, rnn_step_seconds
 
 
 def test_a_curve_is_linear_in_log_x_and_flat_beyond_its_ends() -> None:
@@ -15,29 +15,35 @@ def test_a_curve_is_linear_in_log_x_and_flat_beyond_its_ends() -> None:
     assert interpolate_curve(curve, 10**6) == 3.0
 
 
-@pytest.mark.parametrize("which", ["forward", "backward"])
-def test_a_recurrent_weight_between_the_two_kernels_costs_between_them(which: str) -> None:
+def test_a_recurrent_weight_between_the_two_kernels_costs_between_them() -> None:
     cal = calibration()
-    low = cal.lstm_step_seconds["persistent"][which]
-    high = cal.lstm_step_seconds["stepped"][which]
+    low, high = (cal.lstm_step_seconds[k]["backward"] for k in ("persistent", "stepped"))
     # an LSTM at hidden 160, an RNN_TANH at 384, a GRU at 288
-    costs = [rnn_step_seconds(cal, n, which) for n in (4 * 160**2, 384**2, 3 * 288**2)]
+    costs = [rnn_step_seconds(cal, n, "backward") for n in (4 * 160**2, 384**2, 3 * 288**2)]
     assert low < costs[0] < costs[1] < costs[2] < high
     # halfway in log size between 4 x 128 x 128 and 4 x 256 x 256: halfway in cost
-    assert rnn_step_seconds(cal, 4 * 181 * 181, which) == pytest.approx((low + high) / 2, rel=0.01)
-
-
-@pytest.mark.parametrize("which", ["forward", "backward"])
-def test_a_recurrent_weight_over_the_curve_costs_the_whole_calls_figure(which: str) -> None:
-    cal = calibration()
-    fitted = cal.host_fit.rnn_step_seconds[which]
-    assert rnn_step_seconds(cal, 3 * 512 * 512, which) == fitted  # a GRU at hidden 512
-    assert rnn_step_seconds(cal, 4 * 256 * 256, which) == cal.lstm_step_seconds["stepped"][which]
+    assert rnn_step_seconds(cal, 4 * 181 * 181, "backward") == pytest.approx(
+        (low + high) / 2, rel=0.01
+    )
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_a_half_precision_recurrent_layer_runs_the_stepped_kernels_at_any_size(dtype: str) -> None:
     cal = calibration()
-    stepped = cal.host_fit.rnn_step_seconds["forward"]
+    stepped = cal.lstm_step_seconds["stepped"]["forward"]
     assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", dtype) == pytest.approx(stepped)
     assert rnn_step_seconds(cal, 4 * 64 * 64, "forward") < stepped / 2  # fp32: persistent
+
+
+@pytest.mark.parametrize(
+    ("elements", "dtype", "stepped"),
+    [(4 * 64 * 64, "bf16", True), (3 * 512 * 512, "fp32", True), (4 * 192 * 192, "fp32", False)],
+)
+def test_a_stepped_recurrent_call_adds_the_fitted_figure_per_layer(
+    elements: int, dtype: str, stepped: bool
+) -> None:
+    cal = calibration()
+    for which in ("forward", "backward"):
+        expected = cal.host_fit.rnn_layer_seconds[which] if stepped else 0.0
+        assert rnn_layer_seconds(cal, elements, which, dtype) == expected
+    assert cal.host_fit.rnn_layer_seconds["forward"] > 0
