@@ -71,6 +71,10 @@ TOLERANCE: dict[str, float] = {
     # ran, timed as a loop runs them (blind2_h100.md, 3 runs each, 2 for the DPO); published:
     # median 15.1%, worst gru-h192-2l-b32-t64-fp32 -39.4% (run-to-run spread median 26%)
     "steptime-blind2": 0.40,
+    # 6 multi-layer RNN steps, predicted (blind3_predictions.json, rules at 937c19d) before they
+    # ran, timed as a loop runs them (blind3_h100.md, 3 runs each, 2 for one); published:
+    # median 10.4%, worst gru-h128-bi-2l-b64-t60-fp32 -27.9% (run-to-run spread median 20%)
+    "steptime-blind3": 0.28,
     # largest micro-batch, 10 measured to the sample; published: 8 within 5%, worst +10.0%
     # (llama-3.2-1b-pure-bf16-s2048: 11 for 10) (max_batch_h100.md); a case measured only to a
     # bracket (resnet50-bf16) must be predicted inside it
@@ -304,6 +308,23 @@ def steptime_blind2_cases() -> Iterator[Case]:
         )
 
 
+def steptime_blind3_cases() -> Iterator[Case]:
+    import statistics
+
+    from benchmarks.steptime.blind3_cases import CASES as BLIND3
+    from benchmarks.steptime.compare_window import loop_runs
+    from benchmarks.steptime.predict import predict
+
+    record = _json(BENCH / "steptime/results/blind3_h100.json")
+    for name, runs in loop_runs(record).items():
+        yield Case(
+            table="steptime-blind3",
+            name=name,
+            measured=statistics.median(runs),
+            predict=lambda name=name: predict(name, BLIND3)["step_seconds"],
+        )
+
+
 def _max_batch(name: str) -> float:
     from benchmarks.max_batch.predict import predict
 
@@ -390,6 +411,7 @@ CASES: dict[str, Case] = {
         steptime_window_cases,
         steptime_blind_cases,
         steptime_blind2_cases,
+        steptime_blind3_cases,
         max_batch_cases,
         multigpu_cases,
         faithful_heads_cases,
@@ -409,6 +431,7 @@ FAST = {
     "steptime-window/mlp-8x256-b32-sgd-fp32",
     "steptime-blind/mlp-12x128-b16-sgdm-fp32",
     "steptime-blind2/mlp-2x1024-b128-sgdm-bf16",
+    "steptime-blind3/gru-h768-2l-b16-t48-bf16",
     "max-batch/melody-transformer-fp16-s1024",
     "multigpu/llama-3.2-1b-s2048-b1-ckpt-hybrid",
     "multigpu-heldout/gpt2-s1024-b8-ddp",

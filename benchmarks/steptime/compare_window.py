@@ -8,10 +8,11 @@
 Per case: each run's median window (its step time), their median (the truth), the prediction's
 error against it, and the run-to-run spread (max / min - 1 over the runs), the noise the error
 is to be read beside; the synced steps of the same processes (`measure_gpu.py`'s method)
-beside them. `--set blind` and `--set blind2` read the predictions committed before the runs
-(`results/blind_predictions.json`, `results/blind2_predictions.json`), never recomputed
-ones. `--set heldout` shows both the predictions committed before these cases' first runs
-(`results/heldout_predictions.json`, the model before) and the current model's, recomputed:
+beside them. `--set blind`, `--set blind2` and `--set blind3` read the predictions committed
+before the runs (`results/blind_predictions.json`, `results/blind2_predictions.json`,
+`results/blind3_predictions.json`), never recomputed ones. `--set heldout` shows both the
+predictions committed before these cases' first runs (`results/heldout_predictions.json`, the
+model before) and the current model's, recomputed:
 the host floor was refitted on these rows, so that column is a fit, not a check.
 """
 

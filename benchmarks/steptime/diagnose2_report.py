@@ -290,6 +290,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-predict", action="store_true")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the tables go")
+    parser.add_argument("--rnn-only", action="store_true", help="leave out the hf part")
     args = parser.parse_args()
     record = json.loads(RAW.read_text())
     env = record["environment"]
@@ -305,8 +307,9 @@ def main() -> None:
         "",
     ]
     body = [*rnn_tables(record, not args.no_predict), ""]
-    body += host_tables(record, not args.no_predict)
-    OUT.write_text("\n".join(head + body) + "\n")
+    if not args.rnn_only:
+        body += host_tables(record, not args.no_predict)
+    args.out.write_text("\n".join(head + body) + "\n")
 
 
 if __name__ == "__main__":

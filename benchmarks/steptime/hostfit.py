@@ -374,6 +374,7 @@ def main() -> None:
         record["optimizer_lines"] = {
             k: [round(fixed, 9), round(per, 9)] for k, (fixed, per) in sorted(lines.items())
         }
+        record["rnn_layer_seconds"] = base.host_fit.rnn_layer_seconds
         OUT.write_text(json.dumps(record, indent=1) + "\n")
 
 

@@ -253,3 +253,36 @@ def tiny_cnn() -> nn.Module:
 def encoder_d512_6l() -> nn.Module:
     """Six encoder layers at width 512, 8 heads, 5 classes."""
     return Encoder(512, 6, 8, 5)
+
+
+# The third blind set's models (`blind3_cases.py`): multi-layer and bidirectional cuDNN RNNs.
+
+
+def gru_h256_3l() -> nn.Module:
+    """Embedding 128 -> 3-layer GRU, hidden 256 -> vocabulary."""
+    return RnnLM("GRU", 3, hidden=256, embed=128)
+
+
+def lstm_h384_2l() -> nn.Module:
+    """Embedding 192 -> 2-layer LSTM, hidden 384 -> vocabulary."""
+    return RnnLM("LSTM", 2, hidden=384, embed=192)
+
+
+def gru_h128_bi_2l() -> nn.Module:
+    """Embedding 96 -> 2-layer bidirectional GRU, hidden 128 -> vocabulary."""
+    return RnnLM("GRU", 2, hidden=128, embed=96, bi=True)
+
+
+def rnn_tanh_h256_3l() -> nn.Module:
+    """Embedding 128 -> 3-layer RNN_TANH, hidden 256 -> vocabulary."""
+    return RnnLM("RNN_TANH", 3, hidden=256, embed=128)
+
+
+def lstm_h128_4l() -> nn.Module:
+    """Embedding 64 -> 4-layer LSTM, hidden 128 -> vocabulary."""
+    return RnnLM("LSTM", 4, hidden=128, embed=64)
+
+
+def gru_h768_2l() -> nn.Module:
+    """Embedding 256 -> 2-layer GRU, hidden 768 -> vocabulary."""
+    return RnnLM("GRU", 2, hidden=768, embed=256)

@@ -1,11 +1,11 @@
 """trainfit's step-time predictions for a case set, written before its first run.
 
-    PYTHONPATH=src:. python -m benchmarks.steptime.predict [--set heldout|blind|blind2]
+    PYTHONPATH=src:. python -m benchmarks.steptime.predict [--set heldout|blind|blind2|blind3]
 
 Writes `results/heldout_predictions.json` (`cases.py`), `results/blind_predictions.json`
-(`blind_cases.py`) or `results/blind2_predictions.json` (`blind2_cases.py`), to be committed
-before the GPU measures the cases; `compare.py` and `compare_window.py` read them, never
-recomputed figures.
+(`blind_cases.py`), `results/blind2_predictions.json` (`blind2_cases.py`) or
+`results/blind3_predictions.json` (`blind3_cases.py`), to be committed before the GPU measures
+the cases; `compare.py` and `compare_window.py` read them, never recomputed figures.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ RESULTS = Path(__file__).parent / "results"
 PREDICTIONS = RESULTS / "heldout_predictions.json"
 BLIND_PREDICTIONS = RESULTS / "blind_predictions.json"
 BLIND2_PREDICTIONS = RESULTS / "blind2_predictions.json"
+BLIND3_PREDICTIONS = RESULTS / "blind3_predictions.json"
 PREDICTION_FILES = {
     "heldout": PREDICTIONS,
     "blind": BLIND_PREDICTIONS,
     "blind2": BLIND2_PREDICTIONS,
+    "blind3": BLIND3_PREDICTIONS,
 }
 
 

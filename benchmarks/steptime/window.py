@@ -1,7 +1,7 @@
 """Time step-time cases as a training loop runs them: windows of steps, one sync at the end.
 
-    PYTHONPATH=src:. python -m benchmarks.steptime.window --out DIR [--set heldout|blind|blind2]
-        [--cases a,b] [--repeat 3] [--pin 2-5] [--pin-every 2]
+    PYTHONPATH=src:. python -m benchmarks.steptime.window --out DIR
+        [--set heldout|blind|blind2|blind3] [--cases a,b] [--repeat 3] [--pin 2-5] [--pin-every 2]
 
 A training loop does not wait for the device after each step: the host issues the next step's
 kernels while the device still runs the last one, and waits only where the loop reads a value
@@ -113,7 +113,9 @@ def _child(name: str, args: argparse.Namespace, pinned: bool) -> list[str]:
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--set", default="heldout", choices=("heldout", "blind", "blind2"))
+    parser.add_argument(
+        "--set", default="heldout", choices=("heldout", "blind", "blind2", "blind3")
+    )
     parser.add_argument("--cases", default="")
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--synced", type=int, default=20)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainfit.timing.constants import calibration
-from trainfit.timing.kernels import interpolate_curve, rnn_step_seconds
+from trainfit.timing.kernels import interpolate_curve, rnn_layer_seconds, rnn_step_seconds
 
 
 def test_a_curve_is_linear_in_log_x_and_flat_beyond_its_ends() -> None:
@@ -33,3 +33,17 @@ def test_a_half_precision_recurrent_layer_runs_the_stepped_kernels_at_any_size(d
     stepped = cal.lstm_step_seconds["stepped"]["forward"]
     assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", dtype) == pytest.approx(stepped)
     assert rnn_step_seconds(cal, 4 * 64 * 64, "forward") < stepped / 2  # fp32: persistent
+
+
+@pytest.mark.parametrize(
+    ("elements", "dtype", "stepped"),
+    [(4 * 64 * 64, "bf16", True), (3 * 512 * 512, "fp32", True), (4 * 192 * 192, "fp32", False)],
+)
+def test_a_stepped_recurrent_call_adds_the_fitted_figure_per_layer(
+    elements: int, dtype: str, stepped: bool
+) -> None:
+    cal = calibration()
+    for which in ("forward", "backward"):
+        expected = cal.host_fit.rnn_layer_seconds[which] if stepped else 0.0
+        assert rnn_layer_seconds(cal, elements, which, dtype) == expected
+    assert cal.host_fit.rnn_layer_seconds["forward"] > 0

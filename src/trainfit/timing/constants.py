@@ -105,6 +105,9 @@ class HostFit:
     optimizer_lines: dict[str, tuple[float, float]]
     """Optimizer kind -> (fixed, per trainable tensor) host seconds of `optimizer.step()`,
     a least-squares line over whole steps timed on real parameter lists (6 to 34 tensors)."""
+    rnn_layer_seconds: dict[str, float]
+    """"forward"/"backward" -> device seconds a cuDNN recurrent call running the stepped kernels
+    adds per layer and direction beside its steps, read off calls of 1-4 layers timed whole."""
 
 
 @cache
@@ -119,6 +122,7 @@ def calibration() -> Calibration:
         source=host["source"],
         fitted_on=tuple(host["fitted_on"]),
         optimizer_lines={k: (v[0], v[1]) for k, v in host["optimizer_lines"].items()},
+        rnn_layer_seconds={k: float(v) for k, v in host["rnn_layer_seconds"].items()},
     )
     return Calibration(**raw, host_fit=fit)
 

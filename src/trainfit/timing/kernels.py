@@ -21,9 +21,9 @@ def interpolate_curve(curve: list[list[float]], x: float) -> float:
 
 
 def rnn_step_seconds(cal: Calibration, elements: int, which: str, dtype: str = "fp32") -> float:
-    """Device seconds of one sequential step (time step x layer) of a cuDNN recurrent layer
-    whose recurrent weight has `elements` elements (gates x hidden x output), in `which`
-    pass ("forward" or "backward").
+    """Device seconds of one sequential step (time step x layer x direction) of a cuDNN
+    recurrent layer whose recurrent weight has `elements` elements (gates x hidden x output),
+    in `which` pass ("forward" or "backward").
 
     cuDNN's persistent kernel holds a small recurrent weight on chip (an LSTM's up to hidden
     128 by the calibration grid: 4 x 128 x 128 elements; an RNN_TANH at hidden 256 ran
@@ -40,3 +40,13 @@ def rnn_step_seconds(cal: Calibration, elements: int, which: str, dtype: str = "
         [4.0 * persistent, cal.lstm_step_seconds["stepped"][which]],
     ]
     return interpolate_curve(curve, float(elements))
+
+
+def rnn_layer_seconds(cal: Calibration, elements: int, which: str, dtype: str = "fp32") -> float:
+    """Device seconds a cuDNN recurrent call adds per layer and direction beside its steps,
+    where it runs the stepped kernels (bf16 and fp16, fp32 from 4 x 256 x 256 elements): the
+    host fit's `rnn_layer_seconds`, read off calls of 1-4 layers timed whole (a multi-layer
+    call's cost grows by its steps and this per layer); 0 for the persistent kernel, whose
+    fp32 calls at hidden 192 grew by their steps alone forward."""
+    stepped = dtype in ("bf16", "fp16") or elements >= 16 * cal.lstm_persistent_hidden**2
+    return cal.host_fit.rnn_layer_seconds[which] if stepped else 0.0

@@ -46,7 +46,7 @@ from trainfit.timing.basis import (
 )
 from trainfit.timing.constants import Calibration, FamilyFit, calibration, family_fits
 from trainfit.timing.families import OP_CLASSES, class_factors, matmul_efficiency, scale_of
-from trainfit.timing.kernels import interpolate_curve, rnn_step_seconds
+from trainfit.timing.kernels import interpolate_curve, rnn_layer_seconds, rnn_step_seconds
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
@@ -221,6 +221,7 @@ class Rates:
         if op.kind is OpKind.RNN:
             which = "backward" if phase is Phase.BACKWARD else "forward"
             steps = op.kernels * rnn_step_seconds(cal, op.detail, which, op.dtype)
+            steps += op.layers * rnn_layer_seconds(cal, op.detail, which, op.dtype)
             return _OpTime(max(steps, op.bytes / self.bandwidth), True)
         if op.kind is OpKind.FOREACH:
             memory = (

@@ -70,6 +70,9 @@ class OpCost:
     graph: bool = False
     """Whether the op recorded an autograd node (grad mode on and an input requiring grad):
     the host then does more work to issue it."""
+    layers: int = 0
+    """A recurrent call's layers x directions (each sets up its own sequence of kernels); 0
+    for any other op."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,6 +216,7 @@ def rnn_cost(s: RnnShape, backward: bool) -> OpCost:
         moved,
         steps,
         gates * s.hidden * s.out,
+        layers=s.layers * s.directions,
     )
 
 
