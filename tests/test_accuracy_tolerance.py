@@ -274,55 +274,36 @@ def steptime_window_cases() -> Iterator[Case]:
         )
 
 
-def steptime_blind_cases() -> Iterator[Case]:
+def _steptime_blind_cases(blind_set: str) -> Iterator[Case]:
+    """A blind step-time set (`benchmarks.steptime.cases.case_set`): its loop-timed runs'
+    median against the prediction, table `steptime-<set>`."""
     import statistics
 
-    from benchmarks.steptime.blind_cases import CASES as BLIND
+    from benchmarks.steptime.cases import case_set
     from benchmarks.steptime.compare_window import loop_runs
     from benchmarks.steptime.predict import predict
 
-    record = _json(BENCH / "steptime/results/blind_h100.json")
+    cases = case_set(blind_set)
+    record = _json(BENCH / f"steptime/results/{blind_set}_h100.json")
     for name, runs in loop_runs(record).items():
         yield Case(
-            table="steptime-blind",
+            table=f"steptime-{blind_set}",
             name=name,
             measured=statistics.median(runs),
-            predict=lambda name=name: predict(name, BLIND)["step_seconds"],
+            predict=lambda name=name: predict(name, cases)["step_seconds"],
         )
+
+
+def steptime_blind_cases() -> Iterator[Case]:
+    return _steptime_blind_cases("blind")
 
 
 def steptime_blind2_cases() -> Iterator[Case]:
-    import statistics
-
-    from benchmarks.steptime.blind2_cases import CASES as BLIND2
-    from benchmarks.steptime.compare_window import loop_runs
-    from benchmarks.steptime.predict import predict
-
-    record = _json(BENCH / "steptime/results/blind2_h100.json")
-    for name, runs in loop_runs(record).items():
-        yield Case(
-            table="steptime-blind2",
-            name=name,
-            measured=statistics.median(runs),
-            predict=lambda name=name: predict(name, BLIND2)["step_seconds"],
-        )
+    return _steptime_blind_cases("blind2")
 
 
 def steptime_blind3_cases() -> Iterator[Case]:
-    import statistics
-
-    from benchmarks.steptime.blind3_cases import CASES as BLIND3
-    from benchmarks.steptime.compare_window import loop_runs
-    from benchmarks.steptime.predict import predict
-
-    record = _json(BENCH / "steptime/results/blind3_h100.json")
-    for name, runs in loop_runs(record).items():
-        yield Case(
-            table="steptime-blind3",
-            name=name,
-            measured=statistics.median(runs),
-            predict=lambda name=name: predict(name, BLIND3)["step_seconds"],
-        )
+    return _steptime_blind_cases("blind3")
 
 
 def _max_batch(name: str) -> float:
