@@ -9,7 +9,7 @@ import pytest
 
 from trainfit import TrainSpec, estimate
 from trainfit.errors import SpecError
-from trainfit.estimator.scaling import max_micro_batch, scale_batch
+from trainfit.estimator.scaling import NotALine, max_micro_batch, scale_batch
 
 ZOO = "trainfit.models.zoo"
 MELODY = TrainSpec(
@@ -74,7 +74,8 @@ def test_non_affine_workspace_falls_back_to_tracing_each_batch() -> None:
     # the cuDNN LSTM workspace is a fitted power law in the batch, not a line
     spec = TrainSpec(model=f"{ZOO}:melody_lstm", batch=1, device="rtx-4060")
     scaling = scale_batch(spec)
-    assert not scaling.affine and "cudnn:workspace" in (scaling.why_not or "")
+    assert not scaling.affine
+    assert isinstance(scaling.why_not, NotALine) and scaling.why_not.op == "cudnn:workspace"
     assert (
         scaling.needed_bytes(7)
         == estimate(dataclasses.replace(spec, batch=7)).device_memory_needed_bytes

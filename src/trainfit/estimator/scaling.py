@@ -36,6 +36,33 @@ ROUNDING_BYTES = 16
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class EventCounts:
+    """The step makes `counts[0]` and `counts[1]` allocation events at two probe batches."""
+
+    counts: tuple[int, int]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpsDiffer:
+    """The step's ops differ between two probe batches, first at `ops` (one per batch)."""
+
+    ops: tuple[str, str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NotALine:
+    """Op `op` allocates `nbytes` at the batches `PROBES`: the third is off the first two's
+    line by more than `ROUNDING_BYTES`."""
+
+    op: str
+    nbytes: tuple[int, int, int]
+
+
+NotAffine = EventCounts | OpsDiffer | NotALine
+"""Why a step's memory is not a line in the micro-batch."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class BatchScaling:
     """A traced step at a base micro-batch and each event's bytes per extra sample."""
 
@@ -47,7 +74,7 @@ class BatchScaling:
     """Bytes each event grows by per extra sample (0 for batch-independent events)."""
     affine: bool
     """Whether the check trace matched the line for every event."""
-    why_not: str | None
+    why_not: NotAffine | None
     """What broke the line, when it did not hold."""
     far_costs: StepCosts | None = field(default=None, compare=False, repr=False)
     """Op costs of the trace at the last probe batch (each op's FLOPs and bytes are a line
@@ -245,10 +272,7 @@ def scale_batch(spec: TrainSpec, passes_from: BatchScaling | None = None) -> Bat
             # NB: a few bytes off the line is the rounding of a fitted workspace rule (cuDNN's
             # weight-gradient factor), not a different program: accepted.
             if abs(third.nbytes - (first.nbytes + steps * grow)) > ROUNDING_BYTES:
-                why_not = (
-                    f"op {first.op} allocates {first.nbytes}, {second.nbytes} and "
-                    f"{third.nbytes} bytes at batches {PROBES}: not a line"
-                )
+                why_not = NotALine(op=first.op, nbytes=(first.nbytes, second.nbytes, third.nbytes))
                 break
             per_sample.append(grow)
     affine = why_not is None
@@ -263,15 +287,15 @@ def scale_batch(spec: TrainSpec, passes_from: BatchScaling | None = None) -> Bat
     )
 
 
-def _mismatch(a: list[Event], b: list[Event]) -> str | None:
+def _mismatch(a: list[Event], b: list[Event]) -> NotAffine | None:
     """Why two traces are not the same program (None when they are, up to sizes)."""
     if len(a) != len(b):
-        return f"the step makes {len(a)} and {len(b)} allocation events at two batch sizes"
+        return EventCounts(counts=(len(a), len(b)))
     keys: dict[int, int] = {}
     for x, y in zip(a, b, strict=True):
         same = (x.alloc, x.op, x.phase, x.iteration) == (y.alloc, y.op, y.phase, y.iteration)
         if not same or keys.setdefault(x.key, y.key) != y.key:
-            return f"the step's ops differ between batch sizes (at {x.op} vs {y.op})"
+            return OpsDiffer(ops=(x.op, y.op))
     return None
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
 from torch import nn
@@ -56,6 +57,32 @@ RecordedPass = _Pass
 """A first-iteration pass of a finished trace: events[start:end] and the gradients it left."""
 
 
+class Unreplayable(str, Enum):
+    """Why the recorded passes cannot be replayed."""
+
+    NO_PASS = "no pass"
+    """No pass was recorded."""
+    UNTRACKED_GRAD = "untracked gradient"
+    """A gradient's storage was not recorded."""
+    FREES_EARLIER = "frees earlier storage"
+    """A pass frees storage made before it (`NoReplay.key`)."""
+    KEEPS_TENSORS = "keeps tensors"
+    """A pass keeps tensors other than gradients, made by `NoReplay.ops`."""
+    MIXED_DTYPES = "mixed dtypes"
+    """Gradients of different dtypes share a storage."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoReplay:
+    """Why the recorded passes cannot be replayed, with what the reason names."""
+
+    why: Unreplayable
+    key: int | None = None
+    """The storage freed (`Unreplayable.FREES_EARLIER`)."""
+    ops: tuple[str, ...] = ()
+    """The ops that made the tensors kept (`Unreplayable.KEEPS_TENSORS`)."""
+
+
 class PassReuse:
     """Records the first iteration's micro-batch passes and replays them later."""
 
@@ -73,7 +100,7 @@ class PassReuse:
         self._mark = mark
         self._trainable = trainable
         self._passes: list[_Pass] = []
-        self._why_not: str | None = None
+        self._why_not: NoReplay | None = None
 
     # -- the first iteration ----------------------------------------------------------------
 
@@ -144,18 +171,18 @@ class PassReuse:
             )
         return tuple(layouts)
 
-    def why_not(self) -> str | None:
+    def why_not(self) -> NoReplay | None:
         """Why the recorded passes cannot be replayed, or None when they can."""
         if self._why_not is None and self._passes:
             self._why_not = self._check()
-        return self._why_not if self._passes else "no pass was recorded"
+        return self._why_not if self._passes else NoReplay(why=Unreplayable.NO_PASS)
 
-    def _check(self) -> str | None:
+    def _check(self) -> NoReplay | None:
         events = self._recorder.events
         earlier: set[int] = set()  # keys allocated by this iteration's earlier passes
         for item in self._passes:
             if item.untracked_grad:
-                return "a gradient's storage was not recorded"
+                return NoReplay(why=Unreplayable.UNTRACKED_GRAD)
             allocated: set[int] = set()
             for event in events[item.start : item.end]:
                 if event.alloc:
@@ -165,16 +192,16 @@ class PassReuse:
                 elif event.key in earlier:
                     earlier.discard(event.key)
                 else:
-                    return f"a pass frees storage {event.key} made before it"
+                    return NoReplay(why=Unreplayable.FREES_EARLIER, key=event.key)
             grad_keys = {g.key for g in item.grads if g is not None}
             survivors = allocated - grad_keys
             if survivors:
                 ops = sorted({e.op for e in events[item.start : item.end] if e.key in survivors})
-                return f"a pass keeps tensors other than gradients ({', '.join(ops)})"
+                return NoReplay(why=Unreplayable.KEEPS_TENSORS, ops=tuple(ops))
             earlier |= allocated
             for layouts in _by_key(item.grads).values():
                 if len({g.dtype for g in layouts}) > 1:
-                    return "gradients of different dtypes share a storage"
+                    return NoReplay(why=Unreplayable.MIXED_DTYPES)
         return None
 
     # -- later iterations -------------------------------------------------------------------
