@@ -11,7 +11,7 @@ def _probe(largest: int):
     def probe(micro: int, eval_batch: int | None) -> Attempt:
         fits = micro <= largest
         return Attempt(micro_batch=micro, eval_batch=eval_batch, fits=fits, eval_fits=None,
-                       failed_phase=None if fits else "backward", message=None,
+                       failed_phase=None if fits else "backward", failure=None,
                        peak_reserved_bytes=None, peak_used_bytes=None,
                        left_allocated_bytes=None, seconds=0.0)  # fmt: skip
 

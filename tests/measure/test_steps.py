@@ -24,7 +24,7 @@ from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import CpuBackend, backend_for, is_out_of_memory
 from trainfit.measure.compare import compare
 from trainfit.measure.latency import measure_latency
-from trainfit.measure.max_batch import Attempt, EvalShort, _search, find_max_batch
+from trainfit.measure.max_batch import Attempt, EvalShort, PastRam, _search, find_max_batch
 from trainfit.measure.steps import measure
 from trainfit.spec import TrainSpec
 
@@ -225,7 +225,7 @@ def _scripted(train_cap: int, eval_cap: int, calls: list[tuple[int, int | None]]
             fits=fits,
             eval_fits=None if not fits or eval_batch is None else eval_batch <= eval_cap,
             failed_phase=None if fits else "backward",
-            message=None,
+            failure=None,
             peak_reserved_bytes=None,
             peak_used_bytes=None,
             left_allocated_bytes=None,
@@ -282,7 +282,7 @@ def test_real_attempts_recover_from_out_of_memory_and_leave_nothing_behind():
     assert (found.micro_batch, found.first_failing, found.max_eval_batch) == (13, 14, 9)
     failed = [a for a in found.attempts if not a.fits]
     assert failed and all(a.failed_phase == "forward" for a in failed)
-    assert "CUDA out of memory" in failed[0].message
+    assert failed[0].failure.out_of_memory and "CUDA out of memory" in failed[0].failure.line
     gc.collect()
     assert not [o for o in gc.get_objects() if torch.optim.Optimizer in type(o).__mro__]
 
@@ -310,7 +310,7 @@ def test_an_attempt_past_the_free_ram_fails_before_the_kernel_kills_the_run():
     assert (found.micro_batch, found.first_failing) == (10, 11)
     failed = next(a for a in found.attempts if a.micro_batch == 11)
     assert failed.failed_phase == "host memory"
-    assert "past the 10.00 GiB of RAM available at the start" in failed.message
+    assert failed.failure == PastRam(grew_bytes=11 * GiB, available_bytes=10 * GiB)
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.hardware.units import GIB
 from trainfit.measure.compare import (
     Comparison,
     Interrupted,
@@ -14,10 +15,20 @@ from trainfit.measure.compare import (
     PeakPhases,
     Row,
 )
-from trainfit.measure.max_batch import Agreed, EvalShort, Leaked, NoDivisor, SearchInterrupted
+from trainfit.measure.max_batch import (
+    Agreed,
+    Attempt,
+    EvalShort,
+    Leaked,
+    NoDivisor,
+    PastRam,
+    Raised,
+    SearchInterrupted,
+)
 from trainfit.measure.steps import Measured
 from trainfit.measure.window import LoopWindow
 from trainfit.report.measure import (
+    attempt_dict,
     comparison_dict,
     comparison_note_text,
     loop_line,
@@ -105,6 +116,35 @@ def test_a_comparison_as_json_has_its_notes_in_words() -> None:
             "error": row.error,
         }
     ]
+
+
+def _attempt(failure: Raised | PastRam | None) -> Attempt:
+    return Attempt(micro_batch=12, eval_batch=None, fits=failure is None, eval_fits=None,
+                   failed_phase=None if failure is None else "forward", failure=failure,
+                   peak_reserved_bytes=4096, peak_used_bytes=None, left_allocated_bytes=512,
+                   seconds=1.25)  # fmt: skip
+
+
+def test_what_stopped_an_attempt_in_json() -> None:
+    oom = Raised(line="OutOfMemoryError: CUDA out of memory. Tried", out_of_memory=True)
+    broken = Raised(line="ValueError: bad shape (at model.py:3)", out_of_memory=False)
+    past = PastRam(grew_bytes=11 * GIB, available_bytes=10 * GIB)
+    picked = [
+        {k: attempt_dict(_attempt(f))[k] for k in ("message", "error")}
+        for f in (None, oom, broken, past)
+    ]
+    assert picked == [
+        {"message": None, "error": None},
+        {"message": "OutOfMemoryError: CUDA out of memory. Tried", "error": None},
+        {"message": "ValueError: bad shape (at model.py:3)",
+         "error": "ValueError: bad shape (at model.py:3)"},
+        {"message": "the process grew by 11.00 GiB, past the 10.00 GiB of RAM available at "
+         "the start", "error": None},
+    ]  # fmt: skip
+    assert list(attempt_dict(_attempt(None))) == [
+        "micro_batch", "eval_batch", "fits", "eval_fits", "failed_phase", "message", "error",
+        "peak_reserved_bytes", "peak_used_bytes", "left_allocated_bytes", "seconds",
+    ]  # fmt: skip
 
 
 def test_each_note_of_a_max_batch_search_in_words() -> None:

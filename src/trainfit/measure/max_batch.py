@@ -49,7 +49,6 @@ import torch
 
 from trainfit.errors import MeasureError
 from trainfit.hardware.catalog import DeviceKind
-from trainfit.hardware.units import GIB
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import ModuleTracker, device_rig, first_line, setup_failure
 from trainfit.models.source import build_program
@@ -57,6 +56,31 @@ from trainfit.optim import measured_optimizer
 from trainfit.progress import Activity, Part, tell
 from trainfit.spec import TrainSpec
 from trainfit.training import Phase, StepRig, needs_scaler, run_iteration
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Raised:
+    """The attempt raised: `line` is the error's type, first line and frame (`first_line`)."""
+
+    line: str
+    out_of_memory: bool
+    """False: a failure of the model itself (the search stops on every rank)."""
+    module: str | None = None
+    """The module whose forward was running when it raised (a failure that is not out of
+    memory, in the forward pass)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PastRam:
+    """On the CPU: the process grew by `grew_bytes`, past the `available_bytes` of RAM free at
+    the start (the attempt counts as out of memory)."""
+
+    grew_bytes: int
+    available_bytes: int
+
+
+AttemptFailure = Raised | PastRam
+"""What stopped an attempt (words: `trainfit.report.measure`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,14 +96,19 @@ class Attempt:
     """The evaluation pass completed (None: not run)."""
     failed_phase: str | None
     """"forward", "backward", "optimizer" or "evaluation" where memory ran out here."""
-    message: str | None
-    error: str | None = None
-    """A failure that is not out of memory, on this rank (the search stops on every rank)."""
+    failure: AttemptFailure | None
+    """What stopped the attempt on this rank (None: nothing did)."""
     peak_reserved_bytes: int | None
     peak_used_bytes: int | None
     left_allocated_bytes: int | None
     """Allocated after the attempt's clean-up (the model, and library workspaces)."""
     seconds: float
+
+
+def broke(attempt: Attempt) -> bool:
+    """Whether `attempt` failed other than by running out of memory."""
+    failure = attempt.failure
+    return isinstance(failure, Raised) and not failure.out_of_memory
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,8 +211,8 @@ FITS, OUT_OF_MEMORY, FAILED = 2, 1, 0
 """An attempt's status as the ranks agree on it (MIN: one failing rank fails them all)."""
 
 
-def _status(fits: bool | None, error: str | None) -> int:
-    if error is not None:
+def _status(fits: bool | None, failed: bool) -> int:
+    if failed:
         return FAILED
     return FITS if fits or fits is None else OUT_OF_MEMORY
 
@@ -212,13 +241,14 @@ class _Prober:
         started = time.perf_counter()
         backend = self.backend
         state: dict[str, Any] = {"phase": Phase.SETUP, "iteration": 0}
-        fits, eval_fits, failed, message, error = True, None, None, None, None
+        fits, eval_fits, failed = True, None, None
+        failure: AttemptFailure | None = None
         backend.take_peaks()
         try:
             self._train(micro, state)
         except Exception as exc:
             fits, failed = False, state["phase"].value
-            message, error = self._describe(exc, failed)
+            failure = self._describe(exc)
         if fits and eval_batch is not None:
             tell(Part.MEASURE, Activity.EVALUATE.value, batch=eval_batch)
             try:
@@ -226,14 +256,11 @@ class _Prober:
                 eval_fits = True
             except Exception as exc:
                 eval_fits, failed = False, "evaluation"
-                message, error = self._describe(exc, failed)
+                failure = self._describe(exc)
         _, reserved, used = backend.take_peaks()
         if fits and self.ram_budget is not None and used is not None and used > self.ram_budget:
             fits, eval_fits, failed = False, None, "host memory"
-            message = (
-                f"the process grew by {used / GIB:.2f} GiB, past the {self.ram_budget / GIB:.2f}"
-                " GiB of RAM available at the start"
-            )
+            failure = PastRam(grew_bytes=used, available_bytes=self.ram_budget)
         self._clean()
         return Attempt(
             micro_batch=micro,
@@ -241,8 +268,7 @@ class _Prober:
             fits=fits,
             eval_fits=eval_fits,
             failed_phase=failed,
-            message=message,
-            error=error,
+            failure=failure,
             peak_reserved_bytes=reserved,
             peak_used_bytes=used,
             left_allocated_bytes=backend.allocated(),
@@ -294,17 +320,12 @@ class _Prober:
         finally:
             self.model.train()
 
-    def _describe(self, exc: Exception, phase: str) -> tuple[str, str | None]:
-        """(the error's first line, the one-line failure when it is not out of memory)."""
+    def _describe(self, exc: Exception) -> Raised:
+        """What `exc` says, and the module running when it is not out of memory."""
         exc.__traceback__ = None  # NB: the frames hold the failed step's tensors
-        line = first_line(exc)
         if is_out_of_memory(exc):
-            return line, None
-        where = f" (in module {self.module})" if self.module else ""
-        return line, (
-            f"the model failed its own {phase} pass{where} while searching for the largest "
-            f"micro-batch: {line}"
-        )
+            return Raised(line=first_line(exc), out_of_memory=True)
+        return Raised(line=first_line(exc), out_of_memory=False, module=self.module)
 
     def _clean(self) -> None:
         for p in self.model.parameters():
@@ -436,15 +457,16 @@ class _Tries:
     def attempt(self, micro: int, evaluation: int | None) -> Attempt:
         tell(Part.MEASURE, Activity.ATTEMPT.value, batch=micro)
         mine = self.probe(micro, evaluation)
+        evaluation_failed = mine.failed_phase == "evaluation"
         train, evaluated = agree(
             [
-                _status(mine.fits, mine.error if mine.failed_phase != "evaluation" else None),
-                _status(mine.eval_fits, mine.error if mine.failed_phase == "evaluation" else None),
+                _status(mine.fits, broke(mine) and not evaluation_failed),
+                _status(mine.eval_fits, broke(mine) and evaluation_failed),
             ],
             self.backend.device,
         )
         if FAILED in (train, evaluated):
-            raise MeasureError(mine.error or "another rank failed: see its error")
+            raise _search_failed(mine)
         fitted = train == FITS
         result = dataclasses.replace(
             mine,
@@ -459,6 +481,18 @@ class _Tries:
             evaluation = (self.eval_batch or micro) if self.evaluate else None
             self.known[micro] = self.attempt(micro, evaluation)
         return self.known[micro].fits
+
+
+def _search_failed(mine: Attempt) -> MeasureError:
+    """The error that stops the search on every rank: this rank's failure, or another's."""
+    if not isinstance(mine.failure, Raised) or mine.failure.out_of_memory:
+        return MeasureError("another rank failed: see its error")
+    module = mine.failure.module
+    where = f" (in module {module})" if module else ""
+    return MeasureError(
+        f"the model failed its own {mine.failed_phase} pass{where} while searching for the "
+        f"largest micro-batch: {mine.failure.line}"
+    )
 
 
 def _max_eval(tries: _Tries, low: int, eval_batch: int | None, notes: list[MaxBatchNote]) -> int:

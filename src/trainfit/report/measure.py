@@ -3,8 +3,6 @@ micro-batch, and the latency table; and, before and during a run, its forecast a
 
 from __future__ import annotations
 
-import dataclasses
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -22,10 +20,13 @@ from trainfit.measure.forecast import LONG_RUN_SECONDS, Forecast
 from trainfit.measure.latency import LatencyTable
 from trainfit.measure.max_batch import (
     Agreed,
+    Attempt,
+    AttemptFailure,
     EvalShort,
     Leaked,
     MaxBatchNote,
     NoDivisor,
+    Raised,
     RealMaxBatch,
 )
 from trainfit.measure.steps import Measured, StepDone
@@ -185,6 +186,36 @@ def max_batch_note_text(note: MaxBatchNote) -> str:
     return "interrupted: the answer lies between the bounds reached"
 
 
+def attempt_failure_text(failure: AttemptFailure) -> str:
+    """What stopped an attempt, in words (a raised error's own line as it is)."""
+    if isinstance(failure, Raised):
+        return failure.line
+    return (
+        f"the process grew by {failure.grew_bytes / GIB:.2f} GiB, past the "
+        f"{failure.available_bytes / GIB:.2f} GiB of RAM available at the start"
+    )
+
+
+def attempt_dict(attempt: Attempt) -> dict[str, object]:
+    """One attempt of a max-batch search as JSON, what stopped it in words."""
+    failure = attempt.failure
+    return {
+        "micro_batch": attempt.micro_batch,
+        "eval_batch": attempt.eval_batch,
+        "fits": attempt.fits,
+        "eval_fits": attempt.eval_fits,
+        "failed_phase": attempt.failed_phase,
+        "message": None if failure is None else attempt_failure_text(failure),
+        "error": (
+            failure.line if isinstance(failure, Raised) and not failure.out_of_memory else None
+        ),
+        "peak_reserved_bytes": attempt.peak_reserved_bytes,
+        "peak_used_bytes": attempt.peak_used_bytes,
+        "left_allocated_bytes": attempt.left_allocated_bytes,
+        "seconds": attempt.seconds,
+    }
+
+
 def max_batch_dict(found: RealMaxBatch) -> dict[str, object]:
     """A max-batch search as JSON, its notes in words."""
     return {
@@ -199,7 +230,7 @@ def max_batch_dict(found: RealMaxBatch) -> dict[str, object]:
         "grad_accum": found.grad_accum,
         "world_size": found.world_size,
         "leaked_bytes": found.leaked_bytes,
-        "attempts": [dataclasses.asdict(a) for a in found.attempts],
+        "attempts": [attempt_dict(a) for a in found.attempts],
         "notes": [max_batch_note_text(n) for n in found.notes],
         "interrupted": found.interrupted,
     }
