@@ -17,7 +17,8 @@ import yaml
 
 from trainfit.hardware.catalog import catalog, devices, get_device
 from trainfit.timing.constants import family_fits
-from trainfit.timing.step import RateMissing, _rate
+from trainfit.timing.missing import RateMissing
+from trainfit.timing.step import _rate
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = sorted((ROOT / "examples" / "seeds").glob("*/spec.yaml"))

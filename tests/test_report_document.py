@@ -37,7 +37,7 @@ from trainfit.report.document import (
 from trainfit.report.document.model import Missing, NoFigure
 from trainfit.report.document.summary import verdict_text
 from trainfit.spec import LoraSpec, OptimizerKind, Precision
-from trainfit.timing.missing import NoStepTime, NoTime
+from trainfit.timing.missing import NoRate, NoStepTime, NoTime, rate_lack_text
 from trainfit.timing.run import RunSpec
 
 GIB = 2**30
@@ -466,9 +466,9 @@ def test_several_models_get_a_section_each_and_claims_name_theirs(planned) -> No
 def test_a_claim_on_a_device_whose_time_is_not_modelled_says_so(planned) -> None:
     # a GPU with a setting but no step time (a catalog GPU with no compute rate for its
     # precision, e.g. the RTX 5060 Ti's bf16): not "no setting fits"
-    detail = "the catalog has no bf16 compute rate for Test GPU"
-    why = f"step time not modelled: {detail}"
-    gap = NoStepTime(why=NoTime.NOT_MODELLED, detail=detail)
+    lack = NoRate(device="Test GPU", precision="bf16")
+    why = f"step time not modelled: {rate_lack_text(lack)}"
+    gap = NoStepTime(why=NoTime.NOT_MODELLED, lack=lack)
     devices = tuple(
         dataclasses.replace(d, step_time=None, step_times=(), run=None, costs=(), no_time=gap)
         if d.device == "rtx-4060"

@@ -45,7 +45,7 @@ from benchmarks.external.load import CorpusRow
 from trainfit.errors import TrainfitError
 from trainfit.hardware.catalog import get_device
 from trainfit.plan.time_words import time_note_text
-from trainfit.timing.step import RateMissing
+from trainfit.timing.missing import RateMissing
 
 FAMILIES_JSON = compare.Path(__file__).parents[2] / "src/trainfit/timing/families.json"
 PREDICTIONS_V1 = compare.RESULTS / "heldout_predictions.json"

@@ -17,7 +17,14 @@ from trainfit.timing.basis import (
     RooflineBasis,
     SlowHalfPrecision,
 )
-from trainfit.timing.missing import NoStepTime, NoTime
+from trainfit.timing.missing import (
+    CpuFigure,
+    NoBandwidth,
+    NoRate,
+    NoStepTime,
+    NoTime,
+    UnreadCpu,
+)
 
 _ROOFLINE = RooflineBasis(
     device="GPU X",
@@ -33,8 +40,13 @@ def test_every_reason_for_no_step_time_has_words() -> None:
         NoTime.CPU: NoStepTime(why=NoTime.CPU),
         NoTime.NO_OP_COSTS: NoStepTime(why=NoTime.NO_OP_COSTS),
         NoTime.EMULATED_BF16: NoStepTime(why=NoTime.EMULATED_BF16, device="NVIDIA T4"),
-        NoTime.CATALOG_LACKS: NoStepTime(why=NoTime.CATALOG_LACKS, detail="no bf16 rate"),
-        NoTime.NOT_MODELLED: NoStepTime(why=NoTime.NOT_MODELLED, detail="no clock"),
+        NoTime.CATALOG_LACKS: NoStepTime(
+            why=NoTime.CATALOG_LACKS, lack=NoRate(device="GPU X", precision="bf16")
+        ),
+        NoTime.NOT_MODELLED: NoStepTime(
+            why=NoTime.NOT_MODELLED,
+            lack=UnreadCpu(figure=CpuFigure.CLOCK, source="/proc/cpuinfo"),
+        ),
         NoTime.PROBES_DIFFER: NoStepTime(why=NoTime.PROBES_DIFFER),
         NoTime.MULTI_GPU_NOT_CUDA: NoStepTime(why=NoTime.MULTI_GPU_NOT_CUDA),
         NoTime.NO_GPU_COUNT: NoStepTime(why=NoTime.NO_GPU_COUNT, gpus=3),
@@ -46,11 +58,31 @@ def test_every_reason_for_no_step_time_has_words() -> None:
         "native there"
     )
     assert no_time_text(gap[NoTime.CATALOG_LACKS]) == (
-        "step time not modelled: no bf16 rate (add it in a user catalog file)"
+        "step time not modelled: the catalog has no bf16 compute rate for GPU X: the vendor's "
+        "dense bf16 rate would go in the device's row (a user catalog file, --catalog) (add it "
+        "in a user catalog file)"
     )
-    assert no_time_text(gap[NoTime.NOT_MODELLED]) == "step time not modelled: no clock"
+    assert no_time_text(gap[NoTime.NOT_MODELLED]) == (
+        "step time not modelled: this CPU's clock could not be read (/proc/cpuinfo), so its "
+        "GEMM rate cannot be scaled from the calibration host's"
+    )
     assert no_time_text(gap[NoTime.NO_GPU_COUNT]) == "no step time for 3 GPUs"
     assert all(no_time_text(g) for g in gap.values())
+
+
+def test_what_the_timing_model_lacks_in_words() -> None:
+    bandwidth = NoStepTime(why=NoTime.CATALOG_LACKS, lack=NoBandwidth(device="GPU X"))
+    simd = UnreadCpu(figure=CpuFigure.SIMD_WIDTH, source="sysctl")
+    spec = NoStepTime(why=NoTime.NOT_MODELLED, problems=("batch must be positive", "no model"))
+    assert no_time_text(bandwidth) == (
+        "step time not modelled: the catalog has no memory bandwidth for GPU X (add it in a "
+        "user catalog file)"
+    )
+    assert no_time_text(NoStepTime(why=NoTime.NOT_MODELLED, lack=simd)) == (
+        "step time not modelled: this CPU's SIMD width could not be read (sysctl), so its "
+        "GEMM rate cannot be scaled from the calibration host's"
+    )
+    assert no_time_text(spec) == "step time not modelled: batch must be positive; no model"
 
 
 def test_a_roofline_basis_names_the_calibration_and_the_family_factors() -> None:

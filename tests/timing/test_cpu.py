@@ -16,7 +16,7 @@ from trainfit.timing.cpu import (
     slow_half_precision,
     slow_half_precision_of,
 )
-from trainfit.timing.step import RateMissing
+from trainfit.timing.missing import RateMissing
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 
 FLAT = [[1.0, 1.0], [1e12, 1.0]]

@@ -38,7 +38,7 @@ from trainfit.errors import SpecError, TrainfitError
 from trainfit.hardware.catalog import Device, DeviceKind, cheapest_instance, get_device, instances
 from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
-from trainfit.timing.missing import NoStepTime, NoTime
+from trainfit.timing.missing import NoStepTime, NoTime, RateMissing, not_modelled
 from trainfit.trace.kernels.attention import kernel_family
 from trainfit.trace.step import StepTrace, trace_step
 from trainfit.trace.target import Target
@@ -350,7 +350,7 @@ def _timing(
     unit_sizes: Units,
 ) -> tuple[CommTime | None, float | None, OffloadTime | NoStepTime | None]:
     """Collectives and one optimizer step's seconds on a rank (compute + exposed comm)."""
-    from trainfit.timing.step import RateMissing, step_time
+    from trainfit.timing.step import step_time
 
     if trace.costs is None:
         return None, None, NoStepTime(why=NoTime.NO_OP_COSTS)
@@ -363,7 +363,7 @@ def _timing(
             trace.trainable_tensors,
         )
     except (RateMissing, SpecError) as exc:
-        return None, None, NoStepTime(why=NoTime.NOT_MODELLED, detail=str(exc))
+        return None, None, not_modelled(exc)
     _, _, odiv = divisors(strategy, offload, layout)
     # NB: a sharded optimizer steps over its shard only; an offloaded one on the host (its
     # time there is not modelled)

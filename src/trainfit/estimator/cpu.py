@@ -32,8 +32,8 @@ from trainfit.memory.host import CPU_HEAP_SLACK, CPU_RUNTIME_BYTES, replay_host
 from trainfit.provenance import Provenance
 from trainfit.spec import TrainSpec
 from trainfit.timing.cpu import cpu_step_time
-from trainfit.timing.missing import NoStepTime, NoTime
-from trainfit.timing.step import RateMissing, StepTime
+from trainfit.timing.missing import NoStepTime, NoTime, RateMissing, not_modelled
+from trainfit.timing.step import StepTime
 from trainfit.trace.step import Category, StepTrace, trace_step
 from trainfit.trace.target import Target
 
@@ -58,7 +58,7 @@ def cpu_time(
     try:
         return cpu_step_time(trace.costs, spec, features, trace.tokens_per_sample), None
     except RateMissing as exc:
-        return None, NoStepTime(why=NoTime.NOT_MODELLED, detail=str(exc))
+        return None, not_modelled(exc)
 
 
 def _memory(spec: TrainSpec, device: Device, started: float, trace: StepTrace) -> Estimate:

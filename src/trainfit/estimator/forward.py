@@ -98,7 +98,8 @@ def estimate_forward(
     inputs, sequence length and loss as for training) at `batch` samples on `device`."""
     from trainfit.estimator.step import gpu_memory
     from trainfit.timing.constants import calibration
-    from trainfit.timing.step import RateMissing, step_time
+    from trainfit.timing.missing import RateMissing
+    from trainfit.timing.step import step_time
     from trainfit.trace.forward import trace_forward
 
     found = device if isinstance(device, Device) else get_device(device)

@@ -17,8 +17,8 @@ from trainfit.models.program import Description, LossNote
 from trainfit.models.weights import StepDtypes
 from trainfit.provenance import Provenance
 from trainfit.spec import LoraSpec, Precision, TrainSpec
-from trainfit.timing.missing import NoStepTime, NoTime
-from trainfit.timing.step import RateMissing, StepTime, step_time
+from trainfit.timing.missing import NoStepTime, NoTime, RateMissing
+from trainfit.timing.step import StepTime, step_time
 from trainfit.trace.compat import UntestedTorch
 from trainfit.trace.recorder import DataCheck
 from trainfit.trace.step import StepTrace
@@ -164,7 +164,7 @@ def modelled_step_time(
             None,
         )
     except RateMissing as exc:
-        return None, NoStepTime(why=NoTime.CATALOG_LACKS, detail=str(exc))
+        return None, NoStepTime(why=NoTime.CATALOG_LACKS, lack=exc.lack)
 
 
 def assemble(

@@ -19,7 +19,7 @@ from trainfit.timing.basis import (
     SlowHalfPrecision,
     TimeNote,
 )
-from trainfit.timing.missing import NoStepTime, NoTime
+from trainfit.timing.missing import NoStepTime, NoTime, rate_lack_text
 from trainfit.timing.step import StepTime
 
 _CLASS_WORDS = {
@@ -45,14 +45,19 @@ def no_time_text(gap: NoStepTime) -> str:
             "cores); fp16 is native there"
         ),
         NoTime.CATALOG_LACKS: (
-            f"step time not modelled: {gap.detail} (add it in a user catalog file)"
+            f"step time not modelled: {_lacking(gap)} (add it in a user catalog file)"
         ),
-        NoTime.NOT_MODELLED: f"step time not modelled: {gap.detail}",
+        NoTime.NOT_MODELLED: f"step time not modelled: {_lacking(gap)}",
         NoTime.PROBES_DIFFER: "step time not modelled: the probes' ops differ between batch sizes",
         NoTime.MULTI_GPU_NOT_CUDA: "runs over several GPUs are planned for CUDA GPUs only",
         NoTime.NO_GPU_COUNT: f"no step time for {gap.gpus} GPUs",
         NoTime.NO_ESTIMATE: "no estimate beside the run",
     }[gap.why]
+
+
+def _lacking(gap: NoStepTime) -> str:
+    """What the timing model lacks: a figure, or the spec's problems as its error lists them."""
+    return "; ".join(gap.problems) if gap.lack is None else rate_lack_text(gap.lack)
 
 
 def basis_text(basis: Basis) -> str:

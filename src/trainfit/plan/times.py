@@ -17,9 +17,9 @@ from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.plan.options import Plan
 from trainfit.plan.tiers import split
 from trainfit.spec import TrainSpec
-from trainfit.timing.missing import NoStepTime, NoTime
+from trainfit.timing.missing import NoStepTime, NoTime, RateMissing, not_modelled
 from trainfit.timing.run import CostLine, RunSpec, Stage, recommend, run_estimate, run_time
-from trainfit.timing.step import RateMissing, StepTime, TimeLabel, scaled, step_time
+from trainfit.timing.step import StepTime, TimeLabel, scaled, step_time
 
 
 class StepTimes(TypedDict, total=False):
@@ -50,7 +50,7 @@ def step_times(
     try:
         one = _step_time(spec, device, scaling, micro, accum)
     except (RateMissing, SpecError) as exc:
-        return {"no_time": NoStepTime(why=NoTime.NOT_MODELLED, detail=str(exc))}
+        return {"no_time": not_modelled(exc)}
     if one is None:
         return {"no_time": NoStepTime(why=NoTime.PROBES_DIFFER)}
     if device.kind is not DeviceKind.CUDA:

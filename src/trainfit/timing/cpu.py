@@ -49,7 +49,8 @@ from trainfit.hardware.cpu_features import (
 from trainfit.spec import TrainSpec
 from trainfit.timing.basis import CpuBasis, SlowHalfPrecision
 from trainfit.timing.kernels import interpolate_curve
-from trainfit.timing.step import RateMissing, StepTime, TimeLabel
+from trainfit.timing.missing import CpuFigure, RateMissing, UnreadCpu
+from trainfit.timing.step import StepTime, TimeLabel
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
@@ -117,11 +118,8 @@ class CpuRates:
         else:
             peak, clock = features.peak_fp32_flops, features.clock_mhz
             if peak is None or clock is None:
-                missing = "clock" if clock is None else "SIMD width"
-                raise RateMissing(
-                    f"this CPU's {missing} could not be read ({features.source}), so its GEMM "
-                    "rate cannot be scaled from the calibration host's"
-                )
+                figure = CpuFigure.CLOCK if clock is None else CpuFigure.SIMD_WIDTH
+                raise RateMissing(UnreadCpu(figure=figure, source=features.source))
             self.scale = peak / cal.peak_fp32_flops
             self.emulated_scale = clock / cal.host["clock_mhz"]
 

@@ -47,6 +47,7 @@ from trainfit.timing.basis import (
 from trainfit.timing.constants import Calibration, FamilyFit, calibration, family_fits
 from trainfit.timing.families import OP_CLASSES, class_factors, matmul_efficiency, scale_of
 from trainfit.timing.kernels import interpolate_curve, rnn_layer_seconds, rnn_step_seconds
+from trainfit.timing.missing import NoBandwidth, NoRate, RateMissing
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.training import Phase
 
@@ -98,20 +99,13 @@ class StepTime:
     """What the figure can be trusted to."""
 
 
-class RateMissing(Exception):
-    """The catalog lacks a figure the model needs for this device."""
-
-
 def _rate(device: Device, precision: str) -> float:
     """Peak FLOP/s of `device` at `precision`, from the catalog; RateMissing where the catalog
     has none (never another precision's rate in its place)."""
     figure = device.tflops.get(precision)
     if figure is not None and figure.value:
         return float(figure.value) * 1e12
-    raise RateMissing(
-        f"the catalog has no {precision} compute rate for {device.display}: the vendor's dense "
-        f"{precision} rate would go in the device's row (a user catalog file, --catalog)"
-    )
+    raise RateMissing(NoRate(device=device.display, precision=precision))
 
 
 def _precision(op: OpCost, spec: TrainSpec, device: Device) -> str:
@@ -148,7 +142,7 @@ class Rates:
 
     def __init__(self, device: Device, spec: TrainSpec, cal: Calibration) -> None:
         if not device.memory_bandwidth_gbs.value:
-            raise RateMissing(f"the catalog has no memory bandwidth for {device.display}")
+            raise RateMissing(NoBandwidth(device=device.display))
         self.device = device
         self.spec = spec
         self.cal = cal
