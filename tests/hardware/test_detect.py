@@ -17,14 +17,24 @@ from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.hardware.detect import (
     CpuInfo,
     CudaGpu,
+    FreeMemoryUnknown,
+    Matched,
+    MatchHow,
     MpsDevice,
+    MpsUnavailable,
+    NoCudaGpu,
+    NoMpsLimit,
+    OtherKind,
+    OtherMemory,
     Source,
+    Unmatched,
     detect_local,
     match_catalog,
 )
+from trainfit.hardware.detect_words import matching_text
 from trainfit.hardware.host import total_ram_bytes
 from trainfit.hardware.probe import CudaProperties, FakeGpu, FakeProbe
-from trainfit.report.local import render_local_text
+from trainfit.report.local import local_machine_dict, render_local_text
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -113,7 +123,7 @@ def test_fake_h100_exact() -> None:
             compute_capability=(9, 0),
             multiprocessor_count=132,
             catalog_match="h100",
-            match_note="catalog row 'h100': the name and memory agree",
+            matching=Matched(row="h100", how=MatchHow.NAME_AND_MEMORY),
         ),
     )
     assert machine.cuda_runtime_version == "13.0"
@@ -128,7 +138,7 @@ def test_fake_rtx4060_driver_from_nvidia_smi() -> None:
     machine = detect_local(probe)
     (gpu,) = machine.cuda_gpus
     assert gpu.catalog_match == "rtx-4060"
-    assert gpu.match_note == "catalog row 'rtx-4060': the name and memory agree"
+    assert gpu.matching == Matched(row="rtx-4060", how=MatchHow.NAME_AND_MEMORY)
     assert (gpu.total_memory_bytes, gpu.free_memory_bytes) == (8188 * MiB, 7500 * MiB)
     assert (gpu.compute_capability, gpu.multiprocessor_count) == ((8, 9), 24)
     assert (machine.driver_version, machine.driver_version_source) == (
@@ -148,7 +158,7 @@ def test_no_gpu_does_not_touch_cuda() -> None:
     machine = detect_local(probe)
     assert machine.cuda_gpus == ()
     assert (machine.driver_version, machine.driver_version_source) == (None, Source.NOT_PROBED)
-    assert machine.notes == ("no CUDA GPU: torch 2.13.0 is built without CUDA",)
+    assert machine.notes == (NoCudaGpu(torch_version="2.13.0", runtime=None),)
     touched = {"cuda_properties", "cuda_free_memory", "nvml_driver_version"}
     assert touched.isdisjoint(probe.calls)
     assert "nvidia_smi_driver_version" not in probe.calls
@@ -156,15 +166,16 @@ def test_no_gpu_does_not_touch_cuda() -> None:
 
 def test_cuda_build_without_gpu_note() -> None:
     machine = detect_local(FakeProbe(cuda_version="12.8"))
-    assert machine.notes == ("no CUDA GPU: torch 2.13.0 is built with CUDA 12.8 but sees no GPU",)
+    assert machine.notes == (NoCudaGpu(torch_version="2.13.0", runtime="12.8"),)
 
 
 def test_free_memory_failure_is_a_note() -> None:
     machine = detect_local(FakeProbe(gpus=(_h100(free=None),), cuda_version="13.0"))
     assert machine.cuda_gpus[0].free_memory_bytes is None
     assert machine.notes == (
-        "CUDA GPU 0: free memory unknown: "
-        "CUDA error: all CUDA-capable devices are busy or unavailable",
+        FreeMemoryUnknown(
+            index=0, error="CUDA error: all CUDA-capable devices are busy or unavailable"
+        ),
     )
 
 
@@ -180,7 +191,11 @@ def test_memory_mismatch_rejects_the_row() -> None:
     )
     (gpu,) = detect_local(FakeProbe(gpus=(fake,), cuda_version="13.0")).cuda_gpus
     assert gpu.catalog_match is None
-    assert gpu.match_note == (
+    assert gpu.matching == Unmatched(
+        name="NVIDIA H100 80GB HBM3",
+        rejected=(OtherMemory(row="h100", row_bytes=85_017_493_504, found_bytes=40 * GiB),),
+    )
+    assert matching_text(gpu.matching) == (
         "no catalog row for 'NVIDIA H100 80GB HBM3'; described as found "
         "(name matched but 'h100' has 79.2 GiB, this one 40.0 GiB)"
     )
@@ -202,15 +217,20 @@ def test_unknown_gpu_is_described_as_found() -> None:
         5 * GiB,
         None,
     )
-    assert gpu.match_note.startswith("no catalog row for 'NVIDIA Imaginary Z9'; described as found")
+    assert isinstance(gpu.matching, Unmatched) and gpu.matching.name == "NVIDIA Imaginary Z9"
+    assert not gpu.matching.rejected
 
 
 def test_kind_must_agree() -> None:
     # The catalog's CPU row must never stand for a GPU that happens to be called "cpu".
+    rejected = OtherKind(row="cpu", row_kind=DeviceKind.CPU, kind="cuda")
     assert match_catalog("cpu", "cuda", None) == (
         None,
+        Unmatched(name="cpu", rejected=(rejected,)),
+    )
+    assert matching_text(Unmatched(name="cpu", rejected=(rejected,))) == (
         "no catalog row for 'cpu'; described as found (name matched but 'cpu' is a cpu row, "
-        "not cuda)",
+        "not cuda)"
     )
 
 
@@ -227,7 +247,7 @@ def test_fake_m2_mps_matched(monkeypatch: pytest.MonkeyPatch) -> None:
         recommended_max_memory_bytes=11_453_251_584,
         recommended_max_memory_source=Source.TORCH_MPS_RECOMMENDED,
         catalog_match="m2-16gb",
-        match_note="catalog row 'm2-16gb': the name and memory agree",
+        matching=Matched(row="m2-16gb", how=MatchHow.NAME_AND_MEMORY),
     )
     assert machine.cpu == CpuInfo(
         model="Apple M2",
@@ -238,9 +258,9 @@ def test_fake_m2_mps_matched(monkeypatch: pytest.MonkeyPatch) -> None:
         total_ram_bytes=16 * GiB,
         torch_threads=8,
         catalog_match="cpu",
-        match_note="catalog row 'cpu': a CPU-only host, its memory this host's RAM",
+        matching=Matched(row="cpu", how=MatchHow.CPU_HOST),
     )
-    assert machine.notes == ("no CUDA GPU: torch 2.13.0 is built without CUDA",)
+    assert machine.notes == (NoCudaGpu(torch_version="2.13.0", runtime=None),)
 
 
 def test_fake_m2_without_catalog_row_or_recommended_api(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -251,17 +271,15 @@ def test_fake_m2_without_catalog_row_or_recommended_api(monkeypatch: pytest.Monk
         None,
         Source.UNKNOWN,
     )
-    assert machine.mps.match_note.startswith("no catalog row for 'Apple M2'; described as found")
-    assert machine.notes[-1] == (
-        "MPS: torch 2.13.0 has no torch.mps.recommended_max_memory(); "
-        "the working-set limit Metal recommends is unknown"
-    )
+    assert isinstance(machine.mps.matching, Unmatched)
+    assert machine.mps.matching.name == "Apple M2"
+    assert machine.notes[-1] == NoMpsLimit(torch_version="2.13.0")
 
 
 def test_mps_unavailable_on_a_mac_is_noted() -> None:
     machine = detect_local(FakeProbe(system_name="Darwin", sysctl_values={}))
     assert machine.mps is None
-    assert "MPS not available (torch.backends.mps.is_available() is False)" in machine.notes
+    assert MpsUnavailable() in machine.notes
 
 
 @pytest.mark.parametrize(
@@ -332,7 +350,7 @@ def test_replay_of_the_h100_recording() -> None:
         threads=raw["torch_threads"],
         version=raw["torch_version"],
     )
-    assert detect_local(probe).to_dict() == detected
+    assert local_machine_dict(detect_local(probe)) == detected
     assert detected["cuda_gpus"][0]["catalog_match"] == "h100"
 
 

@@ -18,7 +18,9 @@ def run(args: argparse.Namespace) -> int:
 
     machine = detect_local()
     if args.json:
-        print(json.dumps(machine.to_dict(), indent=2))
+        from trainfit.report.local import local_machine_dict
+
+        print(json.dumps(local_machine_dict(machine), indent=2))
     else:
         from rich.console import Console
 

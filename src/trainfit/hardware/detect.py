@@ -3,7 +3,8 @@
 `detect_local()` reads the host through a `Probe` (`trainfit.hardware.probe`): the real one by
 default, a `FakeProbe` in tests. Every reading says where it came from (`Source`), and every
 device found is matched to a catalog row through `catalog.get_device` or described as found
-with `catalog_match=None` and a note saying why.
+with `catalog_match=None` and its `matching` saying why; what could not be read is a typed
+note (`DetectNote`). Words: `trainfit.hardware.detect_words`.
 
 Matching tries, in order, the reported name with its memory appended ("RTX 4060 8GB") and the
 bare name, each again with leading brand words dropped ("NVIDIA", "Tesla", "GeForce", "Quadro",
@@ -27,12 +28,11 @@ Known limitations:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from trainfit.errors import UnknownNameError
-from trainfit.hardware.catalog import get_device
+from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.hardware.probe import Probe, TorchProbe
 from trainfit.hardware.units import GIB
 
@@ -66,6 +66,118 @@ class Source(str, Enum):
     UNKNOWN = "unknown"
 
 
+class MatchHow(str, Enum):
+    """What agreed between a device found and the catalog row it is."""
+
+    NAME = "name"
+    """The name (no memory to compare)."""
+    NAME_AND_MEMORY = "name and memory"
+    CPU_HOST = "cpu host"
+    """The CPU row: a CPU-only host, its memory this host's RAM."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Matched:
+    """The device is catalog row `row`."""
+
+    row: str
+    how: MatchHow
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OtherKind:
+    """Row `row` has the name but is of kind `row_kind`, not the device's `kind`."""
+
+    row: str
+    row_kind: DeviceKind
+    kind: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OtherMemory:
+    """Row `row` has the name but `row_bytes` of memory, the device `found_bytes`."""
+
+    row: str
+    row_bytes: int
+    found_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Unmatched:
+    """No catalog row is the device found as `name` (None: its name is unknown)."""
+
+    name: str | None
+    rejected: tuple[OtherKind | OtherMemory, ...] = ()
+    """Rows the name found, turned down."""
+    close: tuple[str, ...] = ()
+    """Else, the rows with the closest names."""
+
+
+Matching = Matched | Unmatched
+"""How a device found was matched to a catalog row, or why it was not."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GpuUnreadable:
+    """torch could not read CUDA GPU `index`'s properties (`error`: its error's text)."""
+
+    index: int
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FreeMemoryUnknown:
+    """CUDA GPU `index`'s free memory could not be read (`error`: its error's text)."""
+
+    index: int
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoCudaGpu:
+    """torch `torch_version` sees no CUDA GPU (`runtime`: the CUDA it is built with, None for
+    a build without CUDA)."""
+
+    torch_version: str
+    runtime: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MpsUnavailable:
+    """On a Mac: `torch.backends.mps.is_available()` is False."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MpsLimitFailed:
+    """`torch.mps.recommended_max_memory()` raised (`error`: its error's text)."""
+
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoMpsLimit:
+    """torch `torch_version` has no `torch.mps.recommended_max_memory()`."""
+
+    torch_version: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RamUnknown:
+    """Neither os.sysconf nor sysctl hw.memsize gave the total RAM."""
+
+
+DetectNote = (
+    GpuUnreadable
+    | FreeMemoryUnknown
+    | NoCudaGpu
+    | MpsUnavailable
+    | MpsLimitFailed
+    | NoMpsLimit
+    | RamUnknown
+)
+"""What detection could not read or did not find."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CudaGpu:
     """One CUDA GPU as torch sees it."""
@@ -80,7 +192,7 @@ class CudaGpu:
     multiprocessor_count: int
     catalog_match: str | None
     """Name of the catalog row this GPU is, or None."""
-    match_note: str
+    matching: Matching
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -95,7 +207,7 @@ class MpsDevice:
     """The working-set size Metal recommends (`recommendedMaxWorkingSetSize`)."""
     recommended_max_memory_source: Source
     catalog_match: str | None
-    match_note: str
+    matching: Matching
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,7 +225,7 @@ class CpuInfo:
     """From `Source.HOST_RAM`."""
     torch_threads: int
     catalog_match: str | None
-    match_note: str
+    matching: Matching
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,21 +241,7 @@ class LocalMachine:
     mps: MpsDevice | None
     """None when `torch.backends.mps.is_available()` is False."""
     cpu: CpuInfo
-    notes: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (bytes as integers, sources as their text)."""
-        return _plain(asdict(self))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+    notes: tuple[DetectNote, ...]
 
 
 def _candidates(name: str, memory_bytes: int | None) -> list[str]:
@@ -162,9 +260,9 @@ def _candidates(name: str, memory_bytes: int | None) -> list[str]:
     return [f"{b} {size}" for b in bare] + bare
 
 
-def match_catalog(name: str, kind: str, memory_bytes: int | None) -> tuple[str | None, str]:
+def match_catalog(name: str, kind: str, memory_bytes: int | None) -> tuple[str | None, Matching]:
     """The catalog row a device found as `name` is, and how it was (or was not) matched."""
-    rejected: dict[str, str] = {}
+    rejected: dict[str, OtherKind | OtherMemory] = {}
     close: tuple[str, ...] = ()
     for candidate in _candidates(name, memory_bytes):
         try:
@@ -175,40 +273,36 @@ def match_catalog(name: str, kind: str, memory_bytes: int | None) -> tuple[str |
         if device.name in rejected:
             continue
         if device.kind != kind:
-            rejected[device.name] = f"{device.name!r} is a {device.kind} row, not {kind}"
+            rejected[device.name] = OtherKind(row=device.name, row_kind=device.kind, kind=kind)
             continue
         if not (memory_bytes and device.memory_bytes):
-            return device.name, f"catalog row {device.name!r}: the name agrees"
+            return device.name, Matched(row=device.name, how=MatchHow.NAME)
         gap = abs(device.memory_bytes - memory_bytes) / device.memory_bytes
         if gap > MEMORY_TOLERANCE:
-            rejected[device.name] = (
-                f"{device.name!r} has {device.memory_bytes / GIB:.1f} GiB, "
-                f"this one {memory_bytes / GIB:.1f} GiB"
+            rejected[device.name] = OtherMemory(
+                row=device.name, row_bytes=device.memory_bytes, found_bytes=memory_bytes
             )
             continue
-        return device.name, f"catalog row {device.name!r}: the name and memory agree"
-    note = f"no catalog row for {name!r}; described as found"
-    if rejected:
-        note += f" (name matched but {'; '.join(rejected.values())})"
-    elif close:
-        note += f" (closest rows: {', '.join(close)})"
-    return None, note
+        return device.name, Matched(row=device.name, how=MatchHow.NAME_AND_MEMORY)
+    return None, Unmatched(
+        name=name, rejected=tuple(rejected.values()), close=() if rejected else close
+    )
 
 
-def _detect_cuda(probe: Probe, count: int, notes: list[str]) -> tuple[CudaGpu, ...]:
+def _detect_cuda(probe: Probe, count: int, notes: list[DetectNote]) -> tuple[CudaGpu, ...]:
     gpus = []
     for index in range(count):
         try:
             props = probe.cuda_properties(index)
         except RuntimeError as exc:
-            notes.append(f"CUDA GPU {index}: torch could not read its properties: {exc}")
+            notes.append(GpuUnreadable(index=index, error=str(exc)))
             continue
         try:
             free: int | None = probe.cuda_free_memory(index)
         except RuntimeError as exc:
             free = None
-            notes.append(f"CUDA GPU {index}: free memory unknown: {exc}")
-        match, match_note = match_catalog(props.name, "cuda", props.total_memory_bytes)
+            notes.append(FreeMemoryUnknown(index=index, error=str(exc)))
+        match, matching = match_catalog(props.name, "cuda", props.total_memory_bytes)
         gpus.append(
             CudaGpu(
                 index=index,
@@ -218,7 +312,7 @@ def _detect_cuda(probe: Probe, count: int, notes: list[str]) -> tuple[CudaGpu, .
                 compute_capability=props.compute_capability,
                 multiprocessor_count=props.multiprocessor_count,
                 catalog_match=match,
-                match_note=match_note,
+                matching=matching,
             )
         )
     return tuple(gpus)
@@ -242,10 +336,10 @@ def _sysctl_int(probe: Probe, key: str) -> int | None:
         return None
 
 
-def _detect_mps(probe: Probe, notes: list[str]) -> MpsDevice | None:
+def _detect_mps(probe: Probe, notes: list[DetectNote]) -> MpsDevice | None:
     if not probe.mps_available():
         if probe.system() == "Darwin":
-            notes.append("MPS not available (torch.backends.mps.is_available() is False)")
+            notes.append(MpsUnavailable())
         return None
     chip = probe.sysctl("machdep.cpu.brand_string")
     memory = _sysctl_int(probe, "hw.memsize")
@@ -253,17 +347,15 @@ def _detect_mps(probe: Probe, notes: list[str]) -> MpsDevice | None:
         recommended = probe.mps_recommended_max_memory()
     except RuntimeError as exc:
         recommended = None
-        notes.append(f"MPS: torch.mps.recommended_max_memory() failed: {exc}")
+        notes.append(MpsLimitFailed(error=str(exc)))
     else:
         if recommended is None:
-            notes.append(
-                f"MPS: torch {probe.torch_version()} has no torch.mps.recommended_max_memory(); "
-                "the working-set limit Metal recommends is unknown"
-            )
+            notes.append(NoMpsLimit(torch_version=probe.torch_version()))
+    matching: Matching
     if chip:
-        match, match_note = match_catalog(chip, "mps", memory)
+        match, matching = match_catalog(chip, "mps", memory)
     else:
-        match, match_note = None, "chip name unknown; described as found"
+        match, matching = None, Unmatched(name=None)
     return MpsDevice(
         chip=chip,
         chip_source=Source.SYSCTL_BRAND if chip else Source.UNKNOWN,
@@ -274,7 +366,7 @@ def _detect_mps(probe: Probe, notes: list[str]) -> MpsDevice | None:
             Source.TORCH_MPS_RECOMMENDED if recommended is not None else Source.UNKNOWN
         ),
         catalog_match=match,
-        match_note=match_note,
+        matching=matching,
     )
 
 
@@ -299,9 +391,9 @@ def _detect_cpu(probe: Probe) -> CpuInfo:
     model, model_source = _cpu_model(probe)
     usable = probe.usable_cpu_count()
     ram = probe.total_ram_bytes()
-    match, match_note = match_catalog("cpu", "cpu", None)
+    match, matching = match_catalog("cpu", "cpu", None)
     if match:
-        match_note = f"catalog row {match!r}: a CPU-only host, its memory this host's RAM"
+        matching = Matched(row=match, how=MatchHow.CPU_HOST)
     return CpuInfo(
         model=model,
         model_source=model_source,
@@ -311,7 +403,7 @@ def _detect_cpu(probe: Probe) -> CpuInfo:
         total_ram_bytes=ram,
         torch_threads=probe.torch_threads(),
         catalog_match=match,
-        match_note=match_note,
+        matching=matching,
     )
 
 
@@ -322,7 +414,7 @@ def detect_local(probe: Probe | None = None) -> LocalMachine:
     up only then too (NVML, else nvidia-smi, else unknown).
     """
     probe = probe or TorchProbe()
-    notes: list[str] = []
+    notes: list[DetectNote] = []
     count = probe.cuda_device_count()
     gpus = _detect_cuda(probe, count, notes)
     runtime = probe.cuda_runtime_version()
@@ -330,16 +422,11 @@ def detect_local(probe: Probe | None = None) -> LocalMachine:
         driver, driver_source = _driver_version(probe)
     else:
         driver, driver_source = None, Source.NOT_PROBED
-        notes.append(
-            f"no CUDA GPU: torch {probe.torch_version()} is built with CUDA {runtime} "
-            "but sees no GPU"
-            if runtime
-            else f"no CUDA GPU: torch {probe.torch_version()} is built without CUDA"
-        )
+        notes.append(NoCudaGpu(torch_version=probe.torch_version(), runtime=runtime or None))
     mps = _detect_mps(probe, notes)
     cpu = _detect_cpu(probe)
     if cpu.total_ram_bytes is None:
-        notes.append("total RAM unknown (neither os.sysconf nor sysctl hw.memsize answered)")
+        notes.append(RamUnknown())
     return LocalMachine(
         torch_version=probe.torch_version(),
         cuda_gpus=gpus,

@@ -245,18 +245,17 @@ def local_catalog_device(backend: Backend) -> str:
     if backend.kind == DeviceKind.CPU:
         return "cpu"
     from trainfit.hardware.detect import detect_local, match_catalog
+    from trainfit.hardware.detect_words import matching_text
 
     if backend.kind == DeviceKind.CUDA:
-        name, note = match_catalog(backend.name(), "cuda", backend.total_memory())
+        name, matching = match_catalog(backend.name(), "cuda", backend.total_memory())
+        note = matching_text(matching)
     else:
         mps = detect_local().mps
         name, note = (
             (None, "no Apple GPU found")
             if mps is None
-            else (
-                mps.catalog_match,
-                mps.match_note,
-            )
+            else (mps.catalog_match, matching_text(mps.matching))
         )
     if name is None:
         raise MeasureError(

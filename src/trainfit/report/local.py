@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from enum import Enum
+from typing import Any
+
 from rich.console import Console, Group
 from rich.text import Text
 
-from trainfit.hardware.detect import LocalMachine
+from trainfit.hardware.detect import LocalMachine, Matching
+from trainfit.hardware.detect_words import detect_note_text, matching_text
 from trainfit.hardware.units import gib
 from trainfit.report.tables import FitTable
 
@@ -31,7 +36,7 @@ def local_machine_renderable(machine: LocalMachine) -> Group:
             gpu.catalog_match or "-",
         )
         if gpu.catalog_match is None:
-            unmatched.append(f"cuda:{gpu.index}: {gpu.match_note}")
+            unmatched.append(f"cuda:{gpu.index}: {matching_text(gpu.matching)}")
     if machine.mps is not None:
         mps = machine.mps
         table.add_row(
@@ -43,7 +48,7 @@ def local_machine_renderable(machine: LocalMachine) -> Group:
             mps.catalog_match or "-",
         )
         if mps.catalog_match is None:
-            unmatched.append(f"mps: {mps.match_note}")
+            unmatched.append(f"mps: {matching_text(mps.matching)}")
     cpu = machine.cpu
     cores = f"{'?' if cpu.usable_cores is None else cpu.usable_cores}/" + (
         "?" if cpu.logical_cores is None else str(cpu.logical_cores)
@@ -57,7 +62,7 @@ def local_machine_renderable(machine: LocalMachine) -> Group:
         cpu.catalog_match or "-",
     )
     if cpu.catalog_match is None:
-        unmatched.append(f"cpu: {cpu.match_note}")
+        unmatched.append(f"cpu: {matching_text(cpu.matching)}")
     head = Text()
     head.append(f"torch {machine.torch_version}")
     head.append(
@@ -83,9 +88,40 @@ def local_machine_renderable(machine: LocalMachine) -> Group:
     notes.append(f"sources: {'; '.join(sources)}\n", style="dim")
     for line in unmatched:
         notes.append(f"{line}\n", style="yellow")
-    for line in machine.notes:
-        notes.append(f"note: {line}\n", style="dim")
+    for note in machine.notes:
+        notes.append(f"note: {detect_note_text(note)}\n", style="dim")
     return Group(head, table, notes)
+
+
+def local_machine_dict(machine: LocalMachine) -> dict[str, Any]:
+    """What `trainfit detect` found as JSON: bytes as integers, sources as their text, the
+    matchings and notes in words."""
+    out = _plain(asdict(machine))
+    gpus = zip(machine.cuda_gpus, out["cuda_gpus"], strict=True)
+    out["cuda_gpus"] = [_match_note(d, gpu.matching) for gpu, d in gpus]
+    if machine.mps is not None:
+        out["mps"] = _match_note(out["mps"], machine.mps.matching)
+    out["cpu"] = _match_note(out["cpu"], machine.cpu.matching)
+    out["notes"] = [detect_note_text(n) for n in machine.notes]
+    return out
+
+
+def _match_note(found: dict[str, Any], matching: Matching) -> dict[str, Any]:
+    """A device's dict with its matching in words, as `match_note`, in the matching's place."""
+    return {
+        ("match_note" if k == "matching" else k): matching_text(matching) if k == "matching" else v
+        for k, v in found.items()
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def render_local_text(machine: LocalMachine, width: int = 100) -> str:
