@@ -24,6 +24,7 @@ import torch
 
 from trainfit.hardware.detect import match_catalog
 from trainfit.monitor import Monitor, OomReport
+from trainfit.monitor.oom_words import move_text, oom_text, rung_note_text
 from trainfit.spec import TrainSpec
 
 STEPS = 30
@@ -135,18 +136,19 @@ def main(argv: list[str]) -> int:
         "oom_step_and_report_seconds": round(seconds, 2),
     }
     if report is not None:
-        (out / "oom.txt").write_text(report.text + "\n")
+        (out / "oom.txt").write_text(oom_text(report) + "\n")
         fields = dataclasses.asdict(report)
+        fields["text"] = oom_text(report)
         fields["phase"] = report.phase.value
         rung = report.next_rung
         fields["next_rung"] = {
-            "change": rung.change,
+            "change": move_text(rung.change),
             "needed_bytes": rung.needed_bytes,
             "current_needed_bytes": rung.current_needed_bytes,
             "saved_bytes": rung.saved_bytes,
             "fits": rung.fits,
             "device": rung.device,
-            "note": rung.note,
+            "note": "" if rung.note is None else rung_note_text(rung.note),
         }
         (out / "oom.json").write_text(json.dumps(fields, indent=2, default=str) + "\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")

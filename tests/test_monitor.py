@@ -26,9 +26,11 @@ from trainfit.monitor import (
     Sample,
     StepPhase,
 )
-from trainfit.monitor.oom import Observed, next_rung_observed
+from trainfit.monitor.oom import Observed, RungChange, next_rung_observed
+from trainfit.monitor.oom_words import move_text, oom_text, rung_text
 from trainfit.monitor.sinks import CSV_COLUMNS, console_line
-from trainfit.spec import TrainSpec
+from trainfit.plan.options import Change
+from trainfit.spec import Precision, TrainSpec
 
 GiB = 1 << 30
 OOM_TEXT = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79 GiB"
@@ -385,17 +387,19 @@ def test_oom_in_forward_with_spec(capsys: pytest.CaptureFixture[str], tmp_path) 
     assert report.requested_bytes == 2 * GiB
     assert report.allocated_bytes == GiB and report.total_bytes == 80 * GiB
     rung = report.next_rung
-    assert rung.change == "bf16 mixed precision"
+    assert rung.change == RungChange(change=Change.MIXED_PRECISION, precision=Precision.BF16)
+    assert move_text(rung.change) == "bf16 mixed precision"
     assert rung.spec == dataclasses.replace(SPEC, precision="bf16")
     assert rung.saved_bytes is not None and rung.saved_bytes > 0
     assert rung.fits is True
-    assert report.text.startswith(
+    text = oom_text(report)
+    assert text.startswith(
         "Out of memory at step 3, in the forward pass, in module boom (Boom): asking for "
         "2.00 GiB, 1.00 GiB allocated, 2.00 GiB reserved, peak 1.50 GiB this step of 80.00 GiB. "
         "Next rung of the low-memory ladder: bf16 mixed precision, predicted "
     )
-    assert report.text.endswith("which fits the NVIDIA H100 80GB SXM (HBM3).")
-    assert capsys.readouterr().err.splitlines()[-1] == "trainfit: " + report.text
+    assert text.endswith("which fits the NVIDIA H100 80GB SXM (HBM3).")
+    assert capsys.readouterr().err.splitlines()[-1] == "trainfit: " + text
     events = EventAccumulator(str(tmp_path))
     events.Reload()
     assert "trainfit/out_of_memory/text_summary" in events.Tags()["tensors"]
@@ -403,16 +407,18 @@ def test_oom_in_forward_with_spec(capsys: pytest.CaptureFixture[str], tmp_path) 
 
 @pytest.mark.slow
 def test_rung_that_does_not_fit_names_the_rungs_until_a_fit() -> None:
-    from trainfit.monitor.oom import _rung_text, next_rung_for_spec
+    from trainfit.monitor.oom import next_rung_for_spec
 
     rung = next_rung_for_spec(TrainSpec(model="gpt2", batch=256, seq_len=1024))
-    assert (rung.change, rung.fits) == ("bf16 mixed precision", False)
+    assert (move_text(rung.change), rung.fits) == ("bf16 mixed precision", False)
     assert rung.then == (
-        "micro-batch 64 with 4 accumulation steps (effective batch 256)",
-        "gradient checkpointing",
+        RungChange(
+            change=Change.QUARTER_MICRO_BATCH, micro_batch=64, grad_accum=4, effective_batch=256
+        ),
+        RungChange(change=Change.CHECKPOINTING),
     )
     assert rung.then_needed_bytes is not None and rung.then_needed_bytes < 80 * GiB
-    assert _rung_text(rung).endswith(
+    assert rung_text(rung).endswith(
         "which does not fit the NVIDIA H100 80GB SXM (HBM3); with micro-batch 64 with 4 "
         "accumulation steps (effective batch 256) and gradient checkpointing as well: predicted "
         f"{rung.then_needed_bytes / GiB:.2f} GiB, which fits."
@@ -445,8 +451,10 @@ def test_oom_in_backward_without_spec() -> None:
     assert report is not None
     assert (report.step, report.phase, report.module) == (1, StepPhase.BACKWARD, "boom")
     assert report.next_rung.needed_bytes is None
-    assert report.text.startswith("Out of memory at step 1, in the backward pass, at module boom")
-    assert report.text.endswith(
+    assert oom_text(report).startswith(
+        "Out of memory at step 1, in the backward pass, at module boom"
+    )
+    assert oom_text(report).endswith(
         "Next rung of the low-memory ladder: mixed precision: run the forward and the loss under "
         "torch.autocast with bfloat16 (float16 with a GradScaler on GPUs older than Ampere) "
         "(pass spec= to the monitor for predicted figures)."
@@ -513,7 +521,7 @@ def test_keyboard_interrupt_stops_cleanly(tmp_path) -> None:
     ],
 )
 def test_rung_without_spec(seen: Observed, change: str) -> None:
-    assert next_rung_observed(seen).change.startswith(change)
+    assert move_text(next_rung_observed(seen).change).startswith(change)
 
 
 def test_ladder_order_matches_the_planner() -> None:

@@ -5,7 +5,7 @@ precision, a quarter of the micro-batch with more accumulation, gradient checkpo
 AdamW state, micro-batch 1. With a `TrainSpec` the next rung is the first change the spec has
 not taken that trainfit's estimator predicts to save memory, with the figures; without one it is
 named from what the monitor saw (autocast on, checkpointing on, the micro-batch, the optimizer),
-in words only.
+without figures. Words: `trainfit.monitor.oom_words`.
 
 Known limitations: the spec is trusted (a spec that says fp32 for a run under autocast gives
 the fp32 rung); without a spec, a rung the run took in a way the hooks cannot see (an
@@ -24,10 +24,10 @@ import torch
 from torch import nn
 
 from trainfit.errors import TrainfitError
-from trainfit.hardware.units import gib
 from trainfit.monitor.phase import StepPhase
 from trainfit.optim import optimizer_entries, optimizer_entry
-from trainfit.spec import OptimizerKind, TrainSpec
+from trainfit.plan.options import Change
+from trainfit.spec import OptimizerKind, Precision, TrainSpec
 
 _REQUESTED = re.compile(r"[Tt]ried to allocate ([\d.]+) ?(bytes|B|KiB|MiB|GiB|TiB)")
 _UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -40,11 +40,103 @@ def requested_bytes(exc: BaseException) -> int | None:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class NextRung:
-    """The next change of the low-memory ladder, with figures where a spec gave them."""
+class RungChange:
+    """A rung of the ladder as a change to a spec, with the figures its words name."""
 
-    change: str
-    """The change in words ("bf16 mixed precision")."""
+    change: Change
+    precision: Precision | None = None
+    """The mixed precision taken (`Change.MIXED_PRECISION`)."""
+    micro_batch: int | None = None
+    """The micro-batch taken (`Change.QUARTER_MICRO_BATCH`, `Change.MICRO_BATCH_ONE`)."""
+    grad_accum: int | None = None
+    """Its accumulation steps."""
+    effective_batch: int | None = None
+    """The spec's effective batch, kept (`Change.QUARTER_MICRO_BATCH`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RungAdvice:
+    """A rung named from what the monitor saw (no spec), with what its words name."""
+
+    change: Change
+    micro_batch: int | None = None
+    """The micro-batch advised (`Change.QUARTER_MICRO_BATCH`; None: no micro-batch seen)."""
+    grad_accum: int | None = None
+    """Its accumulation steps."""
+    seen_micro_batch: int | None = None
+    """The micro-batch seen, which it replaces."""
+    seen_accumulation: int | None = None
+    """The accumulation seen (1 before the first optimizer step ended)."""
+    optimizer_path: str = ""
+    """The 8-bit optimizer's class path (`Change.EIGHT_BIT_ADAMW`)."""
+    instead_of: str | None = None
+    """The optimizer class seen, which it replaces (None: the monitor was not given it)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AllTaken:
+    """Every rung of the ladder is taken: what is left is sharding, offload, LoRA or a larger
+    device."""
+
+
+LadderMove = RungChange | RungAdvice | AllTaken
+"""The next move down the ladder, or that there is none."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RungFailed:
+    """Estimating the spec with `change` raised (`error`: its error's text)."""
+
+    change: Change
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SavesNothing:
+    """The estimator predicts `change` to save no memory."""
+
+    change: RungChange
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PassedOver:
+    """Rungs passed over before the one named."""
+
+    skipped: tuple[RungFailed | SavesNothing, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EstimateFailed:
+    """Estimating the user's spec raised (`error`: its error's text): no figures."""
+
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoRungSaves:
+    """No rung is predicted to save memory (the first one is named)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoRungFits:
+    """The rung named does not fit, nor do the later ones taken with it."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoSpec:
+    """Named from what the monitor saw: figures need `spec=`."""
+
+
+RungNote = PassedOver | EstimateFailed | NoRungSaves | NoRungFits | NoSpec
+"""Why a next rung has no figures, or what else to know."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NextRung:
+    """The next change of the low-memory ladder, with figures where a spec gave them (words:
+    `trainfit.monitor.oom_words`)."""
+
+    change: LadderMove
     spec: TrainSpec | None = None
     """The user's spec with the change (None without a spec)."""
     needed_bytes: int | None = None
@@ -55,9 +147,9 @@ class NextRung:
     """Whether the changed spec is predicted to fit `device`."""
     device: str = ""
     """The target device's display name."""
-    note: str = ""
+    note: RungNote | None = None
     """Why there are no figures, or what else to know."""
-    then: tuple[str, ...] = ()
+    then: tuple[RungChange, ...] = ()
     """When the change does not fit: the further rungs, taken together with it, after which
     the spec is predicted to fit (empty when none do or no figures)."""
     then_needed_bytes: int | None = None
@@ -112,28 +204,26 @@ def observe(
 
 # -- the ladder: one small function per rung, in the planner's order ------------------------
 
-SpecRung = Callable[[TrainSpec], "tuple[str, TrainSpec] | None"]
-WordsRung = Callable[[Observed], "str | None"]
-_RUNGS: list[tuple[str, SpecRung, WordsRung]] = []
+SpecRung = Callable[[TrainSpec], "tuple[RungChange, TrainSpec] | None"]
+SeenRung = Callable[[Observed], "RungAdvice | None"]
+_RUNGS: list[tuple[Change, SpecRung, SeenRung]] = []
 
 
-def _rung(name: str, words: WordsRung) -> Callable[[SpecRung], SpecRung]:
+def _rung(change: Change, seen: SeenRung) -> Callable[[SpecRung], SpecRung]:
     def register(fn: SpecRung) -> SpecRung:
-        _RUNGS.append((name, fn, words))
+        _RUNGS.append((change, fn, seen))
         return fn
 
     return register
 
 
-def _changed(name: str, spec: TrainSpec) -> TrainSpec | None:
-    """`spec` with the plan's ladder change `name` (`trainfit.plan.ladder`), or None when it
-    has taken it already or cannot."""
-    # NB: imported here: the plan pulls in the tracer and estimator, the monitor stays light
+def _changed(change: Change, spec: TrainSpec) -> TrainSpec | None:
+    """`spec` with the plan's ladder change (`trainfit.plan.ladder`), or None when it has taken
+    it already or cannot."""
+    # NB: imported here: the ladder pulls in the tracer, the monitor stays light
     from trainfit.hardware.catalog import get_device
     from trainfit.plan.ladder import applies, with_change
-    from trainfit.plan.options import Change
 
-    change = Change[name]
     if not applies(change, spec):
         return None
     return with_change(change, spec, get_device(spec.device))
@@ -143,100 +233,95 @@ def _effective(spec: TrainSpec) -> int:
     return spec.batch * spec.grad_accum
 
 
-def _mixed_words(seen: Observed) -> str | None:
+def _mixed_seen(seen: Observed) -> RungAdvice | None:
     if seen.autocast or seen.low_precision_parameters:
         return None
-    return (
-        "mixed precision: run the forward and the loss under torch.autocast with bfloat16 "
-        "(float16 with a GradScaler on GPUs older than Ampere)"
-    )
+    return RungAdvice(change=Change.MIXED_PRECISION)
 
 
-@_rung("mixed precision", _mixed_words)
-def _mixed(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    changed = _changed("MIXED_PRECISION", spec)
-    return None if changed is None else (f"{changed.precision.value} mixed precision", changed)
+@_rung(Change.MIXED_PRECISION, _mixed_seen)
+def _mixed(spec: TrainSpec) -> tuple[RungChange, TrainSpec] | None:
+    changed = _changed(Change.MIXED_PRECISION, spec)
+    if changed is None:
+        return None
+    return RungChange(change=Change.MIXED_PRECISION, precision=changed.precision), changed
 
 
-def _quarter_words(seen: Observed) -> str | None:
+def _quarter_seen(seen: Observed) -> RungAdvice | None:
     if seen.micro_batch is None:
-        return "a smaller micro-batch with more gradient accumulation (same effective batch)"
+        return RungAdvice(change=Change.QUARTER_MICRO_BATCH)
     accumulation = seen.accumulation or 1
     effective = seen.micro_batch * accumulation
     quarter = max(1, effective // 4)
     if seen.micro_batch <= quarter:
         return None
-    return (
-        f"micro-batch {quarter} with {math.ceil(effective / quarter)} accumulation steps "
-        f"instead of {seen.micro_batch} with {accumulation} (same effective batch)"
+    return RungAdvice(
+        change=Change.QUARTER_MICRO_BATCH,
+        micro_batch=quarter,
+        grad_accum=math.ceil(effective / quarter),
+        seen_micro_batch=seen.micro_batch,
+        seen_accumulation=accumulation,
     )
 
 
-@_rung("quarter micro-batch", _quarter_words)
-def _quarter(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    changed = _changed("QUARTER_MICRO_BATCH", spec)
+@_rung(Change.QUARTER_MICRO_BATCH, _quarter_seen)
+def _quarter(spec: TrainSpec) -> tuple[RungChange, TrainSpec] | None:
+    changed = _changed(Change.QUARTER_MICRO_BATCH, spec)
     if changed is None:
         return None
-    return (
-        f"micro-batch {changed.batch} with {changed.grad_accum} accumulation steps (effective "
-        f"batch {_effective(spec)})",
-        changed,
+    change = RungChange(
+        change=Change.QUARTER_MICRO_BATCH,
+        micro_batch=changed.batch,
+        grad_accum=changed.grad_accum,
+        effective_batch=_effective(spec),
     )
+    return change, changed
 
 
-def _checkpointing_words(seen: Observed) -> str | None:
-    if seen.checkpointing:
-        return None
-    return (
-        "gradient checkpointing (model.gradient_checkpointing_enable() on a Hugging Face "
-        "model, torch.utils.checkpoint around your blocks)"
-    )
+def _checkpointing_seen(seen: Observed) -> RungAdvice | None:
+    return None if seen.checkpointing else RungAdvice(change=Change.CHECKPOINTING)
 
 
-@_rung("gradient checkpointing", _checkpointing_words)
-def _checkpointing(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    changed = _changed("CHECKPOINTING", spec)
-    return None if changed is None else ("gradient checkpointing", changed)
+@_rung(Change.CHECKPOINTING, _checkpointing_seen)
+def _checkpointing(spec: TrainSpec) -> tuple[RungChange, TrainSpec] | None:
+    changed = _changed(Change.CHECKPOINTING, spec)
+    return None if changed is None else (RungChange(change=Change.CHECKPOINTING), changed)
 
 
-def _eight_bit_words(seen: Observed) -> str | None:
+def _eight_bit_seen(seen: Observed) -> RungAdvice | None:
     if seen.optimizer is None:
-        eight_bit = optimizer_entry(OptimizerKind.ADAMW_8BIT).class_path
-        return f"8-bit AdamW state ({eight_bit}), if you train with Adam(W)"
+        path = optimizer_entry(OptimizerKind.ADAMW_8BIT).class_path
+        return RungAdvice(change=Change.EIGHT_BIT_ADAMW, optimizer_path=path)
     for entry in optimizer_entries():
         if entry.eight_bit is not None and entry.class_name == seen.optimizer:
-            eight_bit = optimizer_entry(entry.eight_bit).class_path
-            return f"8-bit AdamW state ({eight_bit} instead of {seen.optimizer})"
+            path = optimizer_entry(entry.eight_bit).class_path
+            return RungAdvice(
+                change=Change.EIGHT_BIT_ADAMW, optimizer_path=path, instead_of=seen.optimizer
+            )
     return None
 
 
-@_rung("8-bit AdamW", _eight_bit_words)
-def _eight_bit(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    changed = _changed("EIGHT_BIT_ADAMW", spec)
-    return None if changed is None else ("8-bit AdamW state", changed)
+@_rung(Change.EIGHT_BIT_ADAMW, _eight_bit_seen)
+def _eight_bit(spec: TrainSpec) -> tuple[RungChange, TrainSpec] | None:
+    changed = _changed(Change.EIGHT_BIT_ADAMW, spec)
+    return None if changed is None else (RungChange(change=Change.EIGHT_BIT_ADAMW), changed)
 
 
-def _one_words(seen: Observed) -> str | None:
-    if seen.micro_batch == 1:
-        return None
-    return "micro-batch 1 with accumulation (same effective batch)"
+def _one_seen(seen: Observed) -> RungAdvice | None:
+    return None if seen.micro_batch == 1 else RungAdvice(change=Change.MICRO_BATCH_ONE)
 
 
-@_rung("micro-batch 1", _one_words)
-def _one(spec: TrainSpec) -> tuple[str, TrainSpec] | None:
-    changed = _changed("MICRO_BATCH_ONE", spec)
+@_rung(Change.MICRO_BATCH_ONE, _one_seen)
+def _one(spec: TrainSpec) -> tuple[RungChange, TrainSpec] | None:
+    changed = _changed(Change.MICRO_BATCH_ONE, spec)
     if changed is None:
         return None
-    return f"micro-batch 1 with {changed.grad_accum} accumulation steps", changed
+    change = RungChange(change=Change.MICRO_BATCH_ONE, micro_batch=1, grad_accum=changed.grad_accum)
+    return change, changed
 
 
-RUNG_NAMES = tuple(name for name, _, _ in _RUNGS)
+RUNG_NAMES = tuple(change.value for change, _, _ in _RUNGS)
 """The ladder's rungs in order."""
-
-_LAST_RESORT = (
-    "every rung of the ladder is taken: shard the model over GPUs (FSDP, DeepSpeed ZeRO), "
-    "offload optimizer state to the CPU, freeze layers or use LoRA, or a larger device"
-)
 
 
 def next_rung_for_spec(spec: TrainSpec) -> NextRung:
@@ -250,9 +335,8 @@ def next_rung_for_spec(spec: TrainSpec) -> NextRung:
     try:
         current = estimate(spec)
     except TrainfitError as exc:
-        words = next_rung_from_spec_words(spec)
-        return NextRung(change=words, note=f"no figures: estimating the spec failed ({exc})")
-    skipped: list[str] = []
+        return NextRung(change=next_move(spec), note=EstimateFailed(error=str(exc)))
+    skipped: list[RungFailed | SavesNothing] = []
     first: NextRung | None = None
     for name, apply, _ in _RUNGS:
         changed = apply(spec)
@@ -263,7 +347,7 @@ def next_rung_for_spec(spec: TrainSpec) -> NextRung:
         try:
             result = estimate(rung_spec)
         except TrainfitError as exc:
-            skipped.append(f"{name} ({exc})")
+            skipped.append(RungFailed(change=name, error=str(exc)))
             continue
         rung = NextRung(
             change=change,
@@ -272,18 +356,18 @@ def next_rung_for_spec(spec: TrainSpec) -> NextRung:
             current_needed_bytes=current.device_memory_needed_bytes,
             fits=result.fits,
             device=result.device.display,
-            note=f"passed over: {', '.join(skipped)}" if skipped else "",
+            note=PassedOver(skipped=tuple(skipped)) if skipped else None,
         )
         if rung.saved_bytes is not None and rung.saved_bytes > 0:
             return rung if rung.fits is not False else _until_fit(rung, name)
         first = first or rung
-        skipped.append(f"{change} (predicted to save nothing)")
+        skipped.append(SavesNothing(change=change))
     if first is not None:
-        return dataclasses.replace(first, note=f"no rung saves memory; {_LAST_RESORT}")
-    return NextRung(change=_LAST_RESORT, device=current.device.display)
+        return dataclasses.replace(first, note=NoRungSaves())
+    return NextRung(change=AllTaken(), device=current.device.display)
 
 
-def _until_fit(rung: NextRung, name: str) -> NextRung:
+def _until_fit(rung: NextRung, name: Change) -> NextRung:
     """`rung` with the further rungs, taken together, after which the spec fits."""
     from trainfit.estimator.step import estimate
 
@@ -305,25 +389,25 @@ def _until_fit(rung: NextRung, name: str) -> NextRung:
             return dataclasses.replace(
                 rung, then=tuple(then), then_needed_bytes=result.device_memory_needed_bytes
             )
-    return dataclasses.replace(rung, note=f"no rung of the ladder fits: {_LAST_RESORT}")
+    return dataclasses.replace(rung, note=NoRungFits())
 
 
-def next_rung_from_spec_words(spec: TrainSpec) -> str:
-    """The next rung of `spec` in words, without estimating."""
+def next_move(spec: TrainSpec) -> RungChange | AllTaken:
+    """The next rung of `spec`, without estimating."""
     for _, apply, _ in _RUNGS:
         changed = apply(spec)
         if changed is not None:
             return changed[0]
-    return _LAST_RESORT
+    return AllTaken()
 
 
 def next_rung_observed(seen: Observed) -> NextRung:
     """The next rung named from what the monitor saw; no figures."""
-    for _, _, words in _RUNGS:
-        change = words(seen)
+    for _, _, advise in _RUNGS:
+        change = advise(seen)
         if change is not None:
-            return NextRung(change=change, note="pass spec= to the monitor for predicted figures")
-    return NextRung(change=_LAST_RESORT)
+            return NextRung(change=change, note=NoSpec())
+    return NextRung(change=AllTaken())
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -331,7 +415,8 @@ def next_rung_observed(seen: Observed) -> NextRung:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OomReport:
-    """An out-of-memory error seen by the monitor: where, how full, and what to change."""
+    """An out-of-memory error seen by the monitor: where, how full, and what to change (its
+    paragraph: `trainfit.monitor.oom_words.oom_text`)."""
 
     step: int
     """The optimizer step that failed (1 for the first)."""
@@ -349,47 +434,6 @@ class OomReport:
     next_rung: NextRung
     error: str
     """The first line of the error."""
-    text: str
-    """One paragraph for people."""
-
-
-def _where(phase: StepPhase, module: str | None, module_type: str | None) -> str:
-    what = {
-        StepPhase.FORWARD: "in the forward pass",
-        StepPhase.LOSS: "after the model's forward (the loss, or the start of its backward)",
-        StepPhase.BACKWARD: "in the backward pass",
-        StepPhase.OPTIMIZER: "in the optimizer step",
-        StepPhase.DATA: "outside forward, backward and the optimizer step (data, or an "
-        "optimizer the monitor was not given)",
-    }[phase]
-    if module is None:
-        return what
-    kind = f" ({module_type})" if module_type and module_type != module else ""
-    prep = "at" if phase is StepPhase.BACKWARD else "in"
-    return f"{what}, {prep} module {module}{kind}"
-
-
-def _and(items: tuple[str, ...]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _rung_text(rung: NextRung) -> str:
-    if rung.needed_bytes is None or rung.current_needed_bytes is None:
-        text = f"Next rung of the low-memory ladder: {rung.change}"
-        return text + (f" ({rung.note})." if rung.note else ".")
-    saved = rung.saved_bytes or 0
-    delta = f"saves {gib(saved)}" if saved >= 0 else f"costs {gib(-saved)} more"
-    verdict = {True: "fits", False: "does not fit", None: "may or may not fit"}[rung.fits]
-    text = (
-        f"Next rung of the low-memory ladder: {rung.change}, predicted {gib(rung.needed_bytes)} "
-        f"instead of {gib(rung.current_needed_bytes)} ({delta}), which {verdict} the "
-        f"{rung.device}"
-    )
-    if rung.then and rung.then_needed_bytes is not None:
-        text += (
-            f"; with {_and(rung.then)} as well: predicted {gib(rung.then_needed_bytes)}, which fits"
-        )
-    return text + (f"; {rung.note}." if rung.note else ".")
 
 
 def build_report(
@@ -405,23 +449,7 @@ def build_report(
     exc: BaseException,
     next_rung: NextRung,
 ) -> OomReport:
-    """The report with its paragraph."""
-    requested = requested_bytes(exc)
-    parts = [f"Out of memory at step {step}, {_where(phase, module, module_type)}"]
-    figures = []
-    if requested is not None:
-        figures.append(f"asking for {gib(requested)}")
-    if allocated_bytes is not None:
-        figures.append(f"{gib(allocated_bytes)} allocated")
-    if reserved_bytes is not None:
-        figures.append(f"{gib(reserved_bytes)} reserved")
-    if peak_allocated_bytes is not None:
-        figures.append(f"peak {gib(peak_allocated_bytes)} this step")
-    if figures:
-        parts.append(": " + ", ".join(figures))
-        if total_bytes is not None:
-            parts.append(f" of {gib(total_bytes)}")
-    text = "".join(parts) + ". " + _rung_text(next_rung)
+    """The report of `exc` (its paragraph: `trainfit.monitor.oom_words.oom_text`)."""
     return OomReport(
         step=step,
         phase=phase,
@@ -431,8 +459,7 @@ def build_report(
         reserved_bytes=reserved_bytes,
         peak_allocated_bytes=peak_allocated_bytes,
         total_bytes=total_bytes,
-        requested_bytes=requested,
+        requested_bytes=requested_bytes(exc),
         next_rung=next_rung,
         error=(str(exc).strip().splitlines() or [type(exc).__name__])[0],
-        text=text,
     )

@@ -13,6 +13,7 @@ from typing import Any, Protocol, TextIO
 from trainfit.errors import TrainfitError
 from trainfit.hardware.units import GIB, gib
 from trainfit.monitor.oom import OomReport
+from trainfit.monitor.oom_words import oom_text
 from trainfit.monitor.sample import Sample
 
 
@@ -65,7 +66,7 @@ class ConsoleSink:
         self._line(console_line(sample))
 
     def write_oom(self, report: OomReport) -> None:
-        self._line("trainfit: " + report.text)
+        self._line("trainfit: " + oom_text(report))
 
     def note(self, text: str) -> None:
         self._line("trainfit: note: " + text)
@@ -164,7 +165,7 @@ class TensorBoardSink:
     def write_oom(self, report: OomReport) -> None:
         if self._writer is None:
             return
-        self._writer.add_text("trainfit/out_of_memory", report.text, report.step)
+        self._writer.add_text("trainfit/out_of_memory", oom_text(report), report.step)
         self._writer.flush()
 
     def note(self, text: str) -> None:
