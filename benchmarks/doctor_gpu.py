@@ -3,8 +3,8 @@
     PYTHONPATH=src python benchmarks/doctor_gpu.py OUT_DIR
 
 Writes to OUT_DIR:
-- doctor.json: the Diagnosis (`Diagnosis.to_dict()`), when it ran, and the raw probe readings
-  the checks were made from (enough to replay them through `FakeProbe` in a test);
+- doctor.json: the Diagnosis (`report.doctor.diagnosis_dict`), when it ran, and the raw probe
+  readings the checks were made from (enough to replay them through `FakeProbe` in a test);
 - doctor.txt: the terminal rendering at 120 columns, as `trainfit doctor` prints it.
 
 Exits with the command's code: 1 when a check failed.
@@ -20,7 +20,7 @@ from typing import Any
 
 from trainfit.hardware.probe import TorchProbe
 from trainfit.measure.doctor import diagnose
-from trainfit.report.doctor import render_doctor_text
+from trainfit.report.doctor import diagnosis_dict, render_doctor_text
 
 
 def _reading(fn: Any, *args: Any) -> Any:
@@ -78,7 +78,7 @@ def main(out_dir: str) -> int:
     probe = TorchProbe()
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     diagnosis = diagnose(probe)
-    record = {"run_at": started, "diagnosis": diagnosis.to_dict(), "raw": _raw(probe)}
+    record = {"run_at": started, "diagnosis": diagnosis_dict(diagnosis), "raw": _raw(probe)}
     (out / "doctor.json").write_text(json.dumps(record, indent=2) + "\n")
     text = render_doctor_text(diagnosis, width=120)
     (out / "doctor.txt").write_text(text)

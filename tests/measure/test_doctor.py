@@ -19,10 +19,12 @@ from trainfit.hardware.probe import (
     TorchProbe,
     tiny_train_step,
 )
-from trainfit.measure.cuda_stack import has_kernels, wheel_command
+from trainfit.measure.cuda_stack import has_kernels, wheel_for
 from trainfit.measure.diagnosis import Check, Diagnosis, Status
 from trainfit.measure.doctor import diagnose
-from trainfit.report.doctor import render_doctor_text
+from trainfit.measure.findings import CudaFound, CudaOutcome, DriverFound, DriverOutcome, Wheel
+from trainfit.report.doctor import diagnosis_dict, render_doctor_text
+from trainfit.report.doctor_words import fix_text, found_text, wheel_text
 
 GiB = 1 << 30
 H100_TOTAL = 85_017_493_504
@@ -110,7 +112,7 @@ def test_healthy_h100_box() -> None:
         "step cpu": "ok",
         "step cuda:0": "ok",
     }
-    assert _check(diagnosis, "driver").detail == (
+    assert found_text(_check(diagnosis, "driver").found) == (
         "driver 580.159.04 supports CUDA up to 13.0 (NVML); torch is built with CUDA 13.0: "
         "they agree"
     )
@@ -120,7 +122,7 @@ def test_healthy_h100_box() -> None:
         ("cpu", False),
         ("cuda:0", True),
     ]
-    assert all(c.fix is None for c in diagnosis.checks)
+    assert all(fix_text(c.found) is None for c in diagnosis.checks)
     # NVML answered: nvidia-smi is not asked, and its GPU list is not needed when torch sees GPUs
     assert {"nvidia_smi_cuda_version", "nvidia_smi_gpus"}.isdisjoint(probe.calls)
     # free memory is read before any training step runs on the GPU
@@ -138,12 +140,14 @@ def test_cpu_only_wheel_with_a_gpu_in_nvidia_smi() -> None:
     assert not diagnosis.ok
     cuda = _check(diagnosis, "cuda")
     assert cuda.status is Status.FAIL
-    assert cuda.detail == (
+    assert found_text(cuda.found) == (
         "torch 2.11.0+cpu is a CPU-only build, but nvidia-smi sees 1 GPU(s): "
         "NVIDIA GeForce RTX 4060"
     )
-    assert cuda.fix is not None
-    assert cuda.fix.startswith(f"install a CUDA build of torch: {CU128} (none for your torch")
+    assert fix_text(cuda.found) is not None
+    assert fix_text(cuda.found).startswith(
+        f"install a CUDA build of torch: {CU128} (none for your torch"
+    )
     assert _check(diagnosis, "driver").status is Status.SKIP
     assert (diagnosis.driver_version, diagnosis.driver_cuda_version) == ("570.86.10", "12.8")
     assert [s.device for s in diagnosis.steps] == ["cpu"]
@@ -162,21 +166,21 @@ def test_driver_too_old_for_torchs_cuda_major() -> None:
     assert not diagnosis.ok
     driver = _check(diagnosis, "driver")
     assert driver.status is Status.FAIL
-    assert driver.detail == (
+    assert found_text(driver.found) == (
         "driver 550.54.15 supports CUDA up to 12.4 (NVML); torch is built with CUDA 13.0: "
         "CUDA 13.x needs a newer driver"
     )
-    assert driver.fix is not None
-    assert driver.fix.startswith(
+    assert fix_text(driver.found) is not None
+    assert fix_text(driver.found).startswith(
         "upgrade the NVIDIA driver to one supporting CUDA 13.0 (>= 580 on Linux), or install "
         f"torch for the CUDA the driver has: {CU124} "
     )
     cuda = _check(diagnosis, "cuda")
-    assert (cuda.status, cuda.fix) == (
+    assert (cuda.status, fix_text(cuda.found)) == (
         Status.FAIL,
         "the driver is too old for CUDA 13.0: see the driver check's fix",
     )
-    assert cuda.detail == (
+    assert found_text(cuda.found) == (
         "torch is built with CUDA 13.0 but sees no GPU, nvidia-smi sees 1 GPU(s): "
         "NVIDIA H100 80GB HBM3"
     )
@@ -187,7 +191,7 @@ def test_driver_older_minor_is_a_warning() -> None:
     diagnosis = diagnose(probe)
     driver = _check(diagnosis, "driver")
     assert driver.status is Status.WARN
-    assert "runs through CUDA minor-version compatibility" in driver.detail
+    assert "runs through CUDA minor-version compatibility" in found_text(driver.found)
     assert diagnosis.ok  # a warning does not fail the diagnosis
 
 
@@ -195,15 +199,19 @@ def test_driver_cuda_version_from_nvidia_smi_when_nvml_is_missing() -> None:
     probe = _h100_box(nvml_driver=None, nvml_cuda_driver=None, smi_driver="580.82", smi_cuda="13.0")
     driver = _check(diagnose(probe), "driver")
     assert driver.status is Status.OK
-    assert driver.detail.startswith("driver 580.82 supports CUDA up to 13.0 (nvidia-smi)")
+    assert found_text(driver.found).startswith(
+        "driver 580.82 supports CUDA up to 13.0 (nvidia-smi)"
+    )
 
 
 def test_driver_cuda_version_unknown() -> None:
     probe = _h100_box(nvml_driver=None, nvml_cuda_driver=None)
     driver = _check(diagnose(probe), "driver")
     assert driver.status is Status.WARN
-    assert driver.detail.startswith("driver (version unknown); the CUDA version it supports")
-    assert driver.fix == "pip install nvidia-ml-py (NVML), or put nvidia-smi on PATH"
+    assert found_text(driver.found).startswith(
+        "driver (version unknown); the CUDA version it supports"
+    )
+    assert fix_text(driver.found) == "pip install nvidia-ml-py (NVML), or put nvidia-smi on PATH"
 
 
 def test_hidden_gpus_name_cuda_visible_devices() -> None:
@@ -212,7 +220,7 @@ def test_hidden_gpus_name_cuda_visible_devices() -> None:
     )
     cuda = _check(diagnose(probe), "cuda")
     assert cuda.status is Status.FAIL
-    assert cuda.fix == (
+    assert fix_text(cuda.found) == (
         "CUDA_VISIBLE_DEVICES='' hides them from torch: unset it or list the GPUs' indexes "
         "(CUDA_VISIBLE_DEVICES=0)"
     )
@@ -222,11 +230,11 @@ def test_busy_gpu_with_little_free_memory() -> None:
     diagnosis = diagnose(_h100_box(gpus=(_h100(free=10 * GiB),)))
     memory = _check(diagnosis, "cuda:0 memory")
     assert memory.status is Status.WARN
-    assert memory.detail == (
+    assert found_text(memory.found) == (
         "NVIDIA H100 80GB HBM3, 79.18 GiB total, 10.00 GiB free: other processes hold "
         "69.18 GiB (this process's CUDA context included)"
     )
-    assert memory.fix == (
+    assert fix_text(memory.found) == (
         "stop them (nvidia-smi lists them) or pick another GPU with CUDA_VISIBLE_DEVICES; "
         "trainfit's verdicts count the whole 79.18 GiB, only 10.00 GiB is free"
     )
@@ -238,7 +246,7 @@ def test_free_memory_reading_that_raises_is_a_failed_check() -> None:
     diagnosis = diagnose(_h100_box(gpus=(_h100(free=None),)))
     memory = _check(diagnosis, "cuda:0 memory")
     assert memory.status is Status.FAIL
-    assert memory.detail == (
+    assert found_text(memory.found) == (
         "NVIDIA H100 80GB HBM3, 79.18 GiB total; free memory unknown: RuntimeError: "
         "CUDA error: all CUDA-capable devices are busy or unavailable"
     )
@@ -252,9 +260,11 @@ def test_failing_tiny_step() -> None:
     diagnosis = diagnose(probe)
     step = _check(diagnosis, "step cuda:0")
     assert step.status is Status.FAIL
-    assert step.detail == f"the tiny training step raised RuntimeError: {message}"
-    assert step.fix is not None
-    assert step.fix.startswith("the GPU stack cannot train: see the cuda, driver and kernels")
+    assert found_text(step.found) == f"the tiny training step raised RuntimeError: {message}"
+    assert fix_text(step.found) is not None
+    assert fix_text(step.found).startswith(
+        "the GPU stack cannot train: see the cuda, driver and kernels"
+    )
     assert [s.device for s in diagnosis.steps] == ["cpu"]
     assert not diagnosis.ok
 
@@ -279,9 +289,11 @@ def test_failing_tiny_step() -> None:
 def test_step_with_a_bad_result_fails(reading: StepReading, detail: str) -> None:
     diagnosis = diagnose(FakeProbe(step_readings={"cpu": reading}))
     step = _check(diagnosis, "step cpu")
-    assert (step.status, step.detail) == (Status.FAIL, detail)
-    assert step.fix == "torch itself is broken here: pip install --force-reinstall torch"
-    json.dumps(diagnosis.to_dict(), allow_nan=False)  # NaN is written as text
+    assert (step.status, found_text(step.found)) == (Status.FAIL, detail)
+    assert (
+        fix_text(step.found) == "torch itself is broken here: pip install --force-reinstall torch"
+    )
+    json.dumps(diagnosis_dict(diagnosis), allow_nan=False)  # NaN is written as text
 
 
 class _CountRaises(FakeProbe):
@@ -298,11 +310,13 @@ def test_reading_that_raises_is_a_check_not_a_traceback() -> None:
     diagnosis = diagnose(_h100_box(_CountRaises))
     cuda = _check(diagnosis, "cuda")
     assert cuda.status is Status.FAIL
-    assert cuda.detail == (
+    assert found_text(cuda.found) == (
         "torch could not count CUDA GPUs: RuntimeError: CUDA driver initialization failed"
     )
-    assert cuda.fix is not None
-    assert cuda.fix.startswith("check that the NVIDIA driver is loaded (nvidia-smi lists the GPUs)")
+    assert fix_text(cuda.found) is not None
+    assert fix_text(cuda.found).startswith(
+        "check that the NVIDIA driver is loaded (nvidia-smi lists the GPUs)"
+    )
     assert diagnosis.gpus == ()
     assert _check(diagnosis, "nccl").status is Status.SKIP  # no GPU counted: NCCL not asked
     assert not diagnosis.ok
@@ -312,7 +326,7 @@ def test_nccl_version_that_raises_is_a_warning() -> None:
     diagnosis = diagnose(_h100_box(_NcclRaises))
     nccl = _check(diagnosis, "nccl")
     assert nccl.status is Status.WARN
-    assert nccl.detail == (
+    assert found_text(nccl.found) == (
         "NCCL is available but its version is unknown: "
         "OSError: libnccl.so.2: cannot open shared object file"
     )
@@ -323,8 +337,11 @@ def test_nccl_version_that_raises_is_a_warning() -> None:
 def test_torch_without_nccl() -> None:
     nccl = _check(diagnose(_h100_box(nccl=False, nccl_ver=None)), "nccl")
     assert nccl.status is Status.WARN
-    assert nccl.detail == "this torch has no NCCL: multi-GPU training (DDP, FSDP) has only gloo"
-    assert nccl.fix == "install the Linux CUDA wheel of torch, which bundles NCCL"
+    assert (
+        found_text(nccl.found)
+        == "this torch has no NCCL: multi-GPU training (DDP, FSDP) has only gloo"
+    )
+    assert fix_text(nccl.found) == "install the Linux CUDA wheel of torch, which bundles NCCL"
 
 
 def test_gpu_without_kernels_in_this_torch() -> None:
@@ -333,12 +350,12 @@ def test_gpu_without_kernels_in_this_torch() -> None:
     probe.arch_list = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
     kernels = _check(diagnose(probe), "cuda:0 kernels")
     assert kernels.status is Status.FAIL
-    assert kernels.detail == (
+    assert found_text(kernels.found) == (
         "NVIDIA GeForce RTX 5090 is sm_120; this torch has kernels for "
         "sm_50, sm_60, sm_70, sm_75, sm_80, sm_86, sm_90 only"
     )
-    assert kernels.fix is not None
-    assert kernels.fix.startswith(f"install a torch built for sm_120: {CU128} ")
+    assert fix_text(kernels.found) is not None
+    assert fix_text(kernels.found).startswith(f"install a torch built for sm_120: {CU128} ")
 
 
 @pytest.mark.parametrize(
@@ -360,12 +377,15 @@ def test_pre_ampere_gpu_has_no_bf16_and_steps_in_fp32() -> None:
     t4 = _gpu("Tesla T4", 15 * GiB, (7, 5), 14 * GiB)
     diagnosis = diagnose(_h100_box(gpus=(t4,), cuda_version="12.8", nvml_cuda_driver=12080))
     bf16 = _check(diagnosis, "bf16")
-    assert (bf16.status, bf16.detail) == (
+    assert (bf16.status, found_text(bf16.found)) == (
         Status.WARN,
         "no native bf16 on cuda:0 (compute capability below 8.0)",
     )
-    assert bf16.fix == "train in fp16 with a GradScaler (--precision fp16) or fp32 on these GPUs"
-    assert _check(diagnosis, "tf32").detail == (
+    assert (
+        fix_text(bf16.found)
+        == "train in fp16 with a GradScaler (--precision fp16) or fp32 on these GPUs"
+    )
+    assert found_text(_check(diagnosis, "tf32").found) == (
         "not on every GPU (compute capability below 8.0): fp32 is fp32"
     )
     assert [(s.device, s.bf16_autocast) for s in diagnosis.steps] == [
@@ -382,7 +402,9 @@ def test_two_gpus_each_step() -> None:
 
 def test_tf32_state_follows_matmul_precision() -> None:
     tf32 = _check(diagnose(_h100_box(matmul_precision="high")), "tf32")
-    assert tf32.detail == "supported on every GPU; on for fp32 matmuls (precision 'high')"
+    assert (
+        found_text(tf32.found) == "supported on every GPU; on for fp32 matmuls (precision 'high')"
+    )
 
 
 def test_mac_with_mps_and_fallback_unset() -> None:
@@ -391,13 +413,15 @@ def test_mac_with_mps_and_fallback_unset() -> None:
     assert diagnosis.ok
     fallback = _check(diagnosis, "mps fallback")
     assert fallback.status is Status.WARN
-    assert fallback.detail == (
+    assert found_text(fallback.found) == (
         "PYTORCH_ENABLE_MPS_FALLBACK is unset: an op MPS lacks raises NotImplementedError "
         "instead of running on the CPU"
     )
-    assert fallback.fix is not None
-    assert fallback.fix.startswith("export PYTORCH_ENABLE_MPS_FALLBACK=1 before Python starts")
-    assert _check(diagnosis, "mps").detail == "MPS available (macOS 14.5)"
+    assert fix_text(fallback.found) is not None
+    assert fix_text(fallback.found).startswith(
+        "export PYTORCH_ENABLE_MPS_FALLBACK=1 before Python starts"
+    )
+    assert found_text(_check(diagnosis, "mps").found) == "MPS available (macOS 14.5)"
     assert _check(diagnosis, "cuda").status is Status.SKIP
     assert [s.device for s in diagnosis.steps] == ["cpu", "mps"]
     assert (diagnosis.mps_built, diagnosis.mps_available, diagnosis.mps_fallback) == (
@@ -424,22 +448,22 @@ def test_mps_fallback_values(value: str, status: Status, detail: str) -> None:
     fallback = _check(
         diagnose(_mac(environ={"PYTORCH_ENABLE_MPS_FALLBACK": value})), "mps fallback"
     )
-    assert (fallback.status, fallback.detail) == (status, detail)
+    assert (fallback.status, found_text(fallback.found)) == (status, detail)
 
 
 def test_mps_built_but_unavailable() -> None:
     diagnosis = diagnose(_mac(mps=False, mps_is_built=True, mac_release="12.1"))
     mps = _check(diagnosis, "mps")
     assert mps.status is Status.WARN
-    assert mps.detail == (
+    assert found_text(mps.found) == (
         "MPS is built into torch but not available on this macOS 12.1: training runs on the CPU"
     )
-    assert mps.fix is not None
-    assert "macOS 14.0 or later" in mps.fix
-    assert mps.fix.endswith(": update macOS, or use an arm64 Python")
+    assert fix_text(mps.found) is not None
+    assert "macOS 14.0 or later" in fix_text(mps.found)
+    assert fix_text(mps.found).endswith(": update macOS, or use an arm64 Python")
     assert [s.device for s in diagnosis.steps] == ["cpu"]
     # no MPS: the no-GPU warning says training runs on the CPU
-    assert _check(diagnosis, "cuda").detail == (
+    assert found_text(_check(diagnosis, "cuda").found) == (
         "no GPU (no CUDA GPU, no MPS): training runs on the CPU"
     )
 
@@ -447,7 +471,7 @@ def test_mps_built_but_unavailable() -> None:
 def test_no_gpu_at_all() -> None:
     diagnosis = diagnose(FakeProbe())
     cuda = _check(diagnosis, "cuda")
-    assert (cuda.status, cuda.detail) == (
+    assert (cuda.status, found_text(cuda.found)) == (
         Status.WARN,
         "no GPU (no CUDA GPU, no MPS): training runs on the CPU",
     )
@@ -464,20 +488,37 @@ def test_steps_turned_off() -> None:
     assert not any(call.startswith("tiny_train_step") for call in probe.calls)
 
 
+def test_findings_are_typed_values() -> None:
+    diagnosis = diagnose(_h100_box(nvml_cuda_driver=12080, cuda_version="13.0"))
+    wheel = Wheel(driver_cuda=(12, 8), index=(12, 8))
+    assert _check(diagnosis, "cuda").found == CudaFound(
+        outcome=CudaOutcome.SEEN, count=1, wheel=wheel
+    )
+    assert _check(diagnosis, "driver").found == DriverFound(
+        outcome=DriverOutcome.TOO_OLD,
+        driver="580.159.04",
+        driver_cuda="12.8",
+        source="NVML",
+        build="13.0",
+        minimum="580",
+        wheel=wheel,
+    )
+
+
 @pytest.mark.parametrize(
     ("driver_cuda", "index"),
     [((13, 0), "cu130"), ((12, 7), "cu126"), ((12, 4), "cu124"), (None, "cu130")],
 )
-def test_wheel_command_picks_the_newest_index_the_driver_runs(
+def test_the_wheel_is_the_newest_index_the_driver_runs(
     driver_cuda: tuple[int, int] | None, index: str
 ) -> None:
-    assert wheel_command(driver_cuda).startswith(
+    assert wheel_text(wheel_for(driver_cuda)).startswith(
         f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{index} "
     )
 
 
-def test_wheel_command_for_a_driver_older_than_any_wheel() -> None:
-    assert wheel_command((10, 2)) == (
+def test_the_wheel_for_a_driver_older_than_any_wheel() -> None:
+    assert wheel_text(wheel_for((10, 2))) == (
         "upgrade the NVIDIA driver: it supports CUDA 10.2, older than any torch wheel (CUDA 11.8)"
     )
 
@@ -486,7 +527,7 @@ def test_wheel_command_for_a_driver_older_than_any_wheel() -> None:
 
 
 def test_to_dict_is_json_ready() -> None:
-    data = json.loads(json.dumps(diagnose(_h100_box(gpus=(_h100(free=10 * GiB),))).to_dict()))
+    data = json.loads(json.dumps(diagnosis_dict(diagnose(_h100_box(gpus=(_h100(free=10 * GiB),))))))
     assert data["ok"] is True
     assert data["gpus"] == [
         {
@@ -573,7 +614,7 @@ def test_real_diagnose_on_this_machine() -> None:
     assert diagnosis.cuda_build == torch.version.cuda
     step = _check(diagnosis, "step cpu")
     assert step.status is Status.OK
-    assert step.detail.startswith("MLP forward+backward+AdamW, fp32, ")
+    assert found_text(step.found).startswith("MLP forward+backward+AdamW, fp32, ")
     (reading,) = diagnosis.steps
     assert reading.device == "cpu" and reading.params_changed and reading.seconds > 0
 

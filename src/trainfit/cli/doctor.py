@@ -32,7 +32,9 @@ def run(args: argparse.Namespace, probe: Probe | None = None) -> int:
 
     diagnosis = diagnose(probe, run_steps=not args.no_step)
     if args.json:
-        print(json.dumps(diagnosis.to_dict(), indent=2))
+        from trainfit.report.doctor import diagnosis_dict
+
+        print(json.dumps(diagnosis_dict(diagnosis), indent=2))
     else:
         from rich.console import Console
 

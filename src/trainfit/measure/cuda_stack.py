@@ -1,11 +1,11 @@
 """The doctor's checks of the NVIDIA stack: torch and its CUDA build, the GPUs torch sees, the
 driver against the CUDA build, each GPU's memory and kernels, bf16, TF32 and NCCL; each problem
-with its fix (the pip command of the torch wheel the driver runs, or what to do to the driver)."""
+with what its fix needs (the torch wheel the driver runs, the driver a CUDA build needs), typed
+(`trainfit.measure.findings`)."""
 
 from __future__ import annotations
 
 from trainfit.hardware.probe import Probe
-from trainfit.hardware.units import gib
 from trainfit.measure.diagnosis import (
     CheckLog,
     GpuReport,
@@ -13,7 +13,23 @@ from trainfit.measure.diagnosis import (
     Status,
     parse_version,
     read,
-    version_text,
+)
+from trainfit.measure.findings import (
+    Bf16Found,
+    Bf16Outcome,
+    CudaFound,
+    CudaOutcome,
+    DriverFound,
+    DriverOutcome,
+    KernelsFound,
+    MemoryFound,
+    MemoryOutcome,
+    NcclFound,
+    NcclOutcome,
+    Tf32Found,
+    Tf32Outcome,
+    TorchFound,
+    Wheel,
 )
 
 LOW_FREE_FRACTION = 0.75
@@ -40,23 +56,11 @@ NB: not every torch release has every index (2.11 has cu126, cu128 and cu130); t
 the newest index the driver can run, and the get-started page lists a release's indexes.
 Source: pytorch.org/get-started/previous-versions, seen 2026-11-27."""
 
-_WHEEL_URL = "https://download.pytorch.org/whl"
-_GET_STARTED = "https://pytorch.org/get-started/previous-versions/"
 
-
-def wheel_command(driver_cuda: tuple[int, int] | None) -> str:
-    """The pip command for the newest CUDA build of torch a driver supporting `driver_cuda` runs."""
+def wheel_for(driver_cuda: tuple[int, int] | None) -> Wheel:
+    """The newest CUDA build of torch a driver supporting `driver_cuda` runs."""
     fitting = [v for v in CUDA_WHEEL_INDEXES if driver_cuda is None or v <= driver_cuda]
-    if not fitting:
-        return (
-            f"upgrade the NVIDIA driver: it supports CUDA {version_text(driver_cuda or (0, 0))}, "
-            f"older than any torch wheel (CUDA {version_text(CUDA_WHEEL_INDEXES[0])})"
-        )
-    major, minor = fitting[-1]
-    return (
-        f"pip install --force-reinstall torch --index-url {_WHEEL_URL}/cu{major}{minor} "
-        f"(none for your torch release? {_GET_STARTED} lists each release's indexes)"
-    )
+    return Wheel(driver_cuda=driver_cuda, index=fitting[-1] if fitting else None)
 
 
 def read_driver_cuda(probe: Probe) -> tuple[str | None, str | None]:
@@ -74,16 +78,12 @@ def read_driver_version(probe: Probe) -> str | None:
 
 def check_torch(doc: CheckLog, version: str | None, build: Reading, mps_built: bool | None) -> None:
     if version is None:
-        doc.add("torch", Status.FAIL, "torch.__version__ could not be read", "reinstall torch")
+        doc.add("torch", Status.FAIL, TorchFound(version=None))
         return
-    parts = [f"torch {version}"]
-    if build.error:
-        parts.append(f"torch.version.cuda could not be read: {build.error}")
-    else:
-        parts.append(f"built with CUDA {build.value}" if build.value else "no CUDA in this build")
-    if mps_built:
-        parts.append("MPS built in")
-    doc.add("torch", Status.OK, ", ".join(parts))
+    found = TorchFound(
+        version=version, build=build.value, build_error=build.error, mps_built=mps_built
+    )
+    doc.add("torch", Status.OK, found)
 
 
 def check_cuda(
@@ -97,63 +97,41 @@ def check_cuda(
 ) -> None:
     """Whether torch sees the NVIDIA GPUs the machine has."""
     probe = doc.probe
-    wheel = wheel_command(parse_version(driver_cuda))
+    wheel = wheel_for(parse_version(driver_cuda))
     if count.error:
-        doc.add(
-            "cuda",
-            Status.FAIL,
-            f"torch could not count CUDA GPUs: {count.error}",
-            f"check that the NVIDIA driver is loaded (nvidia-smi lists the GPUs); then {wheel}",
-        )
+        found = CudaFound(outcome=CudaOutcome.COUNT_FAILED, error=count.error, wheel=wheel)
+        doc.add("cuda", Status.FAIL, found)
         return
     if count.value:
-        doc.add("cuda", Status.OK, f"torch sees {count.value} CUDA GPU(s)")
+        found = CudaFound(outcome=CudaOutcome.SEEN, count=count.value, wheel=wheel)
+        doc.add("cuda", Status.OK, found)
         return
     if smi_gpus:
-        seen = f"nvidia-smi sees {len(smi_gpus)} GPU(s): {', '.join(smi_gpus)}"
         if build is None:
-            doc.add(
-                "cuda",
-                Status.FAIL,
-                f"torch {version} is a CPU-only build, but {seen}",
-                f"install a CUDA build of torch: {wheel}",
-            )
-            return
-        hidden = read(probe.env, "CUDA_VISIBLE_DEVICES").value
-        build_v, driver_v = parse_version(build), parse_version(driver_cuda)
-        if hidden is not None:
-            fix = (
-                f"CUDA_VISIBLE_DEVICES={hidden!r} hides them from torch: unset it "
-                "or list the GPUs' indexes (CUDA_VISIBLE_DEVICES=0)"
-            )
-        elif build_v and driver_v and driver_v[0] < build_v[0]:
-            fix = f"the driver is too old for CUDA {build}: see the driver check's fix"
+            outcome, hidden = CudaOutcome.CPU_ONLY_BUILD, None
         else:
-            fix = (
-                'CUDA does not initialise: `python -c "import torch; torch.cuda.init()"` says '
-                f"why; reinstalling the driver or torch ({wheel}) fixes most cases"
-            )
-        doc.add(
-            "cuda", Status.FAIL, f"torch is built with CUDA {build} but sees no GPU, {seen}", fix
+            hidden = read(probe.env, "CUDA_VISIBLE_DEVICES").value
+            build_v, driver_v = parse_version(build), parse_version(driver_cuda)
+            if hidden is not None:
+                outcome = CudaOutcome.HIDDEN
+            elif build_v and driver_v and driver_v[0] < build_v[0]:
+                outcome = CudaOutcome.DRIVER_TOO_OLD
+            else:
+                outcome = CudaOutcome.NOT_INITIALISED
+        found = CudaFound(
+            outcome=outcome,
+            version=version,
+            build=build,
+            smi_gpus=smi_gpus,
+            visible=hidden,
+            wheel=wheel,
         )
+        doc.add("cuda", Status.FAIL, found)
         return
     if mps_available:
-        doc.add("cuda", Status.SKIP, "no NVIDIA GPU; MPS is this machine's accelerator")
+        doc.add("cuda", Status.SKIP, CudaFound(outcome=CudaOutcome.MPS_INSTEAD, wheel=wheel))
         return
-    doc.add(
-        "cuda",
-        Status.WARN,
-        "no GPU (no CUDA GPU, no MPS): training runs on the CPU",
-        "if this machine has an NVIDIA GPU, install its driver until nvidia-smi lists it",
-    )
-
-
-def _driver_fix(build: tuple[int, int], driver: tuple[int, int]) -> str:
-    minimum = MIN_DRIVER_FOR_CUDA_MAJOR.get(build[0])
-    upgrade = f"upgrade the NVIDIA driver to one supporting CUDA {version_text(build)}" + (
-        f" (>= {minimum} on Linux)" if minimum else ""
-    )
-    return f"{upgrade}, or install torch for the CUDA the driver has: {wheel_command(driver)}"
+    doc.add("cuda", Status.WARN, CudaFound(outcome=CudaOutcome.NO_GPU, wheel=wheel))
 
 
 def check_driver(
@@ -166,41 +144,32 @@ def check_driver(
 ) -> None:
     """Whether the driver can run the CUDA torch was built with."""
     if not gpus_present:
-        doc.add("driver", Status.SKIP, "no NVIDIA GPU")
+        doc.add("driver", Status.SKIP, DriverFound(outcome=DriverOutcome.NO_GPU))
         return
     if build is None:
-        doc.add("driver", Status.SKIP, "torch is not built with CUDA")
+        doc.add("driver", Status.SKIP, DriverFound(outcome=DriverOutcome.NO_CUDA_BUILD))
         return
-    name = f"driver {driver or '(version unknown)'}"
     build_v, driver_v = parse_version(build), parse_version(driver_cuda)
     if driver_v is None or build_v is None:
-        doc.add(
-            "driver",
-            Status.WARN,
-            f"{name}; the CUDA version it supports is unknown (neither NVML nor nvidia-smi "
-            f"said); torch is built with CUDA {build}",
-            "pip install nvidia-ml-py (NVML), or put nvidia-smi on PATH",
-        )
+        found = DriverFound(outcome=DriverOutcome.CUDA_UNKNOWN, driver=driver, build=build)
+        doc.add("driver", Status.WARN, found)
         return
-    said = f"{name} supports CUDA up to {driver_cuda} ({driver_cuda_source}); torch is built "
-    said += f"with CUDA {build}"
     if driver_v[0] < build_v[0]:
-        doc.add(
-            "driver",
-            Status.FAIL,
-            f"{said}: CUDA {build_v[0]}.x needs a newer driver",
-            _driver_fix(build_v, driver_v),
-        )
+        outcome, status = DriverOutcome.TOO_OLD, Status.FAIL
     elif driver_v < build_v:
-        doc.add(
-            "driver",
-            Status.WARN,
-            f"{said}: runs through CUDA minor-version compatibility, with features of CUDA "
-            f"{build} newer than {driver_cuda} (and PTX JIT) unavailable",
-            _driver_fix(build_v, driver_v),
-        )
+        outcome, status = DriverOutcome.MINOR_COMPAT, Status.WARN
     else:
-        doc.add("driver", Status.OK, f"{said}: they agree")
+        outcome, status = DriverOutcome.AGREE, Status.OK
+    found = DriverFound(
+        outcome=outcome,
+        driver=driver,
+        driver_cuda=driver_cuda,
+        source=driver_cuda_source,
+        build=build,
+        minimum=MIN_DRIVER_FOR_CUDA_MAJOR.get(build_v[0]),
+        wheel=wheel_for(driver_v),
+    )
+    doc.add("driver", status, found)
 
 
 def read_gpus(doc: CheckLog, count: int) -> tuple[GpuReport, ...]:
@@ -228,36 +197,25 @@ def _check_memory(
 ) -> None:
     name = f"cuda:{gpu.index} memory"
     if props_error or gpu.total_memory_bytes is None:
-        doc.add(
-            name,
-            Status.FAIL,
-            f"torch could not read the GPU's properties: {props_error}",
-            "nvidia-smi -q shows the GPU's state; reset or reboot if it reports errors",
-        )
+        found = MemoryFound(outcome=MemoryOutcome.UNREADABLE, error=props_error)
+        doc.add(name, Status.FAIL, found)
         return
     total = gpu.total_memory_bytes
     if free_error or gpu.free_memory_bytes is None:
-        doc.add(
-            name,
-            Status.FAIL,
-            f"{gpu.name}, {gib(total)} total; free memory unknown: {free_error}",
-            "the GPU is busy, in exclusive-process mode or faulted: nvidia-smi shows its "
-            "processes and compute mode",
+        found = MemoryFound(
+            outcome=MemoryOutcome.FREE_UNKNOWN, name=gpu.name, total_bytes=total, error=free_error
         )
+        doc.add(name, Status.FAIL, found)
         return
     free = gpu.free_memory_bytes
-    found = f"{gpu.name}, {gib(total)} total, {gib(free)} free"
-    if free < LOW_FREE_FRACTION * total:
-        doc.add(
-            name,
-            Status.WARN,
-            f"{found}: other processes hold {gib(total - free)} (this process's CUDA context "
-            "included)",
-            f"stop them (nvidia-smi lists them) or pick another GPU with CUDA_VISIBLE_DEVICES; "
-            f"trainfit's verdicts count the whole {gib(total)}, only {gib(free)} is free",
-        )
-    else:
-        doc.add(name, Status.OK, found)
+    busy = free < LOW_FREE_FRACTION * total
+    found = MemoryFound(
+        outcome=MemoryOutcome.BUSY if busy else MemoryOutcome.FREE,
+        name=gpu.name,
+        total_bytes=total,
+        free_bytes=free,
+    )
+    doc.add(name, Status.WARN if busy else Status.OK, found)
 
 
 def _arch(text: str) -> tuple[str, tuple[int, int]] | None:
@@ -284,87 +242,66 @@ def has_kernels(arch_list: tuple[str, ...], cc: tuple[int, int]) -> bool:
     return False
 
 
-def check_kernels(doc: CheckLog, gpus: tuple[GpuReport, ...], wheel: str) -> None:
-    arch_list = read(doc.probe.cuda_arch_list).value or ()
+def check_kernels(doc: CheckLog, gpus: tuple[GpuReport, ...], wheel: Wheel) -> None:
+    arch_list = tuple(read(doc.probe.cuda_arch_list).value or ())
     if not arch_list:
         return
     for gpu in gpus:
         if gpu.compute_capability is None:
             continue
-        sm = f"sm_{gpu.compute_capability[0]}{gpu.compute_capability[1]}"
-        if has_kernels(arch_list, gpu.compute_capability):
-            doc.add(f"cuda:{gpu.index} kernels", Status.OK, f"{sm}: this torch has kernels for it")
-        else:
-            doc.add(
-                f"cuda:{gpu.index} kernels",
-                Status.FAIL,
-                f"{gpu.name} is {sm}; this torch has kernels for {', '.join(arch_list)} only",
-                f"install a torch built for {sm}: {wheel}",
-            )
+        has = has_kernels(arch_list, gpu.compute_capability)
+        found = KernelsFound(
+            has=has,
+            name=gpu.name,
+            capability=gpu.compute_capability,
+            arch_list=arch_list,
+            wheel=wheel,
+        )
+        doc.add(f"cuda:{gpu.index} kernels", Status.OK if has else Status.FAIL, found)
 
 
 def check_bf16(doc: CheckLog, gpus: tuple[GpuReport, ...]) -> None:
     if not gpus:
-        doc.add("bf16", Status.SKIP, "no CUDA GPU")
+        doc.add("bf16", Status.SKIP, Bf16Found(outcome=Bf16Outcome.NO_GPU))
         return
-    lacking = [g for g in gpus if g.bf16 is False]
+    lacking = tuple(g.index for g in gpus if g.bf16 is False)
     unknown = [g for g in gpus if g.bf16 is None]
     if lacking:
-        names = ", ".join(f"cuda:{g.index}" for g in lacking)
-        doc.add(
-            "bf16",
-            Status.WARN,
-            f"no native bf16 on {names} (compute capability below 8.0)",
-            "train in fp16 with a GradScaler (--precision fp16) or fp32 on these GPUs",
-        )
+        doc.add("bf16", Status.WARN, Bf16Found(outcome=Bf16Outcome.LACKING, lacking=lacking))
     elif unknown:
-        doc.add("bf16", Status.WARN, "bf16 support could not be read for every GPU")
+        doc.add("bf16", Status.WARN, Bf16Found(outcome=Bf16Outcome.UNKNOWN))
     else:
-        doc.add("bf16", Status.OK, "native bf16 on every GPU")
+        doc.add("bf16", Status.OK, Bf16Found(outcome=Bf16Outcome.NATIVE))
 
 
 def check_tf32(doc: CheckLog, gpus: tuple[GpuReport, ...]) -> None:
     ccs = [g.compute_capability for g in gpus if g.compute_capability is not None]
     if not ccs:
-        doc.add("tf32", Status.SKIP, "no CUDA GPU")
+        doc.add("tf32", Status.SKIP, Tf32Found(outcome=Tf32Outcome.NO_GPU))
         return
     precision = read(doc.probe.float32_matmul_precision).value
     if all(cc >= (8, 0) for cc in ccs):
-        state = (
-            "off for fp32 matmuls (precision 'highest'; torch.set_float32_matmul_precision"
-            "('high') turns it on)"
-            if precision == "highest"
-            else f"on for fp32 matmuls (precision {precision!r})"
-        )
-        doc.add("tf32", Status.OK, f"supported on every GPU; {state}")
+        doc.add("tf32", Status.OK, Tf32Found(outcome=Tf32Outcome.SUPPORTED, precision=precision))
     else:
-        doc.add("tf32", Status.OK, "not on every GPU (compute capability below 8.0): fp32 is fp32")
+        doc.add("tf32", Status.OK, Tf32Found(outcome=Tf32Outcome.PARTIAL))
 
 
 def check_nccl(doc: CheckLog, gpus_seen: bool, system: str) -> str | None:
     if not gpus_seen:
-        doc.add("nccl", Status.SKIP, "no CUDA GPU")
+        doc.add("nccl", Status.SKIP, NcclFound(outcome=NcclOutcome.NO_GPU))
         return None
     if system != "Linux":
-        doc.add("nccl", Status.SKIP, f"NCCL is Linux-only; torch on {system} uses gloo")
+        doc.add("nccl", Status.SKIP, NcclFound(outcome=NcclOutcome.NOT_LINUX, system=system))
         return None
     available = read(doc.probe.nccl_available)
     version = read(doc.probe.nccl_version) if available.value else Reading()
     if available.value and version.value:
-        doc.add("nccl", Status.OK, f"NCCL {version.value}")
+        doc.add("nccl", Status.OK, NcclFound(outcome=NcclOutcome.FOUND, version=version.value))
     elif available.value:
-        doc.add(
-            "nccl", Status.WARN, f"NCCL is available but its version is unknown: {version.error}"
-        )
+        found = NcclFound(outcome=NcclOutcome.VERSION_UNKNOWN, error=version.error)
+        doc.add("nccl", Status.WARN, found)
     else:
-        doc.add(
-            "nccl",
-            Status.WARN,
-            "this torch has no NCCL"
-            + (f" ({available.error})" if available.error else "")
-            + ": multi-GPU training (DDP, FSDP) has only gloo",
-            "install the Linux CUDA wheel of torch, which bundles NCCL",
-        )
+        doc.add("nccl", Status.WARN, NcclFound(outcome=NcclOutcome.MISSING, error=available.error))
     return version.value
 
 
@@ -383,5 +320,5 @@ __all__ = [
     "read_driver_cuda",
     "read_driver_version",
     "read_gpus",
-    "wheel_command",
+    "wheel_for",
 ]

@@ -1,15 +1,16 @@
 """What `trainfit.measure.doctor.diagnose` found, as typed values (a `Diagnosis` of `Check`s and
-`GpuReport`s), and how its checks read the probe (`read`) and record themselves (`CheckLog`)."""
+`GpuReport`s), and how its checks read the probe (`read`) and record themselves (`CheckLog`);
+as JSON and words: `trainfit.report.doctor`."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from trainfit.hardware.probe import Probe, StepReading
+from trainfit.measure.findings import Finding
 
 
 class Status(str, Enum):
@@ -28,10 +29,8 @@ class Check:
     name: str
     """What was checked: "torch", "cuda", "driver", "cuda:0 memory", "step cpu" ..."""
     status: Status
-    detail: str
-    """What was found, with the numbers."""
-    fix: str | None = None
-    """What to do about a warning or a failure; None when there is nothing to do."""
+    found: Finding
+    """What was found, with the numbers (its words and fix: `trainfit.report.doctor_words`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,24 +75,6 @@ class Diagnosis:
         """How many checks ended with `status`."""
         return sum(c.status is status for c in self.checks)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: the fields, statuses as their text, plus "ok"."""
-        out = _plain(asdict(self))
-        out["ok"] = self.ok
-        return out
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # NB: JSON has no NaN or inf
-    return value
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Reading:
@@ -132,8 +113,8 @@ class CheckLog:
     probe: Probe
     checks: list[Check] = field(default_factory=list)
 
-    def add(self, name: str, status: Status, detail: str, fix: str | None = None) -> None:
-        self.checks.append(Check(name=name, status=status, detail=detail, fix=fix))
+    def add(self, name: str, status: Status, found: Finding) -> None:
+        self.checks.append(Check(name=name, status=status, found=found))
 
 
 __all__ = [

@@ -9,7 +9,8 @@ on every device (CPU always, each CUDA GPU, MPS). Each problem comes with its fi
 Every reading goes through a `Probe` (`trainfit.hardware.probe`): `TorchProbe` by default, a
 `FakeProbe` in tests. `diagnose` never raises for the environment: a reading that raises becomes
 a failed check carrying the error's message. A `Diagnosis` is `ok` when no check failed;
-warnings (no GPU, a busy GPU, the MPS fallback unset) do not fail it.
+warnings (no GPU, a busy GPU, the MPS fallback unset) do not fail it. Each check's finding is
+typed (`trainfit.measure.findings`); its words and fix: `trainfit.report.doctor_words`.
 
 Known limitations:
 - "Other processes hold X GiB" is total minus free as `torch.cuda.mem_get_info` reports it
@@ -39,7 +40,7 @@ from trainfit.measure.cuda_stack import (
     read_driver_cuda,
     read_driver_version,
     read_gpus,
-    wheel_command,
+    wheel_for,
 )
 from trainfit.measure.diagnosis import (
     CheckLog,
@@ -48,91 +49,67 @@ from trainfit.measure.diagnosis import (
     parse_version,
     read,
 )
-
-MPS_MACOS_NOTE = (
-    "MPS needs a Mac with Apple silicon and, for torch 2.11, macOS 14.0 or later (12.3 for the "
-    "first MPS releases); an x86_64 Python running under Rosetta cannot use it either"
+from trainfit.measure.findings import (
+    FallbackFound,
+    FallbackOutcome,
+    MpsFound,
+    MpsOutcome,
+    StepFound,
+    StepOutcome,
+    Wheel,
 )
-"""Source: Apple, "Accelerated PyTorch training on Mac" (developer.apple.com/metal/pytorch) and
-the PyTorch MPS notes; seen 2026-11-27."""
 
 
 def _check_mps(doc: CheckLog, system: str, built: bool | None, available: bool | None) -> None:
     if system != "Darwin":
-        doc.add("mps", Status.SKIP, f"not a Mac ({system})")
+        doc.add("mps", Status.SKIP, MpsFound(outcome=MpsOutcome.NOT_MAC, system=system))
         return
     mac = read(doc.probe.mac_version).value
-    on = f"macOS {mac}" if mac else "macOS (version unknown)"
     if available:
-        doc.add("mps", Status.OK, f"MPS available ({on})")
+        doc.add("mps", Status.OK, MpsFound(outcome=MpsOutcome.AVAILABLE, mac=mac))
     elif built:
-        doc.add(
-            "mps",
-            Status.WARN,
-            f"MPS is built into torch but not available on this {on}: training runs on the CPU",
-            f"{MPS_MACOS_NOTE}: update macOS, or use an arm64 Python",
-        )
+        doc.add("mps", Status.WARN, MpsFound(outcome=MpsOutcome.NOT_AVAILABLE, mac=mac))
     else:
-        doc.add(
-            "mps",
-            Status.WARN,
-            f"this torch has no MPS backend ({on}): training runs on the CPU",
-            "pip install --force-reinstall torch (the macOS arm64 wheel has MPS)",
-        )
+        doc.add("mps", Status.WARN, MpsFound(outcome=MpsOutcome.NOT_BUILT, mac=mac))
 
 
 def _check_mps_fallback(doc: CheckLog, system: str, value: str | None) -> None:
     if system != "Darwin":
-        doc.add("mps fallback", Status.SKIP, "not a Mac")
+        doc.add("mps fallback", Status.SKIP, FallbackFound(outcome=FallbackOutcome.NOT_MAC))
         return
-    how = (
-        "export PYTORCH_ENABLE_MPS_FALLBACK=1 before Python starts (in the shell or the job "
-        "script; setting os.environ after importing torch is too late)"
-    )
     if value is None:
-        doc.add(
-            "mps fallback",
-            Status.WARN,
-            "PYTORCH_ENABLE_MPS_FALLBACK is unset: an op MPS lacks raises NotImplementedError "
-            "instead of running on the CPU",
-            f"{how}; such ops then run on the CPU (slower, with a UserWarning)",
-        )
+        doc.add("mps fallback", Status.WARN, FallbackFound(outcome=FallbackOutcome.UNSET))
     elif value == "1":
-        doc.add(
-            "mps fallback",
-            Status.OK,
-            "PYTORCH_ENABLE_MPS_FALLBACK=1: ops MPS lacks run on the CPU (slower)",
-        )
+        found = FallbackFound(outcome=FallbackOutcome.ON, value=value)
+        doc.add("mps fallback", Status.OK, found)
     else:
-        doc.add(
-            "mps fallback",
-            Status.WARN,
-            f"PYTORCH_ENABLE_MPS_FALLBACK={value!r}: only '1' turns the CPU fallback on",
-            how,
-        )
+        found = FallbackFound(outcome=FallbackOutcome.OTHER, value=value)
+        doc.add("mps fallback", Status.WARN, found)
 
 
-def _check_step(doc: CheckLog, device: str, bf16: bool, wheel: str) -> StepReading | None:
+def _check_step(doc: CheckLog, device: str, bf16: bool, wheel: Wheel) -> StepReading | None:
     name = f"step {device}"
-    kind = device.split(":")[0]
-    fixes = {
-        "cpu": "torch itself is broken here: pip install --force-reinstall torch",
-        "cuda": f"the GPU stack cannot train: see the cuda, driver and kernels checks; {wheel}",
-        "mps": f"the MPS stack cannot train: update macOS and torch ({MPS_MACOS_NOTE})",
-    }
     got = read(doc.probe.tiny_train_step, device, bf16)
     step: StepReading | None = got.value
     if step is None:
-        doc.add(name, Status.FAIL, f"the tiny training step raised {got.error}", fixes[kind])
+        found = StepFound(outcome=StepOutcome.RAISED, device=device, error=got.error, wheel=wheel)
+        doc.add(name, Status.FAIL, found)
         return None
-    how = "bf16 autocast" if step.bf16_autocast else "fp32"
-    ran = f"MLP forward+backward+AdamW, {how}, {step.seconds * 1e3:.1f} ms"
     if not math.isfinite(step.loss):
-        doc.add(name, Status.FAIL, f"{ran}: loss is {step.loss}", fixes[kind])
+        outcome, status = StepOutcome.NOT_FINITE, Status.FAIL
     elif not step.params_changed:
-        doc.add(name, Status.FAIL, f"{ran}: the optimizer step changed no parameter", fixes[kind])
+        outcome, status = StepOutcome.UNCHANGED, Status.FAIL
     else:
-        doc.add(name, Status.OK, f"{ran}: loss {step.loss:.4f} finite, parameters updated")
+        outcome, status = StepOutcome.TRAINED, Status.OK
+    found = StepFound(
+        outcome=outcome,
+        device=device,
+        bf16_autocast=step.bf16_autocast,
+        seconds=step.seconds,
+        loss=step.loss,
+        wheel=wheel,
+    )
+    doc.add(name, status, found)
     return step
 
 
@@ -155,7 +132,7 @@ def diagnose(probe: Probe | None = None, *, run_steps: bool = True) -> Diagnosis
     gpus_present = bool(n_gpus or smi_gpus)
     driver = read_driver_version(probe) if gpus_present else None
     driver_cuda, driver_cuda_source = read_driver_cuda(probe) if gpus_present else (None, None)
-    wheel = wheel_command(parse_version(driver_cuda))
+    wheel = wheel_for(parse_version(driver_cuda))
 
     check_torch(doc, version, build, mps_built)
     check_cuda(doc, version, count, build.value, smi_gpus, driver_cuda, bool(mps_available))
@@ -176,9 +153,8 @@ def diagnose(probe: Probe | None = None, *, run_steps: bool = True) -> Diagnosis
     steps = []
     for device, bf16 in devices:
         if not run_steps:
-            doc.add(
-                f"step {device}", Status.SKIP, "not run: the tiny training steps were turned off"
-            )
+            found = StepFound(outcome=StepOutcome.NOT_RUN, device=device, wheel=wheel)
+            doc.add(f"step {device}", Status.SKIP, found)
             continue
         step = _check_step(doc, device, bf16, wheel)
         if step is not None:
@@ -198,4 +174,4 @@ def diagnose(probe: Probe | None = None, *, run_steps: bool = True) -> Diagnosis
     )
 
 
-__all__ = ["MPS_MACOS_NOTE", "diagnose"]
+__all__ = ["diagnose"]

@@ -1,12 +1,19 @@
-"""Render a Diagnosis (what `trainfit doctor` found) for the terminal and as plain text."""
+"""Render a Diagnosis (what `trainfit doctor` found) for the terminal, as plain text and as
+JSON; each check's words and fix come from `trainfit.report.doctor_words`."""
 
 from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from enum import Enum
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from trainfit.measure.diagnosis import Diagnosis, Status
+from trainfit.measure.diagnosis import Check, Diagnosis, Status
+from trainfit.report.doctor_words import fix_text, found_text
 from trainfit.report.tables import FitTable
 
 _LABEL = {Status.OK: "ok", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "skip"}
@@ -50,16 +57,22 @@ def doctor_renderable(diagnosis: Diagnosis) -> Group:
     table.add_column("result")
     for check in diagnosis.checks:
         table.add_row(
-            Text(_LABEL[check.status], style=_STYLE[check.status]), check.name, check.detail
+            Text(_LABEL[check.status], style=_STYLE[check.status]),
+            check.name,
+            found_text(check.found),
         )
     parts: list[RenderableType] = [Text(_versions(diagnosis)), table]
-    todo = [c for c in diagnosis.checks if c.fix and c.status in {Status.FAIL, Status.WARN}]
+    todo = [
+        (c, fix)
+        for c in diagnosis.checks
+        if (fix := fix_text(c.found)) and c.status in {Status.FAIL, Status.WARN}
+    ]
     if todo:
         fixes = Table.grid(padding=(0, 1))
         fixes.add_column(no_wrap=True)
         fixes.add_column()
-        for check in todo:
-            fixes.add_row(Text(f"{check.name}:", style=_STYLE[check.status]), check.fix)
+        for check, fix in todo:
+            fixes.add_row(Text(f"{check.name}:", style=_STYLE[check.status]), fix)
         parts += [Text("to fix:", style="bold"), fixes]
     parts.append(_summary(diagnosis))
     return Group(*parts)
@@ -71,3 +84,34 @@ def render_doctor_text(diagnosis: Diagnosis, width: int = 100) -> str:
     with console.capture() as capture:
         console.print(doctor_renderable(diagnosis))
     return capture.get()
+
+
+def diagnosis_dict(diagnosis: Diagnosis) -> dict[str, Any]:
+    """A JSON-ready dict: the fields, statuses as their text, each check's finding and fix in
+    words, plus "ok"."""
+    out = _plain(asdict(diagnosis))
+    out["checks"] = [check_dict(c) for c in diagnosis.checks]
+    out["ok"] = diagnosis.ok
+    return out
+
+
+def check_dict(check: Check) -> dict[str, Any]:
+    """One check as JSON: its name, status, what it found and its fix, in words."""
+    return {
+        "name": check.name,
+        "status": check.status.value,
+        "detail": found_text(check.found),
+        "fix": fix_text(check.found),
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NB: JSON has no NaN or inf
+    return value
