@@ -132,6 +132,8 @@ class KernelsFound:
 
 
 class Bf16Outcome(str, Enum):
+    """Whether every GPU computes in bf16 natively."""
+
     NO_GPU = "no gpu"
     LACKING = "lacking"
     """Some GPUs (`Bf16Found.lacking`) have no native bf16."""
@@ -142,12 +144,16 @@ class Bf16Outcome(str, Enum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Bf16Found:
+    """bf16 on the GPUs torch sees."""
+
     outcome: Bf16Outcome
     lacking: tuple[int, ...] = ()
     """The indexes of the GPUs without native bf16."""
 
 
 class Tf32Outcome(str, Enum):
+    """Whether every GPU has TF32 for fp32 matmuls."""
+
     NO_GPU = "no gpu"
     SUPPORTED = "supported"
     """Every GPU has TF32 (compute capability 8.0 on)."""
@@ -156,12 +162,16 @@ class Tf32Outcome(str, Enum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Tf32Found:
+    """TF32 on the GPUs torch sees, and whether fp32 matmuls use it."""
+
     outcome: Tf32Outcome
     precision: str | None = None
     """`torch.get_float32_matmul_precision()` (`SUPPORTED`)."""
 
 
 class NcclOutcome(str, Enum):
+    """Whether this torch has NCCL for multi-GPU training."""
+
     NO_GPU = "no gpu"
     NOT_LINUX = "not linux"
     FOUND = "found"
@@ -171,6 +181,8 @@ class NcclOutcome(str, Enum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NcclFound:
+    """NCCL, its version, or why it is missing."""
+
     outcome: NcclOutcome
     system: str = ""
     version: str | None = None
@@ -179,6 +191,8 @@ class NcclFound:
 
 
 class MpsOutcome(str, Enum):
+    """Whether Apple's MPS backend is built into torch and available."""
+
     NOT_MAC = "not mac"
     AVAILABLE = "available"
     NOT_AVAILABLE = "not available"
@@ -188,6 +202,8 @@ class MpsOutcome(str, Enum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MpsFound:
+    """MPS on this machine (`system`: the OS where it is not a Mac)."""
+
     outcome: MpsOutcome
     system: str = ""
     mac: str | None = None
@@ -206,6 +222,8 @@ class FallbackOutcome(str, Enum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FallbackFound:
+    """PYTORCH_ENABLE_MPS_FALLBACK as set in the environment."""
+
     outcome: FallbackOutcome
     value: str | None = None
 
@@ -224,6 +242,8 @@ class StepOutcome(str, Enum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StepFound:
+    """The tiny real training step on one device, with its readings."""
+
     outcome: StepOutcome
     device: str
     """The torch device: "cpu", "cuda:0", "mps"."""
