@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from trainfit.cli.main import main
-from trainfit.errors import SpecError, UnknownNameError
+from trainfit.errors import SpecError, TrainfitError, UnknownNameError
 from trainfit.estimator.generation import InferenceEstimate, estimate_inference
 from trainfit.estimator.labels import FigureLabel, How
 from trainfit.estimator.storage import InferencePrecision, kv_cache_bytes
@@ -368,3 +368,14 @@ def test_serving_only_cli_writes_a_report(tiny_lm: str, tmp_path: Path, capsys) 
         4,
     )
     assert row["decode_tokens_per_second"] > 0 and data["models"][0]["stages"] == []
+
+
+def test_a_device_row_without_the_rate_is_one_error(tiny_lm: str) -> None:
+    """A Device row from Python that lacks the 16-bit rate: a TrainfitError naming it, not the
+    timing model's internal RateMissing."""
+    h100 = get_device("h100")
+    lacking = dataclasses.replace(
+        h100, tflops={k: v for k, v in h100.tflops.items() if k != "bf16"}
+    )
+    with pytest.raises(TrainfitError, match=r"no bf16 rate for h100 in the catalog"):
+        estimate_inference(tiny_lm, context=16, new_tokens=2, precision="bf16", device=lacking)

@@ -37,7 +37,7 @@ from functools import lru_cache
 
 import torch
 
-from trainfit.errors import SpecError
+from trainfit.errors import SpecError, TrainfitError
 from trainfit.estimator.labels import (
     BandwidthLabel,
     FigureLabel,
@@ -55,6 +55,7 @@ from trainfit.models.program import Description
 from trainfit.provenance import Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.timing.constants import Calibration, calibration
+from trainfit.timing.missing import RateMissing
 from trainfit.timing.step import Rates, host_costs, step_time
 from trainfit.trace.costs import OpKind
 from trainfit.trace.generation import CacheLayer, GenerationTrace, trace_generation
@@ -236,7 +237,12 @@ def estimate_inference(
     trace = _traced(model, context, new_tokens, batch, Target.of(found), precision.compute_dtype)
     peak = _peak_memory(trace, found, precision, new_tokens)
     cal = calibration()
-    time = _generation_time(model, trace, found, precision, batch, new_tokens, peak, cal)
+    try:
+        time = _generation_time(model, trace, found, precision, batch, new_tokens, peak, cal)
+    except RateMissing as exc:
+        raise TrainfitError(
+            f"no {precision.value} rate for {found.name} in the catalog: {exc}"
+        ) from None
     return InferenceEstimate(
         model=model,
         device=found,
