@@ -91,6 +91,6 @@ def test_self_contained_snippet_runs(
     cwd = Path.cwd()
     os.chdir(tmp_path)
     try:
-        exec(compile(code, where, "exec"), {"__name__": "__docs__"})  # noqa: S102
+        exec(compile(code, where, "exec"), {"__name__": "__docs__"})
     finally:
         os.chdir(cwd)
