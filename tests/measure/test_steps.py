@@ -112,6 +112,12 @@ def test_a_model_failing_its_own_forward_is_one_line_naming_the_module():
     assert info.value.__cause__ is None and info.value.__context__ is None
 
 
+def test_a_model_calling_sys_exit_is_one_line_not_an_exit():
+    spec = TrainSpec(**{**BROKEN, "model": "tests.measure_models:exiting_mlp"})
+    with pytest.raises(MeasureError, match=r"forward pass at step 1 .*: SystemExit: 5 \(at "):
+        measure(spec, steps=2, warmup=1, device="cpu")
+
+
 def test_out_of_memory_names_the_phase_the_batch_and_what_was_free():
     measure_models.LIMITS["train"] = 2
     with pytest.raises(

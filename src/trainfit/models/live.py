@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import (
+    USER_CODE_ERRORS,
     ModelLoadError,
     SpecError,
     TraceError,
@@ -272,7 +273,7 @@ def register_model(
             return run_step(m, rebuild(batch), loss_fn, step_fn)
         except (TrainfitError, NotImplementedError):
             raise  # NB: the tracer words these (an op that failed, one it cannot run)
-        except Exception as exc:
+        except USER_CODE_ERRORS as exc:
             raise TraceError(forward_failure(exc, m, "the sample batch")) from None
 
     registration = Registration(key, factory, step)

@@ -17,7 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainfit.errors import ModelLoadError, SpecError, TrainfitError, raised_in_user_code
+from trainfit.errors import (
+    USER_CODE_ERRORS,
+    ModelLoadError,
+    SpecError,
+    TrainfitError,
+    raised_in_user_code,
+)
 from trainfit.models import catalog as _catalog
 from trainfit.models import weights as _weights
 from trainfit.models.heads import (
@@ -358,7 +364,7 @@ def _module_program(
             model = factory()
     except TrainfitError:
         raise
-    except Exception as exc:  # NB: the user's factory may raise anything
+    except USER_CODE_ERRORS as exc:  # NB: the user's factory may raise anything
         raise ModelLoadError(
             f"model factory {factory_path} failed: {raised_in_user_code(exc)}"
         ) from exc
