@@ -125,16 +125,23 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
 
 
 def model_problems(
-    model: str, loss: str | None, step_fn: str | None, inputs: bool = False
+    model: str,
+    loss: str | None,
+    step_fn: str | None,
+    inputs: bool = False,
+    task: str | None = None,
 ) -> list[str]:
     """What would stop `build_program` from finding the model, its loss or its step
     function, each a line, without building anything: a name not in the catalog, an import
     path that does not import, a directory without config.json, `loss` or `inputs` on a
-    transformers model. A hub id is looked up only when the model is built."""
+    transformers model, `task` on a plain module. A hub id is looked up only when the model
+    is built."""
     problems: list[str] = []
     row = _catalog.find(model)
     transformers_model = row is not None and row.kind != "module"
     origin = f"{model} (catalog)"
+    if task and (is_import_path(model) if row is None else row.kind == "module"):
+        problems.append(_task_on_a_module(task, origin if row else f"{model} (import path)"))
     try:
         if row is None and is_import_path(model):
             resolve(model, "model factory")
@@ -160,6 +167,14 @@ def model_problems(
         except SpecError as exc:
             problems += exc.problems
     return problems
+
+
+def _task_on_a_module(task: str, origin: str) -> str:
+    """The line for `--task` given for a plain module, which would otherwise be ignored."""
+    return (
+        f"--task {task} is for a transformers model: {origin} is a plain module, whose "
+        "output is what it returns; drop --task (give --loss or --step-fn for another loss)"
+    )
 
 
 def _checked_loss(fn: LossFn, where: str) -> LossFn:
@@ -358,6 +373,8 @@ def _module_program(
     device: torch.device,
     origin: str,
 ) -> StepProgram:
+    if spec.task:
+        raise SpecError([_task_on_a_module(spec.task, origin)])
     factory = resolve(factory_path, "model factory")
     try:
         with torch.device(device):

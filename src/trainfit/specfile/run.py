@@ -283,7 +283,9 @@ def option_problems(options: PlanOptions) -> list[str]:
             problems += exc.problems
         except TrainfitError as exc:
             problems.append(str(exc))
-    model = model_problems(options.model, options.loss, options.step_fn, bool(options.input))
+    model = model_problems(
+        options.model, options.loss, options.step_fn, bool(options.input), options.task
+    )
     return problems + model
 
 
