@@ -356,6 +356,12 @@ class TrainSpec:
             tuple(InputSpec.parse(i) if isinstance(i, str) else i for i in self.inputs),
         )
         coerce(self, "freeze", tuple(self.freeze))
+        names = [i.name for i in self.inputs if isinstance(i, InputSpec)]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(
+                f"input {name!r} is given {names.count(name)} times: give each forward() "
+                "argument one --input"
+            )
         if self.lora is not None:
             try:
                 coerce(self, "lora", LoraSpec.of(self.lora))
