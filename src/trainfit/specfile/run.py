@@ -274,6 +274,7 @@ def option_problems(options: PlanOptions) -> list[str]:
             options.qlora,
         ),
         lambda: options.inference and _inference_precisions(options),
+        lambda: _inference_only(options),
     ]
     problems = []
     for check in checks:
@@ -287,6 +288,24 @@ def option_problems(options: PlanOptions) -> list[str]:
         options.model, options.loss, options.step_fn, bool(options.input), options.task
     )
     return problems + model
+
+
+def _inference_only(options: PlanOptions) -> None:
+    """The options of generation, given without --inference, which would be ignored."""
+    given = [
+        flag
+        for flag, value in (
+            ("--context", options.context is not None),
+            ("--new-tokens", options.new_tokens is not None),
+            ("--inference-precision", options.inference_precision != "bf16"),
+            ("--infer-batch", bool(options.infer_batch)),
+        )
+        if value
+    ]
+    if given and not options.inference:
+        raise SpecError(
+            [f"{', '.join(given)} only apply with --inference: add --inference, or drop them"]
+        )
 
 
 def _check_outputs(options: PlanOptions) -> None:
