@@ -500,7 +500,17 @@ def test_measure_command_max_batch_and_latency_tables(capsys):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--effective-batch", "8"], "--effective-batch only apply with --max-batch or --latency"),
+        (
+            ["--effective-batch", "8"],
+            "--effective-batch only applies with --max-batch: add --max-batch, or drop it",
+        ),
+        (
+            ["--runs", "5", "--latency-batch", "4"],
+            "--latency-batch, --runs only apply with --latency",
+        ),
+        (["--limit", "64"], "--limit only applies with --max-batch"),
+        (["--out", "no/such/folder/m.json"], "its folder "),
+        (["--out", "."], "--out . is a directory: give the path of a .json file"),
         (["--max-batch", "--latency"], "choose one of --max-batch and --latency"),
         (["--steps", "0"], "--steps must be at least 1"),
         (["--warmup", "0"], "--warmup at least 1 (the first step creates the optimizer state)"),
