@@ -192,3 +192,17 @@ def test_a_task_on_a_plain_module_is_a_problem_of_the_first_round(tmp_path: Path
         "(import path) is a plain module, whose output is what it returns; drop --task (give "
         "--loss or --step-fn for another loss)"
     )
+
+
+def test_a_single_device_without_a_list_is_reported_with_its_line(tmp_path: Path) -> None:
+    plan_file = _spec(
+        f"""
+        model: "{MLP}"
+        training: {{effective_batch: 16}}
+        devices: h10
+        """,
+        tmp_path,
+    )
+    with pytest.raises(SpecFileError) as raised:
+        trainfit.run_plan_file(plan_file)
+    assert raised.value.problems[0].startswith("spec.yaml:3: devices[0]: unknown device 'h10'")
