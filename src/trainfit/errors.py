@@ -101,6 +101,21 @@ class MeasureError(TrainfitError):
     """A real run on a device failed."""
 
 
+def check_argument(
+    function: str, name: str, value: object, kind: type | tuple[type, ...], hint: str
+) -> None:
+    """A SpecError naming `function`'s argument `name` when `value` is not a `kind` (a bool is
+    no number here), with `hint`, the way to make one; from a public function's first line,
+    so that a wrong type is one line, not an AttributeError deep inside."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
+        return
+    wanted = " or ".join(k.__name__ for k in kinds)
+    article = "an" if wanted[0] in "aeiouAEIOU" else "a"
+    got = type(value).__name__
+    raise SpecError([f"{function}: {name} must be {article} {wanted}, got {got}: {hint}"])
+
+
 def _library_folders() -> tuple[str, ...]:
     """Folders whose frames are not the user's: trainfit's, torch's and Python's own library."""
     folders = [os.path.dirname(__file__), sysconfig.get_paths()["stdlib"]]

@@ -292,8 +292,8 @@ def max_micro_batch(
                 "max_micro_batch(TrainSpec(model=...))"
             ]
         )
-    if not 0.0 <= margin < 1.0:
-        raise SpecError([f"margin must be a fraction in [0, 1), got {margin}"])
+    if not isinstance(margin, (int, float)) or isinstance(margin, bool) or not 0 <= margin < 1:
+        raise SpecError([f"margin must be a fraction in [0, 1), got {margin!r}"])
     scaling = scaling or scale_batch(spec)
     budget = int(scaling.device.memory_bytes * (1.0 - margin))
     needed: Callable[[int], int] = scaling.needed_bytes

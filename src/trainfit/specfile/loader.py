@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
 import types
 import typing
@@ -26,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from trainfit.errors import SpecFileError
+from trainfit.errors import SpecFileError, check_argument
 from trainfit.specfile.schema import Data, ModelEntry, PlanFile, Training
 
 _PLAIN_TAGS = frozenset(
@@ -46,6 +47,7 @@ _FLAT_SECTIONS: dict[str, type] = {"training": Training, "data": Data}
 
 def load_plan_spec(path: str | Path) -> PlanFile:
     """Load and check a plan spec file; `SpecFileError` lists every problem with its line."""
+    check_argument("load_plan_spec", "path", path, (str, os.PathLike), "the spec file's path")
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainfit.errors import SpecError, SpecFileError, TrainfitError
+from trainfit.errors import SpecError, SpecFileError, TrainfitError, check_argument
 from trainfit.estimator.forward import ServingResult
 from trainfit.estimator.generation import InferenceEstimate
 from trainfit.estimator.storage import InferencePrecision
@@ -98,6 +98,9 @@ def run_plan_file(
     a SpecFileError naming the model and its line. The models' files are written whole or not
     at all: into `outputs` (committed by the caller), else committed when every model is
     planned."""
+    check_argument(
+        "run_plan_file", "plan_file", plan_file, PlanFile, "load it with load_plan_spec(path)"
+    )
     if outputs is None:
         with staged_directories() as staged:
             return run_plan_file(
@@ -187,6 +190,7 @@ def run_plan(
     whole or not at all: into `outputs` (committed by the caller), else committed when the
     plan is done; `progress` (else the reporter in effect) is told each device, rung and
     trace."""
+    check_argument("run_plan", "options", options, PlanOptions, "run_plan(PlanOptions(model=...))")
     if outputs is None:
         with staged_directories() as staged:
             return run_plan(options, progress=progress, outputs=staged)
