@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError
-from trainfit.models.program import Batch, StepProgram
+from trainfit.models.program import Batch, StepProgram, hf_checkpointing_enable
 from trainfit.spec import Precision, TrainSpec
 
 
@@ -113,7 +113,7 @@ def enable_checkpointing(program: StepProgram, pattern: str | None) -> list[str]
                     f"{hint}"
                 ]
             )
-        model.gradient_checkpointing_enable()
+        hf_checkpointing_enable(model)
         return ["(transformers' own layers)"]
     if pattern is None:
         lists = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.ModuleList)]

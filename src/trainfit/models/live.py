@@ -48,6 +48,7 @@ from trainfit.errors import (
     TrainfitError,
     raised_in_user_code,
 )
+from trainfit.models.program import hf_checkpointing, hf_checkpointing_disable
 from trainfit.models.source import default_loss
 from trainfit.spec import InputSpec
 
@@ -150,8 +151,8 @@ def meta_copy(model: nn.Module) -> nn.Module:
         forward = vars(module).get("forward")
         if forward is not None and getattr(forward, CHECKPOINT_MARK, False):
             del module.forward
-    if is_hf_model(copied) and getattr(copied, "is_gradient_checkpointing", False):
-        copied.gradient_checkpointing_disable()
+    if is_hf_model(copied) and hf_checkpointing(copied):
+        hf_checkpointing_disable(copied)
     return copied
 
 

@@ -131,6 +131,10 @@ def wrap_with_lora(
     with torch.device(device), warnings.catch_warnings():
         # NB: peft warns that it sets fan_in_fan_out for transformers' Conv1D (GPT-2), as it must
         warnings.filterwarnings("ignore", message="fan_in_fan_out", category=UserWarning)
+        # NB: peft reads transformers' deprecated is_gradient_checkpointing (5.2x warns)
+        warnings.filterwarnings(
+            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
         try:
             wrapped = peft.get_peft_model(model, config)
         except ValueError as exc:

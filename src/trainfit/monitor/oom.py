@@ -25,6 +25,7 @@ from torch import nn
 
 from trainfit.errors import TrainfitError
 from trainfit.hardware.units import gib
+from trainfit.models.program import hf_checkpointing
 from trainfit.monitor.phase import StepPhase
 from trainfit.optim import optimizer_entries, optimizer_entry
 from trainfit.spec import OptimizerKind, TrainSpec
@@ -97,9 +98,7 @@ def observe(
     if model is not None:
         first = next(model.parameters(), None)
         low = first is not None and first.dtype in (torch.float16, torch.bfloat16)
-        checkpointing = any(
-            getattr(m, "is_gradient_checkpointing", False) is True for m in model.modules()
-        )
+        checkpointing = any(hf_checkpointing(m) for m in model.modules())
     return Observed(
         autocast=autocast,
         low_precision_parameters=low,
