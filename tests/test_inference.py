@@ -368,3 +368,14 @@ def test_serving_only_cli_writes_a_report(tiny_lm: str, tmp_path: Path, capsys) 
         4,
     )
     assert row["decode_tokens_per_second"] > 0 and data["models"][0]["stages"] == []
+
+
+def test_a_generation_trace_warns_of_no_deprecated_argument(tiny_lm: str) -> None:
+    # NB: transformers 5.2x renamed past_key_values to cache: the trace passes the name the
+    # installed release takes, so no FutureWarning reaches the user's terminal
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        found = estimate_inference(tiny_lm, context=16, new_tokens=4)
+    assert found.memory.kv_cache > 0
