@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import logging
 import os
 from typing import Any
 
@@ -209,6 +210,11 @@ def _hf_config_from_dict(values: dict[str, Any]) -> Any:
 
 def _hf_config_from_pretrained(name: str) -> Any:
     transformers = _transformers()
+    hub = logging.getLogger("huggingface_hub")
+    level = hub.level
+    # NB: without a network the hub logs each failed request and retry (five lines on stderr
+    # before the error says the same in one): its warnings are off for the lookup
+    hub.setLevel(logging.ERROR)
     try:
         return transformers.AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as exc:
@@ -220,6 +226,8 @@ def _hf_config_from_pretrained(name: str) -> Any:
         raise ModelLoadError(
             f"the transformers config of {name!r} is invalid: {_words(exc)}; fix config.json"
         ) from exc
+    finally:
+        hub.setLevel(level)
 
 
 def _words(exc: BaseException) -> str:
