@@ -131,3 +131,19 @@ def test_an_unreachable_hub_id_is_one_line_without_the_hubs_retries(
         hub.removeHandler(handler)
     assert records == []
     assert hub.level == level  # NB: the hub's own level is given back
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (None, r"holds no config\.json: give the folder a transformers model was saved to"),
+        ("[1, 2, 3]", r"config\.json must hold a JSON object of the config's fields, got a list"),
+    ],
+)
+def test_a_directory_without_a_config_object_says_so(
+    tmp_path: Path, config: str | None, message: str
+) -> None:
+    if config is not None:
+        (tmp_path / "config.json").write_text(config)
+    with pytest.raises(ModelLoadError, match=message):
+        build_program(TrainSpec(model=str(tmp_path), seq_len=16), "meta")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import json
 import logging
 import os
 from typing import Any
@@ -71,6 +72,7 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     elif is_import_path(spec.model):
         program = _module_program(spec, spec.model, (), device, f"{spec.model} (import path)")
     elif os.path.isdir(spec.model):
+        _check_config_file(spec.model)
         config = _hf_config_from_pretrained(spec.model)
         declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
         origin = f"{spec.model} (local config)"
@@ -206,6 +208,27 @@ def _hf_config_from_dict(values: dict[str, Any]) -> Any:
     values = copy.deepcopy(values)  # NB: AutoConfig.for_model mutates nested dicts
     model_type = values.pop("model_type")
     return transformers.AutoConfig.for_model(model_type, **values)
+
+
+def _check_config_file(directory: str) -> None:
+    """A model directory holds config.json, a JSON object (transformers' own errors for these
+    speak of a missing model_type, or of list indices)."""
+    path = os.path.join(directory, "config.json")
+    if not os.path.isfile(path):
+        raise ModelLoadError(
+            f"model directory {directory} holds no config.json: give the folder a transformers "
+            "model was saved to (save_pretrained), a hub id, or a catalog name (trainfit models)"
+        )
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return  # NB: transformers words an unreadable file itself
+    if not isinstance(data, dict):
+        raise ModelLoadError(
+            f"{path} must hold a JSON object of the config's fields, got a "
+            f"{type(data).__name__}: fix config.json"
+        )
 
 
 def _hf_config_from_pretrained(name: str) -> Any:
