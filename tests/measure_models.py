@@ -54,6 +54,21 @@ def broken_mlp() -> nn.Module:
     return _Broken()
 
 
+class _Exits(nn.Module):
+    """A model whose forward calls sys.exit, as a script's model may on a bad input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise SystemExit(5)
+
+
+def exiting_mlp() -> nn.Module:
+    return _Exits()
+
+
 class _TooBig(nn.Module):
     """A model whose weights do not fit the device: moving it runs out of memory."""
 

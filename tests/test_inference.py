@@ -379,3 +379,14 @@ def test_a_device_row_without_the_rate_is_one_error(tiny_lm: str) -> None:
     )
     with pytest.raises(TrainfitError, match=r"no bf16 rate for h100 in the catalog"):
         estimate_inference(tiny_lm, context=16, new_tokens=2, precision="bf16", device=lacking)
+
+
+def test_a_generation_trace_warns_of_no_deprecated_argument(tiny_lm: str) -> None:
+    # NB: transformers 5.2x renamed past_key_values to cache: the trace passes the name the
+    # installed release takes, so no FutureWarning reaches the user's terminal
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        found = estimate_inference(tiny_lm, context=16, new_tokens=4)
+    assert found.memory.kv_cache > 0

@@ -34,6 +34,11 @@ def test_conflicting_loss_and_step_fn() -> None:
         TrainSpec(loss="a.b:c", step_fn="a.b:d")
 
 
+def test_an_input_given_twice_is_an_error() -> None:
+    with pytest.raises(SpecError, match=r"^input 'x' is given 2 times: give each forward\(\) "):
+        TrainSpec(model="x.y:z", inputs=("x=B,4", "x=B,8", "y=B,2"))
+
+
 def test_input_parsing() -> None:
     spec = InputSpec.parse("ids=B,512:int64<50257")
     assert spec.name == "ids"

@@ -448,9 +448,8 @@ def test_cli_prints_each_problem_on_its_line(
         f"trainfit: error: {path}: 3 problems",
         f"  {path}:1: models[0] (gpt2): no effective batch: add training.effective_batch (or "
         "effective_batch in the model entry)",
-        f"  {path}:2: unknown field 'seq' in the file's top level (fields: title, description, "
-        "model, models, data, training, devices, gpus, margin, cost, measured, inference, "
-        "outputs, jobs, claims)",
+        f"  {path}:2: 'seq' is a field of a model, not of the file's top level: write "
+        "'model: {model: ..., seq: ...}', or give it in an item of 'models:'",
         f"  {path}:3: training.epochs: expected a number, got 'x'",
     ]
 
@@ -640,3 +639,16 @@ def test_spec_file_with_training_and_inference_reports_both(
     assert [d["device"] for d in b["stages"][0]["plan"]["devices"]] == ["h100"]
     (claim,) = data["claims"]
     assert claim["trainfit"] == b["inference"][0]["total_ms"]
+
+
+def test_a_models_field_at_the_top_level_says_where_it_goes() -> None:
+    assert _problems(
+        """
+        model: trainfit.models.zoo:emotion_mlp
+        inputs: ["x=B,8:float32"]
+        training: {effective_batch: 8}
+        """
+    ) == [
+        "spec.yaml:2: 'inputs' is a field of a model, not of the file's top level: write "
+        "'model: {model: ..., inputs: ...}', or give it in an item of 'models:'"
+    ]

@@ -172,3 +172,37 @@ def test_structure_and_value_problems_come_in_one_round(tmp_path: Path) -> None:
 def test_run_plan_needs_an_effective_batch() -> None:
     with pytest.raises(trainfit.SpecError, match="needs --effective-batch"):
         run_plan(PlanOptions(model=MLP, device=("h100",)))
+
+
+def test_a_task_on_a_plain_module_is_a_problem_of_the_first_round(tmp_path: Path) -> None:
+    plan_file = _spec(
+        f"""
+        models:
+          - {{name: mlp, model: "{MLP}", task: causal-lm}}
+        training: {{effective_batch: 16}}
+        devices: [h100, h10]
+        jobs: 1
+        """,
+        tmp_path,
+    )
+    with pytest.raises(SpecFileError) as raised:
+        trainfit.run_plan_file(plan_file)
+    assert raised.value.problems[1] == (
+        f"spec.yaml:2: models[0] (mlp): --task causal-lm is for a transformers model: {MLP} "
+        "(import path) is a plain module, whose output is what it returns; drop --task (give "
+        "--loss or --step-fn for another loss)"
+    )
+
+
+def test_a_single_device_without_a_list_is_reported_with_its_line(tmp_path: Path) -> None:
+    plan_file = _spec(
+        f"""
+        model: "{MLP}"
+        training: {{effective_batch: 16}}
+        devices: h10
+        """,
+        tmp_path,
+    )
+    with pytest.raises(SpecFileError) as raised:
+        trainfit.run_plan_file(plan_file)
+    assert raised.value.problems[0].startswith("spec.yaml:3: devices[0]: unknown device 'h10'")

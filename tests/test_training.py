@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+import torch
+from torch import nn
+
+from trainfit.errors import SpecError
 from trainfit.estimator.step import estimate
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
@@ -33,3 +38,35 @@ def test_checkpointing_the_vq_autoencoder_drops_most_kept_activations() -> None:
 
     # NB: with the encoder's list only (the decoder holds the larger maps) it kept 0.53 of 0.54 GiB
     assert kept(True) < 0.5 * kept(False)
+
+
+class _Doubles(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def _frozen() -> nn.Module:
+    model = nn.Linear(4, 4)
+    model.requires_grad_(False)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("model", "freeze", "message"),
+    [
+        (_Doubles(), (), "_Doubles has no parameters: there is nothing to train"),
+        (
+            _frozen(),
+            (),
+            "every parameter of Linear has requires_grad=False (set by the model itself): "
+            "there is nothing to train; leave some trainable in the model's factory",
+        ),
+        (nn.Linear(4, 4), ("*",), "the freeze patterns ['*'] freeze every parameter"),
+    ],
+)
+def test_nothing_left_to_train_says_why(
+    model: nn.Module, freeze: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(SpecError) as raised:
+        estimate(model=model, sample=torch.randn(2, 4), freeze=freeze, device="rtx-4060")
+    assert str(raised.value) == message

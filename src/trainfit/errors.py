@@ -101,6 +101,21 @@ class MeasureError(TrainfitError):
     """A real run on a device failed."""
 
 
+def check_argument(
+    function: str, name: str, value: object, kind: type | tuple[type, ...], hint: str
+) -> None:
+    """A SpecError naming `function`'s argument `name` when `value` is not a `kind` (a bool is
+    no number here), with `hint`, the way to make one; from a public function's first line,
+    so that a wrong type is one line, not an AttributeError deep inside."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
+        return
+    wanted = " or ".join(k.__name__ for k in kinds)
+    article = "an" if wanted[0] in "aeiouAEIOU" else "a"
+    got = type(value).__name__
+    raise SpecError([f"{function}: {name} must be {article} {wanted}, got {got}: {hint}"])
+
+
 def _library_folders() -> tuple[str, ...]:
     """Folders whose frames are not the user's: trainfit's, torch's and Python's own library."""
     folders = [os.path.dirname(__file__), sysconfig.get_paths()["stdlib"]]
@@ -125,10 +140,27 @@ def user_frame(exc: BaseException) -> str | None:
     return found
 
 
+USER_CODE_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit)
+"""What the user's code may raise where trainfit calls it (`except USER_CODE_ERRORS`): any
+exception, and `sys.exit()` (a model or script that exits on a bad input), which would otherwise
+end the process with the user's code and no message; KeyboardInterrupt is not one of them."""
+
+
+def message_of(exc: BaseException) -> str:
+    """`str(exc)`, or a placeholder where the exception's own `__str__` fails."""
+    try:
+        return str(exc)
+    except Exception:  # NB: a user's exception class whose __str__ raises
+        return "(its message could not be rendered)"
+
+
 def raised_in_user_code(exc: BaseException) -> str:
     """One line for an exception of the user's code: `KeyError: 'labels' (at train.py:12)`,
-    its type, the first line of its message and the user's frame where known."""
-    lines = str(exc).strip().splitlines()
+    its type, the first line of its message and the user's frame where known (for a
+    SyntaxError, the file and line it names)."""
+    lines = message_of(exc).strip().splitlines()
     text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return text  # NB: its message names the file and line already
     where = user_frame(exc)
     return f"{text} (at {where})" if where else text

@@ -356,6 +356,7 @@ class TrainSpec:
             tuple(InputSpec.parse(i) if isinstance(i, str) else i for i in self.inputs),
         )
         coerce(self, "freeze", tuple(self.freeze))
+        problems += _repeated_inputs(self.inputs)
         if self.lora is not None:
             try:
                 coerce(self, "lora", LoraSpec.of(self.lora))
@@ -489,3 +490,13 @@ class TrainSpec:
     def sample_unit(self) -> str:
         """What one sample of the batch is, for labels: "pairs" in preference training."""
         return "pairs" if self.preference is not None else "samples"
+
+
+def _repeated_inputs(inputs: tuple[InputSpec, ...]) -> list[str]:
+    """A line for each input name given more than once (the last would replace the others)."""
+    names = [i.name for i in inputs if isinstance(i, InputSpec)]
+    return [
+        f"input {name!r} is given {names.count(name)} times: give each forward() argument one "
+        "--input"
+        for name in sorted({n for n in names if names.count(n) > 1})
+    ]

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError
-from trainfit.models.program import Batch, StepProgram
+from trainfit.models.program import Batch, StepProgram, hf_checkpointing_enable
 from trainfit.spec import Precision, TrainSpec
 
 
@@ -56,6 +56,25 @@ class StepRig:
     spec: TrainSpec
 
 
+def _nothing_to_train(model: nn.Module, freeze: tuple[str, ...]) -> str:
+    """Why no parameter is left to train: the model has none, it froze them itself, or the
+    freeze patterns did."""
+    kind = type(model).__name__
+    if not any(True for _ in model.parameters()):
+        return f"{kind} has no parameters: there is nothing to train"
+    frozen_by_patterns = any(
+        fnmatch.fnmatchcase(name, pattern)
+        for name, _ in model.named_parameters()
+        for pattern in freeze
+    )
+    if not frozen_by_patterns:
+        return (
+            f"every parameter of {kind} has requires_grad=False (set by the model itself): "
+            "there is nothing to train; leave some trainable in the model's factory"
+        )
+    return f"the freeze patterns {list(freeze)} freeze every parameter"
+
+
 def apply_settings(program: StepProgram, spec: TrainSpec) -> list[nn.Parameter]:
     """Freeze, cast (pure-bf16) and enable checkpointing in place; return the trainable params."""
     model = program.model
@@ -74,7 +93,7 @@ def apply_settings(program: StepProgram, spec: TrainSpec) -> list[nn.Parameter]:
         elif param.requires_grad:
             trainable.append(param)
     if not trainable:
-        raise SpecError([f"the freeze patterns {list(spec.freeze)} freeze every parameter"])
+        raise SpecError([_nothing_to_train(model, spec.freeze)])
     if spec.checkpointing:
         enable_checkpointing(program, spec.checkpoint_modules)
     return trainable
@@ -94,7 +113,7 @@ def enable_checkpointing(program: StepProgram, pattern: str | None) -> list[str]
                     f"{hint}"
                 ]
             )
-        model.gradient_checkpointing_enable()
+        hf_checkpointing_enable(model)
         return ["(transformers' own layers)"]
     if pattern is None:
         lists = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.ModuleList)]

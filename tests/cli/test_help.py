@@ -55,6 +55,13 @@ def test_defaults_are_said_once() -> None:
     # NB: a help that says its default keeps its words; a flag with no value says none
     assert "epochs (default 1) " in text and "(default: 1.0)" not in text
     assert "--checkpointing gradient checkpointing --checkpoint-modules" in text
+    for command in ("estimate", "plan", "measure"):
+        text = " ".join(_commands()[command].format_help().split())
+        assert "--seq SEQ sequence length (default: the model's maximum positions, at most " \
+            "1024)" in text  # fmt: skip
+    text = " ".join(_commands()["plan"].format_help().split())
+    assert "measured on (default: the first --device)" in text
+    assert "--context CONTEXT prompt tokens (required with --inference)" in text
 
 
 def test_a_flag_name_means_one_thing_across_commands() -> None:

@@ -50,6 +50,11 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
             "Adafactor has no fused implementation",
         ),
         (
+            ["estimate", "trainfit.models.zoo:emotion_mlp", "--task", "causal-lm"],
+            "--task causal-lm is for a transformers model: trainfit.models.zoo:emotion_mlp "
+            "(import path) is a plain module",
+        ),
+        (
             ["estimate", "gpt2", "--input", "x=B,3"],
             "--input is for a plain module: gpt2 (catalog) is a transformers model",
         ),

@@ -50,3 +50,14 @@ def test_a_plan_that_succeeds_writes_every_directory(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg", "ex", "rep"]
     assert (tmp_path / "ex/sub/hf_h100.json").is_file()
     assert not [p for p in tmp_path.rglob(".*trainfit-*")]
+
+
+def test_generation_options_without_inference_are_an_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["plan", MLP, "--effective-batch", "8", "--context", "128", "--infer-batch", "4"]
+    assert main(argv) == 1
+    assert capsys.readouterr().err == (
+        "trainfit: error: --context, --infer-batch only apply with --inference: add "
+        "--inference, or drop them\n"
+    )

@@ -138,3 +138,18 @@ def test_max_micro_batch_takes_a_trainspec() -> None:
 
     with pytest.raises(SpecError, match=r"max_micro_batch takes a TrainSpec, got str"):
         max_micro_batch("gpt2")  # type: ignore[arg-type]
+
+
+def test_max_micro_batch_takes_a_live_module_with_its_sample() -> None:
+    import torch
+    from torch import nn
+
+    net = nn.Sequential(nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 10))
+    sample = (torch.randn(4, 4096), torch.randint(0, 10, (4,)))
+    found = max_micro_batch(
+        model=net, sample=sample, loss=nn.functional.cross_entropy, device="rtx-4060", limit=64
+    )
+    assert found.device_name == "rtx-4060" and found.batch == 64
+    assert net.training and next(net.parameters()).device.type == "cpu"  # the module untouched
+    with pytest.raises(SpecError, match="give either a TrainSpec or keyword arguments"):
+        max_micro_batch(TrainSpec(model="gpt2"), sample=sample)

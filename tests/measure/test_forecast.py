@@ -112,6 +112,12 @@ def test_a_busy_machine_is_warned_about_on_the_cpu_only():
         "than predicted, which assumes an idle CPU",
         True,
     )
+    unpredicted = forecast(None, DeviceKind.CPU, Precision.FP32, 4, LAPTOP, load=11.7)
+    assert forecast_lines(unpredicted)[-1] == (
+        "warning: this machine is busy (load average 11.7 on 4 cores): steps will take longer "
+        "than on an idle CPU",
+        True,
+    )
     idle = forecast(_Estimate(_step(1.0)), DeviceKind.CPU, Precision.FP32, 4, LAPTOP, load=3.9)
     gpu = forecast(_Estimate(_step(1.0)), DeviceKind.CUDA, Precision.FP32, 4, LAPTOP, load=11.7)
     assert idle.load is gpu.load is None

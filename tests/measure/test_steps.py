@@ -112,6 +112,12 @@ def test_a_model_failing_its_own_forward_is_one_line_naming_the_module():
     assert info.value.__cause__ is None and info.value.__context__ is None
 
 
+def test_a_model_calling_sys_exit_is_one_line_not_an_exit():
+    spec = TrainSpec(**{**BROKEN, "model": "tests.measure_models:exiting_mlp"})
+    with pytest.raises(MeasureError, match=r"forward pass at step 1 .*: SystemExit: 5 \(at "):
+        measure(spec, steps=2, warmup=1, device="cpu")
+
+
 def test_out_of_memory_names_the_phase_the_batch_and_what_was_free():
     measure_models.LIMITS["train"] = 2
     with pytest.raises(
@@ -494,7 +500,17 @@ def test_measure_command_max_batch_and_latency_tables(capsys):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--effective-batch", "8"], "--effective-batch only apply with --max-batch or --latency"),
+        (
+            ["--effective-batch", "8"],
+            "--effective-batch only applies with --max-batch: add --max-batch, or drop it",
+        ),
+        (
+            ["--runs", "5", "--latency-batch", "4"],
+            "--latency-batch, --runs only apply with --latency",
+        ),
+        (["--limit", "64"], "--limit only applies with --max-batch"),
+        (["--out", "no/such/folder/m.json"], "its folder "),
+        (["--out", "."], "--out . is a directory: give the path of a .json file"),
         (["--max-batch", "--latency"], "choose one of --max-batch and --latency"),
         (["--steps", "0"], "--steps must be at least 1"),
         (["--warmup", "0"], "--warmup at least 1 (the first step creates the optimizer state)"),

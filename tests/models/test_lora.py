@@ -4,6 +4,8 @@ CLI flags and errors, and a real CPU step through peft agreeing with the estimat
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -208,6 +210,38 @@ def test_unknown_target_lists_candidates(gpt2_dir: str) -> None:
         "LoRA target module 'q_proj' is not in the model; its Linear modules are named "
         "c_attn, c_fc, c_proj"
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "known"),
+    [
+        (
+            "nn.Linear(8, 4)",
+            "its only Linear module, 'head', is the output head (adapt it with "
+            "--lora-targets head)",
+        ),
+        ("nn.Conv1d(8, 4, 1)", "it has no Linear module for adapters"),
+    ],
+)
+def test_unknown_target_on_a_model_without_candidates_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, known: str
+) -> None:
+    (tmp_path / "one_head_mod.py").write_text(
+        "from torch import nn\n\n\n"
+        "class M(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        f"        self.head = {body}\n\n"
+        "    def forward(self, x):\n"
+        "        return self.head(x)\n\n\n"
+        "def make():\n"
+        "    return M()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "one_head_mod", raising=False)
+    with pytest.raises(SpecError) as info:
+        estimate(model="one_head_mod:make", inputs=("x=B,8",), lora={"rank": 4, "targets": "q"})
+    assert str(info.value) == f"LoRA target module 'q' is not in the model; {known}"
 
 
 def test_cli_errors_one_line(capsys: pytest.CaptureFixture[str], gpt2_dir: str) -> None:

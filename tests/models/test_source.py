@@ -103,3 +103,47 @@ def test_seq_len_goes_into_a_zoo_models_declared_sequence_dimension() -> None:
 def test_seq_len_that_cannot_apply_is_an_error(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(SpecError, match=message):
         build_program(TrainSpec(**kwargs), "meta")
+
+
+def test_an_unreachable_hub_id_is_one_line_without_the_hubs_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import logging
+
+    import transformers
+    from huggingface_hub.utils import logging as hub_logging
+
+    def offline(name: str, **kwargs: object) -> None:
+        hub_logging.get_logger("huggingface_hub.utils._http").warning("Retrying in 1s [Retry 1/5].")
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    hub = logging.getLogger("huggingface_hub")
+    level = hub.level
+    hub.addHandler(handler)
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", offline)
+    try:
+        with pytest.raises(ModelLoadError, match="couldn't connect"):
+            build_program(TrainSpec(model="someorg/somemodel", seq_len=16), "meta")
+    finally:
+        hub.removeHandler(handler)
+    assert records == []
+    assert hub.level == level  # NB: the hub's own level is given back
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (None, r"holds no config\.json: give the folder a transformers model was saved to"),
+        ("[1, 2, 3]", r"config\.json must hold a JSON object of the config's fields, got a list"),
+    ],
+)
+def test_a_directory_without_a_config_object_says_so(
+    tmp_path: Path, config: str | None, message: str
+) -> None:
+    if config is not None:
+        (tmp_path / "config.json").write_text(config)
+    with pytest.raises(ModelLoadError, match=message):
+        build_program(TrainSpec(model=str(tmp_path), seq_len=16), "meta")

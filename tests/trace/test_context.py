@@ -57,6 +57,19 @@ USER_CODE = textwrap.dedent(
 
     def loss(output, batch):
         return output[batch["nope"]].sum()
+
+
+    def exits(output, batch):
+        raise SystemExit(3)
+
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise ValueError("no words")
+
+
+    def unprintable(model, batch):
+        raise Unprintable()
     """
 )
 
@@ -105,6 +118,26 @@ def test_a_key_error_in_a_loss_names_its_line(user_module: Path) -> None:
         )
     where = f"{user_module}:{_line(user_module, 'nope')}"
     assert f"KeyError: 'nope' (at {where})" in str(raised.value)
+
+
+def test_a_loss_that_calls_sys_exit_is_an_error_not_an_exit(user_module: Path) -> None:
+    with pytest.raises(TraceError) as raised:
+        estimate(
+            model="user_code_for_trace:fine", inputs=("x=B,8",), loss="user_code_for_trace:exits"
+        )
+    where = f"{user_module}:{_line(user_module, 'raise SystemExit(3)')}"
+    assert f"SystemExit: 3 (at {where})" in str(raised.value)
+
+
+def test_an_exception_whose_message_fails_is_still_one_line(user_module: Path) -> None:
+    with pytest.raises(TraceError) as raised:
+        estimate(
+            model="user_code_for_trace:fine",
+            inputs=("x=B,8",),
+            step_fn="user_code_for_trace:unprintable",
+        )
+    where = f"{user_module}:{_line(user_module, 'raise Unprintable()')}"
+    assert f"Unprintable: (its message could not be rendered) (at {where})" in str(raised.value)
 
 
 def test_an_op_that_fails_names_the_users_line(user_module: Path) -> None:

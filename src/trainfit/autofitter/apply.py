@@ -19,6 +19,11 @@ from torch import nn
 
 from trainfit.errors import SpecError
 from trainfit.models.live import CHECKPOINT_MARK, is_hf_model
+from trainfit.models.program import (
+    hf_checkpointing,
+    hf_checkpointing_disable,
+    hf_checkpointing_enable,
+)
 from trainfit.models.source import build_program
 from trainfit.spec import Precision, TrainSpec
 from trainfit.training import enable_checkpointing
@@ -92,7 +97,7 @@ def apply_checkpointing(model: nn.Module, spec: TrainSpec) -> tuple[str, ...]:
     ):
         # NB: the estimate checkpoints the blocks of the largest ModuleList (the layers),
         # which are the modules transformers checkpoints in its models
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        hf_checkpointing_enable(model, {"use_reentrant": False})
         return (HF_CHECKPOINTING,)
     names = checkpoint_names(spec)
     modules = dict(model.named_modules())
@@ -107,8 +112,8 @@ def remove_checkpointing(model: nn.Module) -> None:
         forward = vars(module).get("forward")
         if forward is not None and getattr(forward, CHECKPOINT_MARK, False):
             del module.forward
-    if is_hf_model(model) and getattr(model, "is_gradient_checkpointing", False):
-        model.gradient_checkpointing_disable()
+    if is_hf_model(model) and hf_checkpointing(model):
+        hf_checkpointing_disable(model)
 
 
 def _wrap(module: nn.Module) -> None:

@@ -39,6 +39,7 @@ from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.measure.backend import Backend, backend_for
 from trainfit.measure.compare import local_catalog_device
 from trainfit.models.live import LiveModel, UserBatch, registered
+from trainfit.models.program import hf_checkpointing, hf_checkpointing_enable
 from trainfit.optim import optimizer_entry, optimizer_kind
 from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan
 from trainfit.plan.search import plan
@@ -267,7 +268,7 @@ class _Undo:
         self.model = model
         self.requires_grad = [(p, p.requires_grad) for p in model.parameters()]
         self.forwards = [(m, vars(m).get("forward")) for m in model.modules()]
-        self.hf_checkpointing = bool(getattr(model, "is_gradient_checkpointing", False))
+        self.hf_checkpointing = hf_checkpointing(model)
         self.placement = [
             (t, t.device, t.dtype) for t in itertools.chain(model.parameters(), model.buffers())
         ]
@@ -284,9 +285,7 @@ class _Undo:
             if forward is not None:
                 m.forward = forward
         if self.hf_checkpointing:
-            model.gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False}
-            )
+            hf_checkpointing_enable(model, {"use_reentrant": False})
         with torch.no_grad():
             for t, device, dtype in self.placement:
                 if t.device != device or t.dtype != dtype:

@@ -20,9 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="plan greedy generation (KV cache, prefill, decode) instead of training",
     )
-    group.add_argument("--context", type=int, default=None, help="prompt tokens (--inference)")
     group.add_argument(
-        "--new-tokens", type=int, default=None, help="tokens generated per sequence (--inference)"
+        "--context", type=int, default=None, help="prompt tokens (required with --inference)"
+    )
+    group.add_argument(
+        "--new-tokens",
+        type=int,
+        default=None,
+        help="tokens generated per sequence (required with --inference)",
     )
     group.add_argument(
         "--inference-precision",

@@ -204,23 +204,47 @@ def _same_kind(target: str, backend: Any) -> None:
         )
 
 
+def _check_out(out: str | None) -> None:
+    """Before any step runs: --out names a file in a folder that exists."""
+    from trainfit.errors import MeasureError
+
+    if out is None:
+        return
+    folder = os.path.dirname(os.path.abspath(out))
+    if os.path.isdir(out):
+        raise MeasureError(f"--out {out} is a directory: give the path of a .json file")
+    if not os.path.isdir(folder):
+        raise MeasureError(f"--out {out}: its folder {folder} does not exist: create it first")
+
+
 def _check(args: argparse.Namespace) -> None:
     from trainfit.errors import MeasureError
 
-    wrong = [
-        flag
-        for flag, given in (
-            ("--effective-batch", args.effective_batch is not None),
-            ("--eval-batch", args.eval_batch is not None),
-            ("--no-eval", args.no_eval),
-            ("--attempt-steps", args.attempt_steps != 3),
-        )
-        if given and not args.max_batch
-    ]
-    if args.latency_batch and not args.latency:
-        wrong.append("--latency-batch")
-    if wrong:
-        raise MeasureError(f"{', '.join(wrong)} only apply with --max-batch or --latency")
+    for mode, on, flags in (
+        (
+            "--max-batch",
+            args.max_batch,
+            (
+                ("--effective-batch", args.effective_batch is not None),
+                ("--eval-batch", args.eval_batch is not None),
+                ("--no-eval", args.no_eval),
+                ("--attempt-steps", args.attempt_steps != 3),
+                ("--limit", args.limit != 4096),
+            ),
+        ),
+        (
+            "--latency",
+            args.latency,
+            (("--latency-batch", bool(args.latency_batch)), ("--runs", args.runs != 100)),
+        ),
+    ):
+        wrong = [flag for flag, given in flags if given]
+        if wrong and not on:
+            verb, them = ("applies", "it") if len(wrong) == 1 else ("apply", "them")
+            raise MeasureError(
+                f"{', '.join(wrong)} only {verb} with {mode}: add {mode}, or drop {them}"
+            )
+    _check_out(args.out)
     if args.max_batch and args.latency:
         raise MeasureError("choose one of --max-batch and --latency")
     if args.steps is not None and (args.max_batch or args.latency):

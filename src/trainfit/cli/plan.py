@@ -55,9 +55,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="catalog name, HF model directory or hub id, or pkg:fn; or a plan spec file "
         "(SPEC.yaml: docs/spec-file.md), whose values the options given here override",
     )
-    model.add_argument("--seq", type=int, default=None, help="sequence length")
     model.add_argument(
-        "--input", action="append", default=[], metavar="NAME=B,...:DTYPE", help="an input"
+        "--seq",
+        type=int,
+        default=None,
+        help="sequence length (default: the model's maximum positions, at most 1024)",
+    )
+    model.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=B,...:DTYPE",
+        help="an input of a plain module, e.g. 'x=B,3,224,224:float32' (repeatable)",
     )
     model.add_argument("--multiplier", type=int, default=1, help="per-sample multiplier")
     model.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
@@ -131,7 +140,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(with --stage: the last stage's step; every stage is scaled by the same ratio)",
     )
     time.add_argument(
-        "--measured-on", default=None, help="the device --measured-step was measured on"
+        "--measured-on",
+        default=None,
+        help="the device --measured-step was measured on (default: the first --device)",
     )
     inference.add_arguments(parser)
     output = helps.group(parser, helps.OUTPUT)

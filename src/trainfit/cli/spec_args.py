@@ -15,7 +15,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options that make a TrainSpec (all but the model and the target device), in the groups
     of `trainfit.cli.help` (model, batch, precision and memory)."""
     model = helps.group(parser, helps.MODEL)
-    model.add_argument("--seq", type=int, default=None, help="sequence length")
+    model.add_argument(
+        "--seq",
+        type=int,
+        default=None,
+        help="sequence length (default: the model's maximum positions, at most 1024)",
+    )
     model.add_argument(
         "--input",
         action="append",

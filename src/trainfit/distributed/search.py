@@ -34,7 +34,7 @@ from trainfit.distributed.strategy import (
     divisors,
 )
 from trainfit.distributed.units import Units, units
-from trainfit.errors import SpecError, TrainfitError
+from trainfit.errors import SpecError, TrainfitError, check_argument
 from trainfit.hardware.catalog import Device, DeviceKind, cheapest_instance, get_device, instances
 from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
@@ -209,7 +209,14 @@ def plan_distributed(
 ) -> DistributedPlan | None:
     """The fewest GPUs of `device` (a CUDA GPU) that hold `spec` (its precision is used; its
     batch is replaced) for `effective_batch`, or None when none up to MAX_GPUS (or the given
-    layout) does. `shared` keeps the traces for the same job's plans on other GPUs."""
+    layout) does. `shared` keeps the traces for the same job's plans on other GPUs. `device`
+    may be given by its catalog name."""
+    check_argument(
+        "plan_distributed", "spec", spec, TrainSpec, "plan_distributed(TrainSpec(model=...), ...)"
+    )
+    if isinstance(device, str):
+        device = get_device(device)
+    check_argument("plan_distributed", "device", device, Device, "a catalog name such as 'h100'")
     if device.kind is not DeviceKind.CUDA or not device.memory_bytes:
         raise SpecError([f"device {device.name!r}: multi-GPU plans are for CUDA GPUs only"])
     if strategy is not None and offload is not None:

@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from trainfit.errors import SpecError, TrainfitError
+from trainfit.errors import SpecError, TrainfitError, check_argument
 from trainfit.estimator.generation import InferenceEstimate, estimate_inference
 from trainfit.estimator.labels import FigureLabel, How
 from trainfit.estimator.storage import InferencePrecision
@@ -96,6 +96,9 @@ def estimate_forward(
 ) -> ForwardEstimate:
     """Predict memory and latency of one `torch.no_grad()` forward of `spec`'s model (its
     inputs, sequence length and loss as for training) at `batch` samples on `device`."""
+    check_argument(
+        "estimate_forward", "spec", spec, TrainSpec, "estimate_forward(TrainSpec(model=...))"
+    )
     from trainfit.estimator.step import gpu_memory
     from trainfit.timing.constants import calibration
     from trainfit.timing.missing import RateMissing

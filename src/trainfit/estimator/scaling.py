@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
@@ -300,15 +301,27 @@ def _mismatch(a: list[Event], b: list[Event]) -> NotAffine | None:
 
 
 def max_micro_batch(
-    spec: TrainSpec,
+    spec: TrainSpec | None = None,
     margin: float = 0.0,
     limit: int = 1 << 16,
     scaling: BatchScaling | None = None,
+    *,
+    sample: Any = None,
+    **fields: Any,
 ) -> MaxBatch:
     """The largest micro-batch of `spec` whose step fits `spec.device` less `margin`.
 
-    `margin` is the fraction of the device's memory kept free (0.1 keeps 10%).
+    `margin` is the fraction of the device's memory kept free (0.1 keeps 10%). Without a
+    TrainSpec, its fields as keyword arguments, as `estimate` takes them: a live `nn.Module`
+    with its `sample` batch, `max_micro_batch(model=net, sample=x, device="rtx-4060")`.
     """
+    if spec is not None and (fields or sample is not None):
+        raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
+    if spec is None and (fields or sample is not None):
+        from trainfit.models.live import live_fields
+
+        with live_fields(fields, sample) as given:
+            return max_micro_batch(TrainSpec(**given), margin, limit, scaling)
     if not isinstance(spec, TrainSpec):
         raise SpecError(
             [
@@ -316,8 +329,8 @@ def max_micro_batch(
                 "max_micro_batch(TrainSpec(model=...))"
             ]
         )
-    if not 0.0 <= margin < 1.0:
-        raise SpecError([f"margin must be a fraction in [0, 1), got {margin}"])
+    if not isinstance(margin, (int, float)) or isinstance(margin, bool) or not 0 <= margin < 1:
+        raise SpecError([f"margin must be a fraction in [0, 1), got {margin!r}"])
     scaling = scaling or scale_batch(spec)
     budget = int(scaling.device.memory_bytes * (1.0 - margin))
     needed: Callable[[int], int] = scaling.needed_bytes

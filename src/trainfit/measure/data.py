@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from trainfit.errors import TrainfitError
+from trainfit.errors import USER_CODE_ERRORS, TrainfitError, raised_in_user_code
 from trainfit.models.imports import resolve
 
 
@@ -122,5 +122,5 @@ def _users(call: Callable[[], Any], what: str) -> Any:
         return call()
     except TrainfitError:
         raise
-    except Exception as exc:  # the user's own code: its type and message, no traceback
-        raise DataLoaderError(f"{what} raised {type(exc).__name__}: {exc}") from exc
+    except USER_CODE_ERRORS as exc:  # the user's own code: its type and message, no traceback
+        raise DataLoaderError(f"{what} raised {raised_in_user_code(exc)}") from exc

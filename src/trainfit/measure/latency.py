@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from trainfit.errors import MeasureError
+from trainfit.errors import MeasureError, check_argument
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import first_line, setup_failure
 from trainfit.models.source import build_program
@@ -105,6 +105,9 @@ def measure_latency(
     backend: Backend | None = None,
 ) -> LatencyTable:
     """p50/p95/p99 of one forward pass of `spec`'s model at each batch (see the module)."""
+    check_argument(
+        "measure_latency", "spec", spec, TrainSpec, "measure_latency(TrainSpec(model=...))"
+    )
     problems = [f"batch {b} is not a positive number" for b in batches if b < 1]
     if runs < 2:
         problems.append(f"--runs must be at least 2 for percentiles, got {runs}")

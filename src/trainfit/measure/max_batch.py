@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from trainfit.errors import MeasureError
+from trainfit.errors import MeasureError, check_argument
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import ModuleTracker, device_rig, first_line, setup_failure
@@ -350,6 +350,9 @@ def find_max_batch(
     reserve_bytes: int = 0,
 ) -> RealMaxBatch:
     """The largest micro-batch of `spec` that trains on the local device (see the module)."""
+    check_argument(
+        "find_max_batch", "spec", spec, TrainSpec, "find_max_batch(TrainSpec(model=...))"
+    )
     rank, world_size = world()
     predicted = start
     _check_arguments(steps, limit, effective_batch, eval_batch, world_size)

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainfit.errors import MeasureError, user_frame
+from trainfit.errors import USER_CODE_ERRORS, MeasureError, message_of, user_frame
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.hardware.units import GIB
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
@@ -309,7 +309,7 @@ def measure(
     try:
         rig, trainable = device_rig(spec, backend.device, build_on)
         batch = rig.program.make_batch(backend.device, True)
-    except Exception as exc:
+    except USER_CODE_ERRORS as exc:
         failure = setup_failure(exc, backend, free_at_start)
     if failure is not None:
         raise failure
@@ -326,7 +326,7 @@ def measure(
         if marks.iteration == 0:
             raise
         run.interrupted = True
-    except Exception as exc:
+    except USER_CODE_ERRORS as exc:
         # NB: raised after the handler, so that the error does not keep the failed step's
         # frames (and their tensors) alive as its __context__
         failure = _failure(exc, spec, backend, marks, tracker.current, free_at_start)
@@ -474,13 +474,13 @@ _USED_METHOD = {
 def first_line(exc: BaseException) -> str:
     """The exception's type, the first line of its message (300 characters at most) and the
     user's frame that raised it, where known."""
-    text = str(exc).strip()
+    text = message_of(exc).strip()
     line = f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
     where = user_frame(exc)
     return f"{line} (at {where})" if where else line
 
 
-def setup_failure(exc: Exception, backend: Backend, free_at_start: int | None) -> MeasureError:
+def setup_failure(exc: BaseException, backend: Backend, free_at_start: int | None) -> MeasureError:
     """One line for an error while building the model on the device and making its batch."""
     if isinstance(exc, MeasureError):
         return exc

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from trainfit.errors import ModelLoadError, raised_in_user_code
+from trainfit.errors import USER_CODE_ERRORS, ModelLoadError, raised_in_user_code
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -31,7 +31,7 @@ def resolve(path: str, what: str) -> Callable[..., Any]:
             f"cannot import module {module_name!r} for {what} {path!r}: {exc}; "
             "check the name and that its folder is on PYTHONPATH"
         ) from exc
-    except Exception as exc:  # NB: the user's module failed while it was imported
+    except USER_CODE_ERRORS as exc:  # NB: the user's module failed while it was imported
         raise ModelLoadError(
             f"importing module {module_name!r} for {what} {path!r} failed: "
             f"{raised_in_user_code(exc)}"

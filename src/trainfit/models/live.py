@@ -41,12 +41,14 @@ import torch
 from torch import nn
 
 from trainfit.errors import (
+    USER_CODE_ERRORS,
     ModelLoadError,
     SpecError,
     TraceError,
     TrainfitError,
     raised_in_user_code,
 )
+from trainfit.models.program import hf_checkpointing, hf_checkpointing_disable
 from trainfit.models.source import default_loss
 from trainfit.spec import InputSpec
 
@@ -149,8 +151,8 @@ def meta_copy(model: nn.Module) -> nn.Module:
         forward = vars(module).get("forward")
         if forward is not None and getattr(forward, CHECKPOINT_MARK, False):
             del module.forward
-    if is_hf_model(copied) and getattr(copied, "is_gradient_checkpointing", False):
-        copied.gradient_checkpointing_disable()
+    if is_hf_model(copied) and hf_checkpointing(copied):
+        hf_checkpointing_disable(copied)
     return copied
 
 
@@ -272,7 +274,7 @@ def register_model(
             return run_step(m, rebuild(batch), loss_fn, step_fn)
         except (TrainfitError, NotImplementedError):
             raise  # NB: the tracer words these (an op that failed, one it cannot run)
-        except Exception as exc:
+        except USER_CODE_ERRORS as exc:
             raise TraceError(forward_failure(exc, m, "the sample batch")) from None
 
     registration = Registration(key, factory, step)

@@ -82,14 +82,21 @@ def default_targets(model: nn.Module) -> list[str] | str:
 def _check_targets(model: nn.Module, targets: tuple[str, ...]) -> None:
     names = [n for n, _ in model.named_modules() if n]
     missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
-    if missing:
-        raise SpecError(
-            [
-                f"LoRA target module {t!r} is not in the model; its Linear modules are named "
-                f"{', '.join(candidate_names(model))}"
-                for t in missing
-            ]
+    if not missing:
+        return
+    candidates = candidate_names(model)
+    if candidates:
+        known = f"its Linear modules are named {', '.join(candidates)}"
+    else:
+        head = output_head(model)
+        name = next((n for n, m in model.named_modules() if m is head), None)
+        known = (
+            "it has no Linear module for adapters"
+            if name is None
+            else f"its only Linear module, {name!r}, is the output head (adapt it with "
+            f"--lora-targets {name.rsplit('.', 1)[-1]})"
         )
+    raise SpecError([f"LoRA target module {t!r} is not in the model; {known}" for t in missing])
 
 
 def _peft() -> Any:
@@ -124,6 +131,10 @@ def wrap_with_lora(
     with torch.device(device), warnings.catch_warnings():
         # NB: peft warns that it sets fan_in_fan_out for transformers' Conv1D (GPT-2), as it must
         warnings.filterwarnings("ignore", message="fan_in_fan_out", category=UserWarning)
+        # NB: peft reads transformers' deprecated is_gradient_checkpointing (5.2x warns)
+        warnings.filterwarnings(
+            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
         try:
             wrapped = peft.get_peft_model(model, config)
         except ValueError as exc:

@@ -123,3 +123,30 @@ class StepProgram:
     """A transformers model's task ("causal-lm", ...); None for a plain module."""
     model_class: ModelClass | None = None
     """The transformers class the model was built as, and why; None for a plain module."""
+
+
+def hf_checkpointing_enable(model: nn.Module, kwargs: dict[str, object] | None = None) -> None:
+    """Turn on a transformers model's own checkpointing, with `kwargs` for
+    torch.utils.checkpoint: `activation_checkpointing_enable`, its name since transformers
+    5.2x, else `gradient_checkpointing_enable` (the old name warns where the new one exists)."""
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is None:
+        enable = model.gradient_checkpointing_enable
+    enable(kwargs)
+
+
+def hf_checkpointing_disable(model: nn.Module) -> None:
+    """Turn off a transformers model's own checkpointing (see `hf_checkpointing_enable`)."""
+    disable = getattr(model, "activation_checkpointing_disable", None)
+    if disable is None:
+        disable = model.gradient_checkpointing_disable
+    disable()
+
+
+def hf_checkpointing(model: nn.Module) -> bool:
+    """Whether a transformers model's own checkpointing is on (False for any other module),
+    read without the deprecated property where the new one exists."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), name):
+            return getattr(model, name) is True
+    return False

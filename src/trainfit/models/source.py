@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import json
+import logging
 import os
 from typing import Any
 
@@ -17,7 +19,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainfit.errors import ModelLoadError, SpecError, TrainfitError, raised_in_user_code
+from trainfit.errors import (
+    USER_CODE_ERRORS,
+    ModelLoadError,
+    SpecError,
+    TrainfitError,
+    raised_in_user_code,
+)
 from trainfit.models import catalog as _catalog
 from trainfit.models import weights as _weights
 from trainfit.models.heads import (
@@ -64,6 +72,7 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
     elif is_import_path(spec.model):
         program = _module_program(spec, spec.model, (), device, f"{spec.model} (import path)")
     elif os.path.isdir(spec.model):
+        _check_config_file(spec.model)
         config = _hf_config_from_pretrained(spec.model)
         declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
         origin = f"{spec.model} (local config)"
@@ -119,16 +128,23 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
 
 
 def model_problems(
-    model: str, loss: str | None, step_fn: str | None, inputs: bool = False
+    model: str,
+    loss: str | None,
+    step_fn: str | None,
+    inputs: bool = False,
+    task: str | None = None,
 ) -> list[str]:
     """What would stop `build_program` from finding the model, its loss or its step
     function, each a line, without building anything: a name not in the catalog, an import
     path that does not import, a directory without config.json, `loss` or `inputs` on a
-    transformers model. A hub id is looked up only when the model is built."""
+    transformers model, `task` on a plain module. A hub id is looked up only when the model
+    is built."""
     problems: list[str] = []
     row = _catalog.find(model)
     transformers_model = row is not None and row.kind != "module"
     origin = f"{model} (catalog)"
+    if task and (is_import_path(model) if row is None else row.kind == "module"):
+        problems.append(_task_on_a_module(task, origin if row else f"{model} (import path)"))
     try:
         if row is None and is_import_path(model):
             resolve(model, "model factory")
@@ -154,6 +170,14 @@ def model_problems(
         except SpecError as exc:
             problems += exc.problems
     return problems
+
+
+def _task_on_a_module(task: str, origin: str) -> str:
+    """The line for `--task` given for a plain module, which would otherwise be ignored."""
+    return (
+        f"--task {task} is for a transformers model: {origin} is a plain module, whose "
+        "output is what it returns; drop --task (give --loss or --step-fn for another loss)"
+    )
 
 
 def _checked_loss(fn: LossFn, where: str) -> LossFn:
@@ -186,8 +210,34 @@ def _hf_config_from_dict(values: dict[str, Any]) -> Any:
     return transformers.AutoConfig.for_model(model_type, **values)
 
 
+def _check_config_file(directory: str) -> None:
+    """A model directory holds config.json, a JSON object (transformers' own errors for these
+    speak of a missing model_type, or of list indices)."""
+    path = os.path.join(directory, "config.json")
+    if not os.path.isfile(path):
+        raise ModelLoadError(
+            f"model directory {directory} holds no config.json: give the folder a transformers "
+            "model was saved to (save_pretrained), a hub id, or a catalog name (trainfit models)"
+        )
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return  # NB: transformers words an unreadable file itself
+    if not isinstance(data, dict):
+        raise ModelLoadError(
+            f"{path} must hold a JSON object of the config's fields, got a "
+            f"{type(data).__name__}: fix config.json"
+        )
+
+
 def _hf_config_from_pretrained(name: str) -> Any:
     transformers = _transformers()
+    hub = logging.getLogger("huggingface_hub")
+    level = hub.level
+    # NB: without a network the hub logs each failed request and retry (five lines on stderr
+    # before the error says the same in one): its warnings are off for the lookup
+    hub.setLevel(logging.ERROR)
     try:
         return transformers.AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as exc:
@@ -199,6 +249,8 @@ def _hf_config_from_pretrained(name: str) -> Any:
         raise ModelLoadError(
             f"the transformers config of {name!r} is invalid: {_words(exc)}; fix config.json"
         ) from exc
+    finally:
+        hub.setLevel(level)
 
 
 def _words(exc: BaseException) -> str:
@@ -352,13 +404,15 @@ def _module_program(
     device: torch.device,
     origin: str,
 ) -> StepProgram:
+    if spec.task:
+        raise SpecError([_task_on_a_module(spec.task, origin)])
     factory = resolve(factory_path, "model factory")
     try:
         with torch.device(device):
             model = factory()
     except TrainfitError:
         raise
-    except Exception as exc:  # NB: the user's factory may raise anything
+    except USER_CODE_ERRORS as exc:  # NB: the user's factory may raise anything
         raise ModelLoadError(
             f"model factory {factory_path} failed: {raised_in_user_code(exc)}"
         ) from exc

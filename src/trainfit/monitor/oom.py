@@ -24,6 +24,11 @@ import torch
 from torch import nn
 
 from trainfit.errors import TrainfitError
+<<<<<<< HEAD
+=======
+from trainfit.hardware.units import gib
+from trainfit.models.program import hf_checkpointing
+>>>>>>> s5-audit
 from trainfit.monitor.phase import StepPhase
 from trainfit.optim import optimizer_entries, optimizer_entry
 from trainfit.plan.options import Change
@@ -189,9 +194,7 @@ def observe(
     if model is not None:
         first = next(model.parameters(), None)
         low = first is not None and first.dtype in (torch.float16, torch.bfloat16)
-        checkpointing = any(
-            getattr(m, "is_gradient_checkpointing", False) is True for m in model.modules()
-        )
+        checkpointing = any(hf_checkpointing(m) for m in model.modules())
     return Observed(
         autocast=autocast,
         low_precision_parameters=low,

@@ -7,6 +7,7 @@ import multiprocessing
 import signal
 from concurrent.futures import ProcessPoolExecutor
 
+from trainfit.errors import USER_CODE_ERRORS
 from trainfit.estimator.step import gpu_memory
 from trainfit.hardware.catalog import Device
 from trainfit.spec import OptimizerKind, TrainSpec
@@ -97,6 +98,6 @@ def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:
     try:
         trace = trace_step(spec, target=Target.of(device))
         result, context = gpu_memory(trace, spec, device)
-    except Exception:  # the main process does the step again and reports it
+    except USER_CODE_ERRORS:  # the main process does the step again and reports it
         return None
     return result.peak_reserved_bytes + context

@@ -350,11 +350,16 @@ def forecast_lines(forecast: Forecast) -> list[tuple[str, bool]]:
     if forecast.slow_half is not None:
         out.append((f"warning: {slow_half_text(forecast.slow_half)}", True))
     if forecast.load is not None:
+        predicted = step is not None and forecast.total_seconds is not None
         out.append(
             (
                 f"warning: this machine is busy (load average {forecast.load:.1f} on "
-                f"{forecast.cores} cores): steps will take longer than predicted, which assumes "
-                "an idle CPU",
+                f"{forecast.cores} cores): "
+                + (
+                    "steps will take longer than predicted, which assumes an idle CPU"
+                    if predicted
+                    else "steps will take longer than on an idle CPU"
+                ),
                 True,
             )
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
 import types
 import typing
@@ -26,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from trainfit.errors import SpecFileError
+from trainfit.errors import SpecFileError, check_argument
 from trainfit.specfile.schema import Data, ModelEntry, PlanFile, Training
 
 _PLAIN_TAGS = frozenset(
@@ -46,6 +47,7 @@ _FLAT_SECTIONS: dict[str, type] = {"training": Training, "data": Data}
 
 def load_plan_spec(path: str | Path) -> PlanFile:
     """Load and check a plan spec file; `SpecFileError` lists every problem with its line."""
+    check_argument("load_plan_spec", "path", path, (str, os.PathLike), "the spec file's path")
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -258,6 +260,7 @@ class _Reader:
         if origin is list:
             (item,) = typing.get_args(kind)
             if isinstance(node, yaml.ScalarNode):  # NB: one item may be given without a list
+                self.lines.setdefault(f"{path}[0]", line)
                 value = self.read(node, item, path)
                 return _BAD if value is _BAD else [value]
             values = [self.read(n, item, f"{path}[{i}]") for i, n in enumerate(node.value)]
@@ -351,7 +354,12 @@ class _Reader:
             if key not in fields:
                 extra = [n for section in _FLAT_SECTIONS.values() for n in _names(section)]
                 candidates = list(fields) + (extra if kind is ModelEntry else [])
-                self.problem(key_node.start_mark.line + 1, _unknown(key, path, candidates))
+                text = (
+                    _model_field_at_the_top(key)
+                    if kind is PlanFile and key in _names(ModelEntry)
+                    else _unknown(key, path, candidates)
+                )
+                self.problem(key_node.start_mark.line + 1, text)
                 bad = True
                 continue
             child = f"{path}.{key}" if path else key
@@ -429,6 +437,14 @@ def _unknown(key: str, path: str, candidates: list[str]) -> str:
     close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}?" if close else f"fields: {', '.join(candidates)}"
     return f"unknown field {key!r} in {_where(path)} ({hint})"
+
+
+def _model_field_at_the_top(key: str) -> str:
+    """A model's own field (`inputs`, `seq`, `task` ...) given at the file's top level."""
+    return (
+        f"{key!r} is a field of a model, not of the file's top level: write "
+        f"'model: {{model: ..., {key}: ...}}', or give it in an item of 'models:'"
+    )
 
 
 def _tag(tag: str) -> str:

@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import os
 import re
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -156,6 +157,38 @@ class PlanOptions:
     """The device `measured_step` was measured on (default: the first device)."""
     report: str | None = None
     """Directory of the report."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        hints = typing.get_type_hints(PlanOptions)
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if typing.get_origin(hints[f.name]) is tuple and isinstance(value, (str, list)):
+                # NB: one string where a list is expected is one item, as in a spec file
+                value = (value,) if isinstance(value, str) else tuple(value)
+                object.__setattr__(self, f.name, value)
+            if not _accepts(hints[f.name], value):
+                problems.append(f"PlanOptions.{f.name} must be {f.type}, got {value!r}")
+        if problems:
+            raise SpecError(problems)
+
+
+def _accepts(hint: Any, value: object) -> bool:
+    """Whether `value` is of the type hint `hint` (an int is a float; a bool is neither; a
+    path is a str, for the directory fields)."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or isinstance(hint, types.UnionType):
+        return any(_accepts(member, value) for member in typing.get_args(hint))
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        return isinstance(value, tuple) and all(_accepts(item, v) for v in value)
+    if hint in (int, float) and isinstance(value, bool):
+        return False
+    if hint is float:
+        return isinstance(value, (int, float))
+    if hint is str:
+        return isinstance(value, (str, os.PathLike))
+    return isinstance(value, hint)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainfit.errors import SpecError, SpecFileError, TrainfitError
+from trainfit.errors import SpecError, SpecFileError, TrainfitError, check_argument
 from trainfit.estimator.forward import ServingResult
 from trainfit.estimator.generation import InferenceEstimate
 from trainfit.estimator.storage import InferencePrecision
@@ -98,6 +98,9 @@ def run_plan_file(
     a SpecFileError naming the model and its line. The models' files are written whole or not
     at all: into `outputs` (committed by the caller), else committed when every model is
     planned."""
+    check_argument(
+        "run_plan_file", "plan_file", plan_file, PlanFile, "load it with load_plan_spec(path)"
+    )
     if outputs is None:
         with staged_directories() as staged:
             return run_plan_file(
@@ -187,6 +190,7 @@ def run_plan(
     whole or not at all: into `outputs` (committed by the caller), else committed when the
     plan is done; `progress` (else the reporter in effect) is told each device, rung and
     trace."""
+    check_argument("run_plan", "options", options, PlanOptions, "run_plan(PlanOptions(model=...))")
     if outputs is None:
         with staged_directories() as staged:
             return run_plan(options, progress=progress, outputs=staged)
@@ -274,6 +278,7 @@ def option_problems(options: PlanOptions) -> list[str]:
             options.qlora,
         ),
         lambda: options.inference and _inference_precisions(options),
+        lambda: _inference_only(options),
     ]
     problems = []
     for check in checks:
@@ -283,8 +288,28 @@ def option_problems(options: PlanOptions) -> list[str]:
             problems += exc.problems
         except TrainfitError as exc:
             problems.append(str(exc))
-    model = model_problems(options.model, options.loss, options.step_fn, bool(options.input))
+    model = model_problems(
+        options.model, options.loss, options.step_fn, bool(options.input), options.task
+    )
     return problems + model
+
+
+def _inference_only(options: PlanOptions) -> None:
+    """The options of generation, given without --inference, which would be ignored."""
+    given = [
+        flag
+        for flag, value in (
+            ("--context", options.context is not None),
+            ("--new-tokens", options.new_tokens is not None),
+            ("--inference-precision", options.inference_precision != "bf16"),
+            ("--infer-batch", bool(options.infer_batch)),
+        )
+        if value
+    ]
+    if given and not options.inference:
+        raise SpecError(
+            [f"{', '.join(given)} only apply with --inference: add --inference, or drop them"]
+        )
 
 
 def _check_outputs(options: PlanOptions) -> None:

@@ -22,7 +22,13 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from trainfit.errors import TraceError, TrainfitError, raised_in_user_code, user_frame
+from trainfit.errors import (
+    USER_CODE_ERRORS,
+    TraceError,
+    TrainfitError,
+    raised_in_user_code,
+    user_frame,
+)
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.trace.compat import internal_moved
 from trainfit.trace.convert import conversions_in_place
@@ -135,7 +141,7 @@ def traced_failures(recorder: Recorder, what: str, advice: str) -> Iterator[None
             f"an op{where} has no implementation the tracer can run without data ({exc}); "
             "measure this model on the device instead (trainfit measure)"
         ) from exc
-    except Exception as exc:  # NB: the user's code may raise anything (an assert, a KeyError)
+    except USER_CODE_ERRORS as exc:  # NB: the user's code may raise anything (an assert, exit)
         where = f" in module {recorder.module_path!r}" if recorder.module_path else ""
         raise TraceError(f"{what} failed{where}: {raised_in_user_code(exc)}; {advice}") from exc
 

@@ -85,6 +85,7 @@ def _greedy_step(
     cache: object,
     extra: dict[str, int],
     first: bool,
+    cache_arg: str = "past_key_values",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One token of transformers 5's greedy `_sample` loop without an EOS token: the forward,
     the fp32 copy of the last logits, argmax, the ids' and mask's growth, the max-length
@@ -92,7 +93,7 @@ def _greedy_step(
     # NB: position ids and cache positions, which prepare_inputs_for_generation makes from
     # small host-side tensors, are not emulated (a few tiny ops per token)
     inputs = ids if first else ids[:, -1:]
-    out = net(input_ids=inputs, attention_mask=mask, past_key_values=cache, use_cache=True, **extra)
+    out = net(input_ids=inputs, attention_mask=mask, use_cache=True, **{cache_arg: cache}, **extra)
     scores = out.logits[:, -1].to(copy=True, dtype=torch.float32)
     del out
     tokens = torch.argmax(scores, dim=-1)
@@ -137,8 +138,11 @@ def trace_generation(
     net = program.model
     net.eval()
     net.to(dtype)
-    keeps = "logits_to_keep" in inspect.signature(net.forward).parameters
+    parameters = inspect.signature(net.forward).parameters
+    keeps = "logits_to_keep" in parameters
     extra = {"logits_to_keep": 1} if keeps else {}
+    # NB: the cache's argument is `cache` from transformers 5.2x (`past_key_values` warns there)
+    cache_arg = "cache" if "cache" in parameters else "past_key_values"
     cache_keys: set[int] = set()
     with tracing(net, target, None, transformers=True, grad=False) as tracer:
         recorder = tracer.recorder
@@ -150,11 +154,15 @@ def trace_generation(
             mask = torch.ones((batch, context), dtype=torch.int64)
             unfinished = torch.ones(batch, dtype=torch.int64)
             cache = DynamicCache(config=net.config)
-            ids, mask, unfinished = _greedy_step(net, ids, mask, unfinished, cache, extra, True)
+            ids, mask, unfinished = _greedy_step(
+                net, ids, mask, unfinished, cache, extra, True, cache_arg
+            )
             cache_keys |= _keys_of(recorder, cache)
             prefill_end = len(recorder.events)
             recorder.iteration = 1
-            ids, mask, unfinished = _greedy_step(net, ids, mask, unfinished, cache, extra, False)
+            ids, mask, unfinished = _greedy_step(
+                net, ids, mask, unfinished, cache, extra, False, cache_arg
+            )
             cache_keys |= _keys_of(recorder, cache)
             recorder.phase = Phase.SETUP
         layers = _cache_layers(recorder, cache)

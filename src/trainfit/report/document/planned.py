@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from trainfit.errors import check_argument
 from trainfit.estimator.forward import parameter_count
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
@@ -27,6 +28,8 @@ def plan_report(
     """One report of every model planned: under their spec-file names, with the file's title,
     description and claims when `plan_file` is given; the exports asked for beside the configs
     (the last model's `export`)."""
+    for result in models if isinstance(models, (list, tuple)) else [models]:
+        check_argument("plan_report", "models", result, PlanResult, "a list of run_plan's results")
     plans: list[Plan | StagedPlan | ServingOnly] = []
     for result in models:
         if result.plan is not None:

@@ -3,10 +3,11 @@ config files, written whole or not at all."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
-from trainfit.errors import TrainfitError
+from trainfit.errors import TrainfitError, check_argument
 from trainfit.report.document.model import Report
 from trainfit.report.document.plots import render_plots
 from trainfit.report.document.render import to_html, to_json, to_markdown
@@ -18,6 +19,8 @@ def write_report(
     """Write the report's files under `directory` (created if needed), whole or not at all
     (`trainfit.io.atomic_directory`); return their paths (report.html last). TrainfitError
     naming a path that cannot be written."""
+    check_argument("write_report", "report", report, Report, "build it with plan_report(...)")
+    check_argument("write_report", "directory", directory, (str, os.PathLike), "a folder's path")
     from trainfit.io import atomic_directory
 
     with atomic_directory(directory) as temporary:
