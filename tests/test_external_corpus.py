@@ -12,7 +12,7 @@ import statistics
 from collections import defaultdict
 
 import pytest
-from benchmarks.external import compare, fit, fit_apple
+from benchmarks.external import compare, fit, fit_apple, v4
 from benchmarks.external.load import FAMILIES, load_corpus
 
 from trainfit.hardware.catalog import get_device
@@ -25,13 +25,10 @@ ROWS = load_corpus()
 BY_ID = {r.id: r for r in ROWS}
 PREDICTED = {e["id"]: e for e in json.loads(fit.PREDICTIONS.read_text())["rows"]}
 APPLE_V3 = {e["id"]: e for e in json.loads(fit_apple.PREDICTIONS.read_text())["version_3"]["rows"]}
-RECHECK_GEMM = {
-    e["id"]: e
-    for e in json.loads((compare.RESULTS / "heldout_recheck_gemm_seconds.json").read_text())["rows"]
-}
-"""Version 2's held-out predictions recomputed after a matmul's fixed cost became a time
-(benchmarks/external/recheck_gemm.py heldout; the family factors not refitted)."""
 """Model version 3's held-out Apple predictions (the library's default path on a Mac now)."""
+V4 = {e["id"]: e for e in json.loads(v4.PREDICTIONS.read_text())["rows"]}
+"""Model version 4's held-out predictions: the library's default path when they were committed
+(benchmarks/external/v4.py predict), before their errors were computed."""
 FAST_HELDOUT = {
     "consumer-ada": "xhmy-resnet50-fp32-4090-ubuntu",
     "consumer-ampere": "lambda-3090-v1-bert-large-squad-fp32",
@@ -102,17 +99,10 @@ def test_heldout_row_matches_the_committed_prediction(family: str) -> None:
     trace = trace_step(spec, target=Target.of(device))
     timed = step_time(trace.costs, spec, device, trace.tokens_per_sample, trace.trainable_tensors)
     value = compare.predicted_value(row, timed.seconds)
-    # NB: the predictions were committed with the step-time model of their commit; the host
-    # floor fitted later (src/trainfit/timing/host_fit.json) moves these device-bound rows by
-    # well under 2%; a matmul's fixed cost as a time (not FLOPs at the card's rate) moved the
-    # GEMM-bound NVIDIA rows further, by what results/heldout_recheck_gemm_seconds.json
-    # records (the family factors were not refitted)
-    expected = (
-        committed["predicted_value"]
-        if family == "apple-silicon"
-        else RECHECK_GEMM[row.id]["prediction_now"]
-    )
-    assert math.isclose(value, expected, rel_tol=0.02)
+    # NB: version 4's predictions are the library's default path as committed; the older
+    # versions' moved since (the host floor, a matmul's fixed cost as a time, the data-centre
+    # cards' own GEMM efficiencies), by what the rechecks record
+    assert math.isclose(value, V4[row.id]["predicted_value"], rel_tol=0.02)
     # NB: the later host floor moved the one consumer-ada held-out row from 8.0% to 8.2%
     # error (results/heldout_recheck_host_floor.json): the bound allows a point of drift
     assert abs(value / row.value - 1) <= _worst_fitted_error(family) + 0.01
