@@ -110,10 +110,20 @@ def trace_key(spec: TrainSpec, device: Device) -> tuple:
     )
 
 
+class _Unpickler(pickle.Unpickler):
+    """Reads a cache written by `compare trace` run as __main__ (its entries pickled under
+    that module's name) from any other entry point."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "__main__" and name == "Traced":
+            return Traced
+        return super().find_class(module, name)
+
+
 def _load_cache() -> dict[tuple, Traced]:
     if CACHE.exists():
         with CACHE.open("rb") as handle:
-            cached = pickle.load(handle)
+            cached = _Unpickler(handle).load()
         # NB: entries traced before the op table's fields changed cannot be used (nor pickled
         # again): they are dropped and traced anew
         fields = _op_fields()

@@ -127,6 +127,12 @@ def _attention_flops(shape: list[int], causal: bool, backward: bool) -> int:
     return total // 2 if causal else total
 
 
+SHARED = {"conv_fit": {"fp16": "bf16"}, "matmul_unaligned_efficiency": {"fp16": "bf16"}}
+"""Figures fp16 takes from bf16 (same tensor rate on the H100), named in calibration.json and
+filled in when it is read (trainfit.timing.constants): the convolution fit is one fit over
+the bf16 and fp16 convolution rows together; no fp16 unaligned matmul was measured."""
+
+
 def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
     env = micro["environment"]
     device = get_device("h100")
@@ -184,7 +190,6 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
             "memory_efficiency": round(1 / inv_memory, 4) if inv_memory > 0 else None,
             "fixed_seconds": round(max(kernel, fixed - latency), 9),
         }
-    conv_fit["fp16"] = conv_fit["bf16"]
     unaligned = {}
     for dtype in ("bf16", "tf32"):
         rates = [
@@ -194,7 +199,6 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
             and any((d * (2 if dtype == "bf16" else 4)) % 16 for d in r["shape"])
         ]
         unaligned[dtype] = round(statistics.median(rates), 4)
-    unaligned["fp16"] = unaligned["bf16"]
     unaligned["fp32"] = matmul_eff["fp32"]  # no tensor cores: alignment is not the limit
     short, long_ = (
         next(r for r in micro["foreach"] if r["tensors"] == n and r["elements"] == 64)
@@ -320,6 +324,7 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "scaler_host_seconds_per_param": round(max(0.0, scaler_param), 9),
         "lstm_persistent_hidden": LSTM_PERSISTENT_HIDDEN,
         "lstm_step_seconds": lstm,
+        "shared": SHARED,
     }
 
 

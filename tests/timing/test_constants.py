@@ -1,6 +1,10 @@
-"""The step-time model's constants: the optimizers' host cost."""
+"""The step-time model's constants: the optimizers' host cost, the figures fp16 shares with
+bf16."""
 
 from __future__ import annotations
+
+import json
+from importlib import resources
 
 import pytest
 
@@ -37,3 +41,20 @@ def test_an_unmeasured_optimizer_keeps_the_microbenchmark_times_the_scale() -> N
         + 10 * cal.optimizer_host_seconds_per_param["adafactor"]
     ) * cal.host_fit.optimizer_scale
     assert cal.optimizer_host(spec, 10) == pytest.approx(expected)
+
+
+def test_fp16_takes_bf16s_convolution_and_unaligned_matmul_figures_by_name() -> None:
+    """calibration.json names what fp16 shares with bf16 (one convolution fit over both dtypes'
+    rows; no fp16 unaligned matmul measured) instead of holding a copy; read, fp16 has bf16's
+    figures and the calibration says which."""
+    raw = json.loads(resources.files("trainfit.timing").joinpath("calibration.json").read_text())
+    assert "fp16" not in raw["conv_fit"] and "fp16" not in raw["matmul_unaligned_efficiency"]
+    cal = calibration()
+    assert cal.shared == {
+        "conv_fit": {"fp16": "bf16"},
+        "matmul_unaligned_efficiency": {"fp16": "bf16"},
+    }
+    assert cal.conv_fit["fp16"] == cal.conv_fit["bf16"] == raw["conv_fit"]["bf16"]
+    assert cal.matmul_unaligned_efficiency["fp16"] == raw["matmul_unaligned_efficiency"]["bf16"]
+    # NB: fp16's own matmul figures were measured and stay its own
+    assert cal.matmul_efficiency["fp16"] != cal.matmul_efficiency["bf16"]

@@ -90,7 +90,11 @@ def test_a_family_with_a_conv_factor_says_so_in_the_basis() -> None:
 def test_a_geforce_family_has_its_own_matmul_efficiency_and_hopper_keeps_the_calibration() -> None:
     spec = TrainSpec(**MLP, batch=4)
     cal = calibration()
-    own_families = [n for n, f in RAW["families"].items() if f.get("matmul_efficiency")]
+    own_families = [
+        n
+        for n, f in RAW["families"].items()
+        if f.get("matmul_efficiency") and "by_card" not in f["matmul_efficiency"]
+    ]
     assert {"consumer-ada", "consumer-blackwell"} <= set(own_families)
     for family in own_families:
         entry = RAW["families"][family]["matmul_efficiency"]
@@ -100,9 +104,47 @@ def test_a_geforce_family_has_its_own_matmul_efficiency_and_hopper_keeps_the_cal
             rates = Rates(get_device(device), spec, cal)
             for precision, value in entry["by_precision"].items():
                 assert own.get(precision) == value == rates.matmul_efficiency(precision)
-    assert matmul_efficiency("h100") is None and matmul_efficiency("a100-80gb") is None
+    assert matmul_efficiency("h100") is None and matmul_efficiency("a100-80gb-pcie") is None
     rates = Rates(get_device("h100"), spec, cal)
     assert rates.matmul_efficiency("tf32") == cal.matmul_efficiency["tf32"]
+
+
+def test_a_datacenter_card_with_published_gemms_has_its_own_matmul_efficiency() -> None:
+    """Per card, not per family: the T4 and the A100 differ by ~2x at FP32; a card without
+    published GEMMs (the A10) and a precision a card has none at (TF32) keep the calibration
+    GPU's figure."""
+    spec = TrainSpec(**MLP, batch=4)
+    cal = calibration()
+    by_card = RAW["families"]["datacenter"]["matmul_efficiency"]["by_card"]
+    assert {"t4", "a100-40gb", "a100-80gb"} <= set(by_card)
+    for card, figures in by_card.items():
+        own = matmul_efficiency(card)
+        assert own is not None and own.family == "datacenter" and "zzc0721" in own.source
+        rates = Rates(get_device(card), spec, cal)
+        for precision, value in figures.items():
+            assert own.get(precision) == value == rates.matmul_efficiency(precision)
+        assert rates.matmul_efficiency("tf32") == cal.matmul_efficiency["tf32"]
+    assert by_card["t4"]["fp32"] < 0.6 < 0.9 < by_card["a100-40gb"]["fp32"]
+    assert matmul_efficiency("a10") is None
+
+
+def test_a_datacenter_entry_for_a_card_outside_the_family_is_an_error(tmp_path, monkeypatch):
+    from trainfit.timing import families
+
+    doc = json.loads(json.dumps(RAW))
+    doc["families"]["datacenter"]["matmul_efficiency"]["by_card"]["rtx-4090"] = {"fp32": 0.6}
+
+    class _Files:
+        def joinpath(self, name: str):
+            return type("F", (), {"read_text": lambda self: json.dumps(doc)})()
+
+    monkeypatch.setattr(families.resources, "files", lambda package: _Files())
+    families._efficiency_by_device.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="rtx-4090, not a member"):
+            families.matmul_efficiency("t4")
+    finally:
+        families._efficiency_by_device.cache_clear()
 
 
 def test_tf32_is_faster_than_fp32_for_large_matmuls_on_geforce_not_only_on_hopper() -> None:

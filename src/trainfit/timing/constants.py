@@ -50,6 +50,11 @@ class Calibration:
     scaler_host_seconds_per_param: float
     lstm_persistent_hidden: int
     lstm_step_seconds: dict[str, dict[str, float]]
+    shared: dict[str, dict[str, str]]
+    """Figures one precision takes from another (table -> precision -> the precision whose
+    figure it is), named in calibration.json rather than copied there: fp16 runs at bf16's
+    tensor rate on the calibration GPU, and its convolutions were fitted together with bf16's
+    (one fit over both dtypes' rows), its unaligned matmuls not measured (bf16's)."""
     host_fit: HostFit
 
     def optimizer_host(self, spec: TrainSpec, tensors: int) -> float:
@@ -114,7 +119,7 @@ class HostFit:
 def calibration() -> Calibration:
     """The shipped calibration (one NVIDIA H100 80GB HBM3)."""
     files = resources.files("trainfit.timing")
-    raw = json.loads(files.joinpath("calibration.json").read_text())
+    raw = _with_shared(json.loads(files.joinpath("calibration.json").read_text()))
     raw.pop("isolated_launch_seconds", None)
     host = json.loads(files.joinpath("host_fit.json").read_text())
     fit = HostFit(
@@ -125,6 +130,16 @@ def calibration() -> Calibration:
         rnn_layer_seconds={k: float(v) for k, v in host["rnn_layer_seconds"].items()},
     )
     return Calibration(**raw, host_fit=fit)
+
+
+def _with_shared(raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` with each figure `shared` names filled in from the precision it names."""
+    for table, precisions in raw["shared"].items():
+        for precision, source in precisions.items():
+            if precision in raw[table]:
+                raise ValueError(f"calibration: {table}.{precision} is both given and shared")
+            raw[table][precision] = raw[table][source]
+    return raw
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -12,7 +12,10 @@ multi-tensor kernels, recurrent layers).
 A family may also carry its own matmul efficiency per precision (`MatmulEfficiency`), read off
 published large GEMMs on its cards rather than fitted on training steps: GeForce cards run
 FP32 GEMMs on CUDA cores at ~65-70% of the catalog's rate and TF32/FP16/BF16 ones on tensor
-cores at ~100%, where the calibration GPU's are 74% and 66-78%.
+cores at ~100%, where the calibration GPU's are 74% and 66-78%. A family whose cards differ
+too much for one figure (the data centre's: a 70 W T4 reaches ~53% of its FP32 rate, an A100
+~93-98%) carries one per card instead (`by_card`): each card with published GEMMs takes its
+own, the others keep the calibration GPU's.
 """
 
 from __future__ import annotations
@@ -86,13 +89,23 @@ def _efficiency_by_device() -> dict[str, MatmulEfficiency]:
         entry = family.get("matmul_efficiency")
         if not entry:
             continue
-        figures = tuple((p, float(v)) for p, v in sorted(entry["by_precision"].items()))
-        for precision, value in figures:
-            if not 0 < value < 2:
-                raise ValueError(f"family {name}: matmul efficiency {value} at {precision}")
-        own = MatmulEfficiency(family=name, by_precision=figures, source=entry["source"])
+        if "by_card" in entry:
+            for card, figures in entry["by_card"].items():
+                if card not in family["devices"]:
+                    raise ValueError(f"family {name}: matmul efficiency for {card}, not a member")
+                out[card] = _efficiency(name, figures, entry["source"])
+            continue
+        own = _efficiency(name, entry["by_precision"], entry["source"])
         out.update({device: own for device in family["devices"]})
     return out
+
+
+def _efficiency(family: str, figures: Mapping[str, float], source: str) -> MatmulEfficiency:
+    pairs = tuple((p, float(v)) for p, v in sorted(figures.items()))
+    for precision, value in pairs:
+        if not 0 < value < 2:
+            raise ValueError(f"family {family}: matmul efficiency {value} at {precision}")
+    return MatmulEfficiency(family=family, by_precision=pairs, source=source)
 
 
 def matmul_efficiency(device: str) -> MatmulEfficiency | None:
