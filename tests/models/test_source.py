@@ -58,7 +58,12 @@ def test_a_config_value_of_the_wrong_type_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_unreachable_hub_id_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("transformers")
+    import huggingface_hub.constants
+
+    # NB: the hub reads HF_HUB_OFFLINE once, at import: setting the variable now would leave
+    # the hub retrying the network for ~23 s
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(
         ModelLoadError, match=r"cannot load a transformers config from 'nobody/nothing'"
     ):

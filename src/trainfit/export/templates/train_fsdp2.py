@@ -89,9 +89,11 @@ def _load_hf(config: dict) -> tuple[nn.Module, Callable, Callable]:
 
     if config.get("preference"):
         raise SystemExit("preference training needs trainfit installed (its DPO step)")
-    model = AutoModelForCausalLM.from_pretrained(config["hub_id"], torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(config["hub_id"], dtype=torch.float32)
     if config["activation_checkpointing"]:
-        model.gradient_checkpointing_enable({"use_reentrant": False})
+        # NB: activation_checkpointing_enable since transformers 5.2x (the old name warns)
+        enable = getattr(model, "activation_checkpointing_enable", None)
+        (enable or model.gradient_checkpointing_enable)({"use_reentrant": False})
     vocab = model.config.vocab_size
 
     def make_batch(dev: torch.device) -> dict:
