@@ -99,3 +99,18 @@ def test_an_interrupted_write_leaves_no_temporary_file(
     with pytest.raises(KeyboardInterrupt):
         write_bytes_atomically(tmp_path / "out", b"x")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_json_ready_turns_enums_tuples_and_non_finite_floats_into_json() -> None:
+    import enum
+    import json
+
+    from trainfit.io import json_ready
+
+    class Colour(enum.Enum):
+        RED = "red"
+
+    value = {"c": Colour.RED, "t": (1, [Colour.RED, float("nan")]), "x": float("inf"), "n": None}
+    ready = json_ready(value)
+    assert ready == {"c": "red", "t": [1, ["red", "nan"]], "x": "inf", "n": None}
+    json.dumps(ready, allow_nan=False)  # NB: raises on a NaN left in

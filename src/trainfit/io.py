@@ -1,15 +1,19 @@
 """Files and directories written whole or not at all: a temporary file in the same folder,
 renamed into place; temporary directories beside the output directories, moved into place when
-the command succeeds and removed when it fails or is interrupted."""
+the command succeeds and removed when it fails or is interrupted. And values made ready for the
+JSON written there (`json_ready`)."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from trainfit.errors import TrainfitError
 
@@ -165,3 +169,17 @@ def _umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return umask
+
+
+def json_ready(value: Any) -> Any:
+    """`value` with enums as their values, mappings and sequences made ready in turn (tuples as
+    lists), and a float that is not finite as its text (JSON has no NaN or infinity)."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value

@@ -6,13 +6,13 @@ are above the plan in the layers).
 from __future__ import annotations
 
 import dataclasses
-from enum import Enum
 
 from trainfit.distributed.comm import OVERLAP, Collectives, CommTime
 from trainfit.distributed.memory import RankMemory
 from trainfit.distributed.search import DistributedPlan, OffloadTime
 from trainfit.distributed.strategy import Offload
 from trainfit.hardware.units import GIB
+from trainfit.io import json_ready
 from trainfit.plan.cost_words import cost_line_dict, recommendation_dict
 from trainfit.plan.options import (
     Accumulation,
@@ -211,22 +211,12 @@ def rung_text(rung: Rung) -> str:
     }[rung.change]
 
 
-def _plain(value: object) -> object:
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _asdict(value: object) -> object:
     """A dataclass instance as JSON-ready values (None stays None)."""
     if value is None:
         return None
     assert dataclasses.is_dataclass(value) and not isinstance(value, type)
-    return _plain(dataclasses.asdict(value))
+    return json_ready(dataclasses.asdict(value))
 
 
 def plan_dict(plan: Plan) -> dict[str, object]:

@@ -3,15 +3,14 @@ JSON; each check's words and fix come from `trainfit.report.doctor_words`."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
-from enum import Enum
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from trainfit.io import json_ready
 from trainfit.measure.diagnosis import Check, Diagnosis, Status
 from trainfit.report.doctor_words import fix_text, found_text
 from trainfit.report.tables import FitTable
@@ -89,7 +88,7 @@ def render_doctor_text(diagnosis: Diagnosis, width: int = 100) -> str:
 def diagnosis_dict(diagnosis: Diagnosis) -> dict[str, Any]:
     """A JSON-ready dict: the fields, statuses as their text, each check's finding and fix in
     words, plus "ok"."""
-    out = _plain(asdict(diagnosis))
+    out = json_ready(asdict(diagnosis))
     out["checks"] = [check_dict(c) for c in diagnosis.checks]
     out["ok"] = diagnosis.ok
     return out
@@ -103,15 +102,3 @@ def check_dict(check: Check) -> dict[str, Any]:
         "detail": found_text(check.found),
         "fix": fix_text(check.found),
     }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # NB: JSON has no NaN or inf
-    return value

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from enum import Enum
 from typing import Any
 
 from rich.console import Console, Group
@@ -12,6 +11,7 @@ from rich.text import Text
 from trainfit.hardware.detect import LocalMachine, Matching
 from trainfit.hardware.detect_words import detect_note_text, matching_text
 from trainfit.hardware.units import gib
+from trainfit.io import json_ready
 from trainfit.report.tables import FitTable
 
 
@@ -96,7 +96,7 @@ def local_machine_renderable(machine: LocalMachine) -> Group:
 def local_machine_dict(machine: LocalMachine) -> dict[str, Any]:
     """What `trainfit detect` found as JSON: bytes as integers, sources as their text, the
     matchings and notes in words."""
-    out = _plain(asdict(machine))
+    out = json_ready(asdict(machine))
     gpus = zip(machine.cuda_gpus, out["cuda_gpus"], strict=True)
     out["cuda_gpus"] = [_match_note(d, gpu.matching) for gpu, d in gpus]
     if machine.mps is not None:
@@ -112,16 +112,6 @@ def _match_note(found: dict[str, Any], matching: Matching) -> dict[str, Any]:
         ("match_note" if k == "matching" else k): matching_text(matching) if k == "matching" else v
         for k, v in found.items()
     }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def render_local_text(machine: LocalMachine, width: int = 100) -> str:
