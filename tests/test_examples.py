@@ -42,6 +42,15 @@ def test_no_claim_is_left_commented_out() -> None:
         assert "# - what:" not in text and "Not compared" not in text, spec
 
 
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_disagreement_in_the_committed_report_gives_its_reason(spec: Path) -> None:
+    report = regenerate.report_dir(spec)
+    for page in (report / "report.md", report / "report.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "Summary" in text and "DISAGREES" in text, page  # NB: verdicts are there to read
+        assert "no reason given" not in text, page
+
+
 def test_every_seed_has_a_spec() -> None:
     seeds = sorted(p.name[:3] for p in (ROOT.parent / "shared/seeds").glob("*.txt"))
     have = sorted({p.parent.name[:3] for p in SPECS})

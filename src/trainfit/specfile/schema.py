@@ -83,6 +83,23 @@ class ClaimReason(str, Enum):
     """A frozen backbone keeps no activations for backward."""
     NOT_MODELLED_HERE = "not_modelled_here"
     """trainfit does not model this part (Metal's own buffers on an Apple GPU)."""
+    RULE_OF_THUMB = "rule_of_thumb"
+    """The document's figure is a general rule (a config comment's "~10% speedup"), not
+    worked out for this model; trainfit's is."""
+    PART_COUNTED = "part_counted"
+    """The document counts only part of what trainfit's figure holds (the stages' outputs of
+    all the activations kept for backward)."""
+    OTHER_SOURCE = "other_source"
+    """The document's figure and the catalog's come from different sources or dates (a price,
+    a power draw); the catalog row names its own."""
+    BOARD_POWER = "board_power"
+    """trainfit counts the card's board power, the most it may draw, not a lighter load's."""
+    OWN_STEP_TIME = "own_step_time"
+    """The document's hours are its own time per step times the steps; trainfit's step is
+    another."""
+    GPU_COUNT_DIFFERS = "gpu_count_differs"
+    """trainfit's plan is on another number of GPUs: the document's does not hold the model,
+    so the per-GPU figure is at trainfit's count."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -39,6 +39,16 @@ _REASONS: dict[ClaimReason, str] = {
     ClaimReason.COMPUTE_BOUND: "the GPU is busy at the smaller batch already",
     ClaimReason.FROZEN_NOT_KEPT: "a frozen backbone keeps no activations for backward",
     ClaimReason.NOT_MODELLED_HERE: "trainfit does not model this part",
+    ClaimReason.RULE_OF_THUMB: (
+        "the document's figure is a rule of thumb, not worked out for this model"
+    ),
+    ClaimReason.PART_COUNTED: "the document counts only part of what trainfit's figure holds",
+    ClaimReason.OTHER_SOURCE: "the document's figure and the catalog's come from other sources",
+    ClaimReason.BOARD_POWER: "trainfit counts the card's board power, the most it may draw",
+    ClaimReason.OWN_STEP_TIME: "the document's hours follow from its own step time",
+    ClaimReason.GPU_COUNT_DIFFERS: (
+        "trainfit plans another GPU count: the document's does not hold the model"
+    ),
 }
 
 _UNITS = {
