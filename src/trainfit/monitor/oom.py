@@ -24,11 +24,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import TrainfitError
-<<<<<<< HEAD
-=======
-from trainfit.hardware.units import gib
 from trainfit.models.program import hf_checkpointing
->>>>>>> s5-audit
 from trainfit.monitor.phase import StepPhase
 from trainfit.optim import optimizer_entries, optimizer_entry
 from trainfit.plan.options import Change
