@@ -17,7 +17,8 @@ def test_every_field_of_the_wrong_type_is_named() -> None:
     with pytest.raises(SpecError) as raised:
         PlanOptions(model=3, margin="0.1", json=1, infer_batch=[1, "2"], epochs=True)  # type: ignore[arg-type]
     assert raised.value.problems == (
-        "PlanOptions.model must be str, got 3",
+        "PlanOptions.model must be str (a catalog name, a directory or pkg.module:factory) or "
+        "a live nn.Module, got 3",
         "PlanOptions.margin must be float, got '0.1'",
         "PlanOptions.json must be bool, got 1",
         "PlanOptions.infer_batch must be tuple[int, ...], got (1, '2')",
