@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from trainfit.errors import SpecError
+from trainfit.errors import SpecError, UnknownNameError
+from trainfit.estimator.step import estimate
 from trainfit.models.imports import resolve
 from trainfit.models.live import given_spec, is_live, registered, registration_of
 from trainfit.spec import TrainSpec
@@ -51,3 +52,12 @@ def test_given_spec_is_a_trainspec_or_its_fields() -> None:
     wrong = r"^f: spec must be a TrainSpec, got str: give one, or its fields as keyword arguments"
     with pytest.raises(SpecError, match=wrong), given_spec("f", "gpt2", {}, None):  # type: ignore[arg-type]
         pass
+
+
+def test_an_argument_that_is_no_trainspec_field_names_the_close_ones() -> None:
+    wrong = (
+        r"^unknown estimate argument 'devices'; did you mean 'device'\? "
+        r"\(the fields of a TrainSpec: help\(trainfit.TrainSpec\)\)$"
+    )
+    with pytest.raises(UnknownNameError, match=wrong):
+        estimate(model="gpt2", devices="rtx-4060")

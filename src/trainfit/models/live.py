@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
 import itertools
 import weakref
@@ -52,6 +53,7 @@ from trainfit.errors import (
     SpecError,
     TraceError,
     TrainfitError,
+    UnknownNameError,
     check_argument,
     raised_in_user_code,
 )
@@ -302,9 +304,15 @@ def given_spec(
 ) -> Iterator[TrainSpec]:
     """The TrainSpec a public `function` was given: `spec`, or one made of its fields given
     as keyword arguments, a live model among them registered for the block (`live_fields`).
-    One line for both at once, and for a `spec` that is no TrainSpec."""
+    One line for both at once, for a `spec` that is no TrainSpec, and for an argument that
+    is no TrainSpec field (with the names it may have meant)."""
     if spec is not None and (fields or sample is not None):
         raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
+    known = {f.name for f in dataclasses.fields(TrainSpec)}
+    for name in fields:
+        if name not in known:
+            hint = "the fields of a TrainSpec: help(trainfit.TrainSpec)"
+            raise UnknownNameError(f"{function} argument", name, [*known, "sample"], hint)
     if spec is None:
         with live_fields(fields, sample, call=function, weights=weights) as given:
             yield TrainSpec(**given)
