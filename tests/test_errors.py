@@ -52,6 +52,15 @@ from trainfit.errors import SpecError, check_argument
             "write_report: report must be a Report, got str: build it with plan_report(...)",
         ),
         (
+            lambda: trainfit.estimate_run("x", "y"),
+            "estimate_run: result must be an Estimate, got str: make one with "
+            "estimate(model=..., device=...)",
+        ),
+        (
+            lambda: trainfit.find_max_batch(model=3),
+            "model must be a catalog name, a directory or pkg.module:factory (str), got int",
+        ),
+        (
             lambda: trainfit.max_micro_batch(trainfit.TrainSpec(model="gpt2"), margin="0.1"),
             "margin must be a fraction in [0, 1), got '0.1'",
         ),

@@ -136,7 +136,7 @@ def test_max_micro_batch_takes_a_trainspec() -> None:
     from trainfit.errors import SpecError
     from trainfit.estimator.scaling import max_micro_batch
 
-    with pytest.raises(SpecError, match=r"max_micro_batch takes a TrainSpec, got str"):
+    with pytest.raises(SpecError, match=r"max_micro_batch: spec must be a TrainSpec, got str"):
         max_micro_batch("gpt2")  # type: ignore[arg-type]
 
 

@@ -689,3 +689,18 @@ def test_measure_tells_the_build_and_each_step_before_it_runs():
     assert mine == [(Activity.BUILD.value, None, None), (Activity.WARMUP.value, 1, 3),
                     (Activity.STEP.value, 2, 3), (Activity.STEP.value, 3, 3),
                     (Activity.LOOP.value, None, 2)]  # fmt: skip
+
+
+def test_a_live_module_s_steps_are_measured_on_a_copy_with_its_weights() -> None:
+    from torch import nn
+
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    weight = net[0].weight.detach().clone()
+    sample = (torch.randn(4, 8), torch.randint(0, 3, (4,)))
+    done = measure(
+        model=net, sample=sample, loss=nn.functional.cross_entropy, device="cpu", steps=2,
+        warmup=0, loop_steps=0,
+    )  # fmt: skip
+    assert done.micro_batch == 4 and len(done.step_seconds) == 2
+    assert done.parameter_bytes == sum(p.numel() * 4 for p in net.parameters())
+    assert torch.equal(net[0].weight, weight) and net[0].weight.grad is None

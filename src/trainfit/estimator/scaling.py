@@ -315,20 +315,11 @@ def max_micro_batch(
     TrainSpec, its fields as keyword arguments, as `estimate` takes them: a live `nn.Module`
     with its `sample` batch, `max_micro_batch(model=net, sample=x, device="rtx-4060")`.
     """
-    if spec is not None and (fields or sample is not None):
-        raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
-    if spec is None and (fields or sample is not None):
-        from trainfit.models.live import live_fields
+    if not isinstance(spec, TrainSpec) or fields or sample is not None:
+        from trainfit.models.live import given_spec
 
-        with live_fields(fields, sample) as given:
-            return max_micro_batch(TrainSpec(**given), margin, limit, scaling)
-    if not isinstance(spec, TrainSpec):
-        raise SpecError(
-            [
-                f"max_micro_batch takes a TrainSpec, got {type(spec).__name__}: "
-                "max_micro_batch(TrainSpec(model=...))"
-            ]
-        )
+        with given_spec("max_micro_batch", spec, fields, sample) as given:
+            return max_micro_batch(given, margin, limit, scaling)
     if not isinstance(margin, (int, float)) or isinstance(margin, bool) or not 0 <= margin < 1:
         raise SpecError([f"margin must be a fraction in [0, 1), got {margin!r}"])
     scaling = scaling or scale_batch(spec)

@@ -107,21 +107,10 @@ def estimate(spec: TrainSpec | None = None, *, sample: Any = None, **kwargs: Any
     defaults to the sample's rows.
     """
     started = time.perf_counter()
-    if spec is not None and (kwargs or sample is not None):
-        raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
-    if spec is not None and not isinstance(spec, TrainSpec):
-        raise SpecError(
-            [
-                f"estimate takes a TrainSpec or keyword arguments, got a "
-                f"{type(spec).__name__}: for a live model, estimate(model=module, sample=batch)"
-            ]
-        )
-    if spec is None:
-        from trainfit.models.live import live_fields
+    from trainfit.models.live import given_spec
 
-        with live_fields(kwargs, sample) as fields:
-            return _estimate(TrainSpec(**fields), started)
-    return _estimate(spec, started)
+    with given_spec("estimate", spec, kwargs, sample) as given:
+        return _estimate(given, started)
 
 
 def _estimate(spec: TrainSpec, started: float) -> Estimate:

@@ -18,10 +18,11 @@ import dataclasses
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from trainfit.errors import MeasureError, check_argument
+from trainfit.errors import MeasureError
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import first_line, setup_failure
 from trainfit.models.source import build_program
@@ -96,18 +97,36 @@ class LatencyTable:
 
 
 def measure_latency(
-    spec: TrainSpec,
+    spec: TrainSpec | None = None,
     *,
+    sample: Any = None,
     batches: tuple[int, ...] = (1,),
     warmup: int = 10,
     runs: int = 100,
     device: str | None = None,
     backend: Backend | None = None,
+    **fields: Any,
 ) -> LatencyTable:
-    """p50/p95/p99 of one forward pass of `spec`'s model at each batch (see the module)."""
-    check_argument(
-        "measure_latency", "spec", spec, TrainSpec, "measure_latency(TrainSpec(model=...))"
-    )
+    """p50/p95/p99 of one forward pass of `spec`'s model at each batch (see the module).
+
+    Without a TrainSpec, its fields as keyword arguments, as `estimate` takes them: a live
+    `nn.Module` with its `sample` batch, `measure_latency(model=net, sample=x, device="cpu")`
+    (`device` is the local device; a copy of the module, weights included, is run).
+    """
+    from trainfit.models.live import given_spec
+
+    with given_spec("measure_latency", spec, fields, sample, weights=True) as given:
+        return _measure_latency(given, batches, warmup, runs, device, backend)
+
+
+def _measure_latency(
+    spec: TrainSpec,
+    batches: tuple[int, ...],
+    warmup: int,
+    runs: int,
+    device: str | None,
+    backend: Backend | None,
+) -> LatencyTable:
     problems = [f"batch {b} is not a positive number" for b in batches if b < 1]
     if runs < 2:
         problems.append(f"--runs must be at least 2 for percentiles, got {runs}")

@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from trainfit.errors import MeasureError, check_argument
+from trainfit.errors import MeasureError
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.measure.backend import Backend, backend_for, is_out_of_memory
 from trainfit.measure.steps import ModuleTracker, device_rig, first_line, setup_failure
@@ -336,8 +336,9 @@ class _Prober:
 
 
 def find_max_batch(
-    spec: TrainSpec,
+    spec: TrainSpec | None = None,
     *,
+    sample: Any = None,
     effective_batch: int | None = None,
     eval_batch: int | None = None,
     evaluate: bool = True,
@@ -348,11 +349,34 @@ def find_max_batch(
     backend: Backend | None = None,
     probe: Probe | None = None,
     reserve_bytes: int = 0,
+    **fields: Any,
 ) -> RealMaxBatch:
-    """The largest micro-batch of `spec` that trains on the local device (see the module)."""
-    check_argument(
-        "find_max_batch", "spec", spec, TrainSpec, "find_max_batch(TrainSpec(model=...))"
-    )
+    """The largest micro-batch of `spec` that trains on the local device (see the module).
+
+    Or TrainSpec fields as keyword arguments, as `estimate` takes them: a live `nn.Module` with
+    its `sample` trains as a copy with its weights (`device` is still the local device)."""
+    from trainfit.models.live import given_spec
+
+    with given_spec("find_max_batch", spec, fields, sample, weights=True) as given:
+        return _find_max_batch(
+            given, effective_batch, eval_batch, evaluate, steps, limit, start, device, backend,
+            probe, reserve_bytes,
+        )  # fmt: skip
+
+
+def _find_max_batch(
+    spec: TrainSpec,
+    effective_batch: int | None,
+    eval_batch: int | None,
+    evaluate: bool,
+    steps: int,
+    limit: int,
+    start: int | None,
+    device: str | None,
+    backend: Backend | None,
+    probe: Probe | None,
+    reserve_bytes: int,
+) -> RealMaxBatch:
     rank, world_size = world()
     predicted = start
     _check_arguments(steps, limit, effective_batch, eval_batch, world_size)

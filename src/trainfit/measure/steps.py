@@ -272,8 +272,9 @@ class ModuleTracker:
 
 
 def measure(
-    spec: TrainSpec,
+    spec: TrainSpec | None = None,
     *,
+    sample: Any = None,
     steps: int = 10,
     warmup: int = 3,
     device: str | None = None,
@@ -283,6 +284,7 @@ def measure(
     on_step: Callable[[StepDone], None] | None = None,
     loop_steps: int | None = None,
     on_loop: Callable[[LoopWindow], None] | None = None,
+    **fields: Any,
 ) -> Measured:
     """Run `warmup` + `steps` real optimizer steps of `spec` on the local device, each
     synchronised, then a window of `loop_steps` steps back to back (None: as many as `steps`;
@@ -291,7 +293,29 @@ def measure(
     time each phase of the synced timed steps (`Measured.phase_seconds`). With no warm-up the
     first step is timed too. `on_step` is called as each synced step (warm-up included)
     completes, with its wall time; `on_loop` with the window once it completes
-    (`Measured.loop`)."""
+    (`Measured.loop`). Or TrainSpec fields as keyword arguments, as `estimate` takes them: a
+    live `nn.Module` with its `sample` is run as a copy with its weights."""
+    from trainfit.models.live import given_spec
+
+    with given_spec("measure", spec, fields, sample, weights=True) as given:
+        return _measure(
+            given, steps, warmup, device, backend, build_on, phase_times, on_step, loop_steps,
+            on_loop,
+        )  # fmt: skip
+
+
+def _measure(
+    spec: TrainSpec,
+    steps: int,
+    warmup: int,
+    device: str | None,
+    backend: Backend | None,
+    build_on: str,
+    phase_times: bool,
+    on_step: Callable[[StepDone], None] | None,
+    loop_steps: int | None,
+    on_loop: Callable[[LoopWindow], None] | None,
+) -> Measured:
     loop_steps = steps if loop_steps is None else loop_steps
     if steps < 1 or warmup < 0 or loop_steps < 0:
         raise MeasureError(

@@ -18,6 +18,12 @@ references): `registered(...)` yields one and drops it on an error; autofit keep
 `Fit`, so that `fit.spec` resolves while the fit lives. The step keeps the sample's structure
 (its keys and non-tensor values), never its tensors.
 
+`given_spec(...)` is the one way a public function takes either a TrainSpec or its fields
+as keyword arguments (a live model among them); with `weights=True` (the functions that run
+real steps, `find_max_batch` and `measure_latency`) the factory builds a copy *with* the
+model's weights wherever it is not building on the meta device, so the user's own module is
+never trained nor moved.
+
 Known limitations: the copy is taken once, when registered; tensors nested deeper than the
 walk looks (or held by objects other than a module's attributes and hooks) are deep-copied
 with their data; the batch must be one tensor, a
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
 import itertools
 import weakref
@@ -46,11 +53,13 @@ from trainfit.errors import (
     SpecError,
     TraceError,
     TrainfitError,
+    UnknownNameError,
+    check_argument,
     raised_in_user_code,
 )
 from trainfit.models.program import hf_checkpointing, hf_checkpointing_disable
 from trainfit.models.source import default_loss
-from trainfit.spec import InputSpec
+from trainfit.spec import InputSpec, TrainSpec
 
 CHECKPOINT_MARK = "_trainfit_checkpoint"
 """Attribute set on a forward that autofit wrapped in checkpointing: meta copies drop it."""
@@ -140,12 +149,21 @@ def meta_copy(model: nn.Module) -> nn.Module:
         for name, value in vars(module).items():
             if name not in ("_parameters", "_buffers", "_modules"):
                 _nested_to_meta(value, memo, 4)
+    return _copied(model, memo, "to the meta device for the estimate")
+
+
+def weights_copy(model: nn.Module) -> nn.Module:
+    """A copy of `model` with its weights, on the model's own devices, without autofit's or
+    transformers' checkpointing (as `meta_copy`): what a real step is measured on."""
+    return _copied(model, {}, "with its weights to measure it")
+
+
+def _copied(model: nn.Module, memo: dict[int, Any], what: str) -> nn.Module:
     try:
         copied = copy.deepcopy(model, memo)
     except Exception as exc:
         raise ModelLoadError(
-            f"cannot copy {type(model).__name__} to the meta device for the estimate: "
-            f"{type(exc).__name__}: {exc}"
+            f"cannot copy {type(model).__name__} {what}: {type(exc).__name__}: {exc}"
         ) from exc
     for module in copied.modules():
         forward = vars(module).get("forward")
@@ -194,10 +212,11 @@ def registered(
     loss_fn: Callable[..., torch.Tensor] | None = None,
     step_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None,
     trainable_all: bool = False,
+    weights: bool = False,
 ) -> Iterator[LiveModel]:
     """`register_model(...)` for a block: its entries are forgotten when the block raises;
     on success they live as long as the yielded LiveModel's `registration`."""
-    live = register_model(model, sample, loss_fn, step_fn, trainable_all)
+    live = register_model(model, sample, loss_fn, step_fn, trainable_all, weights)
     try:
         yield live
     except BaseException:
@@ -205,40 +224,102 @@ def registered(
         raise
 
 
-@contextlib.contextmanager
-def live_fields(fields: Mapping[str, Any], sample: UserBatch | None) -> Iterator[dict[str, Any]]:
-    """TrainSpec fields with a live model in place of an import path: `model` an `nn.Module`
-    run on `sample` (`loss` and `step_fn` may then be callables, see `register_model`),
-    registered for the block; the micro-batch defaults to the sample's rows. Fields without
-    a live model are returned as they are (a `sample` without one is an error)."""
+def is_live(path: str | None) -> bool:
+    """Whether an import path is a live model's (`trainfit.models.live:model_N`, `step_N`):
+    it resolves in this process only."""
+    return isinstance(path, str) and path.startswith(f"{__name__}:")
+
+
+def registration_of(path: str) -> Registration | None:
+    """The registration behind a live model's import path (None for any other path, or one
+    forgotten): kept beside a result, it keeps the path resolvable while the result lives."""
+    return _LIVE.get(path.partition(":")[2]) if is_live(path) else None
+
+
+_EXAMPLES = {"loss": "F.cross_entropy", "step_fn": "my_step"}
+"""A callable to name in the errors of `live_problems`."""
+
+
+def live_problems(fields: Mapping[str, Any], sample: Any, call: str = "estimate") -> list[str]:
+    """What is wrong with a live model among TrainSpec `fields` (`model` an `nn.Module`) and
+    its `sample`, each a line whose example is `call(...)`; none for a model given by name
+    and no sample."""
     model = fields.get("model")
     if not isinstance(model, nn.Module):
         if sample is not None:
-            raise SpecError(["sample is the batch of a live model: give model=<an nn.Module>"])
-        yield dict(fields)
-        return
+            return ["sample is the batch of a live model: give model=<an nn.Module>"]
+        return []
     if sample is None:
-        raise SpecError(
-            [
-                f"model is a live {type(model).__name__}: give its batch too, "
-                "e.g. estimate(model=module, sample=torch.randn(8, 4))"
-            ]
-        )
-    loss, step = fields.get("loss"), fields.get("step_fn")
+        return [
+            f"model is a live {type(model).__name__}: give its batch too, "
+            f"e.g. {call}(model=module, sample=torch.randn(8, 4))"
+        ]
     problems = [
-        f"{name} of a live model is a callable, got {type(value).__name__}"
-        for name, value in (("loss", loss), ("step_fn", step))
-        if value is not None and not callable(value)
+        f"{name} of a live model is the function itself, got {type(value).__name__} "
+        f"{value!r}: pass the callable, e.g. {name}={_EXAMPLES[name]}"
+        for name in ("loss", "step_fn")
+        if (value := fields.get(name)) is not None and not callable(value)
     ]
     if "inputs" in fields:
         problems.append("inputs of a live model come from its sample: drop inputs")
+    return problems
+
+
+@contextlib.contextmanager
+def live_fields(
+    fields: Mapping[str, Any],
+    sample: UserBatch | None,
+    *,
+    call: str = "estimate",
+    weights: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """TrainSpec fields with a live model in place of an import path: `model` an `nn.Module`
+    run on `sample` (`loss` and `step_fn` may then be callables, see `register_model`),
+    registered for the block; the micro-batch defaults to the sample's rows. Fields without
+    a live model are returned as they are (a `sample` without one is an error). `call` names
+    the function in the errors' examples; `weights` as for `register_model`."""
+    problems = live_problems(fields, sample, call)
     if problems:
         raise SpecError(problems)
-    with registered(model, sample, loss, step) as live:
+    model = fields.get("model")
+    if not isinstance(model, nn.Module) or sample is None:
+        yield dict(fields)
+        return
+    loss, step = fields.get("loss"), fields.get("step_fn")
+    with registered(model, sample, loss, step, weights=weights) as live:
         out = {k: v for k, v in fields.items() if k not in ("loss", "step_fn")}
         out.update(model=live.model_path, step_fn=live.step_path, inputs=live.inputs)
         out.setdefault("batch", live.sample_rows)
         yield out
+
+
+@contextlib.contextmanager
+def given_spec(
+    function: str,
+    spec: TrainSpec | None,
+    fields: Mapping[str, Any],
+    sample: UserBatch | None,
+    *,
+    weights: bool = False,
+) -> Iterator[TrainSpec]:
+    """The TrainSpec a public `function` was given: `spec`, or one made of its fields given
+    as keyword arguments, a live model among them registered for the block (`live_fields`).
+    One line for both at once, for a `spec` that is no TrainSpec, and for an argument that
+    is no TrainSpec field (with the names it may have meant)."""
+    if spec is not None and (fields or sample is not None):
+        raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
+    known = {f.name for f in dataclasses.fields(TrainSpec)}
+    for name in fields:
+        if name not in known:
+            hint = "the fields of a TrainSpec: help(trainfit.TrainSpec)"
+            raise UnknownNameError(f"{function} argument", name, [*known, "sample"], hint)
+    if spec is None:
+        with live_fields(fields, sample, call=function, weights=weights) as given:
+            yield TrainSpec(**given)
+        return
+    hint = f"give one, or its fields as keyword arguments: {function}(model=module, sample=batch)"
+    check_argument(function, "spec", spec, TrainSpec, hint)
+    yield spec
 
 
 def register_model(
@@ -247,6 +328,7 @@ def register_model(
     loss_fn: Callable[..., torch.Tensor] | None = None,
     step_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None,
     trainable_all: bool = False,
+    weights: bool = False,
 ) -> LiveModel:
     """Register a meta copy of `model` and its step; return the paths a TrainSpec takes.
 
@@ -255,7 +337,9 @@ def register_model(
     target) and `model(**batch)` for a dict; the loss is `loss_fn(output, target)` for a tuple
     and `loss_fn(output, batch)` otherwise, or the output's `.loss` / trainfit's default loss
     without `loss_fn`. `trainable_all` makes every parameter of the copy trainable (a stage
-    that names its frozen parameters with `TrainSpec.freeze`).
+    that names its frozen parameters with `TrainSpec.freeze`). `weights` keeps the model
+    itself in the registration: the factory then builds a `weights_copy` wherever the default
+    device is not the meta device (a real step), and the meta copy on it.
     """
     if loss_fn is not None and step_fn is not None:
         raise SpecError(["give loss_fn or step_fn, not both: a step function computes its loss"])
@@ -266,7 +350,11 @@ def register_model(
             p.requires_grad_(True)
     key = next(_KEYS)
 
+    kept = model if weights else None
+
     def factory() -> nn.Module:
+        if kept is not None and torch.get_default_device().type != "meta":
+            return weights_copy(kept)
         return copy.deepcopy(snapshot)
 
     def step(m: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -28,6 +28,7 @@ from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
 from trainfit.errors import SpecError
 from trainfit.estimator.scaling import BatchScaling
 from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
+from trainfit.models.live import is_live
 from trainfit.plan.beyond import with_distributed
 from trainfit.plan.device import plan_device
 from trainfit.plan.ladder import ladder_rungs, ladder_steps
@@ -69,7 +70,8 @@ def plan(
     `precision` None picks per device (bf16 autocast where supported, else fp16); a precision
     given is used everywhere, and is an error on a device that lacks it. With `jobs` above 1
     the ladder of a model of a billion parameters or more is traced in a worker process while
-    the devices are planned (same figures; a worker's start-up costs a few seconds of a core).
+    the devices are planned (same figures; a worker's start-up costs a few seconds of a core);
+    a live model's (`trainfit.models.live`) is traced in this process.
     `run` (data size, epochs, prices) adds each device's run hours and costs and the
     recommendations (`with_run`); `measured_step` (seconds, device) scales every step time by
     a step measured with the plan's setting on that device (`with_measured_step`).
@@ -114,7 +116,9 @@ def _plan(
     cache = TraceCache()
     cuda = [d for d in resolved if d.kind is DeviceKind.CUDA and d.memory_bytes]
     worker = None
-    if ladder and cuda and jobs > 1 and sum(counts(spec, cache)) >= WORKER_PARAMETERS:
+    # NB: a live model's import path resolves in this process only: its ladder is traced here
+    in_worker = jobs > 1 and not is_live(spec.model)
+    if ladder and cuda and in_worker and sum(counts(spec, cache)) >= WORKER_PARAMETERS:
         steps = [(s.spec, s.micro_batch) for s in ladder_steps(spec, effective_batch, cuda[0])]
         if worth_starting(steps, cuda[0]):  # NB: else kept traces are read back here
             worker = LadderWorker(steps, cuda[0])

@@ -14,10 +14,16 @@ by the models (one report). `pkg.module:fn` paths are imported from PYTHONPATH a
 command line, not from the spec file's directory. `stage` and `price` hold the options' text
 forms (`EPOCHS[:PATTERN,...]`, `INSTANCE=USD_PER_HOUR`), as `input` does
 (`NAME=B,...:DTYPE`).
+
+From Python, `model` may be a live `nn.Module` with its `sample` batch (and `loss`/`step_fn`
+callables), as `estimate()` takes one (`trainfit.models.live`): it is planned in this process
+(no worker) and never kept on disk; a spec file's models are import paths, and so are the
+models of `config_dir`, `export` and `report`, which name theirs in the files they write.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import dataclasses
 import os
@@ -29,8 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from trainfit.errors import SpecError, SpecFileError, TrainfitError, UnknownNameError
 from trainfit.export.formats import ExportFormat
+from trainfit.models.live import UserBatch, live_problems
 from trainfit.specfile.checks import check_sized, run_spec
 from trainfit.specfile.fields import FIELDS, PER_MODEL_FIELDS, PER_MODEL_SECTIONS, Field
 from trainfit.specfile.schema import ModelEntry, PlanFile, StageEntry
@@ -49,8 +58,12 @@ class PlanOptions:
     """One model's plan, as `trainfit plan`'s options ask for it (each field is the option of
     its name; `docs/spec-file.md` documents them)."""
 
-    model: str
-    """Catalog name, HF model directory or hub id, or pkg.module:fn."""
+    model: str | nn.Module
+    """Catalog name, HF model directory or hub id, or pkg.module:fn; from Python, a live
+    `nn.Module` with its `sample` (planned in this process; its traces are not kept on disk)."""
+    sample: UserBatch | None = field(default=None, compare=False)
+    """A live model's batch (a tensor, a tuple ending in the target, or a dict of tensors;
+    batch dimension first): its inputs. Python only."""
     effective_batch: int | None = None
     """Samples (pairs with `preference`) per optimizer step; required unless `inference`."""
     seq: int | None = None
@@ -67,10 +80,10 @@ class PlanOptions:
     """PyTorch's implementation of the optimizer step: auto | foreach | for-loop | fused."""
     freeze: tuple[str, ...] = ()
     """Globs of frozen parameter names."""
-    loss: str | None = None
-    """pkg.module:fn(output, batch) -> loss."""
-    step_fn: str | None = None
-    """pkg.module:fn(model, batch) -> loss."""
+    loss: str | Callable[..., Any] | None = None
+    """pkg.module:fn(output, batch) -> loss (with a live model, the function itself)."""
+    step_fn: str | Callable[..., Any] | None = None
+    """pkg.module:fn(model, batch) -> loss (with a live model, the function itself)."""
     task: str | None = None
     """The head to train: a transformers task or its AutoModelFor... class name."""
     device: tuple[str, ...] = ()
@@ -168,9 +181,53 @@ class PlanOptions:
                 value = (value,) if isinstance(value, str) else tuple(value)
                 object.__setattr__(self, f.name, value)
             if not _accepts(hints[f.name], value):
-                problems.append(f"PlanOptions.{f.name} must be {f.type}, got {value!r}")
+                wanted = _WANTED.get(f.name, f.type)
+                problems.append(f"PlanOptions.{f.name} must be {wanted}, got {_shown(value)}")
         if problems:
             raise SpecError(problems)
+        problems = self._live_problems()
+        if problems:
+            raise SpecError(problems)
+
+    def _live_problems(self) -> list[str]:
+        """A live model without its sample, a sample or callables without a live model, and
+        the files that would name a live model's import path (valid only in this process)."""
+        fields: dict[str, Any] = {"model": self.model, "loss": self.loss, "step_fn": self.step_fn}
+        if self.input:
+            fields["inputs"] = self.input
+        problems = live_problems(fields, self.sample, "PlanOptions")
+        if not isinstance(self.model, nn.Module):
+            problems += [
+                f"PlanOptions.{name} is a callable, which only a live model takes: give "
+                f"model=<an nn.Module> with its sample, or name it as pkg.module:fn"
+                for name in ("loss", "step_fn")
+                if callable(getattr(self, name))
+            ]
+            return problems
+        for name in ("config_dir", "export", "report"):
+            if getattr(self, name):
+                problems.append(
+                    f"PlanOptions.{name} writes files that name the model by its import path, "
+                    f"which a live {type(self.model).__name__} has not: give the model as "
+                    f"pkg.module:factory to write them, or drop {name}"
+                )
+        return problems
+
+
+_WANTED = {
+    "model": "str (a catalog name, a directory or pkg.module:factory) or a live nn.Module",
+    "sample": "a tensor, a tuple or list of tensors, or a dict of tensors (or None)",
+    "loss": "pkg.module:fn (str), a callable with a live model, or None",
+    "step_fn": "pkg.module:fn (str), a callable with a live model, or None",
+}
+"""The words for the fields whose types read badly in a message (`UserBatch`, unions)."""
+
+
+def _shown(value: object) -> str:
+    """`value` in a one-line message: its repr, or its type where that is long or spans lines
+    (a module, a tensor)."""
+    text = repr(value)
+    return text if len(text) <= 80 and "\n" not in text else f"a {type(value).__name__}"
 
 
 def _accepts(hint: Any, value: object) -> bool:
@@ -182,6 +239,12 @@ def _accepts(hint: Any, value: object) -> bool:
     if origin is tuple:
         item = typing.get_args(hint)[0]
         return isinstance(value, tuple) and all(_accepts(item, v) for v in value)
+    if hint is Any:
+        return True
+    if origin is collections.abc.Callable:
+        return callable(value)
+    if origin is not None:  # NB: list[...], Mapping[...]: the container's type only
+        return isinstance(value, origin)
     if hint in (int, float) and isinstance(value, bool):
         return False
     if hint is float:
@@ -214,6 +277,9 @@ _PROBLEM_DESTS = {
     "input": "input",
 }
 """TrainSpec/RunSpec names in their problems that are not the option's name."""
+
+PYTHON_ONLY = ("sample",)
+"""`PlanOptions` fields that no command-line option or spec-file field sets."""
 
 _OPTIONS = {f.name: f for f in dataclasses.fields(PlanOptions)}
 _HINTS = typing.get_type_hints(PlanOptions)
@@ -251,6 +317,19 @@ def resolved_with_problems(
     unknown = sorted(set(given) - set(_OPTIONS))
     if unknown:
         raise UnknownNameError("plan option", unknown[0], sorted(_OPTIONS))
+    live = [
+        name
+        for name in ("model", *PYTHON_ONLY, "loss", "step_fn")
+        if given.get(name) is not None and not isinstance(given[name], str)
+    ]
+    if live:
+        raise SpecError(
+            [
+                f"a spec file's models are import paths: its overrides take no live model "
+                f"({', '.join(live)}); plan a live model with "
+                "run_plan(PlanOptions(model=module, sample=batch, ...))"
+            ]
+        )
     defaults = option_defaults()
     problems: list[str] = []
     out = []
@@ -487,6 +566,7 @@ def _problem_dest(problem: str) -> str:
 
 __all__ = [
     "EXPORT_FORMATS",
+    "PYTHON_ONLY",
     "ModelOptions",
     "PlanOptions",
     "option_defaults",

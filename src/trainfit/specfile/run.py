@@ -5,6 +5,10 @@ model the plan (or staged plan), the serving estimates asked for with `inference
 files written (`config_dir`, `export`). Nothing is printed; the report (`report`) is built
 from the results by `trainfit.report.document.plan_report`.
 
+A live model (`PlanOptions(model=module, sample=batch)`) is registered for the plan
+(`trainfit.models.live`) and planned in this process; its result keeps the registration, so
+that its spec's import path resolves while the result lives.
+
 Known limitations: a model is planned after the one before it, not in parallel (each plan
 uses `jobs` processes); with several models, `config_dir` and `export_dir` get a subdirectory
 per model.
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,7 @@ from trainfit.estimator.storage import InferencePrecision
 from trainfit.export.write import Exported
 from trainfit.hardware.catalog import DEFAULT_DEVICES
 from trainfit.io import StagedDirectories, check_writable_directory, staged_directories
+from trainfit.models.live import Registration, live_fields, registration_of
 from trainfit.models.source import model_problems
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
@@ -70,6 +75,8 @@ class PlanResult:
     """Serving only, a causal LM: every (device, precision, batch) generation estimate."""
     files: tuple[FilesWritten, ...] = ()
     """The files written, per plan (one per stage of a staged plan)."""
+    live: Registration | None = field(default=None, repr=False, compare=False)
+    """A live model's registration: its import path resolves while the result lives."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -197,28 +204,42 @@ def run_plan(
     problems = option_problems(options)
     if problems:
         raise SpecError(problems)
-    with reporting(progress):
-        return _run_plan(options, outputs)
+    with reporting(progress), live_fields(_model_fields(options), options.sample) as fields:
+        fields.pop("batch", None)  # NB: a live model's rows: the plan chooses the micro-batch
+        result = _run_plan(options, fields, outputs)
+        return dataclasses.replace(result, live=registration_of(fields["model"]))
 
 
-def _run_plan(options: PlanOptions, outputs: StagedDirectories) -> PlanResult:
+def _model_fields(options: PlanOptions) -> dict[str, Any]:
+    """The TrainSpec fields of the model planned and its step: its name or live module, its
+    inputs, loss and step function (see `trainfit.models.live.live_fields`)."""
+    fields = dict(
+        model=options.model,
+        seq_len=options.seq,
+        multiplier=options.multiplier,
+        loss=options.loss,
+        step_fn=options.step_fn,
+        task=options.task,
+    )
+    if options.input:
+        fields["inputs"] = options.input
+    return fields
+
+
+def _run_plan(
+    options: PlanOptions, fields: Mapping[str, Any], outputs: StagedDirectories
+) -> PlanResult:
     devices = options.device or DEFAULT_DEVICES
     if options.inference and options.effective_batch is None:  # NB: serving only
-        return _serve_only(options, devices)
+        return _serve_only(options, fields, devices)
     if options.effective_batch is None:  # NB: a spec file may give it
         raise SpecError(["trainfit plan needs --effective-batch N (or --inference)"])
     _check_outputs(options)
     spec = TrainSpec(
-        model=options.model,
-        seq_len=options.seq,
-        inputs=options.input,
-        multiplier=options.multiplier,
+        **fields,
         optimizer=options.optimizer,
         optimizer_path=options.optimizer_path,
         freeze=options.freeze,
-        loss=options.loss,
-        step_fn=options.step_fn,
-        task=options.task,
         preference=options.preference,
         reference=options.reference,
         weights_dtype=options.weights_dtype,
@@ -250,7 +271,7 @@ def _run_plan(options: PlanOptions, outputs: StagedDirectories) -> PlanResult:
     files = tuple(
         _write_files(options, p, s, outputs) for p, s in zip(plans, subdirectories, strict=True)
     )
-    serving_spec = _serving_spec(options) if options.inference else None
+    serving_spec = TrainSpec(**fields) if options.inference else None
     return PlanResult(
         options=options,
         plan=planned,
@@ -288,6 +309,8 @@ def option_problems(options: PlanOptions) -> list[str]:
             problems += exc.problems
         except TrainfitError as exc:
             problems.append(str(exc))
+    if not isinstance(options.model, str):  # NB: a live model: checked by PlanOptions
+        return problems
     model = model_problems(
         options.model, options.loss, options.step_fn, bool(options.input), options.task
     )
@@ -434,19 +457,6 @@ def _write_files(
     return FilesWritten(configs=tuple(configs), exported=exported)
 
 
-def _serving_spec(options: PlanOptions) -> TrainSpec:
-    """The model as served: no LoRA, preference pair or frozen layers of the training spec."""
-    return TrainSpec(
-        model=options.model,
-        seq_len=options.seq,
-        inputs=options.input,
-        multiplier=options.multiplier,
-        loss=options.loss,
-        step_fn=options.step_fn,
-        task=options.task,
-    )
-
-
 def _inference_precisions(options: PlanOptions) -> list[InferencePrecision]:
     from trainfit.spec import parse_enum
 
@@ -476,7 +486,9 @@ def _serving(
     )
 
 
-def _serve_only(options: PlanOptions, devices: tuple[str, ...]) -> PlanResult:
+def _serve_only(
+    options: PlanOptions, fields: Mapping[str, Any], devices: tuple[str, ...]
+) -> PlanResult:
     """Serving only (no effective batch): every (device, precision, batch) estimate."""
     from trainfit.estimator.forward import is_generative
     from trainfit.estimator.generation import estimate_inference_table
@@ -485,7 +497,8 @@ def _serve_only(options: PlanOptions, devices: tuple[str, ...]) -> PlanResult:
         from trainfit.export.write import check_directory
 
         check_directory(options.report, "report directory")
-    spec = _serving_spec(options)
+    # NB: the model as served: no LoRA, preference pair or frozen layers of the training spec
+    spec = TrainSpec(**fields)
     if not is_generative(spec):
         serving = _serving(options, spec, devices)
         return PlanResult(options=options, serving_spec=spec, serving=serving)
@@ -497,7 +510,7 @@ def _serve_only(options: PlanOptions, devices: tuple[str, ...]) -> PlanResult:
     if options.context is None or options.new_tokens is None:
         raise SpecError(problems)
     generation = estimate_inference_table(
-        options.model,
+        spec.model,
         context=options.context,
         new_tokens=options.new_tokens,
         batches=options.infer_batch or [1],

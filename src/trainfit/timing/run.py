@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from trainfit.errors import SpecError
+from trainfit.errors import SpecError, check_argument
 from trainfit.hardware.catalog import Device, DeviceKind, catalog
 
 if TYPE_CHECKING:
@@ -551,6 +551,14 @@ def estimate_run(result: Estimate, run: RunSpec, stages: Sequence[Stage] = ()) -
     """The run of `result`'s step on each of `run.gpus` GPUs (so the effective batch is
     batch x accumulation x GPUs), in `stages` when given (each with its own step time), else
     `run.epochs` of `result`'s step."""
+    if not all(hasattr(result, name) for name in ("spec", "step_time", "fits", "device")):
+        # NB: an Estimate (a layer above) is known by what is read of it here
+        got = type(result).__name__
+        hint = "make one with estimate(model=..., device=...)"
+        raise SpecError([f"estimate_run: result must be an Estimate, got {got}: {hint}"])
+    check_argument("estimate_run", "run", run, RunSpec, "RunSpec(samples=..., epochs=...)")
+    for stage in stages:
+        check_argument("estimate_run", "stages", stage, Stage, "a list of Stage(...)")
     if result.step_time is None:
         raise SpecError(["this estimate has no step time, so no run time"])
     if result.fits is False:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from trainfit.errors import check_argument
+from trainfit.errors import SpecError, check_argument
 from trainfit.estimator.forward import parameter_count
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
@@ -30,6 +30,15 @@ def plan_report(
     (the last model's `export`)."""
     for result in models if isinstance(models, (list, tuple)) else [models]:
         check_argument("plan_report", "models", result, PlanResult, "a list of run_plan's results")
+        if result.live is not None:
+            # NB: the report's configs and commands name the model by its import path
+            raise SpecError(
+                [
+                    f"plan_report: the model is a live {type(result.options.model).__name__}, "
+                    "whose import path is valid only in this process: plan it as "
+                    "pkg.module:factory to report it"
+                ]
+            )
     plans: list[Plan | StagedPlan | ServingOnly] = []
     for result in models:
         if result.plan is not None:
