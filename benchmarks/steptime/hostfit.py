@@ -93,7 +93,7 @@ RESULTS = Path(__file__).parent / "results"
 WINDOW = RESULTS / "calibration_window_h100.json"
 DIAGNOSE = RESULTS / "diagnose_h100/diagnose_host.json"
 DIAGNOSE2 = RESULTS / "diagnose2_h100/diagnose2.json"
-LOOP_TIMED = ("steptime", "blind", "blind2", "blind3", "diagnose", "diagnose2")
+LOOP_TIMED = ("steptime", "blind", "blind2", "blind3", "blind4", "diagnose", "diagnose2")
 """The tables timed as a loop runs them (compared with the steady period); the others were
 timed with a sync after each step."""
 
@@ -191,8 +191,8 @@ def optimizer_lines() -> dict[str, tuple[float, float]]:
 def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
     """The rows `--eval` reports beside the calibration rows and the fit does not read
     (unless `--with-blind`): `benchmarks/timing`'s held-out steps (synced) and the blind
-    steps of `results/blind_h100.json` (loop-timed); with the second blind set's table
-    once it is measured."""
+    steps of `results/blind_h100.json` (loop-timed), and the later blind sets' tables
+    (`blind2`-`blind4`) where measured."""
     from benchmarks.timing.heldout import HELDOUT
 
     measured = json.loads((BENCH / "timing/results/timing_heldout_h100.json").read_text())
@@ -201,7 +201,7 @@ def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
         for name, record in measured["cases"].items()
     }
     rows |= window_rows(RESULTS / "blind_h100.json", "blind", "blind")
-    for name in ("blind2", "blind3"):
+    for name in ("blind2", "blind3", "blind4"):
         if (RESULTS / f"{name}_h100.json").exists():
             rows |= window_rows(RESULTS / f"{name}_h100.json", name, name)
     return rows
