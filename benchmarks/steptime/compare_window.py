@@ -64,12 +64,64 @@ def _header(record: dict[str, Any], predictions: dict[str, Any]) -> None:
         )
         + ".\n"
     )
+    if record.get("protocol"):
+        print(f"Protocol: {record['protocol']}.\n")
     v = predictions["versions"]
     print(
         f"Predictions committed {predictions['predicted'][:10]} (rules at "
         f"{predictions['rules_at'][:10]}; trainfit {v['trainfit']}, torch {v['torch']}, "
         f"transformers {v['transformers']}), device {predictions['device']}.\n"
     )
+
+
+def previous_rules(blind_set: str) -> dict[str, float]:
+    """case -> the rules before's predicted seconds (`results/<set>_previous_rules.json`), or
+    nothing where the set has no such file."""
+    path = PREDICTION_FILES[blind_set].with_name(f"{blind_set}_previous_rules.json")
+    if not path.exists():
+        return {}
+    return {n: c["step_seconds"] for n, c in json.loads(path.read_text())["cases"].items()}
+
+
+def host_reference_table(record: dict[str, Any]) -> list[str]:
+    """Per round (and call) the host reference (`window.host_reference`) before and after each
+    case: the host's microseconds per tiny CUDA dispatch, the CPU clock; empty where the runs
+    have none."""
+    rows = [r for r in record["runs"] if "host_reference_before" in r]
+    if not rows:
+        return []
+    out = [
+        "\n## Host reference per run (`window.host_reference`)\n",
+        "The host's microseconds per `x.add_(1)` on a one-element CUDA tensor (median of 3 loops "
+        "of 20000, no sync), before and after each case in its process; the CPU's mean clock "
+        "from `/proc/cpuinfo`.\n",
+        "| call | round | runs | dispatch us before (median; min-max) | after (median; min-max) "
+        "| after / before (min-max) | CPU MHz |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r.get("call", 1), r["repeat"]), []).append(r)
+    for (call, rnd), runs in sorted(groups.items()):
+        b = [r["host_reference_before"]["dispatch_median_us"] for r in runs]
+        a = [r["host_reference_after"]["dispatch_median_us"] for r in runs]
+        ratio = [y / x for x, y in zip(b, a, strict=True)]
+        mhz = sorted({r["host_reference_before"]["cpu_mhz_mean"] for r in runs})
+        out.append(
+            f"| {call} | {rnd} | {len(runs)} | {statistics.median(b):.2f}; {min(b):.2f}-"
+            f"{max(b):.2f} | {statistics.median(a):.2f}; {min(a):.2f}-{max(a):.2f} | "
+            f"{min(ratio):.2f}-{max(ratio):.2f} | {', '.join(f'{m:.0f}' for m in mhz)} |"
+        )
+    every = [
+        r[k]["dispatch_median_us"]
+        for r in rows
+        for k in ("host_reference_before", "host_reference_after")
+    ]
+    out.append(
+        f"\nAll {len(every)} readings: median {statistics.median(every):.2f} us, "
+        f"{min(every):.2f}-{max(every):.2f} (max / min - 1 = {max(every) / min(every) - 1:.0%})."
+    )
+    return out
 
 
 def main() -> None:
@@ -85,6 +137,8 @@ def main() -> None:
     print(f"# {title} step times timed as a loop runs them: the H100 against trainfit\n")
     _header(record, committed)
     errors, refit, spreads, lines = [], [], [], []
+    before = previous_rules(args.set) if args.set != "heldout" else {}
+    old_errors: list[float] = []
     for name, runs in windows.items():
         truth = statistics.median(runs)
         predicted = committed["cases"][name]["step_seconds"]
@@ -100,23 +154,32 @@ def main() -> None:
             f"{predicted * 1e3:.2f}",
             f"{errors[-1]:+.1%}",
         ]
+        if before:
+            old_errors.append(before[name] / truth - 1)
+            cells += [f"{before[name] * 1e3:.2f}", f"{old_errors[-1]:+.1%}"]
         if now:
             refit.append(now[name] / truth - 1)
             cells += [f"{now[name] * 1e3:.2f}", f"{refit[-1]:+.1%}"]
         cells.append(f"{committed['cases'][name]['host_bound_share']:.0%}")
         lines.append("| " + " | ".join(cells) + " |")
     print(f"**{len(errors)} cases, committed predictions: {_summary(errors, spreads)}.**\n")
+    if before:
+        print(f"The rules before, same runs: {_summary(old_errors, spreads)}.\n")
     if now:
         print(f"**The model now (fitted on these rows): {_summary(refit, spreads)}.**\n")
     head = (
         "| case | step ms (runs) | measured ms | run spread | synced ms (spread) "
         "| predicted ms | error |"
     )
+    if before:
+        head += " rules before ms | error before |"
     if now:
         head += " model now ms | error now |"
     print(head + " host-bound (pred) |")
     print("|---" * (head.count("|")) + "|")
     print("\n".join(lines))
+    if "host_reference_before" in record["runs"][0]:
+        print("\n".join(host_reference_table(record)))
 
 
 if __name__ == "__main__":

@@ -74,6 +74,12 @@ def _hf(build: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
 
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[build["dtype"]]
     config = transformers.AutoConfig.for_model(**lookup(build["hf"]).config)
+    if build.get("task") == "seqcls":  # a classification head over two labels
+        with torch.device(DEV):
+            model = transformers.AutoModelForSequenceClassification.from_config(config, dtype=dtype)
+        ids = torch.randint(0, config.vocab_size, (build["batch"], build["seq"]), device=DEV)
+        labels = torch.randint(0, 2, (build["batch"],), device=DEV)
+        return model, lambda: model(input_ids=ids, labels=labels).loss
     with torch.device(DEV):
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
     if build.get("lora"):
@@ -123,7 +129,8 @@ def _plain(build: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
 
 def make_step(build: dict[str, Any]) -> tuple[int, Callable[[], None]]:
     """A case's training step as a loop body (forward under autocast where the case asks,
-    backward, the optimizer, zero_grad; no synchronisation), and its trainable tensors."""
+    backward, `accum` times where the case accumulates; the optimizer, zero_grad; no
+    synchronisation), and its trainable tensors."""
     import torch
 
     model, loss_fn = _hf(build) if "hf" in build else _plain(build)
@@ -140,10 +147,13 @@ def make_step(build: dict[str, Any]) -> tuple[int, Callable[[], None]]:
     autocast = "hf" in build or build.get("amp", False)
     model.train()
 
+    accum = build.get("accum", 1)
+
     def step() -> None:
-        with torch.autocast(DEV, dtype=torch.bfloat16, enabled=autocast):
-            loss = loss_fn()
-        loss.backward()
+        for _ in range(accum):  # gradient accumulation: `accum` micro-batches a step
+            with torch.autocast(DEV, dtype=torch.bfloat16, enabled=autocast):
+                loss = loss_fn()
+            loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 

@@ -286,3 +286,61 @@ def lstm_h128_4l() -> nn.Module:
 def gru_h768_2l() -> nn.Module:
     """Embedding 256 -> 2-layer GRU, hidden 768 -> vocabulary."""
     return RnnLM("GRU", 2, hidden=768, embed=256)
+
+
+# The fourth blind set's models (`blind4_cases.py`).
+
+
+def mlp_3x96() -> nn.Module:
+    """A small MLP: 24 -> 3 x 96 (ReLU) -> 10 classes."""
+    return _mlp((24, 96, 96, 96), 10)
+
+
+def mlp_20x128() -> nn.Module:
+    """A deep MLP: 32 -> 20 x 128 (ReLU) -> 10 classes."""
+    return _mlp((32, *([128] * 20)), 10)
+
+
+def mlp_6x256() -> nn.Module:
+    """64 -> 6 x 256 (ReLU) -> 10 classes (run under bf16 autocast)."""
+    return _mlp((64, *([256] * 6)), 10)
+
+
+def mlp_4x256() -> nn.Module:
+    """64 -> 4 x 256 (ReLU) -> 10 classes (run with gradient accumulation)."""
+    return _mlp((64, *([256] * 4)), 10)
+
+
+class BnCNN(nn.Module):
+    """A small CIFAR-sized CNN: three 3x3 convolutions (16, 32, 64 channels) each with
+    BatchNorm, ReLU and a 2x2 max-pool, global average pooling, a linear classifier."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for cin, cout in ((3, 16), (16, 32), (32, 64)):
+            layers += [
+                nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+                nn.BatchNorm2d(cout),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+            ]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+def bn_cnn() -> nn.Module:
+    return BnCNN()
+
+
+def gru_h256_2l() -> nn.Module:
+    """Embedding 128 -> 2-layer GRU, hidden 256 -> vocabulary."""
+    return RnnLM("GRU", 2, hidden=256, embed=128)
+
+
+def lstm_h192_3l() -> nn.Module:
+    """Embedding 96 -> 3-layer LSTM, hidden 192 -> vocabulary (run under bf16 autocast)."""
+    return RnnLM("LSTM", 3, hidden=192, embed=96)

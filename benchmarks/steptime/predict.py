@@ -1,10 +1,11 @@
 """trainfit's step-time predictions for a case set, written before its first run.
 
-    PYTHONPATH=src:. python -m benchmarks.steptime.predict [--set heldout|blind|blind2|blind3]
+    PYTHONPATH=src:. python -m benchmarks.steptime.predict [--set heldout|blind|...|blind4]
 
 Writes `results/heldout_predictions.json` (`cases.py`), `results/blind_predictions.json`
 (`blind_cases.py`), `results/blind2_predictions.json` (`blind2_cases.py`) or
-`results/blind3_predictions.json` (`blind3_cases.py`), to be committed before the GPU measures
+`results/blind3_predictions.json` (`blind3_cases.py`) or `results/blind4_predictions.json`
+(`blind4_cases.py`), to be committed before the GPU measures
 the cases; `compare.py` and `compare_window.py` read them, never recomputed figures.
 """
 
@@ -30,11 +31,13 @@ PREDICTIONS = RESULTS / "heldout_predictions.json"
 BLIND_PREDICTIONS = RESULTS / "blind_predictions.json"
 BLIND2_PREDICTIONS = RESULTS / "blind2_predictions.json"
 BLIND3_PREDICTIONS = RESULTS / "blind3_predictions.json"
+BLIND4_PREDICTIONS = RESULTS / "blind4_predictions.json"
 PREDICTION_FILES = {
     "heldout": PREDICTIONS,
     "blind": BLIND_PREDICTIONS,
     "blind2": BLIND2_PREDICTIONS,
     "blind3": BLIND3_PREDICTIONS,
+    "blind4": BLIND4_PREDICTIONS,
 }
 
 

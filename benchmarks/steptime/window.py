@@ -1,7 +1,8 @@
 """Time step-time cases as a training loop runs them: windows of steps, one sync at the end.
 
     PYTHONPATH=src:. python -m benchmarks.steptime.window --out DIR
-        [--set heldout|blind|blind2|blind3] [--cases a,b] [--repeat 3] [--pin 2-5] [--pin-every 2]
+        [--set heldout|blind|blind2|blind3|blind4] [--cases a,b] [--repeat 3] [--first-repeat 0]
+        [--host-ref] [--pin 2-5] [--pin-every 2]
 
 A training loop does not wait for the device after each step: the host issues the next step's
 kernels while the device still runs the last one, and waits only where the loop reads a value
@@ -11,7 +12,9 @@ reference copy and the optimizer state are made), then, with no synchronisation 
 `windows + 1` windows of N steps each, CUDA events recorded on the stream between windows; the
 first window (the pipeline filling) is dropped and each window's elapsed device time over N is
 one sample of the step; the run's figure is their median. N is chosen from the synced warm-up
-steps so that a window lasts about `--window-ms`.
+steps so that a window lasts about `--window-ms`. With `--host-ref` each process also times the
+host's dispatch of a tiny CUDA op and reads the CPU's clock before and after its case
+(`host_reference`), so host drift between runs and calls is visible.
 
 Beside it, for comparison with the earlier tables, the same process times `--synced` steps the
 old way (`measure_gpu.py`: the device synchronised before and after each step, the host's
@@ -63,9 +66,41 @@ def windows(step: Any, per_window: int, count: int) -> list[float]:
     return [events[i].elapsed_time(events[i + 1]) / 1000 / per_window for i in range(1, count + 1)]
 
 
+def host_reference(dispatches: int = 20000, repeats: int = 3) -> dict[str, Any]:
+    """How fast this host issues work now: the host's microseconds per `x.add_(1)` on a
+    one-element CUDA tensor over `dispatches` calls with no sync in between (each of `repeats`
+    loops; the device keeps up, so this is the dispatch path's host cost), and the CPU's
+    model and current clock (`/proc/cpuinfo`, mean MHz over the CPUs) and load average."""
+    import torch
+
+    x = torch.zeros(1, device="cuda")
+    for _ in range(500):
+        x.add_(1)
+    torch.cuda.synchronize()
+    loops = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(dispatches):
+            x.add_(1)
+        loops.append((time.perf_counter() - start) / dispatches * 1e6)
+        torch.cuda.synchronize()
+    info = Path("/proc/cpuinfo").read_text().splitlines()
+    mhz = [float(line.split(":")[1]) for line in info if line.startswith("cpu MHz")]
+    model = next((line.split(":")[1].strip() for line in info if line.startswith("model name")), "")
+    return {
+        "dispatch_us": loops,
+        "dispatch_median_us": statistics.median(loops),
+        "cpu_model": model,
+        "cpu_mhz_mean": statistics.mean(mhz) if mhz else None,
+        "loadavg": os.getloadavg()[0],
+    }
+
+
 def run_one(build: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
+    begun = time.perf_counter()
+    before = host_reference() if args.host_ref else None
     tensors, step = make_step(build)
     synced: list[float] = []
     for _ in range(args.warmup + args.synced):
@@ -96,6 +131,10 @@ def run_one(build: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         record["gc_off_step_seconds"] = off
         record["gc_off_median_seconds"] = statistics.median(off)
     record["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+    if before is not None:
+        record["host_reference_before"] = before
+        record["host_reference_after"] = host_reference()
+    record["process_seconds"] = time.perf_counter() - begun
     return record
 
 
@@ -105,6 +144,8 @@ def _child(name: str, args: argparse.Namespace, pinned: bool) -> list[str]:
         cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     if args.gc_off:
         cmd.append("--gc-off")
+    if args.host_ref:
+        cmd.append("--host-ref")
     if pinned:
         cmd += ["--pin", args.pin]
     return cmd
@@ -114,7 +155,7 @@ def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument(
-        "--set", default="heldout", choices=("heldout", "blind", "blind2", "blind3")
+        "--set", default="heldout", choices=("heldout", "blind", "blind2", "blind3", "blind4")
     )
     parser.add_argument("--cases", default="")
     parser.add_argument("--warmup", type=int, default=8)
@@ -123,6 +164,12 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--window-ms", type=float, default=100.0)
     parser.add_argument("--gc-off", action="store_true")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--first-repeat", type=int, default=0, help="number the repeats from")
+    parser.add_argument(
+        "--host-ref",
+        action="store_true",
+        help="time the host's dispatch (host_reference) before and after each case",
+    )
     parser.add_argument("--pin", default="")
     parser.add_argument("--pin-every", type=int, default=0, help="pin every Nth run (0: none)")
     parser.add_argument("--deadline", type=float, default=500.0)
@@ -148,7 +195,9 @@ def main() -> None:
     }
     record["settings"]["out"] = str(args.out)
     args.out.mkdir(parents=True, exist_ok=True)
-    for repeat in range(args.repeat):
+    # NB: every case once per round, round after round (A B C ... A B C ...), so the host's
+    # drift over the call falls on every case alike
+    for repeat in range(args.first_repeat, args.first_repeat + args.repeat):
         pinned = bool(args.pin and args.pin_every and repeat % args.pin_every == 1)
         for name in names:
             left = args.deadline - (time.perf_counter() - started)
