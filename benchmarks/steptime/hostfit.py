@@ -22,11 +22,6 @@ fit, the better kept), minimising the mean over the three tables below of each t
   (the shipped fit, without them, puts a no-grad op at 12 us and prefill 24% over); not
   shipped: the README says what it trades.
 
-- with `--with-diagnose2`: `results/diagnose2_h100/diagnose2.json`'s host part (GPT-2 from a
-  config, under peft's LoRA, the same blocks as bare modules, bare MLPs; batch 1 x 8 tokens):
-  per model the forward alone and forward+backward, compared with the host's issue time of
-  those phases (`host_phases`), and the whole step, compared with the steady period.
-
 The held-out tables (`timing_heldout_h100`, `rnn_heldout_h100`, `dtype_heldout_h100`) are not
 read. Device kernel times are the calibration's; only the host constants move.
 """
@@ -47,12 +42,11 @@ import torch
 from trainfit.hardware.catalog import Device, get_device
 from trainfit.spec import LoraSpec, Precision, TrainSpec
 from trainfit.timing.constants import Calibration, calibration
-from trainfit.timing.step import step_host_costs, step_time
+from trainfit.timing.step import step_time
 from trainfit.trace.costs import StepCosts
 from trainfit.trace.generation import trace_generation
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
-from trainfit.training import Phase
 
 BENCH = Path(__file__).resolve().parents[1]
 OUT = BENCH.parent / "src/trainfit/timing/host_fit.json"
@@ -60,15 +54,12 @@ US = 1e-6
 GRID: dict[str, list[float]] = {
     "op_seconds": [x * US for x in (2, 4, 6, 8, 10, 12, 14)],
     "graph_op_seconds": [x * US for x in (12, 14, 16, 18, 20, 22, 25, 28, 32, 36)],
-    "backward_op_seconds": [x * US for x in (8, 10, 12, 14, 16, 18, 20, 24, 28, 32, 36)],
+    "backward_op_seconds": [x * US for x in (8, 10, 12, 14, 16, 18, 20, 24)],
     "module_seconds": [x * US for x in (0, 1.5, 3, 5, 8, 12, 16)],
     "view_seconds": [x * US for x in (0.5, 1, 3, 5, 8, 11, 14, 18)],
-    "backward_view_seconds": [x * US for x in (0, 1, 3, 5, 8, 11, 14, 18, 22)],
+    "backward_view_seconds": [x * US for x in (1, 3, 5, 8, 11, 14, 18, 22)],
     "step_seconds": [x * US for x in (0, 50, 100, 200, 300, 400, 600, 800)],
     "pass_seconds": [x * US for x in (0, 25, 50, 100, 200, 300)],
-    "model_call_seconds": [x * US for x in (0, 200, 400, 600, 800, 1000, 1200, 1500, 2000)],
-    "cast_seconds": [x * US for x in (0, 5, 10, 15, 20, 25, 30, 40)],
-    "backward_cast_seconds": [x * US for x in (0, 5, 10, 15, 20, 25, 30, 40)],
     "rnn_call_seconds": [x * US for x in (0, 50, 100, 200, 300, 400, 500, 600, 800)],
     "library_scale": [0.0, 0.25, 0.5, 0.75, 1.0, 1.25],
     "optimizer_scale": [0.8, 1.0, 1.2, 1.4, 1.6, 2.0, 2.5],
@@ -82,9 +73,6 @@ START = {  # the microbenchmarks' values, no fixed costs
     "backward_view_seconds": 14 * US,
     "step_seconds": 0.0,
     "pass_seconds": 0.0,
-    "model_call_seconds": 0.0,
-    "cast_seconds": 0.0,
-    "backward_cast_seconds": 0.0,
     "rnn_call_seconds": 0.0,
     "library_scale": 1.0,
     "optimizer_scale": 1.0,
@@ -92,8 +80,7 @@ START = {  # the microbenchmarks' values, no fixed costs
 RESULTS = Path(__file__).parent / "results"
 WINDOW = RESULTS / "calibration_window_h100.json"
 DIAGNOSE = RESULTS / "diagnose_h100/diagnose_host.json"
-DIAGNOSE2 = RESULTS / "diagnose2_h100/diagnose2.json"
-LOOP_TIMED = ("steptime", "blind", "blind2", "blind3", "blind4", "diagnose", "diagnose2")
+LOOP_TIMED = ("steptime", "blind", "blind2", "blind3", "blind4", "diagnose")
 """The tables timed as a loop runs them (compared with the steady period); the others were
 timed with a sync after each step."""
 
@@ -207,64 +194,6 @@ def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
     return rows
 
 
-PHASES = ("forward", "fwd+bwd", "step")
-"""What a `diagnose2` row times: the forward alone (grad mode on), forward and backward, the
-whole step (each a loop with one sync at each end)."""
-
-
-def diagnose2_traces(device: Device) -> list[tuple[str, TrainSpec, Any, float]]:
-    """(name, spec, trace, measured seconds) of `diagnose2.py`'s host part (GPT-2 from a
-    config, under a peft LoRA, the same blocks as bare `nn` modules, with and without LoRA;
-    bare MLPs; batch 1 x 8 tokens, width 64, so the host's time): per model three rows, the
-    forward, forward+backward and the whole step, each the median over the repeats. The
-    models are built live (`diagnose2._build` on the CPU, the same seed) and traced as
-    `trainfit.estimate` traces a live module."""
-    import torch.nn.functional as F
-
-    from benchmarks.steptime.diagnose2 import _build
-    from trainfit.models.live import live_fields
-
-    keys = {"forward": "forward_us", "fwd+bwd": "forward_backward_us", "step": "step_us"}
-    runs: dict[tuple[str, int, bool], list[dict[str, Any]]] = {}
-    for run in json.loads(DIAGNOSE2.read_text())["runs"]:
-        if run["part"] == "hf":
-            for row in run["rows"]:
-                runs.setdefault((row["model"], row["depth"], row["amp"]), []).append(row)
-    out = []
-    for (kind, depth, amp), rows in runs.items():
-        model, _, _ = _build(kind, depth, "cpu")
-        fields: dict[str, Any] = dict(model=model, device="h100")
-        fields["precision"] = "bf16" if amp else "fp32"
-        if kind == "mlp":
-            torch.manual_seed(0)
-            sample: Any = (torch.randn(8, 16), torch.randint(0, 10, (8,)))
-            fields.update(loss=F.cross_entropy, batch=8, optimizer="sgd")
-        else:
-            ids = torch.randint(0, 512, (1, 8))
-            sample = {"input_ids": ids, "labels": ids} if kind.startswith("hf") else ids
-            fields["batch"] = 1
-        with live_fields(fields, sample) as live:
-            spec = TrainSpec(**live)
-            trace = trace_step(spec, target=Target.of(device))
-        name = f"diagnose2/{kind}-{depth}-{'bf16' if amp else 'fp32'}"
-        for what, key in keys.items():
-            seconds = statistics.median(r[key] for r in rows) * US
-            out.append((f"{name}/{what}", spec, trace, seconds))
-    return out
-
-
-def host_phases(cal: Calibration, costs: StepCosts) -> tuple[float, float]:
-    """The host's seconds to issue one micro-batch's forward, and its backward (the
-    engine's start included): what a host-bound loop of forwards, or of forwards and
-    backwards, takes per iteration."""
-    forward = step_host_costs(cal, costs.table, Phase.FORWARD, 0.0)
-    backward = step_host_costs(cal, costs.table, Phase.BACKWARD, 0.0)
-    return (
-        sum(forward[i] for i in costs.forward),
-        sum(backward[i] for i in costs.backward) + cal.host_fit.pass_seconds,
-    )
-
-
 def prefill_rows(device: Device) -> list[tuple[str, TrainSpec, StepCosts, float]]:
     """(name, spec, the traced prefill, measured seconds) of each committed generation's
     prefill (`benchmarks/inference/results/raw_h100`), traced as `estimate_inference` traces
@@ -358,18 +287,7 @@ def main() -> None:
         "--with-diagnose", action="store_true", help="fit on diagnose.py's host rows too"
     )
     parser.add_argument(
-        "--with-diagnose2",
-        action="store_true",
-        help="fit on diagnose2.py's host rows too (forward, forward+backward, step)",
-    )
-    parser.add_argument(
         "--with-blind", action="store_true", help="fit on the blind rows of blind_h100.json too"
-    )
-    parser.add_argument(
-        "--start",
-        default="",
-        help="JSON of constants (microseconds; scales as numbers) to start the descent from "
-        "as well, or with --eval to evaluate instead of the shipped ones",
     )
     args = parser.parse_args()
     device = get_device("h100")
@@ -386,10 +304,6 @@ def main() -> None:
         spec = TrainSpec(**kwargs, device="h100")
         trace = trace_step(spec, target=Target.of(device))
         traced.append((name, spec, trace, seconds, name in rows))
-    for name, spec, trace, seconds in diagnose2_traces(device):
-        traced.append((name, spec, trace, seconds, args.with_diagnose2))
-        if args.with_diagnose2:
-            rows[name] = ({}, seconds)
     prefills = prefill_rows(device) if args.prefill else []
     base = calibration()
     lines = optimizer_lines() if args.optimizer_lines else {}
@@ -402,11 +316,6 @@ def main() -> None:
         out = {}
         for row, spec, trace, seconds, fitted in traced:
             if fitted_only and not fitted:
-                continue
-            what = row.rsplit("/", 1)[-1]
-            if what in PHASES[:2]:
-                forward, backward = host_phases(cal, trace.costs)
-                out[row] = (forward if what == "forward" else forward + backward, seconds)
                 continue
             t = step_time(
                 trace.costs,
@@ -431,17 +340,12 @@ def main() -> None:
         return statistics.mean(statistics.mean(e) for e in errors.values())
 
     shipped = {**START, **json.loads(OUT.read_text())["constants"]}
-    given = {
-        k: v if k.endswith("scale") else v * US for k, v in json.loads(args.start or "{}").items()
-    }
-    starts = (START, shipped, {**shipped, **given}) if given else (START, shipped)
     if args.eval:
-        best = {**shipped, **given}
-        score = loss(best)
+        best, score = shipped, loss(shipped)
     else:
         # NB: coordinate descent ends where the path leads on a flat optimum: from the
-        # microbenchmarks' values, from the shipped fit (and from --start), the best kept
-        best, score = min((descend(loss, s) for s in starts), key=lambda r: r[1])
+        # microbenchmarks' values and from the shipped fit, the better kept
+        best, score = min((descend(loss, s) for s in (START, shipped)), key=lambda r: r[1])
     print(json.dumps({"loss": round(score, 4), "constants": best}, indent=1))
     everything = predicted(with_fit(base, best), False)
     for name, (p, m) in everything.items():
@@ -452,12 +356,10 @@ def main() -> None:
         record = {
             "source": "benchmarks/steptime/hostfit.py"
             + (" --with-diagnose" if args.with_diagnose else "")
-            + (" --with-diagnose2" if args.with_diagnose2 else "")
             + (" --optimizer-lines" if lines else "")
             + ": coordinate descent over a grid, "
             "minimising the mean over the tables (timing, faithful, steptime"
             + (", diagnose" if args.with_diagnose else "")
-            + (", diagnose2" if args.with_diagnose2 else "")
             + (", blind" if args.with_blind else "")
             + (", inference prefill" if args.prefill else "")
             + ") of each table's "

@@ -160,36 +160,3 @@ def test_an_absurd_batch_logs_nothing_before_its_error(user_module: Path) -> Non
     finally:
         logger.removeHandler(handler)
     assert records == []
-
-
-def _model_calls(model: object, sample: object) -> tuple[int, int]:
-    """(Hugging Face model calls, module calls) of a live model's traced forward."""
-    from trainfit.hardware.catalog import get_device
-    from trainfit.models.live import live_fields
-    from trainfit.spec import TrainSpec
-    from trainfit.trace.costs import MODEL_CALL, OpKind
-    from trainfit.trace.step import trace_step
-    from trainfit.trace.target import Target
-    from trainfit.training import Phase
-
-    with live_fields(dict(model=model, batch=1), sample) as fields:
-        trace = trace_step(TrainSpec(**fields), target=Target.of(get_device("h100")))
-    assert trace.costs is not None
-    ops = trace.costs.ops(Phase.FORWARD)
-    return ops.count(MODEL_CALL), sum(op.kind is OpKind.MODULE for op in ops)
-
-
-def test_a_hugging_face_models_own_call_is_marked() -> None:
-    import torch
-    import transformers
-    from torch import nn
-
-    config = transformers.GPT2Config(n_embd=32, n_head=2, n_layer=1, n_positions=16)
-    config.vocab_size = 64
-    ids = torch.randint(0, 64, (1, 8))
-    hf, modules = _model_calls(
-        transformers.GPT2LMHeadModel(config), {"input_ids": ids, "labels": ids}
-    )
-    assert hf == 2 and modules > 2  # GPT2LMHeadModel and the GPT2Model inside it
-    bare = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
-    assert _model_calls(bare, (torch.randn(1, 4), torch.tensor([1])))[0] == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from trainfit.trace.costs import CostLog, OpCost, OpKind, graph_op, op_cost
+from trainfit.trace.costs import CostLog, OpCost, OpKind, graph_op
 from trainfit.training import Phase
 
 
@@ -17,17 +17,6 @@ def test_an_op_records_an_autograd_node_only_in_grad_mode_with_an_input_requirin
     assert not graph_op((x, frozen), {})
     with torch.no_grad():
         assert not graph_op((x, w), {})
-
-
-def test_a_copy_to_another_floating_dtype_is_a_cast() -> None:
-    x = torch.randn(2, 4)
-    to_bf16 = torch.ops.aten._to_copy.default
-    assert op_cost(to_bf16, (x,), {"dtype": torch.bfloat16}, x.to(torch.bfloat16)).cast
-    same = op_cost(to_bf16, (x,), {"dtype": torch.float32}, x.clone())
-    assert not same.cast
-    ints = torch.arange(4)
-    assert not op_cost(to_bf16, (ints,), {"dtype": torch.float32}, ints.float()).cast
-    assert not op_cost(torch.ops.aten.add.Tensor, (x, x), {}, x + x).cast
 
 
 def _op(n: int) -> OpCost:

@@ -97,14 +97,6 @@ class HostFit:
     """Host seconds of one optimizer step outside its ops (the loop's Python, zero_grad)."""
     pass_seconds: float
     """Host seconds of starting a micro-batch's backward (the autograd engine's set-up)."""
-    model_call_seconds: float
-    """Host seconds of a Hugging Face model's call (a transformers `PreTrainedModel`) beside a
-    module's: masks, position ids, output classes, the loss's dispatch."""
-    cast_seconds: float
-    """Host seconds a forward op that converts between floating dtypes (autocast's casts)
-    costs beside an op's."""
-    backward_cast_seconds: float
-    """The same for such an op the autograd engine runs in backward."""
     rnn_call_seconds: float
     """Host seconds of a cuDNN recurrent layer's call beside an op's, forward and backward each
     (its weights' checks, descriptors and workspace)."""

@@ -287,9 +287,8 @@ def step_host_costs(
     In the optimizer: `per_op` for an op, the module call's cost for a module call. In forward
     and backward, the fitted host floor (`HostFit`): a forward op costs more when it records an
     autograd node; a backward op its own cost; an op without a kernel the cost of a view; a
-    module call its own, a Hugging Face model's call more; convolutions and BatchNorm add
-    cuDNN's measured extra (times a fitted scale), a recurrent layer the fitted cost of a cuDNN
-    RNN call, a cast between floating dtypes its own extra."""
+    module call its own; convolutions and BatchNorm add cuDNN's measured extra (times a fitted
+    scale), a recurrent layer the fitted cost of a cuDNN RNN call."""
     if phase is Phase.OPTIMIZER:
         return [cal.host_module_call_seconds if op.kind is OpKind.MODULE else per_op for op in ops]
     fit = cal.host_fit
@@ -303,16 +302,14 @@ def step_host_costs(
     out = []
     for op in ops:
         if op.kind is OpKind.MODULE:
-            # NB: a module op's detail is 1 for a Hugging Face model's own call
-            out.append(fit.module_seconds + (fit.model_call_seconds if op.detail else 0.0))
+            out.append(fit.module_seconds)
         elif op.kind is OpKind.HOST:
             out.append(fit.backward_view_seconds if phase is Phase.BACKWARD else fit.view_seconds)
         elif phase is Phase.BACKWARD:
-            cast = fit.backward_cast_seconds if op.cast else 0.0
-            out.append(fit.backward_op_seconds + library.get(op.kind, 0.0) + cast)
+            out.append(fit.backward_op_seconds + library.get(op.kind, 0.0))
         else:
             issue = fit.graph_op_seconds if op.graph else fit.op_seconds
-            out.append(issue + library.get(op.kind, 0.0) + (fit.cast_seconds if op.cast else 0.0))
+            out.append(issue + library.get(op.kind, 0.0))
     return out
 
 

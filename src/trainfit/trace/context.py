@@ -12,7 +12,6 @@ serving) `torch.no_grad()`. It yields a `Tracer`; when the block ends the record
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import logging
 from collections.abc import Iterable, Iterator
@@ -33,7 +32,7 @@ from trainfit.errors import (
 from trainfit.hardware.catalog import DeviceKind
 from trainfit.trace.compat import internal_moved
 from trainfit.trace.convert import conversions_in_place
-from trainfit.trace.costs import MODEL_CALL, MODULE_CALL
+from trainfit.trace.costs import MODULE_CALL
 from trainfit.trace.kernels.cudnn_conv import CudnnConv
 from trainfit.trace.kernels.cudnn_rnn import LIBRARY_OP, CudnnLstm
 from trainfit.trace.recorder import Recorder
@@ -205,16 +204,6 @@ def _not_tracing_for_transformers() -> Iterator[None]:
         import_utils.is_fake_tensor = original
 
 
-@functools.cache
-def _hf_model(cls: type) -> bool:
-    """Whether a module class is a transformers model (`PreTrainedModel`), whose own call does
-    more host work than a module's."""
-    return any(
-        c.__name__ == "PreTrainedModel" and c.__module__.startswith("transformers.")
-        for c in cls.__mro__
-    )
-
-
 @contextlib.contextmanager
 def _module_tracking(recorder: Recorder, model: nn.Module) -> Iterator[None]:
     names = {id(m): n for n, m in model.named_modules()}
@@ -223,7 +212,7 @@ def _module_tracking(recorder: Recorder, model: nn.Module) -> Iterator[None]:
     def pre(module: nn.Module, args: Any) -> None:
         stack.append(names.get(id(module)) or type(module).__name__)
         recorder.module_path = stack[-1]
-        recorder.charge(MODEL_CALL if _hf_model(type(module)) else MODULE_CALL)
+        recorder.charge(MODULE_CALL)
 
     def post(module: nn.Module, args: Any, out: Any) -> None:
         if stack:

@@ -65,18 +65,14 @@ class OpCost:
     """What else decides the kernel: a recurrent layer's recurrent weight elements (gates x
     hidden x output size: cuDNN switches to its persistent kernels below a size), a foreach
     op's tensor count over all its lists, 1 for a matmul with a dimension not a multiple of 16
-    bytes (cuBLAS then picks slower kernels), a batch norm's channels (its parallelism), 1 for
-    the call of a Hugging Face model (`MODEL_CALL`); 0 otherwise."""
+    bytes (cuBLAS then picks slower kernels), a batch norm's channels (its parallelism); 0
+    otherwise."""
     graph: bool = False
     """Whether the op recorded an autograd node (grad mode on and an input requiring grad):
     the host then does more work to issue it."""
     layers: int = 0
     """A recurrent call's layers x directions (each sets up its own sequence of kernels); 0
     for any other op."""
-    cast: bool = False
-    """Whether the op converts a floating tensor to another floating dtype (`aten._to_copy`:
-    autocast's casts, `.float()`, `.to(dtype)`, and their backward): the host does more to
-    issue it than an ordinary op."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +110,6 @@ class StepCosts:
                 and self.table[i].dtype == other.table[j].dtype
                 and self.table[i].detail == other.table[j].detail
                 and self.table[i].graph == other.table[j].graph
-                and self.table[i].cast == other.table[j].cast
                 for i, j in set(zip(a, b, strict=True))
             )
             for a, b in (
@@ -150,7 +145,6 @@ def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: i
                 kernels=near.table[k].kernels,
                 detail=x.detail,
                 graph=x.graph,
-                cast=x.cast,
             )
             found = made[(i, j, k)] = table.setdefault(cost, len(table))
         return found
@@ -333,19 +327,7 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
         detail = inputs[0].shape[1] if inputs and inputs[0].dim() > 1 else 0
     else:
         detail = 0
-    cast = packet is aten._to_copy and _casts(inputs, outputs)
-    return OpCost(kind, dtype, flops, moved, 1, detail, graph, cast=cast)
-
-
-def _casts(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> bool:
-    """Whether a copy converts a floating tensor to another floating dtype."""
-    return bool(
-        inputs
-        and outputs
-        and inputs[0].is_floating_point()
-        and outputs[0].is_floating_point()
-        and inputs[0].dtype != outputs[0].dtype
-    )
+    return OpCost(kind, dtype, flops, moved, 1, detail, graph)
 
 
 def _aligned(tensors: Sequence[torch.Tensor]) -> bool:
@@ -395,9 +377,6 @@ def foreach_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Op
 
 SYNC_COST = OpCost(OpKind.SYNC, "int", 0, 0, 0)
 MODULE_CALL = OpCost(OpKind.MODULE, "int", 0, 0, 0)
-MODEL_CALL = OpCost(OpKind.MODULE, "int", 0, 0, 0, detail=1)
-"""The call of a Hugging Face model (a transformers `PreTrainedModel`): host work beside its
-submodules' (attention masks, position ids, output classes, the loss's dispatch)."""
 
 
 class CostLog:
