@@ -178,9 +178,9 @@ def test_an_optimizer_the_calibration_lacks_is_an_error() -> None:
         match=r"^optimizer 'adam' is timed as 'adamw', whose host cost the .*; "
         r"calibrated: adafactor, sgd, sgd-momentum$",
     ):
-        lacking.optimizer_host(spec, 4)
-    assert cal.optimizer_host(spec, 4) == cal.optimizer_host(
-        dataclasses.replace(spec, optimizer=OptimizerKind.ADAMW), 4
+        lacking.optimizer_host(spec, 4, OptimizerPath.FOREACH)
+    assert cal.optimizer_host(spec, 4, OptimizerPath.FOREACH) == cal.optimizer_host(
+        dataclasses.replace(spec, optimizer=OptimizerKind.ADAMW), 4, OptimizerPath.FOREACH
     )
 
 
@@ -284,3 +284,13 @@ def test_a_path_the_optimizer_lacks_is_refused() -> None:
         traced_optimizer(OptimizerKind.ADAMW_8BIT, [], True, OptimizerPath.FOREACH)
     with pytest.raises(SpecError, match="unknown optimizer path 'fast'"):
         TrainSpec(model="gpt2", optimizer_path="fast")
+
+
+def test_run_path_is_the_named_path_or_the_target_s_default() -> None:
+    from trainfit.optim import run_path
+
+    auto, loop = OptimizerPath.AUTO, OptimizerPath.FOR_LOOP
+    assert run_path(OptimizerKind.ADAMW, auto, target_foreach=True) is OptimizerPath.FOREACH
+    assert run_path(OptimizerKind.ADAMW, auto, target_foreach=False) is loop
+    assert run_path(OptimizerKind.ADAFACTOR, auto, target_foreach=True) is loop
+    assert run_path(OptimizerKind.SGD, OptimizerPath.FUSED, True) is OptimizerPath.FUSED

@@ -376,6 +376,7 @@ def main() -> None:
             k: [round(fixed, 9), round(per, 9)] for k, (fixed, per) in sorted(lines.items())
         }
         record["rnn_layer_seconds"] = base.host_fit.rnn_layer_seconds
+        record["optimizer_paths"] = json.loads(OUT.read_text())["optimizer_paths"]
         OUT.write_text(json.dumps(record, indent=1) + "\n")
 
 

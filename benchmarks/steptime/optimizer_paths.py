@@ -14,6 +14,13 @@ Writes DIR/optimizer_paths.json.
 `report`: per optimizer and path, the least-squares line (fixed + per tensor) over N of the
 median over processes, into DIR/optimizer_paths.md, beside the host-cost lines trainfit
 uses now (`host_fit.json` `optimizer_lines`, measured on the foreach path).
+
+`record DIR`: each path's fixed and per-tensor cost as ratios to the same optimizer's CUDA
+default path in the same processes (foreach; Adafactor's for-loop), the lines weighted by
+1/y^2 (relative error, so the small lists count as much as the large), into
+`host_fit.json` `optimizer_paths`: the step-time model scales the shipped host cost of the
+default path by them. Ratios, not the lines themselves: the host's speed moved 50-100%
+between these processes and between sessions, while the ratios are of one process's loops.
 """
 
 from __future__ import annotations
@@ -126,15 +133,20 @@ def measure(out: Path, repeat: int) -> None:
         (out / "optimizer_paths.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
-def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least-squares intercept and slope."""
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
-    return my - slope * mx, slope
+def _line(points: list[tuple[int, float]], relative: bool = False) -> tuple[float, float]:
+    """Least-squares intercept and slope (`relative`: each point weighted by 1/y^2)."""
+    w = [1.0 / y**2 if relative else 1.0 for _, y in points]
+    sw = sum(w)
+    mx = sum(wi * x for wi, (x, _) in zip(w, points, strict=True)) / sw
+    my = sum(wi * y for wi, (_, y) in zip(w, points, strict=True)) / sw
+    sxy = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, points, strict=True))
+    sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, points, strict=True))
+    return my - sxy / sxx * mx, sxy / sxx
 
 
-def lines(record: dict[str, Any]) -> dict[tuple[str, str], tuple[float, float]]:
+def lines(
+    record: dict[str, Any], relative: bool = False
+) -> dict[tuple[str, str], tuple[float, float]]:
     """(optimizer, path) -> (fixed us, us per tensor), over the median of the processes."""
     runs = [r for r in record["runs"] if "rows" in r]
     found: dict[tuple[str, str], tuple[float, float]] = {}
@@ -149,8 +161,41 @@ def lines(record: dict[str, Any]) -> dict[tuple[str, str], tuple[float, float]]:
                     if (row["optimizer"], row["path"], row["tensors"]) == (kind, path, n)
                 ]
                 points.append((n, statistics.median(values)))
-            found[kind, path] = _line(points)
+            found[kind, path] = _line(points, relative)
     return found
+
+
+DEFAULT_PATH = {"adafactor": "for-loop"}
+"""Each optimizer's path under PyTorch's defaults on CUDA (foreach where not named), the one
+the shipped host costs were measured on."""
+HOST_FIT = Path(__file__).parents[2] / "src/trainfit/timing/host_fit.json"
+
+
+def record_ratios(directory: Path) -> dict[str, dict[str, list[float]]]:
+    """Each optimizer's paths as [fixed, per tensor] ratios to its default path, written into
+    host_fit.json's `optimizer_paths` (Adam's row is measured but trainfit times Adam as
+    AdamW, so AdamW's ratios are the ones used for both)."""
+    record = json.loads((directory / "optimizer_paths.json").read_text())
+    found = lines(record, relative=True)
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for kind, paths in PATHS.items():
+        base = found[kind, DEFAULT_PATH.get(kind, "foreach")]
+        ratios[kind] = {
+            path: [
+                round(found[kind, path][0] / base[0], 3),
+                round(found[kind, path][1] / base[1], 3),
+            ]
+            for path in paths
+        }
+    host = json.loads(HOST_FIT.read_text())
+    env = record["environment"]
+    host["optimizer_paths"] = {
+        "source": f"benchmarks/steptime/optimizer_paths.py record ({env['date']}, {env['device']}, "
+        f"torch {env['torch']}; results/optimizer_paths_h100)",
+        "ratios": ratios,
+    }
+    HOST_FIT.write_text(json.dumps(host, indent=1) + "\n")
+    return ratios
 
 
 def report(directory: Path) -> None:
@@ -199,13 +244,15 @@ def main() -> None:
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--repeat", type=int, default=3)
     sub.add_parser("one")
-    r = sub.add_parser("report")
-    r.add_argument("directory", type=Path)
+    for name in ("report", "record"):
+        sub.add_parser(name).add_argument("directory", type=Path)
     args = parser.parse_args()
     if args.what == "one":
         print(json.dumps(one_process()))
     elif args.what == "measure":
         measure(args.out, args.repeat)
+    elif args.what == "record":
+        print(json.dumps(record_ratios(args.directory), indent=1))
     else:
         report(args.directory)
 

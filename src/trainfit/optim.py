@@ -402,6 +402,16 @@ def path_arguments(
     return {} if default_foreach is None else {"foreach": default_foreach}
 
 
+def run_path(kind: OptimizerKind, path: OptimizerPath, target_foreach: bool) -> OptimizerPath:
+    """The path a step of `kind` runs: `path`, or for auto the target's default (foreach where
+    both the target and the optimizer default to it, else the for-loop)."""
+    if path is not OptimizerPath.AUTO:
+        return path
+    if target_foreach and optimizer_entry(kind).foreach:
+        return OptimizerPath.FOREACH
+    return OptimizerPath.FOR_LOOP
+
+
 def traced_optimizer(
     kind: OptimizerKind,
     params: list[nn.Parameter],

@@ -15,7 +15,7 @@ from typing import Any
 
 from trainfit.errors import TrainfitError
 from trainfit.optim import optimizer_entry
-from trainfit.spec import Precision, TrainSpec
+from trainfit.spec import OptimizerPath, Precision, TrainSpec
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,8 +57,14 @@ class Calibration:
     (one fit over both dtypes' rows), its unaligned matmuls not measured (bf16's)."""
     host_fit: HostFit
 
-    def optimizer_host(self, spec: TrainSpec, tensors: int) -> float:
-        """Host seconds of one optimizer step over `tensors` trainable tensors."""
+    def optimizer_host(
+        self, spec: TrainSpec, tensors: int, path: OptimizerPath | None = None
+    ) -> float:
+        """Host seconds of one optimizer step over `tensors` trainable tensors on `path` (the
+        one a CUDA step runs, `trainfit.optim.run_path`): the host cost measured on the
+        optimizer's CUDA default path, its fixed and per-tensor parts scaled by the path's
+        measured ratios to that default (`host_fit.json` `optimizer_paths`). None: the
+        calibrated cost as it stands (a target where the paths were not measured)."""
         kind = optimizer_entry(spec.optimizer).host_timed_as.value
         if kind not in self.optimizer_host_seconds_per_param:
             calibrated = ", ".join(sorted(self.optimizer_host_seconds_per_param))
@@ -66,13 +72,26 @@ class Calibration:
                 f"optimizer {spec.optimizer.value!r} is timed as {kind!r}, whose host cost the "
                 f"calibration of {self.device} lacks; calibrated: {calibrated}"
             )
+        ratios = self.host_fit.optimizer_paths.get(kind, {})
+        if path is None:
+            fixed_ratio, per_ratio = 1.0, 1.0
+        elif path.value not in ratios:
+            measured = ", ".join(sorted(ratios)) or "none"
+            raise TrainfitError(
+                f"the host cost of {kind!r} on its {path.value} path was not measured "
+                f"(measured: {measured}); choose another optimizer path"
+            )
+        else:
+            fixed_ratio, per_ratio = ratios[path.value]
         scaler = self.scaler_host_seconds_per_param if spec.precision is Precision.FP16 else 0.0
         line = self.host_fit.optimizer_lines.get(kind)
         if line is not None:
             fixed, per = line
-            return fixed + (per + scaler * self.host_fit.optimizer_scale) * tensors
-        per = self.optimizer_host_seconds_per_param[kind] + scaler
-        fixed = self.optimizer_host_seconds_fixed[kind]
+            return fixed * fixed_ratio + (
+                per * per_ratio + scaler * self.host_fit.optimizer_scale
+            ) * tensors
+        per = self.optimizer_host_seconds_per_param[kind] * per_ratio + scaler
+        fixed = self.optimizer_host_seconds_fixed[kind] * fixed_ratio
         return (fixed + per * tensors) * self.host_fit.optimizer_scale
 
 
@@ -110,6 +129,10 @@ class HostFit:
     optimizer_lines: dict[str, tuple[float, float]]
     """Optimizer kind -> (fixed, per trainable tensor) host seconds of `optimizer.step()`,
     a least-squares line over whole steps timed on real parameter lists (6 to 34 tensors)."""
+    optimizer_paths: dict[str, dict[str, tuple[float, float]]]
+    """Optimizer kind -> path -> (fixed, per tensor) host cost as ratios to the kind's CUDA
+    default path (foreach; Adafactor's for-loop), measured in the same processes
+    (`benchmarks/steptime/optimizer_paths.py`)."""
     rnn_layer_seconds: dict[str, float]
     """"forward"/"backward" -> device seconds a cuDNN recurrent call running the stepped kernels
     adds per layer and direction beside its steps, read off calls of 1-4 layers timed whole."""
@@ -128,6 +151,10 @@ def calibration() -> Calibration:
         fitted_on=tuple(host["fitted_on"]),
         optimizer_lines={k: (v[0], v[1]) for k, v in host["optimizer_lines"].items()},
         rnn_layer_seconds={k: float(v) for k, v in host["rnn_layer_seconds"].items()},
+        optimizer_paths={
+            kind: {path: (r[0], r[1]) for path, r in paths.items()}
+            for kind, paths in host["optimizer_paths"]["ratios"].items()
+        },
     )
     return Calibration(**raw, host_fit=fit)
 

@@ -32,6 +32,7 @@ from typing import TypeVar
 
 from trainfit.errors import SpecError
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
+from trainfit.optim import run_path
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.basis import (
     AppleUnchecked,
@@ -49,6 +50,7 @@ from trainfit.timing.families import OP_CLASSES, class_factors, matmul_efficienc
 from trainfit.timing.kernels import interpolate_curve, rnn_layer_seconds, rnn_step_seconds
 from trainfit.timing.missing import NoBandwidth, NoRate, RateMissing
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
+from trainfit.trace.target import Target
 from trainfit.training import Phase
 
 
@@ -489,10 +491,16 @@ def step_time(
     factor = fit.device_time_factor if fit else (device_time_factor or 1.0)
     times = _op_times(rates, costs, factor, class_factors(device.name) if fit else op_class_factors)
     issued = sum(1 for i in costs.optimizer if kinds[i] is not OpKind.MODULE)
+    # NB: the paths' host costs were measured on CUDA; elsewhere the calibrated cost stands
+    path = (
+        run_path(spec.optimizer, spec.optimizer_path, Target.of(device).rules(None).foreach)
+        if device.kind is DeviceKind.CUDA
+        else None
+    )
     per_op = {
         Phase.FORWARD: 0.0,
         Phase.BACKWARD: 0.0,
-        Phase.OPTIMIZER: cal.optimizer_host(spec, trainable_tensors) / max(1, issued),
+        Phase.OPTIMIZER: cal.optimizer_host(spec, trainable_tensors, path) / max(1, issued),
     }
     hosts = {phase: step_host_costs(cal, costs.table, phase, per_op[phase]) for phase in per_op}
     run = _Run(costs, spec, kinds, times, hosts, cal)
