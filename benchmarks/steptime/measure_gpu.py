@@ -136,14 +136,20 @@ def make_step(build: dict[str, Any]) -> tuple[int, Callable[[], None]]:
     model, loss_fn = _hf(build) if "hf" in build else _plain(build)
     params = [p for p in model.parameters() if p.requires_grad]
     optim = build.get("optim", "adamw")
+    # NB: "path" (for-loop, foreach, fused) where a case names one; PyTorch's default otherwise
+    flags = {None: {}, "for-loop": {"foreach": False}, "foreach": {"foreach": True}}.get(
+        build.get("path"), {"fused": True}
+    )
     if optim == "sgd":
-        optimizer: Any = torch.optim.SGD(params, lr=1e-3)
+        optimizer: Any = torch.optim.SGD(params, lr=1e-3, **flags)
     elif optim == "sgdm":
-        optimizer = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+        optimizer = torch.optim.SGD(params, lr=1e-3, momentum=0.9, **flags)
     elif optim == "adam":
-        optimizer = torch.optim.Adam(params, lr=1e-5)
+        optimizer = torch.optim.Adam(params, lr=1e-5, **flags)
+    elif optim == "adafactor":
+        optimizer = torch.optim.Adafactor(params, lr=1e-3, **flags)
     else:
-        optimizer = torch.optim.AdamW(params, lr=1e-5)
+        optimizer = torch.optim.AdamW(params, lr=1e-5, **flags)
     autocast = "hf" in build or build.get("amp", False)
     model.train()
 

@@ -32,12 +32,14 @@ BLIND_PREDICTIONS = RESULTS / "blind_predictions.json"
 BLIND2_PREDICTIONS = RESULTS / "blind2_predictions.json"
 BLIND3_PREDICTIONS = RESULTS / "blind3_predictions.json"
 BLIND4_PREDICTIONS = RESULTS / "blind4_predictions.json"
+BLIND5_PREDICTIONS = RESULTS / "blind5_predictions.json"
 PREDICTION_FILES = {
     "heldout": PREDICTIONS,
     "blind": BLIND_PREDICTIONS,
     "blind2": BLIND2_PREDICTIONS,
     "blind3": BLIND3_PREDICTIONS,
     "blind4": BLIND4_PREDICTIONS,
+    "blind5": BLIND5_PREDICTIONS,
 }
 
 

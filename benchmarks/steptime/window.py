@@ -155,7 +155,9 @@ def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument(
-        "--set", default="heldout", choices=("heldout", "blind", "blind2", "blind3", "blind4")
+        "--set",
+        default="heldout",
+        choices=("heldout", "blind", "blind2", "blind3", "blind4", "blind5"),
     )
     parser.add_argument("--cases", default="")
     parser.add_argument("--warmup", type=int, default=8)
