@@ -83,6 +83,12 @@ TOLERANCE: dict[str, float] = {
     # fresh-process runs each, round-robin); published, shipped rules: median 8.3%, worst
     # gru-h256-2l-b16-t40-fp32 -33.5% (run-to-run spread median 29%)
     "steptime-blind4": 0.34,
+    # 10 blind steps on the optimizer's paths (for-loop, fused, Adafactor's foreach, each beside
+    # its twin on the default path: three MLPs and GPT-2), predicted (blind5_predictions.json,
+    # rules at 3e24f80, the path-aware optimizer host cost) before they ran, timed as a loop
+    # runs them (blind5_h100.md, 3 fresh-process runs each, round-robin); published: median
+    # 12.6%, worst gpt2-b2-s64-adamw-forloop-bf16 -20.9% (run-to-run spread median 16%)
+    "steptime-blind5": 0.21,
     # largest micro-batch, 10 measured to the sample; published: 8 within 5%, worst +10.0%
     # (llama-3.2-1b-pure-bf16-s2048: 11 for 10) (max_batch_h100.md); a case measured only to a
     # bracket (resnet50-bf16) must be predicted inside it
@@ -318,6 +324,10 @@ def steptime_blind4_cases() -> Iterator[Case]:
     return _steptime_blind_cases("blind4")
 
 
+def steptime_blind5_cases() -> Iterator[Case]:
+    return _steptime_blind_cases("blind5")
+
+
 def _max_batch(name: str) -> float:
     from benchmarks.max_batch.predict import predict
 
@@ -406,6 +416,7 @@ CASES: dict[str, Case] = {
         steptime_blind2_cases,
         steptime_blind3_cases,
         steptime_blind4_cases,
+        steptime_blind5_cases,
         max_batch_cases,
         multigpu_cases,
         faithful_heads_cases,
@@ -427,6 +438,7 @@ FAST = {
     "steptime-blind2/mlp-2x1024-b128-sgdm-bf16",
     "steptime-blind3/gru-h768-2l-b16-t48-bf16",
     "steptime-blind4/mlp-3x96-b4-sgd-fp32",
+    "steptime-blind5/mlp-12x128-b16-adamw-forloop-fp32",
     "max-batch/melody-transformer-fp16-s1024",
     "multigpu/llama-3.2-1b-s2048-b1-ckpt-hybrid",
     "multigpu-heldout/gpt2-s1024-b8-ddp",
