@@ -52,3 +52,32 @@ def test_a_replayed_iteration_takes_the_first_iterations_passes() -> None:
     assert [costs.table[i].bytes for i in costs.forward] == [1]
     assert [costs.table[i].bytes for i in costs.backward] == [2]
     assert [costs.table[i].bytes for i in costs.optimizer] == [4]
+
+
+def test_interpolated_costs_keep_a_recurrent_call_s_layers() -> None:
+    """The costs at a batch between two traces keep each op's fields that do not scale with
+    the batch: a cuDNN call's layers x directions, its detail, its autograd flag."""
+    from trainfit.trace.costs import StepCosts, interpolate
+
+    def costs(batch: int) -> StepCosts:
+        rnn = OpCost(
+            kind=OpKind.RNN,
+            dtype="fp32",
+            flops=1000 * batch,
+            bytes=10 * batch,
+            kernels=80,
+            detail=3 * 128 * 128,
+            graph=True,
+            layers=4,
+        )
+        return StepCosts((rnn,), (0,), (0,), ())
+
+    mid = interpolate(costs(2), 2, costs(6), 6, 4)
+    (op,) = mid.table
+    assert (op.flops, op.bytes, op.layers, op.detail, op.graph) == (
+        4000,
+        40,
+        4,
+        3 * 128 * 128,
+        True,
+    )

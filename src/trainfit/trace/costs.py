@@ -145,6 +145,7 @@ def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: i
                 kernels=near.table[k].kernels,
                 detail=x.detail,
                 graph=x.graph,
+                layers=x.layers,
             )
             found = made[(i, j, k)] = table.setdefault(cost, len(table))
         return found
