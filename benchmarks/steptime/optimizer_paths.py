@@ -148,21 +148,22 @@ def lines(
     record: dict[str, Any], relative: bool = False
 ) -> dict[tuple[str, str], tuple[float, float]]:
     """(optimizer, path) -> (fixed us, us per tensor), over the median of the processes."""
-    runs = [r for r in record["runs"] if "rows" in r]
-    found: dict[tuple[str, str], tuple[float, float]] = {}
-    for kind, paths in PATHS.items():
-        for path in paths:
-            points = []
-            for n in TENSORS:
-                values = [
-                    row["step_us"]
-                    for run in runs
-                    for row in run["rows"]
-                    if (row["optimizer"], row["path"], row["tensors"]) == (kind, path, n)
-                ]
-                points.append((n, statistics.median(values)))
-            found[kind, path] = _line(points, relative)
-    return found
+    step = medians(record)
+    return {
+        (kind, path): _line([(n, step[kind, path, n]) for n in TENSORS], relative)
+        for kind, paths in PATHS.items()
+        for path in paths
+    }
+
+
+def medians(record: dict[str, Any]) -> dict[tuple[str, str, int], float]:
+    """(optimizer, path, tensors) -> the median step over the processes, in us."""
+    values: dict[tuple[str, str, int], list[float]] = {}
+    for run in record["runs"]:
+        for row in run.get("rows", ()):
+            key = (row["optimizer"], row["path"], row["tensors"])
+            values.setdefault(key, []).append(row["step_us"])
+    return {key: statistics.median(found) for key, found in values.items()}
 
 
 DEFAULT_PATH = {"adafactor": "for-loop"}
@@ -217,17 +218,9 @@ def report(directory: Path) -> None:
         + " | fixed us | us per tensor | shipped line (foreach) |",
         "|---|---|" + "---:|" * (len(TENSORS) + 3),
     ]
-    runs = [r for r in record["runs"] if "rows" in r]
+    step = medians(record)
     for (kind, path), (fixed, per) in lines(record).items():
-        cells = []
-        for n in TENSORS:
-            values = [
-                row["step_us"]
-                for run in runs
-                for row in run["rows"]
-                if (row["optimizer"], row["path"], row["tensors"]) == (kind, path, n)
-            ]
-            cells.append(f"{statistics.median(values):.0f}")
+        cells = [f"{step[kind, path, n]:.0f}" for n in TENSORS]
         line = shipped.get(kind)
         ship = f"{line[0] * 1e6:.0f} + {line[1] * 1e6:.1f}" if line and path == "foreach" else ""
         out.append(
