@@ -422,7 +422,8 @@ def traced_optimizer(
     or for-loop path (the for-loop path where the target's default is not foreach); its
     stand-in if it has one."""
     entry = optimizer_entry(kind)
-    chosen = path_arguments(entry, path, default_foreach=foreach and entry.foreach)
+    default = run_path(kind, OptimizerPath.AUTO, foreach) is OptimizerPath.FOREACH
+    chosen = path_arguments(entry, path, default_foreach=default)
     if entry.stand_in is not None:
         return entry.stand_in(params, lr=entry.step_lr)  # type: ignore[call-arg]
     return entry.optimizer_class()(params, **{**entry.settings, "lr": entry.step_lr, **chosen})
