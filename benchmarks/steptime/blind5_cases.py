@@ -9,27 +9,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.steptime.blind4_cases import _hf
 from benchmarks.steptime.blind_cases import _plain
 
 _SHORT = {"sgd": "sgd", "sgd-momentum": "sgdm", "adam": "adam", "adamw": "adamw"}
+
+
+def _on(case: dict[str, Any], path: str | None) -> dict[str, Any]:
+    """`case` on the optimizer `path` (None: PyTorch's default), in the harness and the spec."""
+    if path is not None:
+        case["build"]["path"] = case["spec"]["optimizer_path"] = path
+    return case
 
 
 def _mlp(factory: str, width: int, batch: int, optim: str, path: str | None) -> dict[str, Any]:
     build: dict[str, Any] = dict(
         factory=factory, x=(width,), classes=10, batch=batch, optim=_SHORT.get(optim, optim)
     )
-    spec = _plain(factory, f"x=B,{width}", batch, optimizer=optim)
-    if path is not None:
-        build["path"] = spec["optimizer_path"] = path
-    return dict(build=build, spec=spec)
+    return _on(
+        dict(build=build, spec=_plain(factory, f"x=B,{width}", batch, optimizer=optim)), path
+    )
 
 
 def _gpt2(path: str | None) -> dict[str, Any]:
-    build: dict[str, Any] = dict(hf="gpt2", dtype="fp32", batch=2, seq=64)
-    spec: dict[str, Any] = dict(model="gpt2", batch=2, seq_len=64, precision="bf16")
-    if path is not None:
-        build["path"] = spec["optimizer_path"] = path
-    return dict(build=build, spec=spec)
+    return _on(_hf("gpt2", 2, 64), path)
 
 
 CASES: dict[str, dict[str, Any]] = {
