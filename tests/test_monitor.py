@@ -8,6 +8,7 @@ import importlib
 import io
 import itertools
 import sys
+import time
 import types
 
 import pytest
@@ -26,8 +27,16 @@ from trainfit.monitor import (
     Sample,
     StepPhase,
 )
+from trainfit.monitor.notes import (
+    CounterOff,
+    CsvColumnsDropped,
+    NvmlFailed,
+    NvmlMissing,
+    NvmlNoMatch,
+    SamplerStopped,
+)
 from trainfit.monitor.oom import Observed, RungChange, next_rung_observed
-from trainfit.monitor.oom_words import move_text, oom_text, rung_text
+from trainfit.monitor.oom_words import monitor_note_text, move_text, oom_text, rung_text
 from trainfit.monitor.sinks import CSV_COLUMNS, console_line
 from trainfit.plan.options import Change
 from trainfit.spec import Precision, TrainSpec
@@ -284,7 +293,10 @@ def test_nvml_never_reads_another_gpu(no_uuid: None, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     source = NvmlSource(torch.device("cuda", 0), nvml=fake_pynvml())
     assert source.read() == GpuReading()
-    assert "CUDA_VISIBLE_DEVICES set the index would name another GPU" in source.notes[0]
+    assert source.notes == [NvmlNoMatch(device="cuda:0")]
+    assert "CUDA_VISIBLE_DEVICES set the index would name another GPU" in monitor_note_text(
+        source.notes[0]
+    )
 
 
 def test_nvml_reads_counters(no_uuid: None) -> None:
@@ -299,28 +311,62 @@ def test_nvml_failing_counter_is_none_with_one_note(no_uuid: None) -> None:
     source = NvmlSource(torch.device("cuda", 0), nvml=fake_pynvml(power_fails=True))
     assert source.read().power_watts is None
     assert source.read().temperature_c == 71.0
-    assert source.notes == ["NVML power unavailable (Not Supported)"]
+    assert source.notes == [CounterOff(counter="power", error="Not Supported")]
+    assert monitor_note_text(source.notes[0]) == "NVML power unavailable (Not Supported)"
 
 
 def test_nvml_failing_init_gives_nones(no_uuid: None) -> None:
     source = NvmlSource(torch.device("cuda", 0), nvml=fake_pynvml(init_fails=True))
     assert source.read() == GpuReading()
-    assert source.notes == ["NVML failed (Driver Not Loaded): no utilisation, power or temperature"]
+    assert source.notes == [NvmlFailed(error="Driver Not Loaded")]
+    assert monitor_note_text(source.notes[0]) == (
+        "NVML failed (Driver Not Loaded): no utilisation, power or temperature"
+    )
 
 
 def test_nvml_missing_is_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
     source = NvmlSource(torch.device("cuda", 0))
     assert source.read() == GpuReading()
-    assert "pip install nvidia-ml-py" in source.notes[0]
+    assert source.notes == [NvmlMissing()]
+    assert "pip install nvidia-ml-py" in monitor_note_text(source.notes[0])
+
+
+def test_a_scalar_after_the_first_csv_record_is_a_note(tmp_path) -> None:
+    stream = io.StringIO()
+    with quiet(csv=str(tmp_path / "run.csv"), console=stream) as mon:
+        mon.step(loss=1.0)
+        mon.step(loss=1.0, lr=0.1, beta=0.9)
+        mon.step(loss=1.0, lr=0.1)
+    assert mon.notes == [CsvColumnsDropped(columns=("beta", "lr"))]
+    assert stream.getvalue().splitlines()[2] == (
+        "trainfit: note: CSV columns are fixed at the first record: beta, lr not written there"
+    )
+
+
+def test_a_failing_sampler_is_a_note_and_the_run_goes_on() -> None:
+    class Failing(FakeGpu):
+        def read(self) -> GpuReading:
+            if self._next:  # NB: the first reading, in __enter__, succeeds; the thread's fails
+                raise RuntimeError("counter gone")
+            return super().read()
+
+    with quiet(gpu=Failing(readings=[GpuReading()]), interval_s=0.01) as mon:
+        deadline = time.monotonic() + 5
+        while not mon.notes and time.monotonic() < deadline:
+            time.sleep(0.01)
+        mon.step(loss=1.0)
+    assert mon.notes == [SamplerStopped(error="counter gone")]
+    assert monitor_note_text(mon.notes[0]) == "the sampler thread stopped: counter gone"
 
 
 def test_gpu_notes_reach_the_console() -> None:
     stream = io.StringIO()
-    with quiet(gpu=FakeGpu(readings=[GpuReading()], notes=["NVML x"]), console=stream) as mon:
+    note = CounterOff(counter="power", error="x")
+    with quiet(gpu=FakeGpu(readings=[GpuReading()], notes=[note]), console=stream) as mon:
         pass
-    assert stream.getvalue() == "trainfit: note: NVML x\n"
-    assert mon.notes == ["NVML x"]
+    assert stream.getvalue() == "trainfit: note: NVML power unavailable (x)\n"
+    assert mon.notes == [note]
 
 
 # -- phase hooks -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from trainfit.monitor.core import Monitor
+from trainfit.monitor.notes import MonitorNote
 from trainfit.monitor.oom import NextRung, OomReport
 from trainfit.monitor.phase import StepPhase
 from trainfit.monitor.sample import Sample
@@ -49,6 +50,7 @@ __all__ = [
     "MemoryReading",
     "MemorySource",
     "Monitor",
+    "MonitorNote",
     "MpsMemory",
     "NextRung",
     "NoGpu",

@@ -36,6 +36,14 @@ from torch import nn
 
 from trainfit.errors import SpecError
 from trainfit.measure.backend import is_out_of_memory
+from trainfit.monitor.notes import (
+    CsvColumnsDropped,
+    MonitorNote,
+    OomMemoryUnread,
+    OomReportFailed,
+    SamplerStopped,
+    SinkCloseFailed,
+)
 from trainfit.monitor.oom import (
     OomReport,
     build_report,
@@ -138,7 +146,7 @@ class Monitor:
         self.memory = memory
         self.gpu = gpu
         self.tracker = PhaseTracker()
-        self.notes: list[str] = []
+        self.notes: list[MonitorNote] = []
         """Things the user should know (NVML missing, a CSV column dropped ...)."""
         self.oom: OomReport | None = None
         """The out-of-memory report, once one happened."""
@@ -244,7 +252,7 @@ class Monitor:
             try:
                 sink.close()
             except Exception as exc:  # NB: closing one file must not keep the others open
-                self.notes.append(f"closing {type(sink).__name__} failed: {exc}")
+                self.notes.append(SinkCloseFailed(sink=type(sink).__name__, error=str(exc)))
         self._sinks.clear()
 
     # -- the sampler thread ------------------------------------------------------------------
@@ -262,7 +270,7 @@ class Monitor:
             try:
                 self._poll()
             except Exception as exc:  # NB: a failing counter must not stop the training
-                self.notes.append(f"the sampler thread stopped: {exc}")
+                self.notes.append(SamplerStopped(error=str(exc)))
                 return
 
     # -- steps ---------------------------------------------------------------------------------
@@ -335,10 +343,7 @@ class Monitor:
             sink.write(sample)
             dropped = getattr(sink, "dropped", None)
             if dropped:
-                self.notes.append(
-                    f"CSV columns are fixed at the first record: {', '.join(sorted(dropped))} "
-                    "not written there"
-                )
+                self.notes.append(CsvColumnsDropped(columns=tuple(sorted(dropped))))
                 dropped.clear()
         self._emit_notes()
 
@@ -364,7 +369,7 @@ class Monitor:
         try:
             report = self._build(exc)
         except Exception as failure:  # NB: the OOM is what the user must see, not this
-            self.notes.append(f"the out-of-memory report failed: {failure}")
+            self.notes.append(OomReportFailed(error=str(failure)))
             self._emit_notes()
             return None
         self.oom = report
@@ -381,7 +386,7 @@ class Monitor:
             try:
                 memory = self.memory.read()
             except Exception as failure:
-                self.notes.append(f"reading memory after the out-of-memory error failed: {failure}")
+                self.notes.append(OomMemoryUnread(error=str(failure)))
         if self.spec is not None:
             rung = next_rung_for_spec(self.spec)
         else:

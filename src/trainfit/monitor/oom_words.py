@@ -1,9 +1,22 @@
 """The monitor's out-of-memory report in words (`trainfit.monitor.oom`): the paragraph its
-console and TensorBoard sinks write, the next rung of the low-memory ladder and its notes."""
+console and TensorBoard sinks write, the next rung of the low-memory ladder and its notes; and
+the monitor's own notes (`trainfit.monitor.notes`)."""
 
 from __future__ import annotations
 
 from trainfit.hardware.units import gib
+from trainfit.monitor.notes import (
+    CounterOff,
+    CsvColumnsDropped,
+    MonitorNote,
+    NvmlFailed,
+    NvmlMissing,
+    NvmlNoMatch,
+    OomMemoryUnread,
+    OomReportFailed,
+    SamplerStopped,
+    SinkCloseFailed,
+)
 from trainfit.monitor.oom import (
     AllTaken,
     EstimateFailed,
@@ -155,3 +168,34 @@ def oom_text(report: OomReport) -> str:
         if report.total_bytes is not None:
             parts.append(f" of {gib(report.total_bytes)}")
     return "".join(parts) + ". " + rung_text(report.next_rung)
+
+
+_NO_COUNTERS = "no utilisation, power or temperature"
+
+
+def monitor_note_text(note: MonitorNote) -> str:
+    """A monitor note as the console writes it (after "trainfit: note: ")."""
+    match note:
+        case NvmlMissing():
+            return f"NVML not available (pip install nvidia-ml-py): {_NO_COUNTERS}"
+        case NvmlFailed(error=error):
+            return f"NVML failed ({error}): {_NO_COUNTERS}"
+        case NvmlNoMatch(device=device):
+            return (
+                f"NVML failed (no NVML device matches {device} (its UUID is unknown to NVML, and "
+                f"with CUDA_VISIBLE_DEVICES set the index would name another GPU)): {_NO_COUNTERS}"
+            )
+        case CounterOff(counter=counter, error=error):
+            return f"NVML {counter} unavailable ({error})"
+        case SinkCloseFailed(sink=sink, error=error):
+            return f"closing {sink} failed: {error}"
+        case SamplerStopped(error=error):
+            return f"the sampler thread stopped: {error}"
+        case CsvColumnsDropped(columns=columns):
+            return (
+                f"CSV columns are fixed at the first record: {', '.join(columns)} not written there"
+            )
+        case OomReportFailed(error=error):
+            return f"the out-of-memory report failed: {error}"
+        case OomMemoryUnread(error=error):
+            return f"reading memory after the out-of-memory error failed: {error}"

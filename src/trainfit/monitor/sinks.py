@@ -12,8 +12,9 @@ from typing import Any, Protocol, TextIO
 
 from trainfit.errors import TrainfitError
 from trainfit.hardware.units import GIB, gib
+from trainfit.monitor.notes import MonitorNote
 from trainfit.monitor.oom import OomReport
-from trainfit.monitor.oom_words import oom_text
+from trainfit.monitor.oom_words import monitor_note_text, oom_text
 from trainfit.monitor.sample import Sample
 
 
@@ -22,7 +23,7 @@ class Sink(Protocol):
 
     def write_oom(self, report: OomReport) -> None: ...
 
-    def note(self, text: str) -> None: ...
+    def note(self, note: MonitorNote) -> None: ...
 
     def close(self) -> None: ...
 
@@ -68,8 +69,8 @@ class ConsoleSink:
     def write_oom(self, report: OomReport) -> None:
         self._line("trainfit: " + oom_text(report))
 
-    def note(self, text: str) -> None:
-        self._line("trainfit: note: " + text)
+    def note(self, note: MonitorNote) -> None:
+        self._line("trainfit: note: " + monitor_note_text(note))
 
     def close(self) -> None:
         pass
@@ -95,6 +96,8 @@ class CsvSink:
         self._writer = csv.writer(self._file)
         self._scalars: tuple[str, ...] | None = None
         self.dropped: set[str] = set()
+        """Scalars not written, not yet noted (the monitor notes and clears them)."""
+        self._told: set[str] = set()
 
     def write(self, sample: Sample) -> None:
         if self._file is None:
@@ -102,7 +105,9 @@ class CsvSink:
         if self._scalars is None:
             self._scalars = tuple(sorted(sample.scalars))
             self._writer.writerow((*CSV_COLUMNS, *self._scalars))
-        self.dropped.update(set(sample.scalars) - set(self._scalars))
+        new = set(sample.scalars) - set(self._scalars) - self._told
+        self.dropped.update(new)
+        self._told.update(new)
         row = [getattr(sample, name) for name in CSV_COLUMNS]
         row += [sample.scalars.get(name) for name in self._scalars]
         self._writer.writerow(["" if v is None else v for v in row])
@@ -111,7 +116,7 @@ class CsvSink:
     def write_oom(self, report: OomReport) -> None:
         pass  # NB: the CSV holds samples only; the report goes to the console and TensorBoard
 
-    def note(self, text: str) -> None:
+    def note(self, note: MonitorNote) -> None:
         pass
 
     def close(self) -> None:
@@ -168,7 +173,7 @@ class TensorBoardSink:
         self._writer.add_text("trainfit/out_of_memory", oom_text(report), report.step)
         self._writer.flush()
 
-    def note(self, text: str) -> None:
+    def note(self, note: MonitorNote) -> None:
         pass
 
     def close(self) -> None:

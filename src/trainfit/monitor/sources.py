@@ -20,6 +20,13 @@ from typing import Any, Protocol
 import torch
 
 from trainfit.errors import SpecError
+from trainfit.monitor.notes import (
+    CounterOff,
+    MonitorNote,
+    NvmlFailed,
+    NvmlMissing,
+    NvmlNoMatch,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -241,7 +248,7 @@ class GpuReading:
 class GpuSource(Protocol):
     """Device-wide counters, read by the sampler thread."""
 
-    notes: list[str]
+    notes: list[MonitorNote]
 
     def read(self) -> GpuReading: ...
 
@@ -251,8 +258,8 @@ class GpuSource(Protocol):
 class NoGpu:
     """No device counters (CPU, MPS, or NVML not asked for)."""
 
-    def __init__(self, note: str = "") -> None:
-        self.notes = [note] if note else []
+    def __init__(self) -> None:
+        self.notes: list[MonitorNote] = []
 
     def read(self) -> GpuReading:
         return GpuReading()
@@ -266,7 +273,7 @@ class FakeGpu:
     """Scripted NVML readings for tests (the last one repeats)."""
 
     readings: list[GpuReading]
-    notes: list[str] = field(default_factory=list)
+    notes: list[MonitorNote] = field(default_factory=list)
     closed: bool = False
     _next: int = field(default=0, repr=False)
 
@@ -289,7 +296,7 @@ class NvmlSource:
     _COUNTERS = ("utilization", "power", "temperature", "memory")
 
     def __init__(self, device: torch.device, nvml: Any = None) -> None:
-        self.notes: list[str] = []
+        self.notes: list[MonitorNote] = []
         self._dead: set[str] = set()
         self._handle = None
         self._nvml = nvml
@@ -301,22 +308,16 @@ class NvmlSource:
             self._nvml.nvmlInit()
             self._handle = self._find_handle(device)
         except ImportError:
-            self.notes.append(
-                "NVML not available (pip install nvidia-ml-py): no utilisation, power or "
-                "temperature"
-            )
+            self.notes.append(NvmlMissing())
         except Exception as exc:  # NB: any NVML failure; the run must go on
-            self.notes.append(f"NVML failed ({exc}): no utilisation, power or temperature")
+            self.notes.append(NvmlFailed(error=str(exc)))
 
     def _find_handle(self, device: torch.device) -> Any:
         from trainfit.hardware.nvml import handle
 
         found = handle(device, self._nvml)
         if found is None:
-            raise RuntimeError(
-                f"no NVML device matches {device} (its UUID is unknown to NVML, and with "
-                "CUDA_VISIBLE_DEVICES set the index would name another GPU)"
-            )
+            self.notes.append(NvmlNoMatch(device=str(device)))
         return found
 
     def _counter(self, name: str, read: Any) -> Any:
@@ -326,7 +327,7 @@ class NvmlSource:
             return read()
         except Exception as exc:  # NB: NVMLError_NotSupported and kin: that counter is off
             self._dead.add(name)
-            self.notes.append(f"NVML {name} unavailable ({exc})")
+            self.notes.append(CounterOff(counter=name, error=str(exc)))
             return None
 
     def read(self) -> GpuReading:
