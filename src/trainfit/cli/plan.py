@@ -55,23 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="catalog name, HF model directory or hub id, or pkg:fn; or a plan spec file "
         "(SPEC.yaml: docs/spec-file.md), whose values the options given here override",
     )
-    model.add_argument(
-        "--seq",
-        type=int,
-        default=None,
-        help="sequence length (default: the model's maximum positions, at most 1024)",
-    )
-    model.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="NAME=B,...:DTYPE",
-        help="an input of a plain module, e.g. 'x=B,3,224,224:float32' (repeatable)",
-    )
-    model.add_argument("--multiplier", type=int, default=1, help="per-sample multiplier")
-    model.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
-    model.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
-    model.add_argument("--task", default=None, help="override the model family's default task")
+    spec_args.add_model_arguments(model)
     helps.group(parser, helps.BATCH).add_argument(
         "--effective-batch",
         type=int,

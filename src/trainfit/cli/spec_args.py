@@ -15,34 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options that make a TrainSpec (all but the model and the target device), in the groups
     of `trainfit.cli.help` (model, batch, precision and memory)."""
     model = helps.group(parser, helps.MODEL)
-    model.add_argument(
-        "--seq",
-        type=int,
-        default=None,
-        help="sequence length (default: the model's maximum positions, at most 1024)",
-    )
-    model.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="NAME=B,...:DTYPE",
-        help="an input of a plain module, e.g. 'x=B,3,224,224:float32'",
-    )
-    model.add_argument(
-        "--multiplier",
-        type=int,
-        default=1,
-        help="per-sample multiplier of the batch dimension (e.g. patches)",
-    )
-    model.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
-    model.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
-    model.add_argument(
-        "--task",
-        default=None,
-        help="the head to train: a transformers task (sequence-classification, "
-        "token-classification, question-answering, multiple-choice, causal-lm, masked-lm, ...) "
-        "or its AutoModelFor... class name; default: the class the config's architectures name",
-    )
+    add_model_arguments(model)
     model.add_argument(
         "--no-cache",
         dest="use_cache",
@@ -79,6 +52,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     memory.add_argument("--grad-clip", type=float, default=None, help="clip gradient norm")
     add_lora_arguments(parser)
     add_preference_arguments(parser)
+
+
+def add_model_arguments(model: argparse._ArgumentGroup) -> None:
+    """What the model is given with, shared by `estimate`, `measure` and `plan`: the sequence
+    length, a plain module's inputs, the per-sample multiplier, the loss or step function and
+    the head to train."""
+    model.add_argument(
+        "--seq",
+        type=int,
+        default=None,
+        help="sequence length (default: the model's maximum positions, at most 1024)",
+    )
+    model.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=B,...:DTYPE",
+        help="an input of a plain module, e.g. 'x=B,3,224,224:float32' (repeatable)",
+    )
+    model.add_argument(
+        "--multiplier",
+        type=int,
+        default=1,
+        help="per-sample multiplier of the batch dimension (e.g. patches)",
+    )
+    model.add_argument("--loss", default=None, help="pkg.module:fn(output, batch) -> loss")
+    model.add_argument("--step-fn", default=None, help="pkg.module:fn(model, batch) -> loss")
+    model.add_argument(
+        "--task",
+        default=None,
+        help="the head to train: a transformers task (sequence-classification, "
+        "token-classification, question-answering, multiple-choice, causal-lm, masked-lm, ...) "
+        "or its AutoModelFor... class name; default: the class the config's architectures name",
+    )
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
