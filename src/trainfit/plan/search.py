@@ -15,8 +15,9 @@ A CUDA GPU that cannot hold the job alone (every CUDA GPU, with --strategy/--gpu
 also planned over several of it by `trainfit.distributed` (`DevicePlan.distributed`,
 `trainfit.plan.beyond`).
 
-Known limitations: Apple GPUs get a "not estimated" verdict; LoRA/QLoRA are not planned yet;
-devices of one compute-capability family share traces.
+An Apple GPU is planned in fp32 first, then fp16 autocast (`trainfit.plan.ladder`). Devices of
+one compute-capability family share traces. Known limitation: LoRA/QLoRA is planned when the
+spec asks for it, never proposed as a change of the ladder.
 """
 
 from __future__ import annotations
