@@ -29,7 +29,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainfit.errors import SpecError
+from trainfit.errors import SpecError, check_argument
 from trainfit.hardware.catalog import device_names, get_device
 from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
 from trainfit.plan.search import plan
@@ -117,7 +117,9 @@ def plan_stages(
     run: RunSpec | None = None,
     measured_step: tuple[float, str] | None = None,
 ) -> StagedPlan:
-    """Plan each (name, epochs, stage spec) of `stages` (see the module)."""
+    """Plan each (name, epochs, stage spec) of `stages` (see the module). A live module's
+    stages are planned by `run_plan(PlanOptions(model=net, sample=batch, stage=...))`."""
+    _check_stages(spec, stages)
     devices = device_names(devices)
     if not stages:
         raise SpecError(["a staged plan needs at least one stage (--stage EPOCHS[:PATTERN,...])"])
@@ -141,6 +143,32 @@ def plan_stages(
     if measured_step is not None:
         planned = _measured(planned, *measured_step)
     return StagedPlan(stages=tuple(planned), devices=_schedule(planned))
+
+
+def _check_stages(spec: object, stages: object) -> None:
+    """`plan_stages`' spec and stages of the right types, or one line naming the wrong one."""
+    hint = (
+        "a TrainSpec (a live module's stages: run_plan(PlanOptions(model=module, "
+        "sample=batch, stage=['EPOCHS:PATTERN', 'EPOCHS'])))"
+    )
+    check_argument("plan_stages", "spec", spec, TrainSpec, hint)
+    check_argument("plan_stages", "stages", stages, (list, tuple), "(name, epochs, TrainSpec)s")
+    for one in stages:  # type: ignore[attr-defined]
+        kinds = (str, (int, float), TrainSpec)
+        if not (
+            isinstance(one, tuple)
+            and len(one) == 3
+            and all(
+                isinstance(v, k) and not isinstance(v, bool)
+                for v, k in zip(one, kinds, strict=True)
+            )
+        ):
+            got = f"a {type(one).__name__}"
+            if isinstance(one, tuple):
+                got += f" of ({', '.join(type(v).__name__ for v in one)})"
+            raise SpecError(
+                [f"plan_stages: each stage must be a (name, epochs, TrainSpec), got {got}"]
+            )
 
 
 def _measured(planned: list[StagePlan], seconds: float, on: str) -> list[StagePlan]:
