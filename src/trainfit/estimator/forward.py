@@ -28,7 +28,7 @@ from trainfit.estimator.generation import InferenceEstimate, estimate_inference
 from trainfit.estimator.labels import FigureLabel, How
 from trainfit.estimator.storage import InferencePrecision
 from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
-from trainfit.models.live import model_label
+from trainfit.models.live_names import model_label
 from trainfit.provenance import Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.timing.basis import Basis, TimeNote

@@ -52,7 +52,7 @@ from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_devi
 from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
 from trainfit.memory.runtime import context_bytes, cublas_workspace_bytes, profile_of
-from trainfit.models.live import is_live, model_label
+from trainfit.models.live_names import is_live, model_label
 from trainfit.models.program import Description
 from trainfit.provenance import Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum

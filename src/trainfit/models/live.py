@@ -24,8 +24,8 @@ real steps, `find_max_batch` and `measure_latency`) the factory builds a copy *w
 model's weights wherever it is not building on the meta device, so the user's own module is
 never trained nor moved.
 
-Outputs name a live model by its class (`model_name`, `model_label`: `Net (live module)`),
-never by its import path, which resolves in this process only.
+Outputs name a live model by its class (`models.live_names`: `Net (live module)`), never by
+its import path, which resolves in this process only.
 
 Known limitations: the copy is taken once, when registered; tensors nested deeper than the
 walk looks (or held by objects other than a module's attributes and hooks) are deep-copied
@@ -60,6 +60,7 @@ from trainfit.errors import (
     check_argument,
     raised_in_user_code,
 )
+from trainfit.models.live_names import PREFIX, is_live, name_live_model
 from trainfit.models.program import hf_checkpointing, hf_checkpointing_disable
 from trainfit.models.source import default_loss
 from trainfit.spec import InputSpec, TrainSpec
@@ -227,42 +228,6 @@ def registered(
         raise
 
 
-_CLASSES: dict[str, str] = {}
-"""`model_N` -> the class name of the live model registered as it; kept after the registration
-is gone (a few bytes each), so that a result outliving it still names its model."""
-
-
-def live_class(path: str) -> str | None:
-    """The class name of the live model behind a live import path (its `model_N` or `step_N`);
-    None for a path that is no live model's or was registered in another process."""
-    if not is_live(path):
-        return None
-    return _CLASSES.get(path.partition(":")[2].replace("step_", "model_", 1))
-
-
-def model_name(model: str) -> str:
-    """A model as an output names it, never by a live model's import path (which resolves in
-    this process only): the name or path given, or a live model's class name (`Net`)."""
-    if not is_live(model):
-        return model
-    return live_class(model) or "live module"
-
-
-def model_label(model: str) -> str:
-    """`model_name`, a live model's said to be one: `Net (live module)`, the name a report and
-    a config file give a model that no import path names."""
-    if not is_live(model):
-        return model
-    name = live_class(model)
-    return f"{name} (live module)" if name else "a live module"
-
-
-def is_live(path: str | None) -> bool:
-    """Whether an import path is a live model's (`trainfit.models.live:model_N`, `step_N`):
-    it resolves in this process only."""
-    return isinstance(path, str) and path.startswith(f"{__name__}:")
-
-
 def registration_of(path: str) -> Registration | None:
     """The registration behind a live model's import path (None for any other path, or one
     forgotten): kept beside a result, it keeps the path resolvable while the result lives."""
@@ -406,10 +371,10 @@ def register_model(
             raise TraceError(forward_failure(exc, m, "the sample batch")) from None
 
     registration = Registration(key, factory, step)
-    _CLASSES[f"model_{key}"] = type(model).__name__
+    name_live_model(f"model_{key}", type(model).__name__)
     return LiveModel(
-        model_path=f"{__name__}:model_{key}",
-        step_path=f"{__name__}:step_{key}",
+        model_path=f"{PREFIX}model_{key}",
+        step_path=f"{PREFIX}step_{key}",
         inputs=inputs,
         sample_rows=rows,
         is_hf=is_hf_model(model),
@@ -424,9 +389,9 @@ def registered_copy(model: nn.Module) -> Iterator[str]:
     snapshot = meta_copy(model)
     key = next(_KEYS)
     registration = Registration(key, lambda: copy.deepcopy(snapshot), None)
-    _CLASSES[f"model_{key}"] = type(model).__name__
+    name_live_model(f"model_{key}", type(model).__name__)
     try:
-        yield f"{__name__}:model_{key}"
+        yield f"{PREFIX}model_{key}"
     finally:
         registration.forget()
 

@@ -31,7 +31,7 @@ from torch import nn
 from trainfit.errors import SpecError, TraceError
 from trainfit.models.heads import task_of_model
 from trainfit.models.imports import resolve
-from trainfit.models.live import is_live, model_label
+from trainfit.models.live_names import is_live, model_label
 from trainfit.models.program import Description, TaskNote
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
