@@ -242,3 +242,20 @@ def test_a_device_that_fits_one_stage_names_the_stage_that_does_not(tmp_path):
     table = text[text.index("the whole schedule") :]
     assert "tiny-card" in table and "stage 2" in table
     assert f"tiny-card, stage 2: {why[:60]}" in " ".join(table.split())
+
+
+def test_a_wrong_spec_or_stage_is_one_line() -> None:
+    from torch import nn
+
+    with pytest.raises(
+        SpecError,
+        match=r"^plan_stages: spec must be a TrainSpec, got Linear: a TrainSpec \(a live "
+        r"module's stages: run_plan\(PlanOptions\(model=module, sample=batch, stage=",
+    ):
+        plan_stages(nn.Linear(2, 2), [], 8, "h100")  # type: ignore[arg-type]
+    with pytest.raises(
+        SpecError,
+        match=r"^plan_stages: each stage must be a \(name, epochs, TrainSpec\), got a tuple of "
+        r"\(str, int, str\)$",
+    ):
+        plan_stages(MELODY, [("one", 1, "gpt2")], 8, "h100")  # type: ignore[list-item]
