@@ -261,9 +261,9 @@ def estimate_serving(
     and `new_tokens`), one no_grad forward for any other model; a combination trainfit does
     not estimate (an Apple GPU for generation, int4 for a forward) is a ServingRefusal saying
     why, so that a report can show it rather than drop it. `devices`, `precisions` and
-    `batches` (required) each take one value or a list. Or TrainSpec fields as keyword arguments, as
-    `estimate` takes them: a live `nn.Module` with its `sample` (served as its forward, as
-    a `pkg.module:factory` model is)."""
+    `batches` (required) each take one value or a list. Or TrainSpec fields as keyword
+    arguments, as `estimate` takes them: a live `nn.Module` with its `sample` (served as its
+    forward, as a `pkg.module:factory` model is)."""
     from trainfit.models.live import given_spec
 
     own = ("devices", "precisions", "batches", "context", "new_tokens")
