@@ -245,17 +245,33 @@ def test_a_device_that_fits_one_stage_names_the_stage_that_does_not(tmp_path):
 
 
 def test_a_wrong_spec_or_stage_is_one_line() -> None:
+    with pytest.raises(
+        SpecError,
+        match=r"^plan_stages: spec must be a TrainSpec, got str: give one, or its fields as "
+        r"keyword arguments: plan_stages\(model=module, sample=batch\)$",
+    ):
+        plan_stages("gpt2", [], 8, "h100")  # type: ignore[arg-type]
+    with pytest.raises(
+        SpecError,
+        match=r"^plan_stages: each stage must be \(name, epochs, its TrainSpec or the globs it "
+        r"freezes\), got a tuple of \(str, str, TrainSpec\)$",
+    ):
+        plan_stages(MELODY, [("one", "1", MELODY)], 8, "h100")  # type: ignore[list-item]
+    with pytest.raises(SpecError, match=r"^plan_stages: effective_batch must be an int, got str"):
+        plan_stages(MELODY, [("one", 1, MELODY)], "8", "h100")  # type: ignore[arg-type]
+
+
+def test_a_live_module_s_stages_freeze_its_globs() -> None:
+    import torch
     from torch import nn
 
-    with pytest.raises(
-        SpecError,
-        match=r"^plan_stages: spec must be a TrainSpec, got Linear: a TrainSpec \(a live "
-        r"module's stages: run_plan\(PlanOptions\(model=module, sample=batch, stage=",
-    ):
-        plan_stages(nn.Linear(2, 2), [], 8, "h100")  # type: ignore[arg-type]
-    with pytest.raises(
-        SpecError,
-        match=r"^plan_stages: each stage must be a \(name, epochs, TrainSpec\), got a tuple of "
-        r"\(str, int, str\)$",
-    ):
-        plan_stages(MELODY, [("one", 1, "gpt2")], 8, "h100")  # type: ignore[list-item]
+    net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    staged = plan_stages(
+        net, sample=torch.randn(4, 16), stages=[("head", 2, "0.*"), ("all", 3, [])],  # type: ignore[arg-type]
+        effective_batch=32, devices="rtx-4060",
+    )  # fmt: skip
+    head, whole = staged.stages
+    assert (head.freeze, whole.freeze) == (("0.*",), ())
+    assert head.plan.trainable_parameters == 64 * 4 + 4
+    assert whole.plan.trainable_parameters == 16 * 64 + 64 + 64 * 4 + 4
+    assert head.plan.spec.model == whole.plan.spec.model  # NB: one registration for both
