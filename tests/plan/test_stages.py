@@ -259,6 +259,14 @@ def test_a_wrong_spec_or_stage_is_one_line() -> None:
         plan_stages(MELODY, [("one", "1", MELODY)], 8, "h100")  # type: ignore[list-item]
     with pytest.raises(SpecError, match=r"^plan_stages: effective_batch must be an int, got str"):
         plan_stages(MELODY, [("one", 1, MELODY)], "8", "h100")  # type: ignore[arg-type]
+    for wrong, message in (
+        ({"margin": "0.1"}, r"^plan_stages: margin must be an int or float, got str"),
+        ({"jobs": "2"}, r"^plan_stages: jobs must be an int, got str"),
+        ({"run": "x"}, r"^plan_stages: run must be a RunSpec, got str"),
+        ({"measured_step": 3}, r"^plan_stages: measured_step must be \(seconds, device name\)"),
+    ):
+        with pytest.raises(SpecError, match=message):
+            plan_stages(MELODY, [("one", 1, MELODY)], 8, "h100", **wrong)  # type: ignore[arg-type]
 
 
 def test_a_live_module_s_stages_freeze_its_globs() -> None:

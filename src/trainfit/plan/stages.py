@@ -138,8 +138,7 @@ def plan_stages(
         "plan_stages", spec, fields, sample, excluded=("batch", "device"), parameters=own
     ) as given:
         items = _stage_specs(given, stages)
-        hint = "samples per optimizer step"
-        check_argument("plan_stages", "effective_batch", effective_batch, int, hint)
+        _check_arguments(effective_batch, margin, jobs, run, measured_step)
         assert isinstance(effective_batch, int)
         return _plan_stages(
             items, effective_batch, device_names(devices), margin, precision, jobs, run,  # type: ignore[arg-type]
@@ -179,6 +178,31 @@ def _plan_stages(
     if measured_step is not None:
         planned = _measured(planned, *measured_step)
     return StagedPlan(stages=tuple(planned), devices=_schedule(planned))
+
+
+def _check_arguments(
+    effective_batch: object, margin: object, jobs: object, run: object, measured_step: object
+) -> None:
+    """`plan_stages`' other arguments of the right types, or one line naming the wrong one."""
+    name = "plan_stages"
+    check_argument(name, "effective_batch", effective_batch, int, "samples per optimizer step")
+    check_argument(name, "margin", margin, (int, float), "the fraction kept free, e.g. 0.1")
+    check_argument(name, "jobs", jobs, int, "processes to trace in, e.g. 2")
+    if run is not None:
+        check_argument(name, "run", run, RunSpec, "RunSpec(samples=...) or None")
+    well_formed = (
+        isinstance(measured_step, tuple)
+        and len(measured_step) == 2
+        and isinstance(measured_step[0], (int, float))
+        and isinstance(measured_step[1], str)
+    )
+    if measured_step is not None and not well_formed:
+        raise SpecError(
+            [
+                f"{name}: measured_step must be (seconds, device name), e.g. (0.5, 'h100'), "
+                f"got {measured_step!r}"
+            ]
+        )
 
 
 def _stage_specs(spec: TrainSpec, stages: object) -> list[tuple[str, float, TrainSpec]]:
