@@ -8,8 +8,8 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from trainfit.errors import SpecError, TrainfitError
-from trainfit.export.formats import live_export_problems
+from trainfit.errors import SpecError, TrainfitError, check_argument
+from trainfit.export.formats import export_format, live_export_problems
 from trainfit.models.live_names import is_live, model_label, model_name
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
@@ -68,6 +68,7 @@ def build_report(
     inference rows; `extra` adds sections other pieces make ({title: JSON value}, shown as
     JSON); `progress` is told what is being done.
     """
+    plans, names, exports = _checked(plans, title, names, exports)
     if not plans:
         raise SpecError(["a report needs at least one plan"])
     if names is not None and len(names) != len(plans):
@@ -100,6 +101,27 @@ def build_report(
         run=None if run is None else _plain_dict(dataclasses.asdict(run)),
         extra=_plain_dict(extra or {}),
     )
+
+
+def _checked(
+    plans: object, title: object, names: object, exports: object
+) -> tuple[list[Plan | StagedPlan | ServingOnly], list[str] | None, tuple[str, ...]]:
+    """`build_report`'s plans, names and exports checked, one line for a wrong one: one
+    plan, name or format may be given alone; exports by their values (any case)."""
+    kinds = (Plan, StagedPlan, ServingOnly)
+    listed = list(plans) if isinstance(plans, (list, tuple)) else [plans]
+    hint = "plan(...) or plan_stages(...) results, or ServingOnly(...)"
+    for one in listed:
+        check_argument("build_report", "plans", one, kinds, hint)
+    if title is not None:
+        check_argument("build_report", "title", title, str, "the report's title")
+    chosen = None
+    if names is not None:
+        chosen = [names] if isinstance(names, str) else list(names)  # type: ignore[call-overload]
+        for name in chosen:
+            check_argument("build_report", "names", name, str, "one name per plan")
+    formats = [exports] if isinstance(exports, str) else list(exports)  # type: ignore[call-overload]
+    return listed, chosen, tuple(export_format(f).value for f in formats)
 
 
 def _run_of(one: Plan | StagedPlan) -> RunSpec | None:
