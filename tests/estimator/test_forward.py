@@ -61,6 +61,13 @@ def test_a_live_module_is_served_as_its_forward() -> None:
             "list of them, got [3]",
         ),
         (
+            lambda: estimate_serving(
+                NAMED, devices="h100", precisions="bf16", batches=1, context="128"
+            ),
+            SpecError,
+            "estimate_serving: context must be an int, got str: tokens, or None",
+        ),
+        (
             lambda: estimate_serving(model=MLP, device="h100", precisions="bf16", batches=1),
             UnknownNameError,
             "unknown estimate_serving argument 'device'; did you mean 'devices'?",

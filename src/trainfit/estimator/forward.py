@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainfit.errors import SpecError, TrainfitError
+from trainfit.errors import SpecError, TrainfitError, check_argument
 from trainfit.estimator.generation import InferenceEstimate, estimate_inference
 from trainfit.estimator.labels import FigureLabel, How
 from trainfit.estimator.storage import InferencePrecision
@@ -271,6 +271,9 @@ def estimate_serving(
         "estimate_serving", spec, fields, sample,
         excluded=("device", "precision", "batch"), parameters=own,
     ) as given:  # fmt: skip
+        for name, value in (("context", context), ("new_tokens", new_tokens)):
+            if value is not None:
+                check_argument("estimate_serving", name, value, int, "tokens, or None")
         return _estimate_serving(
             given, device_names(devices),  # type: ignore[arg-type]
             _listed("precisions", precisions, (str, InferencePrecision)),
