@@ -40,6 +40,18 @@ from trainfit.errors import SpecError, check_argument
             "plan_distributed: spec must be a TrainSpec, got str",
         ),
         (
+            lambda: trainfit.estimate_serving("gpt2", devices="h100", precisions="bf16", batches=1),
+            "estimate_serving: spec must be a TrainSpec, got str",
+        ),
+        (
+            lambda: trainfit.estimate_inference(3, context=8, new_tokens=8),
+            "estimate_inference: model must be a str or Module, got int",
+        ),
+        (
+            lambda: trainfit.plan_stages("gpt2", [], 8, "h100"),
+            "plan_stages: spec must be a TrainSpec, got str",
+        ),
+        (
             lambda: trainfit.measure_latency("gpt2"),
             "measure_latency: spec must be a TrainSpec, got str",
         ),

@@ -47,3 +47,60 @@ def test_gpus_of_one_kernel_family_share_traces(
         )
         assert found == alone[name]
     assert len(traced) == per_gpu // 2  # NB: the second GPU traced nothing
+
+
+def test_a_live_module_is_planned_as_its_import_path_is() -> None:
+    import torch
+
+    from trainfit.models.zoo import groove_predictor
+
+    named = TrainSpec(model="trainfit.models.zoo:groove_predictor")
+    h100 = get_device("h100")
+    sample = {"hits": torch.rand(4, 32, 9), "target": torch.rand(4, 32, 18)}
+    live = plan_distributed(
+        model=groove_predictor(), sample=sample, effective_batch=64, device="h100", gpus=2,
+        strategy="ddp",
+    )  # fmt: skip
+    found = plan_distributed(named, 64, h100, gpus=2, strategy=Strategy.DDP)
+    assert live is not None and found is not None
+    assert (live.strategy, live.micro_batch, live.grad_accum) == (
+        found.strategy, found.micro_batch, found.grad_accum,
+    )  # fmt: skip
+    assert live.memory.total_bytes == found.memory.total_bytes
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"effective_batch": "8", "device": "h100"},
+            "plan_distributed: effective_batch must be an int, got str: samples per optimizer step",
+        ),
+        (
+            {"effective_batch": 8},
+            "plan_distributed: device must be a str or Device, got NoneType: a catalog name such "
+            "as 'h100'",
+        ),
+        (
+            {"effective_batch": 8, "device": "h100", "gpus": 0, "margin": 1.5},
+            "plan_distributed: gpus must be at least 1, got 0; plan_distributed: margin must be a "
+            "fraction in [0, 1), got 1.5",
+        ),
+        (
+            {"effective_batch": 8, "device": "h100", "strategy": "fsdp3"},
+            "unknown strategy 'fsdp3'; did you mean 'fsdp2'",
+        ),
+        (
+            {"effective_batch": 8, "device": "h100", "batch": 4},
+            "unknown plan_distributed argument 'batch'; did you mean 'effective_batch'?",
+        ),
+    ],
+)
+def test_a_wrong_argument_is_one_line(kwargs: dict[str, object], message: str) -> None:
+    from trainfit.errors import TrainfitError
+
+    spec = None if "batch" in kwargs else TrainSpec(model="trainfit.models.zoo:emotion_mlp")
+    model = {"model": "trainfit.models.zoo:emotion_mlp"} if spec is None else {}
+    with pytest.raises(TrainfitError) as raised:
+        plan_distributed(spec, **model, **kwargs)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(message)

@@ -167,11 +167,13 @@ def test_a_live_module_with_its_sample_is_estimated() -> None:
 def test_a_live_module_needs_its_sample_and_a_spec_must_be_a_trainspec() -> None:
     with pytest.raises(SpecError, match=r"model is a live Linear: give its batch too"):
         estimate(model=nn.Linear(4, 4))
+    with pytest.raises(SpecError, match=r"model is a live Linear: give its batch too"):
+        estimate(nn.Linear(4, 4))  # type: ignore[arg-type]  # NB: in spec's place: the model
+    assert estimate(nn.Linear(4, 4), sample=torch.randn(2, 4)).spec.batch == 2  # type: ignore[arg-type]
     with pytest.raises(
-        SpecError,
-        match=r"estimate: spec must be a TrainSpec, got Linear: .* estimate\(model=module",
+        SpecError, match=r"^estimate: spec must be a TrainSpec, got str: .* estimate\(model=module"
     ):
-        estimate(nn.Linear(4, 4))  # type: ignore[arg-type]
+        estimate("gpt2")  # type: ignore[arg-type]
     with pytest.raises(SpecError, match=r"sample is the batch of a live model"):
         estimate(model="gpt2", sample=torch.randn(2, 4))
 

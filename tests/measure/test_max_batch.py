@@ -62,7 +62,9 @@ def test_a_live_module_needs_its_sample_and_a_spec_is_a_trainspec() -> None:
     with pytest.raises(SpecError, match=r"^model is a live Linear: give its batch too, e.g. "
                        r"find_max_batch\(model=module"):  # fmt: skip
         find_max_batch(model=nn.Linear(4, 2), device="cpu")
-    with pytest.raises(SpecError, match=r"^find_max_batch: spec must be a TrainSpec, got Linear"):
-        find_max_batch(nn.Linear(4, 2), device="cpu")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"^model is a live Linear: give its batch too"):
+        find_max_batch(nn.Linear(4, 2), device="cpu")  # type: ignore[arg-type]  # NB: the model
+    with pytest.raises(SpecError, match=r"^find_max_batch: spec must be a TrainSpec, got str"):
+        find_max_batch("gpt2", device="cpu")  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="give either a TrainSpec or keyword arguments"):
         find_max_batch(TrainSpec(model="gpt2"), sample=torch.randn(2, 4))

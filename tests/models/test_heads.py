@@ -16,6 +16,7 @@ from trainfit.models.heads import (
     HfTask,
     choose_class,
     parse_task,
+    task_of_model,
 )
 from trainfit.models.source import build_program
 from trainfit.report.estimate import estimate_dict
@@ -118,6 +119,16 @@ def test_a_class_of_several_tasks_takes_the_model_types_usual_one() -> None:
     config.architectures = ["BartForConditionalGeneration"]  # a masked and a seq2seq LM
     chosen = choose_class(config, None, None, "here")
     assert (chosen.name, chosen.task) == ("BartForConditionalGeneration", HfTask.SEQ2SEQ_LM)
+
+
+def test_a_built_model_s_task_is_its_class_s() -> None:
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64)
+    assert task_of_model(transformers.GPT2LMHeadModel(config)) is HfTask.CAUSAL_LM
+    assert task_of_model(transformers.GPT2ForSequenceClassification(config)) is (
+        HfTask.SEQUENCE_CLASSIFICATION
+    )
+    assert task_of_model(transformers.GPT2Model(config)) is None  # NB: headless
+    assert task_of_model(torch.nn.Linear(2, 2)) is None
 
 
 def test_a_headless_architecture_takes_the_model_types_task(tmp_path: Path) -> None:

@@ -33,3 +33,24 @@ def test_a_factory_that_calls_sys_exit_is_an_error_not_an_exit(
         ModelLoadError, match=r"exiting_factory_mod:make failed: SystemExit: 4 \(at "
     ):
         build_program(TrainSpec(model="exiting_factory_mod:make", inputs=("x=B,8",)), "meta")
+
+
+def test_a_forgotten_live_model_s_path_names_its_class_and_the_way_out() -> None:
+    import gc
+
+    import torch
+    from torch import nn
+
+    from trainfit.models.live import registered
+
+    with registered(nn.Linear(4, 2), torch.randn(3, 4)) as live:
+        path = live.model_path
+    del live
+    gc.collect()
+    with pytest.raises(
+        ModelLoadError,
+        match=r"^the model factory of Linear \(live module\) is gone: a live model's import path "
+        r"resolves only while .*; pass the module again, "
+        r"e\.g\. estimate\(model=net, sample=batch\)$",
+    ):
+        resolve(path, "model factory")

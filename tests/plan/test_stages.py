@@ -242,3 +242,44 @@ def test_a_device_that_fits_one_stage_names_the_stage_that_does_not(tmp_path):
     table = text[text.index("the whole schedule") :]
     assert "tiny-card" in table and "stage 2" in table
     assert f"tiny-card, stage 2: {why[:60]}" in " ".join(table.split())
+
+
+def test_a_wrong_spec_or_stage_is_one_line() -> None:
+    with pytest.raises(
+        SpecError,
+        match=r"^plan_stages: spec must be a TrainSpec, got str: give one, or its fields as "
+        r"keyword arguments: plan_stages\(model=module, sample=batch\)$",
+    ):
+        plan_stages("gpt2", [], 8, "h100")  # type: ignore[arg-type]
+    with pytest.raises(
+        SpecError,
+        match=r"^plan_stages: each stage must be \(name, epochs, its TrainSpec or the globs it "
+        r"freezes\), got a tuple of \(str, str, TrainSpec\)$",
+    ):
+        plan_stages(MELODY, [("one", "1", MELODY)], 8, "h100")  # type: ignore[list-item]
+    with pytest.raises(SpecError, match=r"^plan_stages: effective_batch must be an int, got str"):
+        plan_stages(MELODY, [("one", 1, MELODY)], "8", "h100")  # type: ignore[arg-type]
+    for wrong, message in (
+        ({"margin": "0.1"}, r"^plan_stages: margin must be an int or float, got str"),
+        ({"jobs": "2"}, r"^plan_stages: jobs must be an int, got str"),
+        ({"run": "x"}, r"^plan_stages: run must be a RunSpec, got str"),
+        ({"measured_step": 3}, r"^plan_stages: measured_step must be \(seconds, device name\)"),
+    ):
+        with pytest.raises(SpecError, match=message):
+            plan_stages(MELODY, [("one", 1, MELODY)], 8, "h100", **wrong)  # type: ignore[arg-type]
+
+
+def test_a_live_module_s_stages_freeze_its_globs() -> None:
+    import torch
+    from torch import nn
+
+    net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    staged = plan_stages(
+        net, sample=torch.randn(4, 16), stages=[("head", 2, "0.*"), ("all", 3, [])],  # type: ignore[arg-type]
+        effective_batch=32, devices="rtx-4060",
+    )  # fmt: skip
+    head, whole = staged.stages
+    assert (head.freeze, whole.freeze) == (("0.*",), ())
+    assert head.plan.trainable_parameters == 64 * 4 + 4
+    assert whole.plan.trainable_parameters == 16 * 64 + 64 + 64 * 4 + 4
+    assert head.plan.spec.model == whole.plan.spec.model  # NB: one registration for both

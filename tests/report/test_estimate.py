@@ -39,3 +39,21 @@ def test_a_data_dependent_check_in_words() -> None:
         "a data-dependent check (scalar) in the loss was answered 1.0, as for unpadded random "
         "inputs"
     )
+
+
+def test_an_estimate_of_a_live_module_names_its_class_in_its_json() -> None:
+    import json
+
+    import torch
+
+    from trainfit.estimator.step import estimate
+    from trainfit.report.estimate import estimate_dict
+
+    result = estimate(torch.nn.Linear(4, 2), sample=torch.randn(3, 4), device="rtx-4060")  # type: ignore[arg-type]
+    out = estimate_dict(result)
+    assert out["model"] == "Linear (live module): Linear"
+    assert out["loss"] == (
+        "the step of the live Linear: its forward on its sample's structure, then its loss"
+    )
+    assert (out["spec"]["model"], out["spec"]["step_fn"]) == ("Linear (live module)",) * 2
+    assert "trainfit.models.live" not in json.dumps(out, default=str)

@@ -66,14 +66,12 @@ def test_a_live_module_takes_its_sample_and_callables() -> None:
             ["inputs of a live model come from its sample: drop inputs"],
         ),
         (
-            {"model": nn.Linear(4, 2), "sample": torch.randn(2, 4), "export": "hf",
-             "config_dir": "c"},
-            ["PlanOptions.config_dir writes files that name the model by its import path, "
-             "which a live Linear has not: give the model as pkg.module:factory to write them, "
-             "or drop config_dir",
-             "PlanOptions.export writes files that name the model by its import path, which a "
-             "live Linear has not: give the model as pkg.module:factory to write them, or drop "
-             "export"],
+            {"model": nn.Linear(4, 2), "sample": torch.randn(2, 4), "export": ("hf", "torchrun"),
+             "config_dir": "c", "report": "r"},
+            ["export 'torchrun' writes a training script that imports the model by its import "
+             "path, which a live Linear has not: give the model as pkg.module:factory to export "
+             "torchrun, or export one of hf, lightning, accelerate, yaml, deepspeed for your own "
+             "training script"],
         ),
         (
             {"model": nn.Linear(4, 2), "sample": 3},

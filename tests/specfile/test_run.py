@@ -1,5 +1,6 @@
 """`run_plan` of a live `nn.Module`: planned as its import path would be, in this process, with
-nothing kept on disk; the files that would name its import path are refused."""
+nothing kept on disk; its report and configs name its class, never its import path, and an
+export whose training script would import it is refused."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError
+from trainfit.export.write import write_exports
 from trainfit.models.live import registered_names
 from trainfit.models.zoo import emotion_mlp
 from trainfit.plan import search
+from trainfit.report.document.build import build_report
 from trainfit.report.document.planned import plan_report
+from trainfit.report.document.write import write_report
 from trainfit.specfile.options import PlanOptions
 from trainfit.specfile.run import run_plan
 from trainfit.trace import store
@@ -93,14 +97,56 @@ def test_a_live_module_s_ladder_is_traced_in_this_process(monkeypatch: pytest.Mo
         run_plan(PlanOptions(model=MLP, effective_batch=8, device="h100", jobs=2))
 
 
-def test_a_live_plan_is_not_reported() -> None:
+def test_a_live_plan_s_report_and_configs_name_its_class_never_its_import_path(
+    tmp_path: Path,
+) -> None:
     net = nn.Linear(8, 2)
     result = run_plan(
-        PlanOptions(model=net, sample=torch.randn(2, 8), effective_batch=4, device="rtx-4060")
+        PlanOptions(
+            model=net, sample=torch.randn(2, 8), effective_batch=4, device="rtx-4060",
+            config_dir=str(tmp_path / "configs"), export=("hf", "yaml"),
+            export_dir=str(tmp_path / "exported"),
+        )
+    )  # fmt: skip
+    report = plan_report([result])
+    assert report.models[0].name == "Linear"
+    assert report.models[0].model == "Linear (live module)"
+    assert report.to_dict()["models"][0]["stages"][0]["plan"]["model"] == "Linear (live module)"
+    (verify,) = report.models[0].stages[0].verify
+    assert verify.commands[0] == (
+        "the estimate of this setting (net, batch: your module and its sample batch, with its "
+        "loss= or step_fn= if any)",
+        "trainfit.estimate(model=net, sample=batch, batch=4, precision='bf16', "
+        "optimizer='adamw', device='rtx-4060')",
     )
-    with pytest.raises(
-        SpecError,
-        match=r"^plan_report: the model is a live Linear, whose import path is valid only in "
-        r"this process: plan it as pkg.module:factory to report it$",
-    ):
-        plan_report([result])
+    assert [c for _, c in verify.commands[1:]] == [
+        "trainfit.measure.measure(model=net, sample=batch, batch=4, precision='bf16', "
+        "optimizer='adamw', device='cuda')",
+        "trainfit.find_max_batch(model=net, sample=batch, effective_batch=4, precision='bf16', "
+        "optimizer='adamw', device='cuda')",
+    ]
+    written = write_report(report, tmp_path / "report")
+    config = (tmp_path / "configs" / "config_rtx-4060.yaml").read_text()
+    assert 'model:\n  name: "Linear (live module)"' in config
+    assert "# re-check: trainfit.estimate(model=net, sample=batch, batch=4, " in config
+    files = [*written, *(tmp_path / "configs").iterdir(), *(tmp_path / "exported").iterdir()]
+    assert len(files) > 8
+    for path in files:  # NB: no file names a path that resolves in this process only
+        assert "trainfit.models.live" not in path.read_bytes().decode("utf-8", "replace"), path
+
+
+def test_a_live_plan_s_training_script_export_is_one_line() -> None:
+    result = run_plan(
+        PlanOptions(model=nn.Linear(8, 2), sample=torch.randn(2, 8), effective_batch=4)
+    )
+    assert result.plan is not None
+    refused = (
+        r"^export 'torchrun' writes a training script that imports the model by its import "
+        r"path, which a live Linear has not: give the model as pkg.module:factory to export "
+        r"torchrun, or export one of hf, .* for your own training script$"
+    )
+    with pytest.raises(SpecError, match=refused):
+        build_report([result.plan], exports=["torchrun"])
+    with pytest.raises(SpecError, match=refused):
+        write_exports(result.plan, ["torchrun"], "never-written")
+    assert not Path("never-written").exists()

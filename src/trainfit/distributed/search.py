@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from trainfit.distributed.comm import CommTime, comm_time
 from trainfit.distributed.memory import (
@@ -197,26 +198,87 @@ def layouts(effective: int, per_machine: int, gpus: int | None, nodes: int | Non
 
 
 def plan_distributed(
-    spec: TrainSpec,
-    effective_batch: int,
-    device: Device,
+    spec: TrainSpec | None = None,
+    effective_batch: int | None = None,
+    device: Device | str | None = None,
     margin: float = 0.10,
-    strategy: Strategy | None = None,
-    offload: Offload | None = None,
+    strategy: Strategy | str | None = None,
+    offload: Offload | str | None = None,
     gpus: int | None = None,
     nodes: int | None = None,
     shared: SharedTraces | None = None,
+    *,
+    sample: Any = None,
+    **fields: Any,
 ) -> DistributedPlan | None:
     """The fewest GPUs of `device` (a CUDA GPU) that hold `spec` (its precision is used; its
     batch is replaced) for `effective_batch`, or None when none up to MAX_GPUS (or the given
     layout) does. `shared` keeps the traces for the same job's plans on other GPUs. `device`
-    may be given by its catalog name."""
-    check_argument(
-        "plan_distributed", "spec", spec, TrainSpec, "plan_distributed(TrainSpec(model=...), ...)"
-    )
-    if isinstance(device, str):
-        device = get_device(device)
-    check_argument("plan_distributed", "device", device, Device, "a catalog name such as 'h100'")
+    may be given by its catalog name, `strategy` and `offload` by their values. Or TrainSpec
+    fields as keyword arguments, as `estimate` takes them: a live `nn.Module` with its
+    `sample` (`plan_distributed(model=net, sample=x, effective_batch=64, device="h100")`)."""
+    from trainfit.models.live import given_spec
+
+    own = ("effective_batch", "margin", "strategy", "offload", "gpus", "nodes", "shared")
+    with given_spec(
+        "plan_distributed", spec, fields, sample, excluded=("batch",), parameters=own
+    ) as given:
+        found, strategy, offload = _checked(
+            effective_batch, device, margin, strategy, offload, gpus, nodes, shared
+        )
+        assert effective_batch is not None  # NB: _checked raised otherwise
+        return _plan_distributed(
+            given, effective_batch, found, margin, strategy, offload, gpus, nodes, shared
+        )
+
+
+def _checked(
+    effective_batch: object,
+    device: object,
+    margin: object,
+    strategy: object,
+    offload: object,
+    gpus: object,
+    nodes: object,
+    shared: object,
+) -> tuple[Device, Strategy | None, Offload | None]:
+    """`plan_distributed`'s arguments checked, one line each: its device, strategy and offload."""
+    name = "plan_distributed"
+    check_argument(name, "effective_batch", effective_batch, int, "samples per optimizer step")
+    check_argument(name, "device", device, (str, Device), "a catalog name such as 'h100'")
+    check_argument(name, "margin", margin, (int, float), "the fraction kept free, e.g. 0.1")
+    problems = []
+    for what, value in (("effective_batch", effective_batch), ("gpus", gpus), ("nodes", nodes)):
+        if value is not None:
+            check_argument(name, what, value, int, "a positive count")
+            if value < 1:  # type: ignore[operator]
+                problems.append(f"{name}: {what} must be at least 1, got {value}")
+    if not 0 <= margin < 1:  # type: ignore[operator]
+        problems.append(f"{name}: margin must be a fraction in [0, 1), got {margin}")
+    if problems:
+        raise SpecError(problems)
+    if shared is not None:
+        check_argument(name, "shared", shared, SharedTraces, "SharedTraces() or None")
+    from trainfit.spec import parse_enum
+
+    chosen = None if strategy is None else parse_enum(Strategy, "strategy", strategy)  # type: ignore[arg-type]
+    off = None if offload is None else parse_enum(Offload, "offload", offload)  # type: ignore[arg-type]
+    found = get_device(device) if isinstance(device, str) else device
+    assert isinstance(found, Device)
+    return found, chosen, off  # type: ignore[return-value]
+
+
+def _plan_distributed(
+    spec: TrainSpec,
+    effective_batch: int,
+    device: Device,
+    margin: float,
+    strategy: Strategy | None,
+    offload: Offload | None,
+    gpus: int | None,
+    nodes: int | None,
+    shared: SharedTraces | None,
+) -> DistributedPlan | None:
     if device.kind is not DeviceKind.CUDA or not device.memory_bytes:
         raise SpecError([f"device {device.name!r}: multi-GPU plans are for CUDA GPUs only"])
     if strategy is not None and offload is not None:

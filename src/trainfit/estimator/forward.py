@@ -21,12 +21,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainfit.errors import SpecError, TrainfitError, check_argument
 from trainfit.estimator.generation import InferenceEstimate, estimate_inference
 from trainfit.estimator.labels import FigureLabel, How
 from trainfit.estimator.storage import InferencePrecision
 from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
+from trainfit.models.live_names import model_label
 from trainfit.provenance import Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.timing.basis import Basis, TimeNote
@@ -46,7 +48,7 @@ class ForwardEstimate:
     """Memory and latency of one no_grad forward on one device at one batch and precision."""
 
     model: str
-    """What the model was named by."""
+    """What the model was named by (a live model by its class: `Net (live module)`)."""
     device: Device
     """The catalog row estimated for."""
     precision: InferencePrecision
@@ -88,17 +90,29 @@ class ForwardEstimate:
 
 
 def estimate_forward(
-    spec: TrainSpec,
+    spec: TrainSpec | None = None,
     *,
-    batch: int = 1,
+    batch: int | None = None,
     precision: InferencePrecision | str = InferencePrecision.BF16,
     device: str | Device = "h100",
+    sample: Any = None,
+    **fields: Any,
 ) -> ForwardEstimate:
     """Predict memory and latency of one `torch.no_grad()` forward of `spec`'s model (its
-    inputs, sequence length and loss as for training) at `batch` samples on `device`."""
-    check_argument(
-        "estimate_forward", "spec", spec, TrainSpec, "estimate_forward(TrainSpec(model=...))"
-    )
+    inputs, sequence length and loss as for training) at `batch` samples (default 1) on
+    `device`. Or TrainSpec fields as keyword arguments, as `estimate` takes them: a live
+    `nn.Module` with its `sample` batch, whose rows are then the default batch
+    (`estimate_forward(model=net, sample=x, device="rtx-4060")`)."""
+    from trainfit.models.live import given_spec
+
+    with given_spec("estimate_forward", spec, fields, sample) as given:
+        rows = batch if batch is not None else given.batch if spec is None else 1
+        return _estimate_forward(given, rows, precision, device)
+
+
+def _estimate_forward(
+    spec: TrainSpec, batch: int, precision: InferencePrecision | str, device: str | Device
+) -> ForwardEstimate:
     from trainfit.estimator.step import gpu_memory
     from trainfit.timing.constants import calibration
     from trainfit.timing.missing import RateMissing
@@ -143,7 +157,7 @@ def estimate_forward(
         "latency": FigureLabel(Provenance.MODELLED, How.FORWARD_LATENCY),
     }
     return ForwardEstimate(
-        model=spec.model,
+        model=model_label(spec.model),
         device=found,
         precision=precision,
         batch=batch,
@@ -233,19 +247,70 @@ def _described(spec: TrainSpec) -> tuple[bool, int]:
 
 
 def estimate_serving(
-    spec: TrainSpec,
+    spec: TrainSpec | None = None,
     *,
-    devices: str | Sequence[str],
-    precisions: Sequence[InferencePrecision | str],
-    batches: Sequence[int],
+    devices: str | Sequence[str] | None = None,
+    precisions: InferencePrecision | str | Sequence[InferencePrecision | str] | None = None,
+    batches: int | Sequence[int] | None = None,
     context: int | None = None,
     new_tokens: int | None = None,
+    sample: Any = None,
+    **fields: Any,
 ) -> list[ServingResult]:
     """Every (device, precision, batch): greedy generation for a causal LM (needs `context`
     and `new_tokens`), one no_grad forward for any other model; a combination trainfit does
     not estimate (an Apple GPU for generation, int4 for a forward) is a ServingRefusal saying
-    why, so that a report can show it rather than drop it."""
-    devices = device_names(devices)
+    why, so that a report can show it rather than drop it. `devices`, `precisions` and
+    `batches` (required) each take one value or a list. Or TrainSpec fields as keyword
+    arguments, as `estimate` takes them: a live `nn.Module` with its `sample` (served as its
+    forward, as a `pkg.module:factory` model is)."""
+    from trainfit.models.live import given_spec
+
+    own = ("devices", "precisions", "batches", "context", "new_tokens")
+    with given_spec(
+        "estimate_serving", spec, fields, sample,
+        excluded=("device", "precision", "batch"), parameters=own,
+    ) as given:  # fmt: skip
+        for name, value in (("context", context), ("new_tokens", new_tokens)):
+            if value is not None:
+                check_argument("estimate_serving", name, value, int, "tokens, or None")
+        return _estimate_serving(
+            given, device_names(devices),  # type: ignore[arg-type]
+            _listed("precisions", precisions, (str, InferencePrecision)),
+            _listed("batches", batches, int), context, new_tokens,
+        )  # fmt: skip
+
+
+def _listed(name: str, value: object, kind: type | tuple[type, ...]) -> list[Any]:
+    """`estimate_serving`'s argument `name`: one value of `kind` as a list of it, or a
+    non-empty list of them; SpecError naming anything else."""
+
+    def one(v: object) -> bool:
+        return isinstance(v, kind) and not isinstance(v, bool)
+
+    if one(value):
+        return [value]
+    listed = isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+    if listed and value and all(one(v) for v in value):
+        return list(value)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    wanted = " or ".join(k.__name__ for k in kinds)
+    raise SpecError(
+        [
+            f"estimate_serving: {name} must be one {wanted} or a non-empty list of them, "
+            f"got {value!r}"
+        ]
+    )
+
+
+def _estimate_serving(
+    spec: TrainSpec,
+    devices: list[str],
+    precisions: list[InferencePrecision | str],
+    batches: list[int],
+    context: int | None,
+    new_tokens: int | None,
+) -> list[ServingResult]:
     generative = is_generative(spec)
     if generative and (context is None or new_tokens is None):
         raise SpecError([f"{spec.model} generates text: give the inference context and new_tokens"])
@@ -294,7 +359,9 @@ def _refusal(
     why: tuple[Unserved, ...],
 ) -> ServingRefusal:
     label = str(getattr(precision, "value", precision))
-    return ServingRefusal(model=spec.model, device=device, precision=label, batch=batch, why=why)
+    return ServingRefusal(
+        model=model_label(spec.model), device=device, precision=label, batch=batch, why=why
+    )
 
 
 def unserved(

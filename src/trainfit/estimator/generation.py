@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
+from torch import nn
 
-from trainfit.errors import SpecError, TrainfitError
+from trainfit.errors import SpecError, TrainfitError, check_argument
 from trainfit.estimator.labels import (
     BandwidthLabel,
     FigureLabel,
@@ -51,6 +52,7 @@ from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_devi
 from trainfit.memory.allocator import CachingAllocator
 from trainfit.memory.replay import replay
 from trainfit.memory.runtime import context_bytes, cublas_workspace_bytes, profile_of
+from trainfit.models.live_names import is_live, model_label
 from trainfit.models.program import Description
 from trainfit.provenance import Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
@@ -116,7 +118,8 @@ class InferenceEstimate:
     """Memory and latency of greedy generation on one device at one batch and precision."""
 
     model: str
-    """What the model was named by (catalog name, directory or hub id)."""
+    """What the model was named by (catalog name, directory or hub id; a live model by its
+    class: `GPT2LMHeadModel (live module)`)."""
     device: Device
     """The catalog row estimated for."""
     precision: InferencePrecision
@@ -214,7 +217,7 @@ def _growth(trace: GenerationTrace, steps: int, start_key: int) -> list[Event]:
 
 
 def estimate_inference(
-    model: str,
+    model: str | nn.Module,
     *,
     context: int,
     new_tokens: int,
@@ -223,7 +226,19 @@ def estimate_inference(
     device: str | Device = "h100",
 ) -> InferenceEstimate:
     """Predict memory and latency of `model.generate()` (greedy, KV cache) on `device` (a
-    catalog name, or a `Device` row)."""
+    catalog name, or a `Device` row). `model` is a catalog name, a model directory or a hub
+    id, or a live transformers causal LM (an `nn.Module`: a meta copy of it is traced, no
+    sample needed, and the result names it by its class)."""
+    if isinstance(model, nn.Module):
+        from trainfit.models.live import registered_copy
+
+        with registered_copy(model) as path:
+            return estimate_inference(
+                path, context=context, new_tokens=new_tokens, batch=batch,
+                precision=precision, device=device,
+            )  # fmt: skip
+    hint = "a catalog name, a model directory or hub id (str), or a live causal LM (nn.Module)"
+    check_argument("estimate_inference", "model", model, (str, nn.Module), hint)
     found = device if isinstance(device, Device) else get_device(device)
     _check(model, context, new_tokens, batch, found)
     precision = parse_enum(InferencePrecision, "inference precision", precision)
@@ -234,7 +249,13 @@ def estimate_inference(
                 "fp16, bf16, int8 or int4; fp32 is for a plain module's forward"
             ]
         )
-    trace = _traced(model, context, new_tokens, batch, Target.of(found), precision.compute_dtype)
+    target, dtype = Target.of(found), precision.compute_dtype
+    if is_live(model):  # NB: not cached: its import path is registered for this call only
+        trace = trace_generation(
+            model, context=context, new_tokens=new_tokens, batch=batch, target=target, dtype=dtype
+        )
+    else:
+        trace = _traced(model, context, new_tokens, batch, target, dtype)
     peak = _peak_memory(trace, found, precision, new_tokens)
     cal = calibration()
     try:
@@ -244,7 +265,7 @@ def estimate_inference(
             f"no {precision.value} rate for {found.name} in the catalog: {exc}"
         ) from None
     return InferenceEstimate(
-        model=model,
+        model=model_label(model),
         device=found,
         precision=precision,
         batch=batch,

@@ -11,6 +11,7 @@ from trainfit.export.hf import fsdp_fields
 from trainfit.export.layout import TrainerLayout
 from trainfit.export.layout_words import layout_notes_text
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.models.live_names import model_label
 from trainfit.optim import optimizer_entry
 from trainfit.plan.options import Plan
 from trainfit.spec import Precision
@@ -63,7 +64,7 @@ def accelerate_text(plan: Plan, lay: TrainerLayout, display: str = "") -> str:
     """The accelerate config file, with what the Accelerator and the loop take in its header
     (accelerate's config has no batch, accumulation or optimizer fields)."""
     header = [
-        f"trainfit plan for {plan.spec.model} on {display or lay.device}: "
+        f"trainfit plan for {model_label(plan.spec.model)} on {display or lay.device}: "
         f"accelerate launch --config_file accelerate_{lay.device}.yaml train.py",
         f"in train.py: Accelerator(gradient_accumulation_steps={lay.grad_accum}), DataLoader "
         f"batch_size={lay.micro_batch}, optimizer {optimizer_entry(lay.optimizer).class_path}"

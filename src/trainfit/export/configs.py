@@ -17,6 +17,7 @@ it; without one, the plan's one-device setting.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from pathlib import Path
 
 from trainfit.errors import TrainfitError
@@ -25,10 +26,11 @@ from trainfit.export.layout_words import layout_notes_text
 from trainfit.hardware.catalog import DeviceKind, get_device
 from trainfit.hardware.units import GIB
 from trainfit.io import write_atomically
+from trainfit.models.live_names import is_live, model_label
 from trainfit.optim import optimizer_entry
 from trainfit.plan.options import DevicePlan, Plan, Setting
 from trainfit.plan.words import changes_text
-from trainfit.spec import Precision
+from trainfit.spec import Precision, TrainSpec
 
 
 def _kind(name: str) -> DeviceKind:
@@ -64,7 +66,7 @@ def device_config(
             "name": device.device,
             "fallback": None if on_cpu else "cpu",
         },
-        "model": {"name": plan.spec.model, "use_compile": False, "dtype": dtype},
+        "model": {"name": model_label(plan.spec.model), "use_compile": False, "dtype": dtype},
         "training": {
             "batch_size": micro,
             "accumulation_steps": accum,
@@ -82,11 +84,42 @@ def device_config(
     }
 
 
+LIVE_NAMES = "net, batch: your module and its sample batch, with its loss= or step_fn= if any"
+"""What the Python calls that check a live model's setting (`live_call`) name."""
+
+
+def live_call(
+    function: str,
+    spec: TrainSpec,
+    s: Setting,
+    first: Sequence[tuple[str, object]],
+    last: Sequence[tuple[str, object]],
+) -> str:
+    """The Python call that checks a live model's setting `s`, as a `trainfit` command checks
+    a named model's (no import path names a live one): `function(model=net, sample=batch,
+    ...)` with `first`, the setting's fields, then `last` (see `LIVE_NAMES`)."""
+    pairs = list(first)
+    if spec.multiplier > 1:
+        pairs.append(("multiplier", spec.multiplier))
+    if spec.freeze:
+        pairs.append(("freeze", list(spec.freeze)))
+    pairs += [("precision", s.precision.value), ("optimizer", s.optimizer.value)]
+    if s.checkpointing:
+        pairs.append(("checkpointing", True))
+    pairs += last
+    return f"{function}(model=net, sample=batch, {', '.join(f'{k}={v!r}' for k, v in pairs)})"
+
+
 def trainfit_flags(plan: Plan, device: DevicePlan, lay: TrainerLayout | None = None) -> str:
-    """The `trainfit estimate` command that re-checks this setting (one GPU's step)."""
+    """The `trainfit estimate` command that re-checks this setting (one GPU's step); for a
+    live model, the Python call (`live_call`)."""
     s = _setting(device)
     micro, accum, _ = _batch(s, lay)
     spec = plan.spec
+    if is_live(spec.model):
+        first = [("batch", micro), *([("grad_accum", accum)] if accum > 1 else [])]
+        call = live_call("trainfit.estimate", spec, s, first, [("device", device.device)])
+        return f"{call} ({LIVE_NAMES})"
     parts = ["trainfit estimate", spec.model, f"--batch {micro}"]
     if spec.seq_len:
         parts.append(f"--seq {spec.seq_len}")
@@ -158,7 +191,7 @@ def config_text(
     s = _setting(device)
     gpus = 1 if lay is None else lay.gpus
     header = [
-        f"trainfit plan for {plan.spec.model} on {device.display}"
+        f"trainfit plan for {model_label(plan.spec.model)} on {device.display}"
         + (f", {datetime.date.today().isoformat()}" if dated else ""),
         f"verdict: {device.verdict.value}"
         + (f" ({'; '.join(changes_text(device))})" if device.changes else ""),

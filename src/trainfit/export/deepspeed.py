@@ -28,6 +28,7 @@ from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.errors import SpecError
 from trainfit.hardware.units import GIB
+from trainfit.models.live_names import model_label
 from trainfit.spec import Precision, TrainSpec
 
 PERSISTENCE_THRESHOLD = 100_000
@@ -211,7 +212,7 @@ def deepspeed_files(spec: TrainSpec, plan: DistributedPlan, device: str) -> list
     config = ds_config(spec, plan)
     check_config(config, plan.gpus)
     header = [
-        f"trainfit plan for {spec.model} on {device}: DeepSpeed ZeRO stage "
+        f"trainfit plan for {model_label(spec.model)} on {device}: DeepSpeed ZeRO stage "
         f"{config['zero_optimization']['stage']} over {plan.gpus} GPU(s) on {plan.nodes} "
         f"node(s); the plan's {plan.strategy.value} needs {plan.memory.total_bytes / GIB:.1f} "
         "GiB per GPU (modelled; DeepSpeed's own memory is modelled only, DeepSpeed not run)",

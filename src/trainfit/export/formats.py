@@ -83,6 +83,25 @@ def require_packages(formats: Iterable[ExportFormat | str]) -> None:
             )
 
 
+SCRIPT_FORMATS = (ExportFormat.TORCHRUN,)
+"""Formats that write a training script building the model from its import path (the others
+configure the user's own script)."""
+
+
+def live_export_problems(model_class: str, formats: Iterable[ExportFormat | str]) -> list[str]:
+    """Why `formats` are not exported for a live model of class `model_class`: one line per
+    format whose training script imports the model by a path, which a live model has not."""
+    chosen = dict.fromkeys(export_format(f) for f in formats)
+    others = ", ".join(f.value for f in ExportFormat if f not in SCRIPT_FORMATS)
+    return [
+        f"export {fmt.value!r} writes a training script that imports the model by its import "
+        f"path, which a live {model_class} has not: give the model as pkg.module:factory to "
+        f"export {fmt.value}, or export one of {others} for your own training script"
+        for fmt in chosen
+        if fmt in SCRIPT_FORMATS
+    ]
+
+
 def _installed(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
@@ -90,4 +109,12 @@ def _installed(name: str) -> bool:
         return False
 
 
-__all__ = ["LAUNCH_FORMATS", "ExportFormat", "export_format", "export_name", "require_packages"]
+__all__ = [
+    "LAUNCH_FORMATS",
+    "SCRIPT_FORMATS",
+    "ExportFormat",
+    "export_format",
+    "export_name",
+    "live_export_problems",
+    "require_packages",
+]

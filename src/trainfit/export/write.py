@@ -23,6 +23,7 @@ from trainfit.export.formats import (
     ExportFormat,
     export_format,
     export_name,
+    live_export_problems,
     require_packages,
 )
 from trainfit.export.hf import hf_training_arguments
@@ -30,6 +31,7 @@ from trainfit.export.launch import launch_files
 from trainfit.export.layout import DeviceNote, LightningWrap, trainer_layout
 from trainfit.export.lightning import lightning_arguments
 from trainfit.io import check_writable_directory, write_atomically
+from trainfit.models.live_names import is_live, model_name
 from trainfit.plan.options import DevicePlan, Plan
 
 
@@ -93,6 +95,10 @@ def write_exports(
     chosen = list(dict.fromkeys(export_format(f) for f in formats))
     if not chosen:
         raise SpecError(["no export format given: choose hf, lightning, accelerate or yaml"])
+    if is_live(plan.spec.model):
+        problems = live_export_problems(model_name(plan.spec.model), chosen)
+        if problems:
+            raise SpecError(problems)
     require_packages(chosen)
     directory = Path(directory)
     out = _Collected(files=[], skipped=[], notes=[])

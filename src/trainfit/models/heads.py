@@ -150,6 +150,15 @@ def _classes_of(task: HfTask, model_type: str) -> tuple[str, ...]:
     return (names,) if isinstance(names, str) else tuple(names)
 
 
+def task_of_model(model: object) -> HfTask | None:
+    """The task of a built transformers model (by its class and its config's model type);
+    None for anything else."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if not isinstance(model_type, str):
+        return None
+    return _task_of_class(type(model).__name__, model_type)
+
+
 def _task_of_class(name: str, model_type: str) -> HfTask | None:
     """The task whose auto class builds `name`; where several do (BART's conditional generation
     is both a masked and a sequence-to-sequence LM), the model type's usual task among them."""

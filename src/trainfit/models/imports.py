@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainfit.errors import USER_CODE_ERRORS, ModelLoadError, raised_in_user_code
+from trainfit.models.live_names import is_live, model_label
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -38,6 +39,8 @@ def resolve(path: str, what: str) -> Callable[..., Any]:
         ) from exc
     obj: Any = module
     for part in attr.split("."):
+        if not hasattr(obj, part) and is_live(path):
+            raise ModelLoadError(_gone(path, what))
         if not hasattr(obj, part):
             raise ModelLoadError(
                 f"module {module_name!r} has no attribute {attr!r} ({what} {path!r})"
@@ -46,3 +49,12 @@ def resolve(path: str, what: str) -> Callable[..., Any]:
     if not callable(obj):
         raise ModelLoadError(f"{what} {path!r} is not callable")
     return obj
+
+
+def _gone(path: str, what: str) -> str:
+    """Why a live model's import path no longer resolves, and the way out."""
+    return (
+        f"the {what} of {model_label(path)} is gone: a live model's import path resolves only "
+        "while the call that registered it runs, or while its result keeps it (a run_plan "
+        "result, an autofit Fit); pass the module again, e.g. estimate(model=net, sample=batch)"
+    )

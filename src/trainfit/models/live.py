@@ -24,6 +24,9 @@ real steps, `find_max_batch` and `measure_latency`) the factory builds a copy *w
 model's weights wherever it is not building on the meta device, so the user's own module is
 never trained nor moved.
 
+Outputs name a live model by its class (`models.live_names`: `Net (live module)`), never by
+its import path, which resolves in this process only.
+
 Known limitations: the copy is taken once, when registered; tensors nested deeper than the
 walk looks (or held by objects other than a module's attributes and hooks) are deep-copied
 with their data; the batch must be one tensor, a
@@ -40,7 +43,7 @@ import dataclasses
 import inspect
 import itertools
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +60,7 @@ from trainfit.errors import (
     check_argument,
     raised_in_user_code,
 )
+from trainfit.models.live_names import PREFIX, is_live, name_live_model
 from trainfit.models.program import hf_checkpointing, hf_checkpointing_disable
 from trainfit.models.source import default_loss
 from trainfit.spec import InputSpec, TrainSpec
@@ -99,7 +103,7 @@ class Registration:
         self,
         key: int,
         factory: Callable[[], nn.Module],
-        step: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor],
+        step: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] | None,
     ) -> None:
         self.factory: Callable[[], nn.Module] | None = factory
         self.step: Callable[..., torch.Tensor] | None = step
@@ -224,12 +228,6 @@ def registered(
         raise
 
 
-def is_live(path: str | None) -> bool:
-    """Whether an import path is a live model's (`trainfit.models.live:model_N`, `step_N`):
-    it resolves in this process only."""
-    return isinstance(path, str) and path.startswith(f"{__name__}:")
-
-
 def registration_of(path: str) -> Registration | None:
     """The registration behind a live model's import path (None for any other path, or one
     forgotten): kept beside a result, it keeps the path resolvable while the result lives."""
@@ -296,23 +294,30 @@ def live_fields(
 @contextlib.contextmanager
 def given_spec(
     function: str,
-    spec: TrainSpec | None,
+    spec: TrainSpec | nn.Module | None,
     fields: Mapping[str, Any],
     sample: UserBatch | None,
     *,
     weights: bool = False,
+    excluded: Collection[str] = (),
+    parameters: Collection[str] = (),
 ) -> Iterator[TrainSpec]:
     """The TrainSpec a public `function` was given: `spec`, or one made of its fields given
-    as keyword arguments, a live model among them registered for the block (`live_fields`).
-    One line for both at once, for a `spec` that is no TrainSpec, and for an argument that
-    is no TrainSpec field (with the names it may have meant)."""
+    as keyword arguments, a live model among them registered for the block (`live_fields`);
+    a live module in `spec`'s place is the model (`function(net, sample=batch)`).
+    `excluded` are the TrainSpec fields that `function` does not take (it has its own
+    `parameters`, e.g. `devices` for `device`). One line for both at once, for a `spec` that
+    is no TrainSpec, and for an argument that is no field (with the names it may have meant)."""
+    if isinstance(spec, nn.Module) and "model" not in fields:
+        spec, fields = None, {"model": spec, **fields}
     if spec is not None and (fields or sample is not None):
         raise SpecError(["give either a TrainSpec or keyword arguments, not both"])
-    known = {f.name for f in dataclasses.fields(TrainSpec)}
+    known = {f.name for f in dataclasses.fields(TrainSpec)} - set(excluded)
     for name in fields:
         if name not in known:
             hint = "the fields of a TrainSpec: help(trainfit.TrainSpec)"
-            raise UnknownNameError(f"{function} argument", name, [*known, "sample"], hint)
+            choices = [*known, "sample", *parameters]
+            raise UnknownNameError(f"{function} argument", name, choices, hint)
     if spec is None:
         with live_fields(fields, sample, call=function, weights=weights) as given:
             yield TrainSpec(**given)
@@ -366,14 +371,29 @@ def register_model(
             raise TraceError(forward_failure(exc, m, "the sample batch")) from None
 
     registration = Registration(key, factory, step)
+    name_live_model(f"model_{key}", type(model).__name__)
     return LiveModel(
-        model_path=f"{__name__}:model_{key}",
-        step_path=f"{__name__}:step_{key}",
+        model_path=f"{PREFIX}model_{key}",
+        step_path=f"{PREFIX}step_{key}",
         inputs=inputs,
         sample_rows=rows,
         is_hf=is_hf_model(model),
         registration=registration,
     )
+
+
+@contextlib.contextmanager
+def registered_copy(model: nn.Module) -> Iterator[str]:
+    """A meta copy of `model` registered for the block, without a step (what generation
+    traces, whose inputs are made from the context asked for): its import path."""
+    snapshot = meta_copy(model)
+    key = next(_KEYS)
+    registration = Registration(key, lambda: copy.deepcopy(snapshot), None)
+    name_live_model(f"model_{key}", type(model).__name__)
+    try:
+        yield f"{PREFIX}model_{key}"
+    finally:
+        registration.forget()
 
 
 def run_step(

@@ -39,6 +39,7 @@ from trainfit.models.heads import (
     sequence_problem,
 )
 from trainfit.models.imports import is_import_path, resolve
+from trainfit.models.live_names import is_live, model_label
 from trainfit.models.program import (
     Batch,
     DefaultLoss,
@@ -70,7 +71,9 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
         chosen = choose_class(config, spec.task, row.task, origin)
         program = _hf_program(spec, config, chosen, device, origin, catalog=True)
     elif is_import_path(spec.model):
-        program = _module_program(spec, spec.model, (), device, f"{spec.model} (import path)")
+        # NB: a live model is named by its class (its import path resolves in this process only)
+        origin = model_label(spec.model) if is_live(spec.model) else f"{spec.model} (import path)"
+        program = _module_program(spec, spec.model, (), device, origin)
     elif os.path.isdir(spec.model):
         _check_config_file(spec.model)
         config = _hf_config_from_pretrained(spec.model)

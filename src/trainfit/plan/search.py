@@ -29,7 +29,7 @@ from trainfit.distributed.strategy import Layout, Offload, Strategy, check_batch
 from trainfit.errors import SpecError
 from trainfit.estimator.scaling import BatchScaling
 from trainfit.hardware.catalog import Device, DeviceKind, device_names, get_device
-from trainfit.models.live import is_live
+from trainfit.models.live_names import is_live
 from trainfit.plan.beyond import with_distributed
 from trainfit.plan.device import plan_device
 from trainfit.plan.ladder import ladder_rungs, ladder_steps

@@ -28,8 +28,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from trainfit.errors import SpecError
+from trainfit.errors import SpecError, check_argument
 from trainfit.hardware.catalog import device_names, get_device
 from trainfit.plan.options import DEFAULT_MARGIN, DevicePlan, Plan
 from trainfit.plan.search import plan
@@ -106,19 +107,55 @@ def schedule_dict(d: ScheduleOnDevice) -> dict[str, object]:
     }
 
 
+StageItem = tuple[str, float, "TrainSpec | str | Sequence[str]"]
+"""A stage: its name, its epochs, and its own TrainSpec or the globs of what it freezes."""
+
+
 def plan_stages(
-    spec: TrainSpec,
-    stages: list[tuple[str, float, TrainSpec]],
-    effective_batch: int,
-    devices: str | Sequence[str],
+    spec: TrainSpec | None = None,
+    stages: Sequence[StageItem] = (),
+    effective_batch: int | None = None,
+    devices: str | Sequence[str] | None = None,
     margin: float = DEFAULT_MARGIN,
     precision: Precision | None = None,
     jobs: int = 1,
     run: RunSpec | None = None,
     measured_step: tuple[float, str] | None = None,
+    *,
+    sample: Any = None,
+    **fields: Any,
 ) -> StagedPlan:
-    """Plan each (name, epochs, stage spec) of `stages` (see the module)."""
-    devices = device_names(devices)
+    """Plan each (name, epochs, stage) of `stages` (see the module): a stage is its own
+    TrainSpec, or the globs of the parameters it freezes in `spec` (one str or a list; none:
+    everything trainable), as `--stage EPOCHS[:PATTERN,...]` gives them. Or `spec`'s fields as
+    keyword arguments, as `estimate` takes them: a live `nn.Module` with its `sample`
+    (`plan_stages(model=net, sample=batch, stages=[("head", 5, "backbone.*"), ("all", 50, [])],
+    effective_batch=256, devices="h100")`)."""
+    from trainfit.models.live import given_spec
+
+    own = ("stages", "effective_batch", "devices", "margin", "jobs", "run", "measured_step")
+    with given_spec(
+        "plan_stages", spec, fields, sample, excluded=("batch", "device"), parameters=own
+    ) as given:
+        items = _stage_specs(given, stages)
+        _check_arguments(effective_batch, margin, jobs, run, measured_step)
+        assert isinstance(effective_batch, int)
+        return _plan_stages(
+            items, effective_batch, device_names(devices), margin, precision, jobs, run,  # type: ignore[arg-type]
+            measured_step,
+        )  # fmt: skip
+
+
+def _plan_stages(
+    stages: list[tuple[str, float, TrainSpec]],
+    effective_batch: int,
+    devices: tuple[str, ...],
+    margin: float,
+    precision: Precision | None,
+    jobs: int,
+    run: RunSpec | None,
+    measured_step: tuple[float, str] | None,
+) -> StagedPlan:
     if not stages:
         raise SpecError(["a staged plan needs at least one stage (--stage EPOCHS[:PATTERN,...])"])
     planned = []
@@ -141,6 +178,64 @@ def plan_stages(
     if measured_step is not None:
         planned = _measured(planned, *measured_step)
     return StagedPlan(stages=tuple(planned), devices=_schedule(planned))
+
+
+def _check_arguments(
+    effective_batch: object, margin: object, jobs: object, run: object, measured_step: object
+) -> None:
+    """`plan_stages`' other arguments of the right types, or one line naming the wrong one."""
+    name = "plan_stages"
+    check_argument(name, "effective_batch", effective_batch, int, "samples per optimizer step")
+    check_argument(name, "margin", margin, (int, float), "the fraction kept free, e.g. 0.1")
+    check_argument(name, "jobs", jobs, int, "processes to trace in, e.g. 2")
+    if run is not None:
+        check_argument(name, "run", run, RunSpec, "RunSpec(samples=...) or None")
+    well_formed = (
+        isinstance(measured_step, tuple)
+        and len(measured_step) == 2
+        and isinstance(measured_step[0], (int, float))
+        and isinstance(measured_step[1], str)
+    )
+    if measured_step is not None and not well_formed:
+        raise SpecError(
+            [
+                f"{name}: measured_step must be (seconds, device name), e.g. (0.5, 'h100'), "
+                f"got {measured_step!r}"
+            ]
+        )
+
+
+def _stage_specs(spec: TrainSpec, stages: object) -> list[tuple[str, float, TrainSpec]]:
+    """`plan_stages`' stages, each with its TrainSpec (its own, or `spec` freezing its
+    globs); one line naming a stage of the wrong shape."""
+    check_argument("plan_stages", "stages", stages, (list, tuple), "(name, epochs, stage)s")
+    out = []
+    for one in stages:  # type: ignore[attr-defined]
+        if isinstance(one, tuple) and len(one) == 3:
+            name, epochs, stage = one
+            globs = (stage,) if isinstance(stage, str) else stage
+            numeric = isinstance(epochs, (int, float)) and not isinstance(epochs, bool)
+            if isinstance(name, str) and numeric and isinstance(stage, TrainSpec):
+                out.append((name, epochs, stage))
+                continue
+            if (
+                isinstance(name, str)
+                and numeric
+                and isinstance(globs, (list, tuple))
+                and all(isinstance(g, str) for g in globs)
+            ):
+                out.append((name, epochs, dataclasses.replace(spec, freeze=tuple(globs))))
+                continue
+        got = f"a {type(one).__name__}"
+        if isinstance(one, tuple):
+            got += f" of ({', '.join(type(v).__name__ for v in one)})"
+        raise SpecError(
+            [
+                "plan_stages: each stage must be (name, epochs, its TrainSpec or the globs it "
+                f"freezes), got {got}"
+            ]
+        )
+    return out
 
 
 def _measured(planned: list[StagePlan], seconds: float, on: str) -> list[StagePlan]:

@@ -13,6 +13,7 @@ from trainfit.distributed.search import DistributedPlan, OffloadTime
 from trainfit.distributed.strategy import Offload
 from trainfit.hardware.units import GIB
 from trainfit.io import json_ready
+from trainfit.models.live_names import model_label
 from trainfit.plan.cost_words import cost_line_dict, recommendation_dict
 from trainfit.plan.options import (
     Accumulation,
@@ -220,9 +221,10 @@ def _asdict(value: object) -> object:
 
 
 def plan_dict(plan: Plan) -> dict[str, object]:
-    """The plan as JSON (bytes as integers, enums as their values, notes in words)."""
+    """The plan as JSON (bytes as integers, enums as their values, notes in words; a live
+    model by its class, `models.live.model_label`)."""
     return {
-        "model": plan.spec.model,
+        "model": model_label(plan.spec.model),
         "lora": None if plan.spec.lora is None else plan.spec.lora.to_dict(),
         "effective_batch": plan.effective_batch,
         "margin": plan.margin,

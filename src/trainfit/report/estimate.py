@@ -15,6 +15,7 @@ from trainfit.estimator.result import (
     QloraModelled,
 )
 from trainfit.hardware.units import GIB
+from trainfit.models.live_names import model_label
 from trainfit.plan.time_words import no_time_text, step_time_dict
 from trainfit.report.labels import labels_text
 from trainfit.report.model import description_text, loss_text
@@ -81,6 +82,10 @@ def estimate_notes(result: Estimate) -> tuple[str, ...]:
 def estimate_dict(result: Estimate) -> dict[str, Any]:
     """An Estimate as JSON (bytes as integers, notes in words)."""
     spec = asdict(result.spec)
+    # NB: a live model's import paths resolve in the process that estimated it only
+    for name in ("model", "step_fn"):
+        if spec[name] is not None:
+            spec[name] = model_label(spec[name])
     spec["precision"] = result.spec.precision.value
     spec["optimizer"] = result.spec.optimizer.value
     # NB: the dtype and cache settings appear only where asked (earlier JSON stays as it was)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from trainfit.models.heads import MULTIPLE_CHOICES, HfTask
+from trainfit.models.live_names import is_live, model_name
 from trainfit.models.program import (
     Adapters,
     DefaultLoss,
@@ -83,6 +84,11 @@ def loss_text(note: LossNote) -> str:
         return f"the model's own loss ({task_text(note.task)})"
     if isinstance(note, UserLoss):
         return f"user loss {note.path}(output, batch)"
+    if isinstance(note, UserStep) and is_live(note.path):
+        return (
+            f"the step of the live {model_name(note.path)}: its forward on its sample's "
+            "structure, then its loss"
+        )
     if isinstance(note, UserStep):
         return f"user step function {note.path}"
     if isinstance(note, DefaultLoss):

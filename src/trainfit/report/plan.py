@@ -10,6 +10,7 @@ from rich.text import Text
 
 from trainfit.hardware.catalog import get_device
 from trainfit.hardware.units import GIB
+from trainfit.models.live_names import model_label
 from trainfit.plan.cost_words import recommendation_text
 from trainfit.plan.options import DevicePlan, Plan, Verdict
 from trainfit.plan.words import (
@@ -53,7 +54,7 @@ def plan_renderable(plan: Plan) -> Group:
 
 def _head(plan: Plan) -> Text:
     return Text(
-        f"{plan.spec.model}: effective batch {plan.effective_batch}"
+        f"{model_label(plan.spec.model)}: effective batch {plan.effective_batch}"
         f"{' ' + plan.spec.sample_unit if plan.spec.preference is not None else ''}, "
         f"{plan.margin:.0%} of each device's memory kept free\n"
         + ("" if plan.spec.lora is None else f"{lora_text(plan.spec.lora)} in every setting\n"),

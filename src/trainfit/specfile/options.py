@@ -17,8 +17,9 @@ forms (`EPOCHS[:PATTERN,...]`, `INSTANCE=USD_PER_HOUR`), as `input` does
 
 From Python, `model` may be a live `nn.Module` with its `sample` batch (and `loss`/`step_fn`
 callables), as `estimate()` takes one (`trainfit.models.live`): it is planned in this process
-(no worker) and never kept on disk; a spec file's models are import paths, and so are the
-models of `config_dir`, `export` and `report`, which name theirs in the files they write.
+(no worker) and never kept on disk; its `config_dir` files and report name it by its class
+and check it with Python calls; an `export` whose training script imports the model
+(torchrun) is refused. A spec file's models are import paths.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any
 from torch import nn
 
 from trainfit.errors import SpecError, SpecFileError, TrainfitError, UnknownNameError
-from trainfit.export.formats import ExportFormat
+from trainfit.export.formats import ExportFormat, live_export_problems
 from trainfit.models.live import UserBatch, live_problems
 from trainfit.specfile.checks import check_sized, run_spec
 from trainfit.specfile.fields import FIELDS, PER_MODEL_FIELDS, PER_MODEL_SECTIONS, Field
@@ -191,7 +192,8 @@ class PlanOptions:
 
     def _live_problems(self) -> list[str]:
         """A live model without its sample, a sample or callables without a live model, and
-        the files that would name a live model's import path (valid only in this process)."""
+        the exports whose training script would import a live model by its import path
+        (valid only in this process)."""
         fields: dict[str, Any] = {"model": self.model, "loss": self.loss, "step_fn": self.step_fn}
         if self.input:
             fields["inputs"] = self.input
@@ -204,14 +206,9 @@ class PlanOptions:
                 if callable(getattr(self, name))
             ]
             return problems
-        for name in ("config_dir", "export", "report"):
-            if getattr(self, name):
-                problems.append(
-                    f"PlanOptions.{name} writes files that name the model by its import path, "
-                    f"which a live {type(self.model).__name__} has not: give the model as "
-                    f"pkg.module:factory to write them, or drop {name}"
-                )
-        return problems
+        # NB: an unknown format is reported with the other options' problems (run_plan)
+        known = [f for f in self.export if f.strip().lower() in EXPORT_FORMATS]
+        return problems + live_export_problems(type(self.model).__name__, known)
 
 
 _WANTED = {

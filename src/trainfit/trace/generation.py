@@ -29,7 +29,10 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError, TraceError
-from trainfit.models.program import Description, StepProgram
+from trainfit.models.heads import task_of_model
+from trainfit.models.imports import resolve
+from trainfit.models.live_names import is_live, model_label
+from trainfit.models.program import Description, TaskNote
 from trainfit.models.source import build_program
 from trainfit.spec import TrainSpec
 from trainfit.trace.context import tracing
@@ -132,10 +135,11 @@ def trace_generation(
 ) -> GenerationTrace:
     """Trace the prefill of `batch` prompts of `context` tokens and one decode step (of the
     `new_tokens` the generation makes: they must fit the model's positions)."""
-    program = _generation_program(model, context=context, new_tokens=new_tokens, batch=batch)
+    net, description = _generation_program(
+        model, context=context, new_tokens=new_tokens, batch=batch
+    )
     from transformers import DynamicCache
 
-    net = program.model
     net.eval()
     net.to(dtype)
     parameters = inspect.signature(net.forward).parameters
@@ -179,33 +183,48 @@ def trace_generation(
         prefill=prefill,
         decode=decode,
         prefill_end=prefill_end,
-        description=program.description,
+        description=description,
         ops=recorder.ops,
         logits_to_keep=keeps,
     )
 
 
-def _generation_program(model: str, *, context: int, new_tokens: int, batch: int) -> StepProgram:
-    """The causal LM `model` on the meta device, checked: its positions hold the generation."""
-    program = build_program(TrainSpec(model=model, batch=batch, seq_len=context), "meta")
-    if program.task != "causal-lm":
+def _generation_program(
+    model: str, *, context: int, new_tokens: int, batch: int
+) -> tuple[nn.Module, Description]:
+    """The causal LM `model` on the meta device and its description, checked: its positions
+    hold the generation. A live model (`trainfit.models.live`) is its registered meta copy."""
+    if is_live(model):
+        net = resolve(model, "model factory")()
+        found = task_of_model(net)
+        task = None if found is None else found.value
+        description = Description(
+            source=model_label(model),
+            model=getattr(getattr(net, "config", None), "model_type", type(net).__name__),
+            task=None if found is None else TaskNote(task=found),
+        )
+    else:
+        program = build_program(TrainSpec(model=model, batch=batch, seq_len=context), "meta")
+        net, task, description = program.model, program.task, program.description
+    if task != "causal-lm":
         raise SpecError(
             [
-                f"inference is estimated for causal language models (generate()); {model} is "
-                f"{program.task or 'a plain module'}: choose a causal LM such as gpt2"
+                f"inference is estimated for causal language models (generate()); "
+                f"{model_label(model)} is {task or 'a plain module'}: choose a causal LM such "
+                "as gpt2"
             ]
         )
-    config = program.model.config
+    config = net.config
     limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     if limit is not None and context + new_tokens - 1 > limit:
         raise SpecError(
             [
                 f"context {context} + new tokens {new_tokens} - 1 = {context + new_tokens - 1} "
-                f"exceeds {model}'s maximum of {limit} positions: shorten the prompt or the "
-                "generation"
+                f"exceeds {model_label(model)}'s maximum of {limit} positions: shorten the prompt "
+                "or the generation"
             ]
         )
-    return program
+    return net, description
 
 
 def _track_weights(

@@ -1,5 +1,6 @@
 """`build_report(plans, ...)`: a `Report` from plans (and staged plans), computed once for
-every renderer."""
+every renderer. A live model (`trainfit.models.live`) is named by its class, never by its
+import path (valid only in the process that planned it)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from trainfit.errors import SpecError, TrainfitError
+from trainfit.errors import SpecError, TrainfitError, check_argument
+from trainfit.export.formats import export_format, live_export_problems
+from trainfit.models.live_names import is_live, model_label, model_name
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
 from trainfit.report.document.claims import check_claims
@@ -30,14 +33,17 @@ class ServingOnly:
     table (`build_report(inference=...)`) and no training sections."""
 
     model: str
-    """What the model was named by."""
+    """What the model was named by (a live model's import path: the report names its class)."""
     parameters: int
     """All parameters."""
 
 
 def short_name(model: str) -> str:
     """A model's default name in a report: a factory's function, a path's or hub id's last
-    part ("trainfit.models.zoo:melody_transformer" -> "melody_transformer")."""
+    part ("trainfit.models.zoo:melody_transformer" -> "melody_transformer"); a live model's
+    class."""
+    if is_live(model):
+        return model_name(model)
     return model.rsplit(":", 1)[-1].rstrip("/").rsplit("/", 1)[-1] or model
 
 
@@ -62,6 +68,7 @@ def build_report(
     inference rows; `extra` adds sections other pieces make ({title: JSON value}, shown as
     JSON); `progress` is told what is being done.
     """
+    plans, names, exports = _checked(plans, title, names, exports)
     if not plans:
         raise SpecError(["a report needs at least one plan"])
     if names is not None and len(names) != len(plans):
@@ -74,6 +81,8 @@ def build_report(
             model = one.model
         else:
             model = (one.stages[0].plan if isinstance(one, StagedPlan) else one).spec.model
+        if is_live(model) and (problems := live_export_problems(model_name(model), exports)):
+            raise SpecError(problems)
         name = names[index] if names is not None else short_name(model)
         if progress is not None:
             progress(f"report: {name}")
@@ -92,6 +101,27 @@ def build_report(
         run=None if run is None else _plain_dict(dataclasses.asdict(run)),
         extra=_plain_dict(extra or {}),
     )
+
+
+def _checked(
+    plans: object, title: object, names: object, exports: object
+) -> tuple[list[Plan | StagedPlan | ServingOnly], list[str] | None, tuple[str, ...]]:
+    """`build_report`'s plans, names and exports checked, one line for a wrong one: one
+    plan, name or format may be given alone; exports by their values (any case)."""
+    kinds = (Plan, StagedPlan, ServingOnly)
+    listed = list(plans) if isinstance(plans, (list, tuple)) else [plans]
+    hint = "plan(...) or plan_stages(...) results, or ServingOnly(...)"
+    for one in listed:
+        check_argument("build_report", "plans", one, kinds, hint)
+    if title is not None:
+        check_argument("build_report", "title", title, str, "the report's title")
+    chosen = None
+    if names is not None:
+        chosen = [names] if isinstance(names, str) else list(names)  # type: ignore[call-overload]
+        for name in chosen:
+            check_argument("build_report", "names", name, str, "one name per plan")
+    formats = [exports] if isinstance(exports, str) else list(exports)  # type: ignore[call-overload]
+    return listed, chosen, tuple(export_format(f).value for f in formats)
 
 
 def _run_of(one: Plan | StagedPlan) -> RunSpec | None:
@@ -120,7 +150,7 @@ def _model_section(
     if isinstance(one, ServingOnly):
         return ModelSection(
             name=name,
-            model=one.model,
+            model=model_label(one.model),
             parameters=one.parameters,
             trainable_parameters=0,
             tokens_per_sample=None,
@@ -150,7 +180,7 @@ def _model_section(
     last = stages[-1][3]
     return ModelSection(
         name=name,
-        model=last.spec.model,
+        model=model_label(last.spec.model),
         parameters=last.parameters,
         trainable_parameters=last.trainable_parameters,
         tokens_per_sample=last.tokens_per_sample,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from trainfit.errors import SpecError, check_argument
+from trainfit.errors import check_argument
 from trainfit.estimator.forward import parameter_count
 from trainfit.plan.options import Plan
 from trainfit.plan.stages import StagedPlan
@@ -30,21 +30,13 @@ def plan_report(
     (the last model's `export`)."""
     for result in models if isinstance(models, (list, tuple)) else [models]:
         check_argument("plan_report", "models", result, PlanResult, "a list of run_plan's results")
-        if result.live is not None:
-            # NB: the report's configs and commands name the model by its import path
-            raise SpecError(
-                [
-                    f"plan_report: the model is a live {type(result.options.model).__name__}, "
-                    "whose import path is valid only in this process: plan it as "
-                    "pkg.module:factory to report it"
-                ]
-            )
     plans: list[Plan | StagedPlan | ServingOnly] = []
     for result in models:
         if result.plan is not None:
             plans.append(result.plan)
         elif result.serving_spec is not None:
-            model = result.options.model
+            # NB: the spec's model: a live model's import path (the report names its class)
+            model = result.serving_spec.model
             plans.append(ServingOnly(model=model, parameters=parameter_count(result.serving_spec)))
     tables = [serving_rows(result) for result in models]
     names = [r.name for r in models if r.name is not None]

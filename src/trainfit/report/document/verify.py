@@ -1,12 +1,15 @@
 """The trainfit commands that check a plan's setting on the machine itself: the estimate
-again, real steps beside it, and the real largest micro-batch (`trainfit measure`)."""
+again, real steps beside it, and the real largest micro-batch (`trainfit measure`); for a live
+model, which no import path names, the same checks as Python calls."""
 
 from __future__ import annotations
 
 import shlex
 
+from trainfit.export.configs import LIVE_NAMES, live_call
 from trainfit.hardware.catalog import get_device
-from trainfit.plan.options import DevicePlan, Plan
+from trainfit.models.live_names import is_live
+from trainfit.plan.options import DevicePlan, Plan, Setting
 from trainfit.report.document.model import Verify
 from trainfit.spec import TrainSpec
 
@@ -36,6 +39,8 @@ def verify_commands(plan: Plan, d: DevicePlan) -> Verify | None:
     s = d.setting
     if s is None:
         return None
+    if is_live(plan.spec.model):
+        return _live_verify(plan, d, s)
     model = shlex.quote(plan.spec.model)
     common = [*spec_flags(plan.spec), f"--precision {s.precision.value}"]
     common.append(f"--optimizer {s.optimizer.value}")
@@ -72,6 +77,34 @@ def verify_commands(plan: Plan, d: DevicePlan) -> Verify | None:
                         device,
                     ]
                 ),
+            ),
+        ),
+    )
+
+
+def _live_verify(plan: Plan, d: DevicePlan, s: Setting) -> Verify:
+    """`verify_commands` of a live model: `trainfit.estimate`, `trainfit.measure.measure` and
+    `trainfit.find_max_batch` calls (see `export.configs.live_call`)."""
+    on = {"cpu": "cpu", "mps": "mps"}.get(get_device(d.device).kind, "cuda")
+    first = [
+        ("batch", s.micro_batch),
+        *([("grad_accum", s.grad_accum)] if s.grad_accum > 1 else []),
+    ]
+    keep = [("effective_batch", plan.effective_batch)]
+    return Verify(
+        device=d.device,
+        commands=(
+            (
+                f"the estimate of this setting ({LIVE_NAMES})",
+                live_call("trainfit.estimate", plan.spec, s, first, [("device", d.device)]),
+            ),
+            (
+                "real steps beside the estimate (memory and time)",
+                live_call("trainfit.measure.measure", plan.spec, s, first, [("device", on)]),
+            ),
+            (
+                "the real largest micro-batch, keeping the effective batch",
+                live_call("trainfit.find_max_batch", plan.spec, s, keep, [("device", on)]),
             ),
         ),
     )
