@@ -47,6 +47,7 @@ CASES: dict[str, dict[str, Any]] = {
     "gru-h224-2l-b16-t48-fp32": _rnn("gru_h224_2l", 48, 16),
     "lstm-h160-2l-b24-t40-fp32": _rnn("lstm_h160_2l", 40, 24),
     "gru-h96-3l-b32-t32-fp32": _rnn("gru_h96_3l", 32, 32),
+    "gru-h160-bi-1l-b16-t64-fp32": _rnn("gru_h160_bi_1l", 64, 16),
     "resnet18-sgd-fp32-b8-32px": _resnet(32, 8, "sgd"),
     "lora-r32-gpt2-bf16base-b1-s256": _hf("gpt2", 1, 256, "bf16", lora=32),
     "dpo-gpt2-bf16ref-b1-s128": _hf("gpt2", 1, 128, dpo="bf16"),

@@ -377,3 +377,8 @@ def lstm_h160_2l() -> nn.Module:
 def gru_h96_3l() -> nn.Module:
     """Embedding 64 -> 3-layer GRU, hidden 96 -> vocabulary (the persistent kernel's size)."""
     return RnnLM("GRU", 3, hidden=96, embed=64)
+
+
+def gru_h160_bi_1l() -> nn.Module:
+    """Embedding 80 -> bidirectional 1-layer GRU, hidden 160 -> vocabulary."""
+    return RnnLM("GRU", 1, hidden=160, embed=80, bi=True)
