@@ -135,6 +135,46 @@ def protocol_one(name: str, cpu: int, rounds: int, count: int, window_ms: float)
     }
 
 
+def optimizer_alone(loss_fn: Any, params: list[Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """`optimizer.step()` alone, grads kept: all tensors, then large (>= 1M elements) and
+    small ones; the host's time per call and the events' time per call, in a loop and synced."""
+    import torch
+
+    ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = loss_fn()
+    loss.backward()
+    groups = {
+        "all": params,
+        "large": [p for p in params if p.numel() >= 1 << 20],
+        "small": [p for p in params if p.numel() < 1 << 20],
+    }
+    alone = {}
+    for key, ps in groups.items():
+        o = torch.optim.AdamW(ps, lr=1e-5, **flags)
+        for _ in range(3):
+            o.step()
+        torch.cuda.synchronize()
+        for mode in ("loop", "synced"):
+            host, a, b = [], ev(), ev()
+            a.record()
+            for _ in range(10):
+                if mode == "synced":
+                    torch.cuda.synchronize()
+                t = time.perf_counter()
+                o.step()
+                host.append(time.perf_counter() - t)
+            b.record()
+            torch.cuda.synchronize()
+            alone[f"{key}-{mode}"] = {
+                "tensors": len(ps),
+                "elements": sum(p.numel() for p in ps),
+                "host_seconds": statistics.median(host),
+                "events_seconds_per_call": a.elapsed_time(b) / 1e3 / 10,
+            }
+    return alone
+
+
 def gpt2_one(path: str | None) -> dict[str, Any]:
     import torch
 
@@ -193,39 +233,7 @@ def gpt2_one(path: str | None) -> dict[str, Any]:
             "step_host_seconds": statistics.median(sum(h) for h in host),
             "step_device_seconds": statistics.median(sum(d) for d in dev),
         }
-    # optimizer.step() alone, grads kept: all tensors, then large (>= 1M elements) and small
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = loss_fn()
-    loss.backward()
-    groups = {
-        "all": params,
-        "large": [p for p in params if p.numel() >= 1 << 20],
-        "small": [p for p in params if p.numel() < 1 << 20],
-    }
-    alone = {}
-    for key, ps in groups.items():
-        o = torch.optim.AdamW(ps, lr=1e-5, **flags)
-        for _ in range(3):
-            o.step()
-        torch.cuda.synchronize()
-        for mode in ("loop", "synced"):
-            host, a, b = [], ev(), ev()
-            a.record()
-            for _ in range(10):
-                if mode == "synced":
-                    torch.cuda.synchronize()
-                t = time.perf_counter()
-                o.step()
-                host.append(time.perf_counter() - t)
-            b.record()
-            torch.cuda.synchronize()
-            alone[f"{key}-{mode}"] = {
-                "tensors": len(ps),
-                "elements": sum(p.numel() for p in ps),
-                "host_seconds": statistics.median(host),
-                "events_seconds_per_call": a.elapsed_time(b) / 1e3 / 10,
-            }
-    rec["optimizer_alone"] = alone
+    rec["optimizer_alone"] = optimizer_alone(loss_fn, params, flags)
     # the whole step in windows, as window.py, free and pinned to one CPU
     from benchmarks.steptime.measure_gpu import make_step as make
 
