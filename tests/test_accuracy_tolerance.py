@@ -89,6 +89,14 @@ TOLERANCE: dict[str, float] = {
     # runs them (blind5_h100.md, 3 fresh-process runs each, round-robin); published: median
     # 12.6%, worst gpt2-b2-s64-adamw-forloop-bf16 -20.9% (run-to-run spread median 16%)
     "steptime-blind5": 0.21,
+    # 13 blind steps (small and deep MLPs on Adam, SGD-momentum's for-loop, AdamW's fused path,
+    # fp32 GRU/LSTM, a ResNet with plain SGD, LoRA, DPO, GPT-2 on the for-loop path, 2
+    # device-bound controls), predicted before they ran by the shipped rules
+    # (blind6_previous_rules.json) and by the GRU-backward rule (blind6_predictions.json, rules
+    # at a4d3c03, shipped after), timed as a loop runs them (blind6_h100.md, 4 fresh-process
+    # runs each, round-robin, 24 windows a run); published: median 19.1%, worst
+    # mlp-14x96-b8-sgdm-forloop-fp32 +63.7% (run-to-run spread median 44%, worst 68%)
+    "steptime-blind6": 0.64,
     # largest micro-batch, 10 measured to the sample; published: 8 within 5%, worst +10.0%
     # (llama-3.2-1b-pure-bf16-s2048: 11 for 10) (max_batch_h100.md); a case measured only to a
     # bracket (resnet50-bf16) must be predicted inside it
@@ -328,6 +336,10 @@ def steptime_blind5_cases() -> Iterator[Case]:
     return _steptime_blind_cases("blind5")
 
 
+def steptime_blind6_cases() -> Iterator[Case]:
+    return _steptime_blind_cases("blind6")
+
+
 def _max_batch(name: str) -> float:
     from benchmarks.max_batch.predict import predict
 
@@ -417,6 +429,7 @@ CASES: dict[str, Case] = {
         steptime_blind3_cases,
         steptime_blind4_cases,
         steptime_blind5_cases,
+        steptime_blind6_cases,
         max_batch_cases,
         multigpu_cases,
         faithful_heads_cases,
@@ -439,6 +452,7 @@ FAST = {
     "steptime-blind3/gru-h768-2l-b16-t48-bf16",
     "steptime-blind4/mlp-3x96-b4-sgd-fp32",
     "steptime-blind5/mlp-12x128-b16-adamw-forloop-fp32",
+    "steptime-blind6/gru-h224-2l-b16-t48-fp32",
     "max-batch/melody-transformer-fp16-s1024",
     "multigpu/llama-3.2-1b-s2048-b1-ckpt-hybrid",
     "multigpu-heldout/gpt2-s1024-b8-ddp",

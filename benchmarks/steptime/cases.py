@@ -84,8 +84,8 @@ CASES: dict[str, dict[str, Any]] = {
 def case_set(name: str) -> dict[str, dict[str, Any]]:
     """The cases of a set: `heldout` (this module's), `blind` (blind_cases.py),
     `blind2`
-    (blind2_cases.py), `blind3` (blind3_cases.py), `blind4` (blind4_cases.py) or `blind5`
-    (blind5_cases.py)."""
+    (blind2_cases.py), `blind3` (blind3_cases.py), `blind4` (blind4_cases.py) `blind5`
+    (blind5_cases.py) or `blind6` (blind6_cases.py)."""
     module = {
         "heldout": "cases",
         "blind": "blind_cases",
@@ -93,5 +93,6 @@ def case_set(name: str) -> dict[str, dict[str, Any]]:
         "blind3": "blind3_cases",
         "blind4": "blind4_cases",
         "blind5": "blind5_cases",
+        "blind6": "blind6_cases",
     }[name]
     return importlib.import_module(f"benchmarks.steptime.{module}").CASES

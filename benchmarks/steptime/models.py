@@ -344,3 +344,41 @@ def gru_h256_2l() -> nn.Module:
 def lstm_h192_3l() -> nn.Module:
     """Embedding 96 -> 3-layer LSTM, hidden 192 -> vocabulary (run under bf16 autocast)."""
     return RnnLM("LSTM", 3, hidden=192, embed=96)
+
+
+# The sixth blind set's models (`blind6_cases.py`).
+
+
+def mlp_5x320() -> nn.Module:
+    """40 -> 5 x 320 (ReLU) -> 10 classes."""
+    return _mlp((40, *([320] * 5)), 10)
+
+
+def mlp_14x96() -> nn.Module:
+    """A deep narrow MLP: 16 -> 14 x 96 (ReLU) -> 10 classes."""
+    return _mlp((16, *([96] * 14)), 10)
+
+
+def mlp_8x160() -> nn.Module:
+    """48 -> 8 x 160 (ReLU) -> 10 classes (run under bf16 autocast)."""
+    return _mlp((48, *([160] * 8)), 10)
+
+
+def gru_h224_2l() -> nn.Module:
+    """Embedding 112 -> 2-layer GRU, hidden 224 -> vocabulary."""
+    return RnnLM("GRU", 2, hidden=224, embed=112)
+
+
+def lstm_h160_2l() -> nn.Module:
+    """Embedding 80 -> 2-layer LSTM, hidden 160 -> vocabulary."""
+    return RnnLM("LSTM", 2, hidden=160, embed=80)
+
+
+def gru_h96_3l() -> nn.Module:
+    """Embedding 64 -> 3-layer GRU, hidden 96 -> vocabulary (the persistent kernel's size)."""
+    return RnnLM("GRU", 3, hidden=96, embed=64)
+
+
+def gru_h160_bi_1l() -> nn.Module:
+    """Embedding 80 -> bidirectional 1-layer GRU, hidden 160 -> vocabulary."""
+    return RnnLM("GRU", 1, hidden=160, embed=80, bi=True)

@@ -33,6 +33,7 @@ BLIND2_PREDICTIONS = RESULTS / "blind2_predictions.json"
 BLIND3_PREDICTIONS = RESULTS / "blind3_predictions.json"
 BLIND4_PREDICTIONS = RESULTS / "blind4_predictions.json"
 BLIND5_PREDICTIONS = RESULTS / "blind5_predictions.json"
+BLIND6_PREDICTIONS = RESULTS / "blind6_predictions.json"
 PREDICTION_FILES = {
     "heldout": PREDICTIONS,
     "blind": BLIND_PREDICTIONS,
@@ -40,6 +41,7 @@ PREDICTION_FILES = {
     "blind3": BLIND3_PREDICTIONS,
     "blind4": BLIND4_PREDICTIONS,
     "blind5": BLIND5_PREDICTIONS,
+    "blind6": BLIND6_PREDICTIONS,
 }
 
 

@@ -47,3 +47,22 @@ def test_a_stepped_recurrent_call_adds_the_fitted_figure_per_layer(
         expected = cal.host_fit.rnn_layer_seconds[which] if stepped else 0.0
         assert rnn_layer_seconds(cal, elements, which, dtype) == expected
     assert cal.host_fit.rnn_layer_seconds["forward"] > 0
+
+
+def test_an_fp32_gru_backward_over_the_persistent_bound_runs_the_stepped_kernels() -> None:
+    cal = calibration()
+    stepped = cal.lstm_step_seconds["stepped"]
+    per_layer = cal.host_fit.rnn_layer_seconds
+    gru = 3 * 224 * 224  # over 4 x 128 x 128, under the forward's stepped 4 x 256 x 256
+    assert rnn_step_seconds(cal, gru, "backward", "fp32", gates=3) == stepped["backward"]
+    assert rnn_layer_seconds(cal, gru, "backward", "fp32", gates=3) == per_layer["backward"]
+    # its forward, an LSTM's or an RNN_TANH's backward of that size: interpolated as before
+    assert rnn_step_seconds(cal, gru, "forward", "fp32", gates=3) < stepped["forward"]
+    assert rnn_layer_seconds(cal, gru, "forward", "fp32", gates=3) == 0.0
+    for gates in (4, 1, 0):
+        assert rnn_step_seconds(cal, gru, "backward", "fp32", gates) < stepped["backward"]
+        assert rnn_layer_seconds(cal, gru, "backward", "fp32", gates) == 0.0
+    # a GRU within the persistent kernel's bound keeps the persistent cost
+    small = 3 * 128 * 128
+    persistent = cal.lstm_step_seconds["persistent"]["backward"]
+    assert rnn_step_seconds(cal, small, "backward", "fp32", gates=3) == persistent

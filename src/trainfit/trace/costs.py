@@ -73,6 +73,9 @@ class OpCost:
     layers: int = 0
     """A recurrent call's layers x directions (each sets up its own sequence of kernels); 0
     for any other op."""
+    gates: int = 0
+    """A cuDNN recurrent call's gates per step (LSTM 4, GRU 3, RNN_TANH and RNN_RELU 1); 0 for
+    any other op."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +149,7 @@ def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: i
                 detail=x.detail,
                 graph=x.graph,
                 layers=x.layers,
+                gates=x.gates,
             )
             found = made[(i, j, k)] = table.setdefault(cost, len(table))
         return found

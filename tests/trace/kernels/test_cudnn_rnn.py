@@ -135,6 +135,7 @@ def test_rnn_cost_counts_each_modes_gates() -> None:
     assert lstm.flops == 2 * 10 * 8 * 4 * 512 * (256 + 512)
     assert (gru.flops, tanh.flops) == (lstm.flops * 3 // 4, lstm.flops // 4)
     assert lstm.kind is gru.kind is OpKind.RNN and gru.kernels == 10
+    assert (lstm.gates, gru.gates, tanh.gates) == (4, 3, 1)
 
 
 def test_workspace_fit_is_within_its_stated_range_at_a_probe_point() -> None:

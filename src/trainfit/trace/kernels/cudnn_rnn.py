@@ -217,6 +217,7 @@ def rnn_cost(s: RnnShape, backward: bool) -> OpCost:
         steps,
         gates * s.hidden * s.out,
         layers=s.layers * s.directions,
+        gates=gates,
     )
 
 
