@@ -155,6 +155,21 @@ def _insertions(a: list[Item], b: list[Item]) -> list[tuple[int, int]]:
     return found
 
 
+def _merged(kb: list[Hashable], found: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The insertions, each moved left as far as the items before it repeat its end, and
+    those that then touch made one (a layer's block that the diff cut in two)."""
+    out: list[tuple[int, int]] = []
+    for q, m in found:
+        lower = out[-1][0] + out[-1][1] if out else 0
+        while q > lower and kb[q - 1] == kb[q + m - 1]:
+            q -= 1
+        if out and q == lower:
+            out[-1] = (out[-1][0], out[-1][1] + m)
+        else:
+            out.append((q, m))
+    return out
+
+
 def _run(kb: list[Hashable], q: int, m: int, lower: int, upper: int) -> tuple[int, int]:
     """The end and copies of the run that the block `kb[q:q+m]` is a copy of: the block moved
     right while the items after it repeat it (not past `upper`), then counted back (not past
@@ -188,7 +203,7 @@ def _pieces(kb: list[Hashable], q: int, m: int, lower: int, upper: int) -> list[
 def layout(a: list[Item], b: list[Item], layers: int) -> Layout:
     """The runs that turn `a` into `b` (`b` at `layers` layers, `a` at one fewer)."""
     kb = [x.key() for x in b]
-    found = _insertions(a, b)
+    found = _merged(kb, _insertions(a, b))
     runs: list[Run] = []
     lower, in_runs = 0, 0
     for n, (q0, m0) in enumerate(found):
