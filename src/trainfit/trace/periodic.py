@@ -137,12 +137,14 @@ class _Places:
         return self.starts[j] + copy * len(run.block) + offset
 
 
-def _insertions(a: list[Item], b: list[Item]) -> list[tuple[int, int]]:
+def _insertions(a: list[Item], b: list[Item], near: int) -> list[tuple[int, int]]:
     """(position in `b`, length) of each block inserted into `a` to make `b`; where only an
-    item's numbers differ, the two are the same item."""
+    item's numbers differ, the two are the same item (the differences near one another are
+    compared again by tokens alone)."""
     ka, kb = [x.key() for x in a], [x.key() for x in b]
     found = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, False).get_opcodes():
+    opcodes = difflib.SequenceMatcher(None, ka, kb, False).get_opcodes()
+    for tag, i1, i2, j1, j2 in _regions(opcodes, near):
         if tag == "insert":
             found.append((j1, j2 - j1))
         elif tag != "equal":
@@ -153,6 +155,28 @@ def _insertions(a: list[Item], b: list[Item]) -> list[tuple[int, int]]:
                 elif sub != "equal":
                     raise NoPeriod(f"items at {i1} differ beyond their numbers ({sub})")
     return found
+
+
+NEAR = (0, 2)
+"""How many equal items apart differences may be to be compared again as one, tried in turn
+(`trainfit.trace.stamp` keeps the first whose rule its check passes)."""
+
+
+def _regions(
+    opcodes: list[tuple[str, int, int, int, int]], near: int
+) -> list[tuple[str, int, int, int, int]]:
+    """The opcodes with differences at most `near` equal items apart joined into one
+    ("replace"), unless both are insertions."""
+    out: list[tuple[str, int, int, int, int]] = []
+    for op in opcodes:
+        if op[0] != "equal" and len(out) >= 2:
+            gap, before = out[-1], out[-2]
+            close = gap[0] == "equal" and gap[2] - gap[1] <= near and before[0] != "equal"
+            if close and not (before[0] == op[0] == "insert"):
+                out[-2:] = [("replace", before[1], op[2], before[3], op[4])]
+                continue
+        out.append(op)
+    return out
 
 
 def _merged(kb: list[Hashable], found: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -200,10 +224,11 @@ def _pieces(kb: list[Hashable], q: int, m: int, lower: int, upper: int) -> list[
     return pieces
 
 
-def layout(a: list[Item], b: list[Item], layers: int) -> Layout:
-    """The runs that turn `a` into `b` (`b` at `layers` layers, `a` at one fewer)."""
+def layout(a: list[Item], b: list[Item], layers: int, near: int) -> Layout:
+    """The runs that turn `a` into `b` (`b` at `layers` layers, `a` at one fewer); `near` as
+    in `NEAR`."""
     kb = [x.key() for x in b]
-    found = _merged(kb, _insertions(a, b))
+    found = _merged(kb, _insertions(a, b, near))
     runs: list[Run] = []
     lower, in_runs = 0, 0
     for n, (q0, m0) in enumerate(found):
@@ -225,12 +250,15 @@ def _skeleton(runs: list[Run], fixed: int, layers: int) -> list[Label]:
     return Layout(start=layers, fixed=[Item(())] * fixed, growth=[], runs=runs).labels(layers)
 
 
-def fit(seqs: list[list[Item]], counts: tuple[int, ...], events: Layout | None) -> Layout:
+def fit(
+    seqs: list[list[Item]], counts: tuple[int, ...], events: Layout | None, near: int = 0
+) -> Layout:
     """The layout and reference rules of a sequence given at consecutive layer `counts`;
-    `events` is the events' own layout (None: the sequence is the events)."""
+    `events` is the events' own layout (None: the sequence is the events); `near` as in
+    `NEAR`."""
     if len(seqs) != 2 or counts[1] != counts[0] + 1:
         raise NoPeriod("a fit needs a sequence at two consecutive layer counts")
-    made = layout(seqs[0], seqs[1], counts[1])
+    made = layout(seqs[0], seqs[1], counts[1], near)
     labelled = []
     for seq, layers in zip(seqs, counts, strict=True):
         if len(seq) != made.length(layers):
