@@ -10,7 +10,7 @@ import pytest
 
 from trainfit import LoraSpec, TrainSpec, estimate
 from trainfit.report.estimate import estimate_dict
-from trainfit.trace import stamp
+from trainfit.trace import stamp, store
 from trainfit.trace.stamp import StampNote, Unstamped, stack_layers
 from trainfit.trace.step import StepTrace, trace_step
 
@@ -119,6 +119,28 @@ def test_an_estimate_from_a_stamped_step_is_the_same_json(
         data.pop("seconds", None)
         figures.append(json.dumps(data, sort_keys=True))
     assert figures[0] == figures[1]
+
+
+@pytest.mark.slow
+def test_a_stamped_trace_is_kept_under_the_whole_traces_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(store.OFF, raising=False)
+    monkeypatch.setenv(store.FOLDER, str(tmp_path / "traces"))
+    spec = TrainSpec(model=_config(tmp_path / "llama"), batch=1, seq_len=32)
+    monkeypatch.setenv(stamp.SWITCH, "1")
+    stamped = trace_step(spec)
+    assert stamped.stamp is not None
+    assert stamped.stamp.why is None
+    monkeypatch.setenv(stamp.SWITCH, "0")
+    kept = trace_step(spec)  # NB: read back: the key does not depend on how it was made
+    assert kept.store_key == stamped.store_key
+    assert kept.stamp == stamped.stamp
+    monkeypatch.setenv(store.OFF, "1")
+    whole = trace_step(spec)
+    assert whole.stamp == StampNote(None, Unstamped.OFF)
+    assert whole.store_key == stamped.store_key
+    _same(kept, whole)
 
 
 def test_a_plain_module_is_traced_whole(monkeypatch: pytest.MonkeyPatch) -> None:
