@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainfit import LoraSpec, TrainSpec, estimate
+from trainfit.errors import TraceError
 from trainfit.report.estimate import estimate_dict
 from trainfit.trace import stamp, store
 from trainfit.trace.stamp import StampNote, Unstamped, stack_layers
@@ -186,3 +187,16 @@ def test_stamping_is_on_unless_switched_off(monkeypatch: pytest.MonkeyPatch) -> 
     assert stamp.stamping()
     monkeypatch.setenv(stamp.SWITCH, "0")
     assert not stamp.stamping()
+
+
+def test_a_step_of_a_few_layers_that_fails_leaves_the_whole_step_to_the_tracer(
+    tmp_path: Path,
+) -> None:
+    spec = TrainSpec(model=_config(tmp_path / "llama"), batch=1, seq_len=16)
+
+    def failing(layers: int) -> stamp.Traced:
+        raise TraceError(f"no trace at {layers} layers")
+
+    made, note = stamp.stamped(spec, failing)
+    assert made is None
+    assert note == StampNote(24, Unstamped.FEW_FAILED, "no trace at 2 layers", ())

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from trainfit.errors import TrainfitError
 from trainfit.models.source import hf_config
 from trainfit.spec import TrainSpec
 from trainfit.trace.costs import CostLog, OpCost, foreach_launches
@@ -56,6 +57,7 @@ class Unstamped(str, Enum):
     LAYERS_DIFFER = "its config gives layers of different kinds"
     FEW_LAYERS = "too few layers to gain from stamping"
     COPIED_PASSES = "the passes are copied from another trace"
+    FEW_FAILED = "the step of a few layers could not be traced"
     NOT_INSERTIONS = "a trace of more layers is not one of fewer with blocks inserted"
     MISPREDICTED = "the stamped trace differs from the traced one at the checked count"
 
@@ -116,9 +118,12 @@ def stamped(spec: TrainSpec, trace_at: Callable[[int], Traced]) -> tuple[Any | N
         fitted, check = tuple(n + up for n in FIT), CHECK + up
         if check >= layers:
             break
-        for n in (*fitted, check):
-            if n not in traced:
-                traced[n] = trace_at(n)
+        try:
+            for n in (*fitted, check):
+                if n not in traced:
+                    traced[n] = trace_at(n)
+        except TrainfitError as exc:  # NB: the whole step is traced, and says what fails
+            return None, StampNote(layers, Unstamped.FEW_FAILED, str(exc), tuple(sorted(traced)))
         counts = tuple(sorted(traced))
         made, why, detail = _checked([traced[n] for n in fitted], fitted, traced[check], check)
         if why is None:
