@@ -16,7 +16,7 @@ trace: the caller does (`trainfit.trace.stamp`).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 EDGE = 2
@@ -67,6 +67,8 @@ class _RefRule:
     middle: Form
     tail: list[Form]
     """The rules of the last copies, the last first."""
+    choices: list[Form] = field(default_factory=list)
+    """Every form the fitted counts allow for the inner copies, the preferred first."""
 
     def form(self, copy: int, copies: int) -> Form:
         if copy < len(self.head):
@@ -157,6 +159,12 @@ def _insertions(a: list[Item], b: list[Item], near: int) -> list[tuple[int, int]
     return found
 
 
+ORDERS = ("FEDOST", "FEODST")
+"""Which form names a referred item where the counts fitted allow several (the first in the
+order), tried in turn like `NEAR`: a fixed item or the end first, then a copy counted from the
+referring copy's own index in the same order or the opposite one, then from the run's start
+or end. Two layer counts cannot tell apart a copy named in the same order from one named in
+the opposite order when the run has one inner copy; the check at the next count can."""
 NEAR = (0, 2)
 """How many equal items apart differences may be to be compared again as one, tried in turn
 (`trainfit.trace.stamp` keeps the first whose rule its check passes)."""
@@ -251,11 +259,19 @@ def _skeleton(runs: list[Run], fixed: int, layers: int) -> list[Label]:
 
 
 def fit(
-    seqs: list[list[Item]], counts: tuple[int, ...], events: Layout | None, near: int = 0
+    seqs: list[list[Item]],
+    counts: tuple[int, ...],
+    events: Layout | None,
+    near: int = 0,
+    order: str = ORDERS[0],
+    accepts: Callable[[Item, Item], bool] | None = None,
 ) -> Layout:
     """The layout and reference rules of a sequence given at consecutive layer `counts`;
     `events` is the events' own layout (None: the sequence is the events); `near` as in
-    `NEAR`."""
+    `NEAR`, `order` as in `ORDERS`. `accepts(item, event)`: whether `item` may refer to
+    `event`; where the fitted counts allow several forms for a run's inner copies, the first
+    under which every inner copy refers to an event it accepts (and, in the events, an
+    earlier one) at `PROBE` more layers is kept."""
     if len(seqs) != 2 or counts[1] != counts[0] + 1:
         raise NoPeriod("a fit needs a sequence at two consecutive layer counts")
     made = layout(seqs[0], seqs[1], counts[1], near)
@@ -277,8 +293,69 @@ def fit(
             raise NoPeriod("fixed items differ between layer counts")
         made.growth.append(tuple(v - u for u, v in zip(x.nums, y.nums, strict=True)))
     own = made if events is None else events
-    _rules(made, own, labelled)
+    _rules(made, own, labelled, order)
+    if accepts is not None:
+        _settle(made, own, counts[1] + PROBE, accepts, events is None)
     return made
+
+
+PROBE = 4
+"""How many layers past the fitted counts a run's inner copies' forms are tried at."""
+
+
+def _settle(
+    made: Layout,
+    events: Layout,
+    layers: int,
+    accepts: Callable[[Item, Item], bool],
+    earlier: bool,
+) -> None:
+    """Each ambiguous inner rule of `made` set to its first form that names, at `layers`
+    layers, an event `accepts` takes (before the referring item where `earlier`)."""
+    places, own = _Places(events, layers), _Places(made, layers)
+    for j, run in enumerate(made.runs):
+        copies = run.copies(layers)
+        for offset, rule in enumerate(made.run_refs[j]):
+            if rule is None or len(rule.choices) < 2:
+                continue
+            x, inner = run.block[offset], range(len(rule.head), copies - len(rule.tail))
+            for form in rule.choices:
+                at = [own.starts[j] + c * len(run.block) + offset for c in inner]
+                if all(
+                    _names(form, c, copies, x, a if earlier else None, places, accepts)
+                    for c, a in zip(inner, at, strict=True)
+                ):
+                    rule.middle = form
+                    break
+            else:
+                raise NoPeriod(f"no form of run {j} offset {offset} names an accepted event")
+
+
+def _names(
+    form: Form,
+    copy: int,
+    copies: int,
+    item: Item,
+    before: int | None,
+    places: _Places,
+    accepts: Callable[[Item, Item], bool],
+) -> bool:
+    """Whether `form`, at copy `copy` of `copies`, names an event `item` accepts (before
+    position `before`, when given)."""
+    try:
+        target = _target(form, copy, copies, places)
+        at = places.position(target)
+    except NoPeriod:
+        return False
+    if target[0] == "E" or (before is not None and at >= before):
+        return False
+    layout = places.layout
+    if target[0] == "F":
+        g = int(target[1])  # type: ignore[call-overload]
+        x, grown = layout.fixed[g], places.layers - layout.start
+        nums = tuple(n + grown * d for n, d in zip(x.nums, layout.growth[g], strict=True))
+        return accepts(item, Item(x.token, None, nums))
+    return accepts(item, layout.runs[int(target[0])].block[int(target[2])])  # type: ignore[call-overload]
 
 
 def _forms(label: Label, target: Label, layout: Layout, events: Layout, layers: int) -> set[Form]:
@@ -295,7 +372,10 @@ def _forms(label: Label, target: Label, layout: Layout, events: Layout, layers: 
 
 
 def _rules(
-    made: Layout, events: Layout, labelled: list[tuple[list[Item], list[Label], list[Item], int]]
+    made: Layout,
+    events: Layout,
+    labelled: list[tuple[list[Item], list[Label], list[Item], int]],
+    order: str,
 ) -> None:
     fixed_forms: dict[int, list[set[Form]]] = {}
     run_forms: dict[tuple[int, int], list[tuple[int, int, set[Form]]]] = {}
@@ -315,10 +395,10 @@ def _rules(
                 )  # type: ignore[call-overload]
     made.fixed_refs = [None] * len(made.fixed)
     for g, sets in fixed_forms.items():
-        made.fixed_refs[g] = _pick(set.intersection(*sets), f"fixed item {g}")
+        made.fixed_refs[g] = _pick(set.intersection(*sets), f"fixed item {g}", order)
     made.run_refs = [[None] * len(r.block) for r in made.runs]
     for (j, offset), seen in run_forms.items():
-        made.run_refs[j][offset] = _edge_rule(seen, f"run {j} offset {offset}")
+        made.run_refs[j][offset] = _edge_rule(seen, f"run {j} offset {offset}", order)
 
 
 _EDGES = sorted(
@@ -326,7 +406,7 @@ _EDGES = sorted(
 )
 
 
-def _edge_rule(seen: list[tuple[int, int, set[Form]]], where: str) -> _RefRule:
+def _edge_rule(seen: list[tuple[int, int, set[Form]]], where: str, order: str) -> _RefRule:
     for edge_head, edge_tail in _EDGES:
         head: list[set[Form] | None] = [None] * edge_head
         tail: list[set[Form] | None] = [None] * edge_tail
@@ -344,20 +424,18 @@ def _edge_rule(seen: list[tuple[int, int, set[Form]]], where: str) -> _RefRule:
                 middle = forms if middle is None else middle & forms
         if middle and all([*head, *tail]):
             return _RefRule(
-                [_pick(s, where) for s in head if s],
-                _pick(middle, where),
-                [_pick(s, where) for s in tail if s],
+                [_pick(s, where, order) for s in head if s],
+                _pick(middle, where, order),
+                [_pick(s, where, order) for s in tail if s],
+                sorted(middle, key=lambda f: (order.find(str(f[0])), repr(f))),
             )
     raise NoPeriod(f"no rule names what {where} refers to")
 
 
-_RANK = {"F": 0, "E": 0, "D": 1, "O": 1, "S": 2, "T": 2}
-
-
-def _pick(forms: set[Form], where: str) -> Form:
+def _pick(forms: set[Form], where: str, order: str) -> Form:
     if not forms:
         raise NoPeriod(f"{where} refers to different items at different layer counts")
-    return min(forms, key=lambda f: (_RANK[str(f[0])], repr(f)))
+    return min(forms, key=lambda f: (order.find(str(f[0])), repr(f)))
 
 
 def resolve(made: Layout, layers: int, events: Layout | None) -> list[Item]:

@@ -25,7 +25,7 @@ from trainfit.errors import TrainfitError
 from trainfit.models.source import hf_config
 from trainfit.spec import TrainSpec
 from trainfit.trace.costs import CostLog, OpCost, foreach_launches
-from trainfit.trace.periodic import NEAR, Item, Layout, NoPeriod, fit, resolve
+from trainfit.trace.periodic import NEAR, ORDERS, Item, Layout, NoPeriod, fit, resolve
 from trainfit.trace.recorder import Event, WorkspaceEvent
 from trainfit.trace.reuse import RecordedPass, _GradLayout
 
@@ -127,7 +127,10 @@ def stamped(spec: TrainSpec, trace_at: Callable[[int], Traced]) -> tuple[Any | N
         counts = tuple(sorted(traced))
         made, why, detail = _checked([traced[n] for n in fitted], fitted, traced[check], check)
         if why is None:
-            return made(layers), StampNote(layers, None, "", counts)
+            try:
+                return made(layers), StampNote(layers, None, "", counts)
+            except NoPeriod as exc:
+                return None, StampNote(layers, Unstamped.MISPREDICTED, str(exc), counts)
         note = StampNote(layers, why, detail, counts)
     return None, note
 
@@ -138,9 +141,9 @@ def _checked(
     """The rule fitted to `traced` as a function of the layer count, and why it does not make
     `actual` (at `check` layers) exactly (None where it does)."""
     why, detail = Unstamped.NOT_INSERTIONS, ""
-    for near in itertools.product(NEAR, NEAR):
+    for order, *near in itertools.product(ORDERS, NEAR, NEAR):
         try:
-            rule = _Rule.of(traced, counts, near)
+            rule = _Rule.of(traced, counts, (near[0], near[1]), order)
             made = rule.trace(check)
         except NoPeriod as exc:
             detail = str(exc)
@@ -173,14 +176,17 @@ class _Rule:
     attention: dict[Any, tuple[int, int]]
 
     @classmethod
-    def of(cls, traced: list[Traced], counts: tuple[int, ...], near: tuple[int, int]) -> _Rule:
+    def of(
+        cls, traced: list[Traced], counts: tuple[int, ...], near: tuple[int, int], order: str
+    ) -> _Rule:
         """The rule of traces at consecutive `counts`; `near`: the events' and the other
-        sequences' (`trainfit.trace.periodic.NEAR`)."""
+        sequences' (`trainfit.trace.periodic.NEAR`); `order` as in `periodic.ORDERS`."""
         traces = [t for t, _ in traced]
         streams = [_streams(t, entries) for t, entries in traced]
-        events = fit([s[0] for s in streams], counts, None, near[0])
+        events = fit([s[0] for s in streams], counts, None, near[0], order, _frees)
         layouts = [
-            fit([s[i] for s in streams], counts, events, near[1]) for i in range(1, len(streams[0]))
+            fit([s[i] for s in streams], counts, events, near[1], order, _holds)
+            for i in range(1, len(streams[0]))
         ]
         first, second = traces[0], traces[1]
         step = counts[1] - counts[0]
@@ -204,7 +210,8 @@ class _Rule:
         return [_cost_entry(item) for item in resolve(self.costs, layers, self.events)]
 
     def trace(self, layers: int) -> Any:
-        events, keys, categories, reference = _events(resolve(self.events, layers, None))
+        items = resolve(self.events, layers, None)
+        events, keys, categories, reference = _events(items)
         log = CostLog()
         for cost, iteration, phase, tensors in self.entries(layers):
             log.add(cost, iteration, phase, tensors)
@@ -218,7 +225,7 @@ class _Rule:
             ],
             categories=categories,
             reference_keys=frozenset(reference),
-            passes=_passes(resolve(self.passes, layers, self.events), keys),
+            passes=_passes(resolve(self.passes, layers, self.events), keys, items),
             costs=log.step_costs(),
             attention={k: a + (layers - start) * b for k, (a, b) in self.attention.items()},
             **{n: a + (layers - start) * b for n, (a, b) in self.numbers.items()},
@@ -240,6 +247,18 @@ _FIXED = (
 """`StepTrace` fields that must not change with the layer count."""
 _GROWING = ("parameter_count", "trainable_count", "ops", "trainable_tensors")
 """`StepTrace` count fields that grow by the same amount per layer."""
+
+
+def _frees(item: Item, event: Item) -> bool:
+    """Whether a free's item may refer to `event`: an allocation of the op and size it says."""
+    return event.token[0] == "a" and event.token[3] == item.token[3] and event.nums == item.nums
+
+
+def _holds(item: Item, event: Item) -> bool:
+    """Whether a pass's gradient may live in `event`'s storage: an allocation of its size."""
+    if item.token[0] != "g":
+        return True
+    return event.token[0] == "a" and event.nums[0] == item.token[1]
 
 
 def _line(first: int, second: int, step: int) -> tuple[int, int]:
@@ -306,6 +325,7 @@ def _events(items: list[Item]) -> tuple[list[Event], list[int], dict[int, Any], 
     categories: dict[int, Any] = {}
     reference: list[int] = []
     made = 0
+    freed: set[int] = set()
     for item in items:
         if item.token[0] == "a":
             _, phase, iteration, op, category, is_reference = item.token
@@ -317,13 +337,26 @@ def _events(items: list[Item]) -> tuple[list[Event], list[int], dict[int, Any], 
             if is_reference:
                 reference.append(key)
         else:
-            key = keys[item.ref]
+            key = _made_key(items, keys, item.ref)
+            what = events[item.ref]  # type: ignore[index]
+            if key in freed or (what.op, what.nbytes) != (item.token[3], item.nums[0]):
+                raise NoPeriod(f"a free at {len(events)} does not free what its token says")
+            freed.add(key)
             events.append(Event(key, 0, False, item.token[1], item.token[2], "free"))
         keys.append(key)
     return events, keys, categories, reference
 
 
-def _passes(items: list[Item], keys: list[int]) -> tuple[RecordedPass, ...]:
+def _made_key(events: list[Item], keys: list[int], at: int | None) -> int:
+    """The storage key of the allocation at position `at` (made before the referring item)."""
+    if at is None or at >= len(keys) or events[at].token[0] != "a":
+        raise NoPeriod(f"a reference to position {at}, not an earlier allocation")
+    return keys[at]
+
+
+def _passes(
+    items: list[Item], keys: list[int], items_of_events: list[Item]
+) -> tuple[RecordedPass, ...]:
     made: list[dict[str, Any]] = []
     for item in items:
         kind = item.token[0]
@@ -337,7 +370,7 @@ def _passes(items: list[Item], keys: list[int]) -> tuple[RecordedPass, ...]:
         elif kind == "g":
             size, dtype, shape, stride, offset = item.token[1:]
             layout = _GradLayout(
-                key=keys[item.ref],
+                key=_made_key(items_of_events, keys, item.ref),
                 storage_bytes=size,
                 dtype=dtype,
                 shape=shape,
