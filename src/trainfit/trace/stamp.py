@@ -9,6 +9,13 @@ checked against a trace at `CHECK` layers, every field of it (events and their s
 workspaces, categories, passes, the cost log, counts). Only a rule that makes the checked
 trace exactly is used for the model's own layer count; anything else traces the whole step
 (`Unstamped` says why).
+
+Known limitations: the rule is checked at `CHECK` layers (one more when fitted again), not at
+the model's own count, which it makes unchecked: a behaviour that changes only past the
+checked count would not be seen (the foreach launches' step at 110 tensors is one, and is
+worked out from each list's length for that reason). The model types are allow-listed, and
+`tests/trace/test_stamp.py` and `benchmarks/speed/bench_stamp.py` compare stamped and whole
+traces at real layer counts. A stack under `MIN_LAYERS` is traced whole (no faster stamped).
 """
 
 from __future__ import annotations
