@@ -9,7 +9,7 @@ import torch
 
 from trainfit.errors import ModelLoadError, SpecError
 from trainfit.models.catalog import catalog, find
-from trainfit.models.source import build_program
+from trainfit.models.source import build_program, hf_config
 from trainfit.report.model import description_text
 from trainfit.spec import TrainSpec
 
@@ -152,3 +152,12 @@ def test_a_directory_without_a_config_object_says_so(
         (tmp_path / "config.json").write_text(config)
     with pytest.raises(ModelLoadError, match=message):
         build_program(TrainSpec(model=str(tmp_path), seq_len=16), "meta")
+
+
+def test_a_transformers_model_is_built_with_the_layers_asked_for() -> None:
+    spec = TrainSpec(model="qwen2-0.5b")
+    assert hf_config(spec).num_hidden_layers == 24
+    program = build_program(spec, "meta", layers=3)
+    assert len(program.model.model.layers) == 3
+    assert program.model.config.layer_types == ["full_attention"] * 3
+    assert hf_config(TrainSpec(model="trainfit.models.zoo:emotion_mlp")) is None

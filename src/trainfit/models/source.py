@@ -57,8 +57,13 @@ from trainfit.spec import InputSpec, Precision, TrainSpec
 DEFAULT_SEQ_LEN = 1024
 
 
-def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepProgram:
-    """Build the model of `spec` on `device` and describe its batch and loss."""
+def build_program(
+    spec: TrainSpec, device: torch.device | str = "meta", layers: int | None = None
+) -> StepProgram:
+    """Build the model of `spec` on `device` and describe its batch and loss.
+
+    `layers`: build a transformers model with this many decoder layers instead of its own
+    (`trainfit.trace.stamp`; the caller checks that its layers are alike)."""
     device = torch.device(device)
     row = _catalog.find(spec.model)
     declared = torch.float32
@@ -69,7 +74,7 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
         declared = _weights.named_dtype(row.torch_dtype or None, row.name)
         origin = f"{row.name} (catalog)"
         chosen = choose_class(config, spec.task, row.task, origin)
-        program = _hf_program(spec, config, chosen, device, origin, catalog=True)
+        program = _hf_program(spec, _layered(config, layers), chosen, device, origin, True)
     elif is_import_path(spec.model):
         # NB: a live model is named by its class (its import path resolves in this process only)
         origin = model_label(spec.model) if is_live(spec.model) else f"{spec.model} (import path)"
@@ -79,9 +84,8 @@ def build_program(spec: TrainSpec, device: torch.device | str = "meta") -> StepP
         config = _hf_config_from_pretrained(spec.model)
         declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
         origin = f"{spec.model} (local config)"
-        program = _hf_program(
-            spec, config, choose_class(config, spec.task, None, origin), device, origin
-        )
+        chosen = choose_class(config, spec.task, None, origin)
+        program = _hf_program(spec, _layered(config, layers), chosen, device, origin)
     elif "/" in spec.model and not spec.model.startswith((".", "/")):
         config = _hf_config_from_pretrained(spec.model)
         declared = _weights.config_dtype(config)  # NB: before from_config sets config.dtype
@@ -195,6 +199,30 @@ def _checked_loss(fn: LossFn, where: str) -> LossFn:
 
 
 # --- Hugging Face ---------------------------------------------------------------------------
+
+
+def hf_config(spec: TrainSpec) -> Any | None:
+    """The transformers config `build_program` builds `spec`'s model from, for a catalog row
+    or a local config directory; None for any other model (a module, an import path, a hub
+    id)."""
+    row = _catalog.find(spec.model)
+    if row is not None:
+        return None if row.kind == "module" else _hf_config_from_dict(row.config)
+    if is_import_path(spec.model) or not os.path.isdir(spec.model):
+        return None
+    _check_config_file(spec.model)
+    return _hf_config_from_pretrained(spec.model)
+
+
+def _layered(config: Any, layers: int | None) -> Any:
+    """`config` with `layers` decoder layers (itself when None); a per-layer list of layer
+    kinds keeps its first kind."""
+    if layers is not None:
+        config.num_hidden_layers = layers
+        kinds = getattr(config, "layer_types", None)
+        if kinds:
+            config.layer_types = [kinds[0]] * layers
+    return config
 
 
 def _transformers() -> Any:

@@ -87,9 +87,10 @@ class Calibration:
         line = self.host_fit.optimizer_lines.get(kind)
         if line is not None:
             fixed, per = line
-            return fixed * fixed_ratio + (
-                per * per_ratio + scaler * self.host_fit.optimizer_scale
-            ) * tensors
+            return (
+                fixed * fixed_ratio
+                + (per * per_ratio + scaler * self.host_fit.optimizer_scale) * tensors
+            )
         per = self.optimizer_host_seconds_per_param[kind] * per_ratio + scaler
         fixed = self.optimizer_host_seconds_fixed[kind] * fixed_ratio
         return (fixed + per * tensors) * self.host_fit.optimizer_scale

@@ -369,15 +369,26 @@ def foreach_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Op
     tensors = [t for lst in lists for t in lst if isinstance(t, torch.Tensor)]
     first = [t for t in lists[0] if isinstance(t, torch.Tensor)] if lists else []
     moved = sum(tensor_bytes(t) for t in tensors) + sum(tensor_bytes(t) for t in first)
-    count = max((len(lst) for lst in lists), default=0)
+    count = foreach_tensors(args, kwargs)
     return OpCost(
         OpKind.FOREACH,
         _dtype(first),
         sum(t.numel() for t in first),
         moved,
-        max(1, math.ceil(count / FOREACH_TENSORS_PER_LAUNCH)),
+        foreach_launches(count),
         len(tensors) + len(first),
     )
+
+
+def foreach_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """The length of a foreach op's longest list (its launches are `foreach_launches` of it)."""
+    lists = [a for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple))]
+    return max((len(lst) for lst in lists), default=0)
+
+
+def foreach_launches(count: int) -> int:
+    """Kernel launches of a foreach op over lists of `count` tensors."""
+    return max(1, math.ceil(count / FOREACH_TENSORS_PER_LAUNCH))
 
 
 SYNC_COST = OpCost(OpKind.SYNC, "int", 0, 0, 0)
@@ -394,9 +405,14 @@ class CostLog:
         self._order: list[int] = []
         self._segments: list[tuple[int, Phase, int]] = []
         """(iteration, phase, first position in _order) per run of ops in one phase."""
+        self._tensors: dict[int, int] = {}
+        """A foreach op's list length, by its position in _order (`entries`)."""
 
-    def add(self, cost: OpCost, iteration: int, phase: Phase) -> int:
+    def add(self, cost: OpCost, iteration: int, phase: Phase, tensors: int = 0) -> int:
+        """Log `cost`; `tensors`: a foreach op's list length (0 for any other op)."""
         index = self._table.setdefault(cost, len(self._table))
+        if tensors:
+            self._tensors[len(self._order)] = tensors
         self.add_index(index, iteration, phase)
         return index
 
@@ -405,6 +421,17 @@ class CostLog:
         if not segments or segments[-1][0] != iteration or segments[-1][1] is not phase:
             segments.append((iteration, phase, len(self._order)))
         self._order.append(index)
+
+    def entries(self) -> list[tuple[OpCost, int, Phase, int]]:
+        """Every op logged, in order, with its iteration, phase and foreach list length (0
+        for any other op): `add`ed again in this order, they make this log again."""
+        table = list(self._table)
+        bounds = [s[2] for s in self._segments[1:]] + [len(self._order)]
+        return [
+            (table[self._order[n]], it, phase, self._tensors.get(n, 0))
+            for (it, phase, start), end in zip(self._segments, bounds, strict=True)
+            for n in range(start, end)
+        ]
 
     def _runs(self) -> list[tuple[int, Phase, tuple[int, ...]]]:
         bounds = [s[2] for s in self._segments[1:]] + [len(self._order)]

@@ -24,7 +24,15 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainfit.errors import TraceError
-from trainfit.trace.costs import SYNC_COST, CostLog, OpCost, foreach_cost, graph_op, op_cost
+from trainfit.trace.costs import (
+    SYNC_COST,
+    CostLog,
+    OpCost,
+    foreach_cost,
+    foreach_tensors,
+    graph_op,
+    op_cost,
+)
 from trainfit.trace.output_cache import MISS, OutputCache
 from trainfit.training import Phase
 
@@ -292,7 +300,9 @@ class Recorder(TorchDispatchMode):
             # nothing; FakeTensorMode would hash every tensor of its lists for its cache and
             # then run a meta kernel per tensor, a third of a large model's trace
             if costed:
-                self.costs.add(foreach_cost(func, args, kwargs), self.iteration, self.phase)
+                tensors = foreach_tensors(args, kwargs)
+                cost = foreach_cost(func, args, kwargs)
+                self.costs.add(cost, self.iteration, self.phase, tensors)
             return None
         if func is aten._local_scalar_dense.default:
             if costed and self._creator_op(args[0]) not in HOST_SCALAR_CREATORS:

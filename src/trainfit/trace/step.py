@@ -28,10 +28,11 @@ from trainfit.spec import Precision, TrainSpec
 from trainfit.trace import store
 from trainfit.trace.compat import UntestedTorch, check_torch
 from trainfit.trace.context import Tracer, tracing
-from trainfit.trace.costs import StepCosts
+from trainfit.trace.costs import OpCost, StepCosts
 from trainfit.trace.kernels.attention import SdpaBackend, SdpaCall
 from trainfit.trace.recorder import DataCheck, Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse, RecordedPass
+from trainfit.trace.stamp import StampNote, Unstamped, stamped, stamping
 from trainfit.trace.target import Target
 from trainfit.training import (
     Phase,
@@ -92,6 +93,9 @@ class StepTrace:
     """The storage keys of a DPO reference copy's parameters (none without one)."""
     reference_itemsize: int = 0
     """Bytes per element of the reference copy as built, before a pure-bf16 step's cast."""
+    stamp: StampNote | None = field(default=None, compare=False, repr=False)
+    """Whether the trace was stamped from traces of a few layers (`trainfit.trace.stamp`),
+    or why not."""
     store_key: str | None = field(default=None, compare=False, repr=False)
     """What the trace is a function of (`trainfit.trace.store.trace_key`); None when that
     cannot be written down."""
@@ -215,10 +219,37 @@ def trace_step(
         kept = store.load(key)
         if kept is not None:
             return kept
-    trace = _trace(spec, target, iterations, reuse_passes, passes_from)
+    trace = _made(spec, target, iterations, reuse_passes, passes_from)
     trace.store_key = key
     if key is not None and store.enabled():
         store.save(key, trace)
+    return trace
+
+
+def _made(
+    spec: TrainSpec,
+    target: Target,
+    iterations: int,
+    reuse_passes: bool,
+    passes_from: StepTrace | None,
+) -> StepTrace:
+    """`trace_step`'s trace, made: stamped from traces of a few layers where the model's
+    layers allow (`trainfit.trace.stamp`), else traced whole."""
+    if passes_from is not None:
+        note = StampNote(None, Unstamped.COPIED_PASSES)
+    elif not stamping():
+        note = StampNote(None, Unstamped.OFF)
+    else:
+
+        def trace_at(layers: int) -> tuple[StepTrace, list]:
+            return _trace(spec, target, iterations, reuse_passes, None, layers)
+
+        trace, note = stamped(spec, trace_at)
+        if trace is not None:
+            trace.stamp = note
+            return trace
+    trace = _trace(spec, target, iterations, reuse_passes, passes_from)[0]
+    trace.stamp = note
     return trace
 
 
@@ -228,10 +259,12 @@ def _trace(
     iterations: int,
     reuse_passes: bool,
     passes_from: StepTrace | None,
-) -> StepTrace:
-    """`trace_step`'s trace, made."""
+    layers: int | None = None,
+) -> tuple[StepTrace, list[tuple[OpCost, int, Phase, int]]]:
+    """`trace_step`'s trace, made whole (with `layers` decoder layers instead of the model's
+    own, when given), and its cost log's entries."""
     torch_note = check_torch()
-    program = build_program(spec, "meta")
+    program = build_program(spec, "meta", layers)
     apply_settings(program, spec)
     reference, reference_itemsize = _reference(program)
     if spec.precision is Precision.PURE_BF16:
@@ -270,7 +303,7 @@ def _trace(
         del batch, rig, optimizer, reuse
     if source is not None:
         attention = _copied_notes(source, recorder)
-    return StepTrace(
+    trace = StepTrace(
         events=recorder.events,
         workspaces=recorder.workspaces,
         categories=categories,
@@ -293,6 +326,7 @@ def _trace(
         reference_keys=reference_keys,
         reference_itemsize=reference_itemsize,
     )
+    return trace, recorder.costs.entries()
 
 
 def _reference(program: StepProgram) -> tuple[list[nn.Parameter], int]:

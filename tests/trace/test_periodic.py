@@ -1,0 +1,56 @@
+"""Sequences that grow by whole blocks per layer: found from two counts, made at any count."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainfit.trace.periodic import Item, NoPeriod, fit, resolve
+
+
+def _events(layers: int) -> list[Item]:
+    """A toy step: a fixed input, each layer's forward allocations, a head; the backward
+    frees each layer's activations last layer first, and the first layer's backward frees the
+    input (an edge copy that refers otherwise than the others)."""
+    seq: list[Item] = [Item(("a", "input"))]
+    forward = {}
+    for layer in range(layers):
+        forward[layer] = len(seq)
+        seq += [Item(("a", "act")), Item(("a", "tmp")), Item(("f", "tmp"), len(seq) + 1)]
+    seq.append(Item(("a", "head")))
+    for layer in reversed(range(layers)):
+        seq += [Item(("a", "grad")), Item(("f", "act"), forward[layer])]
+        if layer == 0:
+            seq.append(Item(("f", "input"), 0))
+        else:
+            seq.append(Item(("f", "other"), len(seq) - 2))
+    seq.append(Item(("f", "head"), forward[layers - 1] + 3))
+    return seq
+
+
+def _costs(layers: int) -> list[Item]:
+    """A fixed op whose numbers grow per layer (a foreach list), then one op per layer."""
+    return [Item(("foreach",), None, (10 + 3 * layers, 2 * layers))] + [
+        Item(("mm",), None, (7, 1)) for _ in range(layers)
+    ]
+
+
+def test_a_stack_made_from_two_counts_equals_the_stack_at_more_layers() -> None:
+    events = fit([_events(2), _events(3)], (2, 3), None)
+    for layers in (4, 7, 32):
+        assert resolve(events, layers, None) == _events(layers)
+
+
+def test_numbers_that_grow_per_layer_grow_at_any_count() -> None:
+    events = fit([_events(2), _events(3)], (2, 3), None)
+    costs = fit([_costs(2), _costs(3)], (2, 3), events)
+    assert resolve(costs, 9, events) == _costs(9)
+
+
+def test_a_sequence_that_loses_items_is_refused() -> None:
+    with pytest.raises(NoPeriod):
+        fit([_events(3), _events(3)[:-2]], (2, 3), None)
+
+
+def test_counts_that_are_not_consecutive_are_refused() -> None:
+    with pytest.raises(NoPeriod, match="consecutive"):
+        fit([_events(2), _events(4)], (2, 4), None)
