@@ -200,3 +200,22 @@ def test_a_step_of_a_few_layers_that_fails_leaves_the_whole_step_to_the_tracer(
     made, note = stamp.stamped(spec, failing)
     assert made is None
     assert note == StampNote(24, Unstamped.FEW_FAILED, "no trace at 2 layers", ())
+
+
+def test_a_cost_entry_keeps_every_field_through_its_item() -> None:
+    # NB: a field of OpCost left out of the item would come back as its default in every
+    # stamped step (a recurrent call's gates decide its backward kernels)
+    from types import SimpleNamespace
+
+    from trainfit.trace.costs import OpCost, OpKind
+    from trainfit.trace.stamp import _cost_entry, _streams
+    from trainfit.training import Phase
+
+    rnn = OpCost(OpKind.RNN, "fp32", 10, 20, 64, 3 * 192 * 192, True, 2, 3)
+    plain = OpCost(OpKind.HOST, "bf16", 0, 0, 0, graph=True)
+    entries = [(rnn, 0, Phase.BACKWARD, 0), (plain, 1, Phase.FORWARD, 0)]
+    empty = SimpleNamespace(
+        events=[], categories={}, reference_keys=frozenset(), workspaces=[], passes=[]
+    )
+    costs = _streams(empty, entries)[3]
+    assert [_cost_entry(item) for item in costs] == entries
