@@ -219,3 +219,42 @@ def test_a_cost_entry_keeps_every_field_through_its_item() -> None:
     )
     costs = _streams(empty, entries)[3]
     assert [_cost_entry(item) for item in costs] == entries
+
+
+@pytest.mark.parametrize(
+    ("pattern", "selects"),
+    [
+        ("model.layers.1*", True),
+        ("*layers.?.*", True),
+        ("model.layers.[0-9].mlp*", True),
+        ("*.3.self_attn*", True),
+        ("model.embed_tokens*", False),
+        ("*mlp.fc1", False),
+        ("model.layers.*", False),
+        ("lm_head.weight", False),
+    ],
+)
+def test_a_pattern_that_names_layers_by_index_is_traced_whole(
+    pattern: str, selects: bool, tmp_path: Path
+) -> None:
+    spec = TrainSpec(model=_config(tmp_path / "llama"), freeze=(pattern,))
+    layers = stack_layers(spec)
+    assert (layers is Unstamped.SELECTS_LAYERS) is selects
+    if not selects:
+        assert layers == 24
+    lora = TrainSpec(model=spec.model, lora=LoraSpec(rank=8, targets=(pattern,)))
+    assert (stack_layers(lora) is Unstamped.SELECTS_LAYERS) is selects
+
+
+@pytest.mark.slow
+def test_a_step_freezing_some_layers_by_index_equals_the_whole_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NB: stamped from 2-5 layers, "model.layers.1*" froze layer 1 only, and the stamped step
+    # trained layers 10-19, which the whole step freezes
+    spec = TrainSpec(
+        model=_config(tmp_path / "llama"), batch=2, seq_len=64, freeze=("model.layers.1*",)
+    )
+    stamped, whole = _both(spec, monkeypatch)
+    assert stamped.stamp == StampNote(None, Unstamped.SELECTS_LAYERS)
+    _same(stamped, whole)

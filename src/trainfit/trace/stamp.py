@@ -60,6 +60,7 @@ class Unstamped(str, Enum):
     OFF = "stamping is off (TRAINFIT_STAMP=0)"
     NOT_A_STACK = "not a transformers model of a catalog row or a config directory"
     USER_CODE = "a user's step function or loss"
+    SELECTS_LAYERS = "a freeze pattern, LoRA target or checkpointed module names layers by index"
     MODEL_TYPE = "a model type whose layers are not known to trace alike"
     LAYERS_DIFFER = "its config gives layers of different kinds"
     FEW_LAYERS = "too few layers to gain from stamping"
@@ -94,6 +95,8 @@ def stack_layers(spec: TrainSpec) -> int | Unstamped:
     """The decoder layer count of `spec`'s model when its step can be stamped, else why not."""
     if spec.step_fn or spec.loss:
         return Unstamped.USER_CODE
+    if any(_names_layers(pattern) for pattern in _selectors(spec)):
+        return Unstamped.SELECTS_LAYERS
     config = hf_config(spec)
     if config is None:
         return Unstamped.NOT_A_STACK
@@ -106,6 +109,25 @@ def stack_layers(spec: TrainSpec) -> int | Unstamped:
     if not isinstance(layers, int) or layers < MIN_LAYERS:
         return Unstamped.FEW_LAYERS
     return layers
+
+
+def _selectors(spec: TrainSpec) -> tuple[str, ...]:
+    """The names and globs of `spec` that pick parameters or modules: its freeze patterns,
+    LoRA targets and checkpointed modules."""
+    targets = spec.lora.targets if spec.lora is not None else ()
+    modules = (spec.checkpoint_modules,) if spec.checkpoint_modules else ()
+    return (*spec.freeze, *targets, *modules)
+
+
+def _names_layers(pattern: str) -> bool:
+    """Whether `pattern` may pick some layers of a stack and not others: one of its dotted
+    parts is a layer index or a glob of one (`1`, `1*`, `?`, `[0-9]`), not a plain name (`fc1`)
+    or a bare `*`. The traces of a few layers would then not be those of the stack's first
+    layers (`model.layers.1*` freezes layers 1 and 10-19 of 24, of 4 only layer 1)."""
+    return any(
+        part.strip("*?[]!-0123456789") == "" and any(c.isdigit() or c in "?[" for c in part)
+        for part in pattern.split(".")
+    )
 
 
 def stamped(spec: TrainSpec, trace_at: Callable[[int], Traced]) -> tuple[Any | None, StampNote]:
