@@ -80,6 +80,54 @@ def test_a_stamped_llama_step_equals_the_whole_trace(
     _same(stamped, whole)
 
 
+STACKS = {
+    "qwen2": {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]},
+    "mistral": {
+        "model_type": "mistral",
+        "architectures": ["MistralForCausalLM"],
+        "sliding_window": 32,
+    },
+}
+MORE = {
+    "QLoRA": {"lora": LoraSpec(rank=8, qlora=True)},
+    "LoRA on bf16 weights": {
+        "lora": LoraSpec(rank=8),
+        "weights_dtype": "bf16",
+        "precision": "bf16",
+    },
+    "Adafactor": {"optimizer": "adafactor"},
+    "SGD momentum, for-loop": {"optimizer": "sgd-momentum", "optimizer_path": "for-loop"},
+    "AdamW fused, bf16": {"optimizer_path": "fused", "precision": "bf16"},
+    "8-bit AdamW": {"optimizer": "adamw-8bit"},
+    "sequence classification": {"task": "sequence-classification"},
+    "the cache kept": {"use_cache": True},
+    "DPO, precomputed reference": {"preference": "dpo", "reference": "precomputed"},
+    "batch 1, 256 tokens": {"batch": 1, "seq_len": 256},
+    "qwen2, bf16": {"stack": "qwen2", "precision": "bf16"},
+    "mistral, bf16, checkpointing": {
+        "stack": "mistral",
+        "precision": "bf16",
+        "checkpointing": True,
+    },
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(MORE))
+def test_more_settings_and_stacks_stamp_equal_to_the_whole_trace(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fields = dict(MORE[case])
+    stack = STACKS.get(str(fields.pop("stack", "")), {})
+    spec = TrainSpec(
+        **{"model": _config(tmp_path / "stack", **stack), "batch": 2, "seq_len": 64, **fields}
+    )
+    stamped, whole = _both(spec, monkeypatch)
+    assert stamped.stamp is not None
+    assert stamped.stamp.why is None, stamped.stamp
+    _same(stamped, whole)
+
+
 @pytest.mark.slow
 def test_a_stamped_gpt2_step_with_tied_embeddings_equals_the_whole_trace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
