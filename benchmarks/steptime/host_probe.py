@@ -141,10 +141,10 @@ def _run(cmd: list[str]) -> str:
 def machine_facts() -> dict[str, Any]:
     """What the guest can see of its machine: CPU fields, kernel, GPU clocks and PCIe link."""
     info = Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
-    fields = dict(line.split(":", 1) for line in info if ":" in line)
+    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in info)}
     keep = ("model name", "stepping", "microcode", "cpu MHz", "cache size", "bogomips", "flags")
     return {
-        "cpu": {k: fields[k].strip() for k in keep if k in fields},
+        "cpu": {k: fields[k] for k in keep if k in fields},
         "cpus": os.cpu_count(),
         "kernel": platform.release(),
         "loadavg": os.getloadavg(),
