@@ -1,0 +1,104 @@
+"""fp32 cuDNN recurrent calls across hidden sizes and batches: forward and backward device time.
+
+    PYTHONPATH=src:. python -m benchmarks.steptime.rnn_sizes --out DIR [--deadline S]   # GPU
+
+The sixth blind set's worst miss was an fp32 two-layer LSTM at hidden 160 (predicted 2.67 ms a
+step, 3.96-5.07 ms on four H100 machines), and protocol_study's calls (batch 16, 40 steps)
+found hidden 160 slower backward than 192 or 256 for both LSTM and GRU: the model's per-step
+cost, a line in the log of the recurrent weight's size between the persistent kernel's and the
+stepped one's (`trainfit.timing.kernels.rnn_step_seconds`), cannot give that. This times one
+layer (input 128, 40 steps, batch_first) of each mode at hidden 96-384 and batch 8, 24 and 64:
+each call after a synchronize between CUDA events, the median of 15 (after 3 warm-up
+iterations), forward and backward apart. Writes DIR/rnn_sizes.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+MODES = ("LSTM", "GRU", "RNN_TANH")
+HIDDEN = (96, 128, 144, 160, 176, 192, 208, 224, 256, 288, 320, 384)
+BATCHES = (8, 24, 64)
+STEPS = 40
+
+
+def _row(mode: str, hidden: int, batch: int) -> dict[str, Any]:
+    import torch
+    from torch import nn
+
+    if mode == "RNN_TANH":
+        layer: Any = nn.RNN(128, hidden, 1, batch_first=True)
+    else:
+        layer = {"LSTM": nn.LSTM, "GRU": nn.GRU}[mode](128, hidden, 1, batch_first=True)
+    layer = layer.cuda()
+    x = torch.randn(batch, STEPS, 128, device="cuda", requires_grad=True)
+    held: dict[str, Any] = {}
+
+    def forward() -> None:
+        held["y"] = layer(x)[0]
+
+    def backward() -> None:
+        held["y"].backward(held["grad"])
+
+    forward()
+    held["grad"] = torch.ones_like(held["y"])
+    for _ in range(3):
+        forward()
+        backward()
+    times: dict[str, list[float]] = {"forward": [], "backward": []}
+    for _ in range(15):
+        for name, fn in (("forward", forward), ("backward", backward)):
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end))
+    return {
+        "mode": mode,
+        "hidden": hidden,
+        "batch": batch,
+        "steps": STEPS,
+        "forward_ms": statistics.median(times["forward"]),
+        "backward_ms": statistics.median(times["backward"]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--deadline", type=float, default=240.0)
+    args = parser.parse_args()
+    import torch
+
+    began = time.monotonic()
+    rows = []
+    for mode in MODES:
+        for batch in BATCHES:
+            for hidden in HIDDEN:
+                if time.monotonic() - began > args.deadline:
+                    break
+                rows.append(_row(mode, hidden, batch))
+                print(rows[-1], flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    record = {
+        "environment": {
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "device": torch.cuda.get_device_name(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(),
+        },
+        "rows": rows,
+    }
+    (args.out / "rnn_sizes.json").write_text(json.dumps(record, indent=1))
+
+
+if __name__ == "__main__":
+    main()
