@@ -15,7 +15,6 @@ from trainfit.plan.cpu import plan_cpu
 from trainfit.plan.ladder import setting_name, setting_rungs
 from trainfit.plan.options import (
     DevicePlan,
-    FasterFp16,
     GpuShort,
     MemoryUnknown,
     Setting,
@@ -32,9 +31,8 @@ from trainfit.plan.traces import (
     scaling_for,
 )
 from trainfit.progress import Part, tell
-from trainfit.spec import Precision, TrainSpec
+from trainfit.spec import TrainSpec
 from trainfit.timing.missing import NoStepTime, NoTime
-from trainfit.trace.costs import OpKind
 from trainfit.trace.store import remembered
 from trainfit.training import enable_checkpointing
 
@@ -85,8 +83,6 @@ def plan_device(
             latest_one = found.needed_bytes
             continue
         fit = _Fit(spec=rung_spec, changes=changes, scaling=scaling, largest=found.batch)
-        if auto_precision:
-            fit = _faster_fp16(fit, device, effective, margin, cache)
         return _fitting(fit, device, effective, margin, gpu_counts)
     if untried is not None and device.kind is DeviceKind.CUDA and not skipped:
         skipped = _cannot_checkpoint(untried, spec)
@@ -127,49 +123,6 @@ class _Fit:
     scaling: BatchScaling
     largest: int
     """The largest micro-batch inside the margin, up to the effective batch."""
-
-
-FP16_GAIN = 0.9
-"""fp16 is chosen over bf16 where its step takes at most this share of bf16's: loss scaling is
-a cost of its own (overflow skips, one more setting), worth a clear gain."""
-
-
-def _faster_fp16(
-    fit: _Fit, device: Device, effective: int, margin: float, cache: TraceCache
-) -> _Fit:
-    """`fit`, or its setting in fp16 autocast where that step is faster on `device` (a CUDA
-    GPU that computes in bf16 too), each at its own largest micro-batch. Only a step with a
-    bf16 batch norm is tried (the one op CUDA runs with other kernels in fp16 and bf16:
-    cuDNN's against PyTorch's own, `trainfit.timing.step`)."""
-    costs = fit.scaling.base.costs
-    if (
-        fit.spec.precision is not Precision.BF16
-        or device.kind is not DeviceKind.CUDA
-        or costs is None
-        or not any(op.kind is OpKind.NORM and op.dtype == "bf16" for op in costs.table)
-    ):
-        return fit
-    fp16 = dataclasses.replace(fit.spec, precision=Precision.FP16)
-    scaling = scaling_for(fp16, device, cache)
-    found = max_micro_batch(fp16, margin=margin, limit=effective, scaling=scaling)
-    if found.batch < 1:
-        return fit
-    other = _Fit(spec=fp16, changes=fit.changes, scaling=scaling, largest=found.batch)
-    bf16_seconds, fp16_seconds = (
-        _seconds(fit, device, effective),
-        _seconds(other, device, effective),
-    )
-    if bf16_seconds is None or fp16_seconds is None or fp16_seconds > FP16_GAIN * bf16_seconds:
-        return fit
-    faster = FasterFp16(fp16_seconds=fp16_seconds, bf16_seconds=bf16_seconds)
-    return dataclasses.replace(other, changes=(*fit.changes, faster))
-
-
-def _seconds(fit: _Fit, device: Device, effective: int) -> float | None:
-    """The modelled seconds of `fit`'s step at its largest micro-batch (None: not modelled)."""
-    micro, accum = split(effective, fit.largest)
-    one = step_times(fit.spec, device, fit.scaling, micro, accum, effective, ()).get("step_time")
-    return None if one is None else one.seconds
 
 
 def _fitting(

@@ -135,17 +135,7 @@ class RoundedBatch:
     asked: int
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FasterFp16:
-    """fp16 autocast (with loss scaling) where the device also computes in bf16, because the
-    step is faster in fp16: its batch norms run cuDNN's kernels in fp16 and PyTorch's own in
-    bf16. The two steps' modelled seconds, each at its own largest micro-batch."""
-
-    fp16_seconds: float
-    bf16_seconds: float
-
-
-SettingChange = Change | MpsAutocast | CpuFp32 | Accumulation | RoundedBatch | FasterFp16
+SettingChange = Change | MpsAutocast | CpuFp32 | Accumulation | RoundedBatch
 
 
 # -- the facts of a device's note ---------------------------------------------------------

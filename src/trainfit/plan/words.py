@@ -22,7 +22,6 @@ from trainfit.plan.options import (
     CpuShort,
     CpuSized,
     DevicePlan,
-    FasterFp16,
     GpuShort,
     MemoryUnknown,
     MpsAutocast,
@@ -49,12 +48,6 @@ def change_text(change: SettingChange) -> str:
         return (
             f"{change.precision.value} autocast (torch 2.5 or later; its GradScaler needs "
             "torch 2.8)"
-        )
-    if isinstance(change, FasterFp16):
-        return (
-            f"fp16 autocast with loss scaling (GradScaler), not bf16: {change.fp16_seconds:.3g} s "
-            f"a step against {change.bf16_seconds:.3g} s (its batch norms run cuDNN's kernels in "
-            "fp16, PyTorch's own in bf16)"
         )
     if isinstance(change, CpuFp32):
         return "fp32 (no mixed precision planned on the CPU)"
