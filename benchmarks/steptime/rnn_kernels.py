@@ -12,15 +12,11 @@ longest. Writes DIR/rnn_kernels.json.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-from benchmarks.steptime.rnn_sizes import BATCHES, HIDDEN, MODES, STEPS
+from benchmarks.steptime.rnn_sizes import STEPS, passes, run_grid
 
 REPEATS = 5
 
@@ -42,28 +38,7 @@ def _kernels(fn: Any) -> tuple[float, int, list[str]]:
 
 
 def _row(mode: str, hidden: int, batch: int) -> dict[str, Any]:
-    import torch
-    from torch import nn
-
-    if mode == "RNN_TANH":
-        layer: Any = nn.RNN(128, hidden, 1, batch_first=True)
-    else:
-        layer = {"LSTM": nn.LSTM, "GRU": nn.GRU}[mode](128, hidden, 1, batch_first=True)
-    layer = layer.cuda()
-    x = torch.randn(batch, STEPS, 128, device="cuda", requires_grad=True)
-    held: dict[str, Any] = {}
-
-    def forward() -> None:
-        held["y"] = layer(x)[0]
-
-    def backward() -> None:
-        held["y"].backward(held["grad"])
-
-    forward()
-    held["grad"] = torch.ones_like(held["y"])
-    for _ in range(3):
-        forward()
-        backward()
+    forward, backward = passes(mode, hidden, batch)
     row: dict[str, Any] = {"mode": mode, "hidden": hidden, "batch": batch, "steps": STEPS}
     for name in ("forward", "backward"):
         runs = []
@@ -78,33 +53,7 @@ def _row(mode: str, hidden: int, batch: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--deadline", type=float, default=240.0)
-    args = parser.parse_args()
-    import torch
-
-    began = time.monotonic()
-    rows = []
-    for mode in MODES:
-        for batch in BATCHES:
-            for hidden in HIDDEN:
-                if time.monotonic() - began > args.deadline:
-                    break
-                rows.append(_row(mode, hidden, batch))
-                print({k: v for k, v in rows[-1].items() if not k.endswith("_top")}, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    record = {
-        "environment": {
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "device": torch.cuda.get_device_name(),
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version(),
-        },
-        "rows": rows,
-    }
-    (args.out / "rnn_kernels.json").write_text(json.dumps(record, indent=1))
+    run_grid("rnn_kernels.json", _row)
 
 
 if __name__ == "__main__":

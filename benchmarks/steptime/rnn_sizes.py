@@ -18,6 +18,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,10 @@ BATCHES = (8, 24, 64)
 STEPS = 40
 
 
-def _row(mode: str, hidden: int, batch: int) -> dict[str, Any]:
+def passes(mode: str, hidden: int, batch: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """One layer of `mode` (input 128, `STEPS` steps, batch_first) on CUDA at `hidden` and
+    `batch`: its forward and its backward (of the last forward) as calls, warmed up (3
+    iterations)."""
     import torch
     from torch import nn
 
@@ -50,6 +54,13 @@ def _row(mode: str, hidden: int, batch: int) -> dict[str, Any]:
     for _ in range(3):
         forward()
         backward()
+    return forward, backward
+
+
+def _row(mode: str, hidden: int, batch: int) -> dict[str, Any]:
+    import torch
+
+    forward, backward = passes(mode, hidden, batch)
     times: dict[str, list[float]] = {"forward": [], "backward": []}
     for _ in range(15):
         for name, fn in (("forward", forward), ("backward", backward)):
@@ -70,7 +81,10 @@ def _row(mode: str, hidden: int, batch: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def run_grid(name: str, row: Callable[[str, int, int], dict[str, Any]]) -> None:
+    """`row(mode, hidden, batch)` over the grid (modes, batches, hidden sizes) until the
+    deadline, each printed without its lists, written to `--out`/`name` with the
+    environment."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--deadline", type=float, default=240.0)
@@ -84,8 +98,8 @@ def main() -> None:
             for hidden in HIDDEN:
                 if time.monotonic() - began > args.deadline:
                     break
-                rows.append(_row(mode, hidden, batch))
-                print(rows[-1], flush=True)
+                rows.append(row(mode, hidden, batch))
+                print({k: v for k, v in rows[-1].items() if not isinstance(v, list)}, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     record = {
         "environment": {
@@ -97,7 +111,11 @@ def main() -> None:
         },
         "rows": rows,
     }
-    (args.out / "rnn_sizes.json").write_text(json.dumps(record, indent=1))
+    (args.out / name).write_text(json.dumps(record, indent=1))
+
+
+def main() -> None:
+    run_grid("rnn_sizes.json", _row)
 
 
 if __name__ == "__main__":
