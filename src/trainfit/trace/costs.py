@@ -363,13 +363,13 @@ def _writes(func: Any) -> bool:
     return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
 
 
-def foreach_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpCost:
-    """An in-place foreach op: reads every list and writes the first."""
+def foreach_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], count: int) -> OpCost:
+    """An in-place foreach op: reads every list and writes the first; `count` is its longest
+    list's length (`foreach_tensors`)."""
     lists = [a for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple))]
     tensors = [t for lst in lists for t in lst if isinstance(t, torch.Tensor)]
     first = [t for t in lists[0] if isinstance(t, torch.Tensor)] if lists else []
     moved = sum(tensor_bytes(t) for t in tensors) + sum(tensor_bytes(t) for t in first)
-    count = foreach_tensors(args, kwargs)
     return OpCost(
         OpKind.FOREACH,
         _dtype(first),

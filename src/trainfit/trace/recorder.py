@@ -301,7 +301,7 @@ class Recorder(TorchDispatchMode):
             # then run a meta kernel per tensor, a third of a large model's trace
             if costed:
                 tensors = foreach_tensors(args, kwargs)
-                cost = foreach_cost(func, args, kwargs)
+                cost = foreach_cost(func, args, kwargs, tensors)
                 self.costs.add(cost, self.iteration, self.phase, tensors)
             return None
         if func is aten._local_scalar_dense.default:

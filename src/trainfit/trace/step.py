@@ -28,7 +28,7 @@ from trainfit.spec import Precision, TrainSpec
 from trainfit.trace import store
 from trainfit.trace.compat import UntestedTorch, check_torch
 from trainfit.trace.context import Tracer, tracing
-from trainfit.trace.costs import OpCost, StepCosts
+from trainfit.trace.costs import CostLog, StepCosts
 from trainfit.trace.kernels.attention import SdpaBackend, SdpaCall
 from trainfit.trace.recorder import DataCheck, Event, Recorder, WorkspaceEvent
 from trainfit.trace.reuse import PassReuse, RecordedPass
@@ -242,7 +242,8 @@ def _made(
     else:
 
         def trace_at(layers: int) -> tuple[StepTrace, list]:
-            return _trace(spec, target, iterations, reuse_passes, None, layers)
+            trace, log = _trace(spec, target, iterations, reuse_passes, None, layers)
+            return trace, log.entries()
 
         trace, note = stamped(spec, trace_at)
         if trace is not None:
@@ -260,9 +261,9 @@ def _trace(
     reuse_passes: bool,
     passes_from: StepTrace | None,
     layers: int | None = None,
-) -> tuple[StepTrace, list[tuple[OpCost, int, Phase, int]]]:
+) -> tuple[StepTrace, CostLog]:
     """`trace_step`'s trace, made whole (with `layers` decoder layers instead of the model's
-    own, when given), and its cost log's entries."""
+    own, when given), and its cost log (whose entries a stamped step is made from)."""
     torch_note = check_torch()
     program = build_program(spec, "meta", layers)
     apply_settings(program, spec)
@@ -326,7 +327,7 @@ def _trace(
         reference_keys=reference_keys,
         reference_itemsize=reference_itemsize,
     )
-    return trace, recorder.costs.entries()
+    return trace, recorder.costs
 
 
 def _reference(program: StepProgram) -> tuple[list[nn.Parameter], int]:
