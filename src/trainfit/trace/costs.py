@@ -426,17 +426,21 @@ class CostLog:
         """Every op logged, in order, with its iteration, phase and foreach list length (0
         for any other op): `add`ed again in this order, they make this log again."""
         table = list(self._table)
-        bounds = [s[2] for s in self._segments[1:]] + [len(self._order)]
         return [
             (table[self._order[n]], it, phase, self._tensors.get(n, 0))
-            for (it, phase, start), end in zip(self._segments, bounds, strict=True)
+            for it, phase, start, end in self._spans()
             for n in range(start, end)
         ]
 
     def _runs(self) -> list[tuple[int, Phase, tuple[int, ...]]]:
+        return [(it, phase, tuple(self._order[a:b])) for it, phase, a, b in self._spans()]
+
+    def _spans(self) -> list[tuple[int, Phase, int, int]]:
+        """Per run of ops in one phase: its iteration, phase, and first and end positions in
+        `_order`."""
         bounds = [s[2] for s in self._segments[1:]] + [len(self._order)]
         return [
-            (it, phase, tuple(self._order[start:end]))
+            (it, phase, start, end)
             for (it, phase, start), end in zip(self._segments, bounds, strict=True)
         ]
 
