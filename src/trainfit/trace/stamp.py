@@ -155,7 +155,7 @@ def stamped(spec: TrainSpec, trace_at: Callable[[int], Traced]) -> tuple[Any | N
             return None, StampNote(layers, Unstamped.FEW_FAILED, str(exc), tuple(sorted(traced)))
         counts = tuple(sorted(traced))
         made, why, detail = _checked([traced[n] for n in fitted], fitted, traced[check], check)
-        if why is None:
+        if made is not None:
             try:
                 return made(layers), StampNote(layers, None, "", counts)
             except NoPeriod as exc:
@@ -166,9 +166,9 @@ def stamped(spec: TrainSpec, trace_at: Callable[[int], Traced]) -> tuple[Any | N
 
 def _checked(
     traced: list[Traced], counts: tuple[int, ...], actual: Traced, check: int
-) -> tuple[Callable[[int], Any], Unstamped | None, str]:
-    """The rule fitted to `traced` as a function of the layer count, and why it does not make
-    `actual` (at `check` layers) exactly (None where it does)."""
+) -> tuple[Callable[[int], Any] | None, Unstamped | None, str]:
+    """The rule fitted to `traced` as a function of the layer count when it makes `actual`
+    (at `check` layers) exactly; else None, and why not."""
     why, detail = Unstamped.NOT_INSERTIONS, ""
     for order, *near in itertools.product(ORDERS, NEAR, NEAR):
         try:
@@ -181,12 +181,7 @@ def _checked(
         if made == trace and made.costs == trace.costs and rule.entries(check) == entries:
             return rule.trace, None, ""
         why, detail = Unstamped.MISPREDICTED, f"at {check} layers"
-    return rule_none, why, detail
-
-
-def rule_none(layers: int) -> None:
-    """No trace (a rule that failed)."""
-    return None
+    return None, why, detail
 
 
 @dataclass(slots=True)
