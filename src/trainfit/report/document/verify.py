@@ -46,8 +46,7 @@ def verify_commands(plan: Plan, d: DevicePlan) -> Verify | None:
     common.append(f"--optimizer {s.optimizer.value}")
     if s.checkpointing:
         common.append("--checkpointing")
-    kind = get_device(d.device).kind
-    on = {"cpu": "--on cpu", "mps": "--on mps"}.get(kind, "--on cuda")
+    on = f"--on {_local(d)}"
     device = f"--device {d.device}"
     batch = f"--batch {s.micro_batch}" + (
         f" --grad-accum {s.grad_accum}" if s.grad_accum > 1 else ""
@@ -82,10 +81,15 @@ def verify_commands(plan: Plan, d: DevicePlan) -> Verify | None:
     )
 
 
+def _local(d: DevicePlan) -> str:
+    """The local device the measuring checks of `d` run on: cpu, mps, else cuda."""
+    return {"cpu": "cpu", "mps": "mps"}.get(get_device(d.device).kind, "cuda")
+
+
 def _live_verify(plan: Plan, d: DevicePlan, s: Setting) -> Verify:
     """`verify_commands` of a live model: `trainfit.estimate`, `trainfit.measure.measure` and
     `trainfit.find_max_batch` calls (see `export.configs.live_call`)."""
-    on = {"cpu": "cpu", "mps": "mps"}.get(get_device(d.device).kind, "cuda")
+    on = _local(d)
     first = [
         ("batch", s.micro_batch),
         *([("grad_accum", s.grad_accum)] if s.grad_accum > 1 else []),
