@@ -59,8 +59,12 @@ TOLERANCE: dict[str, float] = {
     # 16.6%, worst mlp-8x256-b32-sgd-fp32 +30.3% (the synced runs' spread: median 24%)
     "steptime-heldout": 0.31,
     # the same 12 steps timed as a loop runs them (calibration_window_h100.md; the host floor
-    # was refitted on them): median 7.0%, worst mlp-8x256-b32-sgd-fp32 +25.5%
-    "steptime-window": 0.26,
+    # was refitted on them): median 7.0%, worst mlp-8x256-b32-sgd-fp32 +25.5%; since the fp32
+    # cuDNN bounds moved to the kernel study's (rnn_kernels.py, rnn_lengths.py), worst
+    # rnn-tanh-h384-2l-b32-t200-fp32 +32.6% (was +25.0%: its backward, over hidden 256, now
+    # runs the stepped kernels), while the 33 committed recurrent steps went from a median
+    # 13.6% and worst 37.3% to 10.5% and 32.6% (benchmarks/steptime/README.md)
+    "steptime-window": 0.33,
     # 12 blind steps, predicted (blind_predictions.json) before they ran, timed as a loop runs
     # them (blind_h100.md, 5-6 runs each); published: median 5.7%, worst
     # mlp-12x128-b16-sgdm-fp32 +32.1% (run-to-run spread median 28%); the refit after it

@@ -85,7 +85,7 @@ def case_set(name: str) -> dict[str, dict[str, Any]]:
     """The cases of a set: `heldout` (this module's), `blind` (blind_cases.py),
     `blind2`
     (blind2_cases.py), `blind3` (blind3_cases.py), `blind4` (blind4_cases.py) `blind5`
-    (blind5_cases.py) or `blind6` (blind6_cases.py)."""
+    (blind5_cases.py) `blind6` (blind6_cases.py) or `blind7` (blind7_cases.py)."""
     module = {
         "heldout": "cases",
         "blind": "blind_cases",
@@ -94,5 +94,6 @@ def case_set(name: str) -> dict[str, dict[str, Any]]:
         "blind4": "blind4_cases",
         "blind5": "blind5_cases",
         "blind6": "blind6_cases",
+        "blind7": "blind7_cases",
     }[name]
     return importlib.import_module(f"benchmarks.steptime.{module}").CASES

@@ -80,7 +80,7 @@ START = {  # the microbenchmarks' values, no fixed costs
 RESULTS = Path(__file__).parent / "results"
 WINDOW = RESULTS / "calibration_window_h100.json"
 DIAGNOSE = RESULTS / "diagnose_h100/diagnose_host.json"
-LOOP_TIMED = ("steptime", "blind", "blind2", "blind3", "blind4", "diagnose")
+LOOP_TIMED = ("steptime", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "diagnose")
 """The tables timed as a loop runs them (compared with the steady period); the others were
 timed with a sync after each step."""
 
@@ -179,7 +179,7 @@ def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
     """The rows `--eval` reports beside the calibration rows and the fit does not read
     (unless `--with-blind`): `benchmarks/timing`'s held-out steps (synced) and the blind
     steps of `results/blind_h100.json` (loop-timed), and the later blind sets' tables
-    (`blind2`-`blind4`) where measured."""
+    (`blind2`-`blind6`) where measured."""
     from benchmarks.timing.heldout import HELDOUT
 
     measured = json.loads((BENCH / "timing/results/timing_heldout_h100.json").read_text())
@@ -188,9 +188,12 @@ def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
         for name, record in measured["cases"].items()
     }
     rows |= window_rows(RESULTS / "blind_h100.json", "blind", "blind")
-    for name in ("blind2", "blind3", "blind4"):
+    for name in ("blind2", "blind3", "blind4", "blind5"):
         if (RESULTS / f"{name}_h100.json").exists():
             rows |= window_rows(RESULTS / f"{name}_h100.json", name, name)
+    # NB: the sixth set's every run, on its first two machines (`blind6_machines.py` compares
+    # it with the median over four)
+    rows |= window_rows(RESULTS / "blind6_h100_all.json", "blind6", "blind6")
     return rows
 
 

@@ -382,3 +382,51 @@ def gru_h96_3l() -> nn.Module:
 def gru_h160_bi_1l() -> nn.Module:
     """Embedding 80 -> bidirectional 1-layer GRU, hidden 160 -> vocabulary."""
     return RnnLM("GRU", 1, hidden=160, embed=80, bi=True)
+
+
+# The seventh blind set's models (`blind7_cases.py`).
+
+
+def mlp_7x224() -> nn.Module:
+    """56 -> 7 x 224 (ReLU) -> 10 classes."""
+    return _mlp((56, *([224] * 7)), 10)
+
+
+def lstm_h176_1l() -> nn.Module:
+    """Embedding 88 -> 1-layer LSTM, hidden 176 -> vocabulary."""
+    return RnnLM("LSTM", 1, hidden=176, embed=88)
+
+
+def lstm_h240_2l() -> nn.Module:
+    """Embedding 120 -> 2-layer LSTM, hidden 240 -> vocabulary."""
+    return RnnLM("LSTM", 2, hidden=240, embed=120)
+
+
+def gru_h144_2l() -> nn.Module:
+    """Embedding 72 -> 2-layer GRU, hidden 144 -> vocabulary."""
+    return RnnLM("GRU", 2, hidden=144, embed=72)
+
+
+def rnn_tanh_h320_2l() -> nn.Module:
+    """Embedding 160 -> 2-layer RNN_TANH, hidden 320 -> vocabulary."""
+    return RnnLM("RNN_TANH", 2, hidden=320, embed=160)
+
+
+def lstm_h112_3l() -> nn.Module:
+    """Embedding 56 -> 3-layer LSTM, hidden 112 -> vocabulary (the persistent kernel's size)."""
+    return RnnLM("LSTM", 3, hidden=112, embed=56)
+
+
+def gru_h208_1l() -> nn.Module:
+    """Embedding 104 -> 1-layer GRU, hidden 208 -> vocabulary."""
+    return RnnLM("GRU", 1, hidden=208, embed=104)
+
+
+def lstm_h144_bi_1l() -> nn.Module:
+    """Embedding 72 -> bidirectional 1-layer LSTM, hidden 144 -> vocabulary."""
+    return RnnLM("LSTM", 1, hidden=144, embed=72, bi=True)
+
+
+def gru_h320_2l() -> nn.Module:
+    """Embedding 160 -> 2-layer GRU, hidden 320 -> vocabulary (run under bf16 autocast)."""
+    return RnnLM("GRU", 2, hidden=320, embed=160)

@@ -34,6 +34,7 @@ BLIND3_PREDICTIONS = RESULTS / "blind3_predictions.json"
 BLIND4_PREDICTIONS = RESULTS / "blind4_predictions.json"
 BLIND5_PREDICTIONS = RESULTS / "blind5_predictions.json"
 BLIND6_PREDICTIONS = RESULTS / "blind6_predictions.json"
+BLIND7_PREDICTIONS = RESULTS / "blind7_predictions.json"
 PREDICTION_FILES = {
     "heldout": PREDICTIONS,
     "blind": BLIND_PREDICTIONS,
@@ -42,6 +43,7 @@ PREDICTION_FILES = {
     "blind4": BLIND4_PREDICTIONS,
     "blind5": BLIND5_PREDICTIONS,
     "blind6": BLIND6_PREDICTIONS,
+    "blind7": BLIND7_PREDICTIONS,
 }
 
 

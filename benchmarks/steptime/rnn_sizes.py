@@ -28,19 +28,21 @@ BATCHES = (8, 24, 64)
 STEPS = 40
 
 
-def passes(mode: str, hidden: int, batch: int) -> tuple[Callable[[], None], Callable[[], None]]:
-    """One layer of `mode` (input 128, `STEPS` steps, batch_first) on CUDA at `hidden` and
-    `batch`: its forward and its backward (of the last forward) as calls, warmed up (3
+def passes(
+    mode: str, hidden: int, batch: int, steps: int = STEPS, layers: int = 1
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """`layers` layers of `mode` (input 128, `steps` steps, batch_first) on CUDA at `hidden`
+    and `batch`: its forward and its backward (of the last forward) as calls, warmed up (3
     iterations)."""
     import torch
     from torch import nn
 
     if mode == "RNN_TANH":
-        layer: Any = nn.RNN(128, hidden, 1, batch_first=True)
+        layer: Any = nn.RNN(128, hidden, layers, batch_first=True)
     else:
-        layer = {"LSTM": nn.LSTM, "GRU": nn.GRU}[mode](128, hidden, 1, batch_first=True)
+        layer = {"LSTM": nn.LSTM, "GRU": nn.GRU}[mode](128, hidden, layers, batch_first=True)
     layer = layer.cuda()
-    x = torch.randn(batch, STEPS, 128, device="cuda", requires_grad=True)
+    x = torch.randn(batch, steps, 128, device="cuda", requires_grad=True)
     held: dict[str, Any] = {}
 
     def forward() -> None:

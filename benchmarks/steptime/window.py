@@ -157,7 +157,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--set",
         default="heldout",
-        choices=("heldout", "blind", "blind2", "blind3", "blind4", "blind5", "blind6"),
+        choices=("heldout", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7"),
     )
     parser.add_argument("--cases", default="")
     parser.add_argument("--warmup", type=int, default=8)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from trainfit.timing.constants import calibration
-from trainfit.timing.kernels import interpolate_curve, rnn_layer_seconds, rnn_step_seconds
+from trainfit.timing.kernels import (
+    interpolate_curve,
+    rnn_layer_seconds,
+    rnn_step_seconds,
+    stepped_fp32,
+)
 
 
 def test_a_curve_is_linear_in_log_x_and_flat_beyond_its_ends() -> None:
@@ -15,16 +20,63 @@ def test_a_curve_is_linear_in_log_x_and_flat_beyond_its_ends() -> None:
     assert interpolate_curve(curve, 10**6) == 3.0
 
 
-def test_a_recurrent_weight_between_the_two_kernels_costs_between_them() -> None:
+def test_a_forward_between_the_two_kernels_costs_between_them() -> None:
     cal = calibration()
-    low, high = (cal.lstm_step_seconds[k]["backward"] for k in ("persistent", "stepped"))
-    # an LSTM at hidden 160, an RNN_TANH at 384, a GRU at 288
-    costs = [rnn_step_seconds(cal, n, "backward") for n in (4 * 160**2, 384**2, 3 * 288**2)]
-    assert low < costs[0] < costs[1] < costs[2] < high
+    low, high = (cal.lstm_step_seconds[k]["forward"] for k in ("persistent", "stepped"))
+    # an LSTM at hidden 160, an RNN_TANH at 384, an LSTM at 192: persistent forward
+    costs = [
+        rnn_step_seconds(cal, n, "forward", gates=g)
+        for n, g in ((4 * 160**2, 4), (384**2, 1), (4 * 192**2, 4))
+    ]
+    assert low < costs[0] < costs[2] < high
+    assert low < costs[1] < high
     # halfway in log size between 4 x 128 x 128 and 4 x 256 x 256: halfway in cost
-    assert rnn_step_seconds(cal, 4 * 181 * 181, "backward") == pytest.approx(
+    assert rnn_step_seconds(cal, 4 * 181 * 181, "forward", gates=1) == pytest.approx(
         (low + high) / 2, rel=0.01
     )
+
+
+@pytest.mark.parametrize(
+    ("hidden", "gates", "stepped"),
+    [(192, 4, False), (208, 4, True), (192, 3, False), (208, 3, True), (384, 1, False)],
+)
+def test_an_fp32_lstm_or_gru_forward_leaves_the_persistent_kernel_over_hidden_192(
+    hidden: int, gates: int, stepped: bool
+) -> None:
+    cal = calibration()
+    elements = gates * hidden * hidden
+    assert stepped_fp32(cal, elements, "forward", gates) is stepped
+    own = rnn_step_seconds(cal, elements, "forward", gates=gates)
+    assert (own == cal.lstm_step_seconds["stepped"]["forward"]) is stepped
+    per_layer = rnn_layer_seconds(cal, elements, "forward", gates=gates)
+    assert per_layer == (cal.host_fit.rnn_layer_seconds["forward"] if stepped else 0.0)
+
+
+@pytest.mark.parametrize(("hidden", "gates"), [(144, 4), (144, 3), (288, 1)])
+def test_an_fp32_backward_over_the_persistent_bound_runs_two_stepped_kernels_a_step(
+    hidden: int, gates: int
+) -> None:
+    cal = calibration()
+    elements = gates * hidden * hidden
+    stepped = cal.lstm_step_seconds["stepped"]["backward"]
+    assert stepped_fp32(cal, elements, "backward", gates)
+    assert rnn_step_seconds(cal, elements, "backward", gates=gates) == pytest.approx(
+        stepped * 2 / 3
+    )
+    assert rnn_layer_seconds(cal, elements, "backward", gates=gates) > 0
+    # within the bound: the persistent kernel's cost
+    under = gates * 128 * 128 if gates > 1 else 256 * 256
+    assert not stepped_fp32(cal, under, "backward", gates)
+    persistent = cal.lstm_step_seconds["persistent"]["backward"]
+    assert rnn_step_seconds(cal, under, "backward", gates=gates) == persistent
+
+
+def test_a_large_lstm_or_gru_backward_runs_three_kernels_a_step() -> None:
+    cal = calibration()
+    stepped = cal.lstm_step_seconds["stepped"]["backward"]
+    assert rnn_step_seconds(cal, 4 * 256**2, "backward", gates=4) == stepped
+    assert rnn_step_seconds(cal, 3 * 320**2, "backward", gates=3) == stepped
+    assert rnn_step_seconds(cal, 512**2, "backward", gates=1) == pytest.approx(stepped * 2 / 3)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
@@ -37,7 +89,7 @@ def test_a_half_precision_recurrent_layer_runs_the_stepped_kernels_at_any_size(d
 
 @pytest.mark.parametrize(
     ("elements", "dtype", "stepped"),
-    [(4 * 64 * 64, "bf16", True), (3 * 512 * 512, "fp32", True), (4 * 192 * 192, "fp32", False)],
+    [(4 * 64 * 64, "bf16", True), (3 * 512 * 512, "fp32", True), (4 * 112 * 112, "fp32", False)],
 )
 def test_a_stepped_recurrent_call_adds_the_fitted_figure_per_layer(
     elements: int, dtype: str, stepped: bool
@@ -47,22 +99,3 @@ def test_a_stepped_recurrent_call_adds_the_fitted_figure_per_layer(
         expected = cal.host_fit.rnn_layer_seconds[which] if stepped else 0.0
         assert rnn_layer_seconds(cal, elements, which, dtype) == expected
     assert cal.host_fit.rnn_layer_seconds["forward"] > 0
-
-
-def test_an_fp32_gru_backward_over_the_persistent_bound_runs_the_stepped_kernels() -> None:
-    cal = calibration()
-    stepped = cal.lstm_step_seconds["stepped"]
-    per_layer = cal.host_fit.rnn_layer_seconds
-    gru = 3 * 224 * 224  # over 4 x 128 x 128, under the forward's stepped 4 x 256 x 256
-    assert rnn_step_seconds(cal, gru, "backward", "fp32", gates=3) == stepped["backward"]
-    assert rnn_layer_seconds(cal, gru, "backward", "fp32", gates=3) == per_layer["backward"]
-    # its forward, an LSTM's or an RNN_TANH's backward of that size: interpolated as before
-    assert rnn_step_seconds(cal, gru, "forward", "fp32", gates=3) < stepped["forward"]
-    assert rnn_layer_seconds(cal, gru, "forward", "fp32", gates=3) == 0.0
-    for gates in (4, 1, 0):
-        assert rnn_step_seconds(cal, gru, "backward", "fp32", gates) < stepped["backward"]
-        assert rnn_layer_seconds(cal, gru, "backward", "fp32", gates) == 0.0
-    # a GRU within the persistent kernel's bound keeps the persistent cost
-    small = 3 * 128 * 128
-    persistent = cal.lstm_step_seconds["persistent"]["backward"]
-    assert rnn_step_seconds(cal, small, "backward", "fp32", gates=3) == persistent

@@ -20,6 +20,13 @@ def interpolate_curve(curve: list[list[float]], x: float) -> float:
     return curve[-1][1]
 
 
+GATED_FORWARD_PERSISTENT_HIDDEN = 192
+"""The largest hidden size at which an fp32 LSTM's or GRU's forward ran cuDNN's persistent
+kernel on the H100 (5 kernels a call up to hidden 192, 83-124 from 208, at batches 8, 24 and
+64: benchmarks/steptime/results/rnn_sizes_h100/kernels.json); an RNN_TANH's ran it up to 384,
+the grid's largest."""
+
+
 def rnn_step_seconds(
     cal: Calibration, elements: int, which: str, dtype: str = "fp32", gates: int = 0
 ) -> float:
@@ -27,19 +34,19 @@ def rnn_step_seconds(
     recurrent layer whose recurrent weight has `elements` elements (gates x hidden x output),
     in `which` pass ("forward" or "backward").
 
-    cuDNN's persistent kernel holds a small recurrent weight on chip (an LSTM's up to hidden
-    128 by the calibration grid: 4 x 128 x 128 elements; an RNN_TANH at hidden 256 ran
-    persistent); the grid's LSTMs at hidden 256 and over ran a kernel per step. In between,
-    the per-step cost rises with the weight's size, linear in its log, from the persistent
-    kernel's to the stepped one's at 4 x 256 x 256 elements (an RNN_TANH at hidden 384 lies
-    between the two). In bf16 and fp16 cuDNN runs the stepped kernels at every size (LSTM, GRU
-    and RNN_TANH from hidden 64 to 1024 took 16-24 us a step each way). In fp32 a GRU's
-    backward (`gates` 3) over the persistent bound runs the stepped kernels too: GRU calls at
-    hidden 192 and 256, 1-4 layers, grew by the stepped backward's cost per layer where their
-    forward grew by the interpolated one; LSTM and RNN_TANH calls in that range did not do so
-    consistently and keep the interpolation."""
-    if dtype in ("bf16", "fp16") or _stepped_backward(cal, elements, which, gates):
+    In bf16 and fp16 cuDNN runs the stepped kernels at every size (LSTM, GRU and RNN_TANH from
+    hidden 64 to 1024 took 16-24 us a step each way). In fp32 (`stepped_fp32`) cuDNN's
+    persistent kernel holds a small recurrent weight on chip: backward up to an LSTM's or GRU's
+    hidden 128 and an RNN_TANH's 256 (the next size of the H100 grid ran 94-138 kernels a
+    call), forward up to an LSTM's or GRU's hidden 192; over it the call runs two or three
+    kernels a step (`_stepped_fp32_seconds`). Below it the
+    per-step cost rises with the weight's size, linear in its log, from the persistent kernel's
+    to the stepped one's at 4 x 256 x 256 elements (the grid's persistent forwards took 1-14 us
+    a step from hidden 96 to 192)."""
+    if dtype in ("bf16", "fp16"):
         return cal.lstm_step_seconds["stepped"][which]
+    if stepped_fp32(cal, elements, which, gates):
+        return _stepped_fp32_seconds(cal, elements, which, gates)
     persistent = 4 * cal.lstm_persistent_hidden**2
     curve = [
         [float(persistent), cal.lstm_step_seconds["persistent"][which]],
@@ -52,16 +59,34 @@ def rnn_layer_seconds(
     cal: Calibration, elements: int, which: str, dtype: str = "fp32", gates: int = 0
 ) -> float:
     """Device seconds a cuDNN recurrent call adds per layer and direction beside its steps,
-    where it runs the stepped kernels (bf16 and fp16, fp32 from 4 x 256 x 256 elements): the
-    host fit's `rnn_layer_seconds`, read off calls of 1-4 layers timed whole (a multi-layer
-    call's cost grows by its steps and this per layer); 0 for the persistent kernel, whose
-    fp32 calls at hidden 192 grew by their steps alone forward."""
-    stepped = dtype in ("bf16", "fp16") or elements >= 16 * cal.lstm_persistent_hidden**2
-    stepped = stepped or _stepped_backward(cal, elements, which, gates)
+    where it runs the stepped kernels: the host fit's `rnn_layer_seconds`, read off calls of
+    1-4 layers timed whole (a multi-layer call's cost grows by its steps and this per layer);
+    0 for the persistent kernel, whose fp32 calls at hidden 192 grew by their steps alone
+    forward."""
+    stepped = dtype in ("bf16", "fp16") or stepped_fp32(cal, elements, which, gates)
     return cal.host_fit.rnn_layer_seconds[which] if stepped else 0.0
 
 
-def _stepped_backward(cal: Calibration, elements: int, which: str, gates: int) -> bool:
-    """Whether an fp32 call's `which` pass runs the stepped kernels below the forward's
-    stepped size: a GRU's backward, from above the persistent kernel's bound."""
-    return which == "backward" and gates == 3 and elements > 4 * cal.lstm_persistent_hidden**2
+def stepped_fp32(cal: Calibration, elements: int, which: str, gates: int) -> bool:
+    """Whether an fp32 call's `which` pass runs the stepped kernels. An LSTM's or GRU's
+    (`gates` 3 or 4): backward over hidden 128 (the calibration's persistent bound), forward
+    over hidden 192. An RNN_TANH's or RNN_RELU's: backward over 4 x 128 x 128 elements (hidden
+    256), forward from 4 x 256 x 256 (hidden 512)."""
+    persistent = cal.lstm_persistent_hidden**2
+    if gates >= 3:
+        widest = persistent if which == "backward" else GATED_FORWARD_PERSISTENT_HIDDEN**2
+        return elements > gates * widest
+    if which == "backward":
+        return elements > 4 * persistent
+    return elements >= 16 * persistent
+
+
+def _stepped_fp32_seconds(cal: Calibration, elements: int, which: str, gates: int) -> float:
+    """A stepped fp32 pass's seconds a step: the calibration's (an LSTM at hidden 256 and over:
+    two kernels a step forward, three backward, each about 9 us of the host's launch), but two
+    thirds of it backward for an RNN_TANH or RNN_RELU, and for an LSTM or GRU under 4 x 256 x
+    256 elements, which ran two kernels a step backward (rnn_lengths_h100: 2 x steps + 14-16
+    kernels a call)."""
+    stepped = cal.lstm_step_seconds["stepped"][which]
+    three = gates >= 3 and elements >= 16 * cal.lstm_persistent_hidden**2
+    return stepped if which == "forward" or three else stepped * 2 / 3
