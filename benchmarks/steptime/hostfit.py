@@ -191,8 +191,8 @@ def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
     for name in ("blind2", "blind3", "blind4", "blind5"):
         if (RESULTS / f"{name}_h100.json").exists():
             rows |= window_rows(RESULTS / f"{name}_h100.json", name, name)
-    # NB: the sixth set's every run, on its first two machines (`blind6_machines.py` compares
-    # it with the median over four)
+    # NB: the sixth set's every run, on its first two machines (`machines.py --set blind6`
+    # compares it with the median over four)
     rows |= window_rows(RESULTS / "blind6_h100_all.json", "blind6", "blind6")
     return rows
 
