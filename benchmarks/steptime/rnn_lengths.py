@@ -22,14 +22,13 @@ Writes DIR/rnn_lengths.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.steptime.rnn_kernels import _kernels
-from benchmarks.steptime.rnn_sizes import passes
+from benchmarks.steptime.rnn_sizes import passes, write
 
 SIZES = {"LSTM": (112, 160, 240, 384), "GRU": (144, 224, 320), "RNN_TANH": (256, 320, 512)}
 BATCHES = (16, 64)
@@ -72,7 +71,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--deadline", type=float, default=300.0)
     args = parser.parse_args()
-    import torch
 
     began = time.monotonic()
     grid = [
@@ -94,18 +92,7 @@ def main() -> None:
             break
         rows.append(_row(*config))
         print(rows[-1], flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    record = {
-        "environment": {
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "device": torch.cuda.get_device_name(),
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version(),
-        },
-        "rows": rows,
-    }
-    (args.out / "rnn_lengths.json").write_text(json.dumps(record, indent=1))
+    write(args.out / "rnn_lengths.json", rows)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,6 @@ def run_grid(name: str, row: Callable[[str, int, int], dict[str, Any]]) -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--deadline", type=float, default=240.0)
     args = parser.parse_args()
-    import torch
 
     began = time.monotonic()
     rows = []
@@ -102,7 +101,14 @@ def run_grid(name: str, row: Callable[[str, int, int], dict[str, Any]]) -> None:
                     break
                 rows.append(row(mode, hidden, batch))
                 print({k: v for k, v in rows[-1].items() if not isinstance(v, list)}, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
+    write(args.out / name, rows)
+
+
+def write(path: Path, rows: list[dict[str, Any]]) -> None:
+    """`rows` and the GPU's environment as JSON at `path` (its folder made)."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "environment": {
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -113,7 +119,7 @@ def run_grid(name: str, row: Callable[[str, int, int], dict[str, Any]]) -> None:
         },
         "rows": rows,
     }
-    (args.out / name).write_text(json.dumps(record, indent=1))
+    path.write_text(json.dumps(record, indent=1))
 
 
 def main() -> None:
