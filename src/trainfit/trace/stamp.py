@@ -31,6 +31,7 @@ from typing import Any
 from trainfit.errors import TrainfitError
 from trainfit.models.source import hf_config
 from trainfit.spec import TrainSpec
+from trainfit.trace.collector import collector_paused
 from trainfit.trace.costs import CostLog, OpCost, foreach_launches
 from trainfit.trace.periodic import NEAR, ORDERS, Item, Layout, NoPeriod, fit, resolve
 from trainfit.trace.recorder import Event, WorkspaceEvent
@@ -141,6 +142,11 @@ def stamped(spec: TrainSpec, trace_at: Callable[[int], Traced]) -> tuple[Any | N
     layers = stack_layers(spec)
     if isinstance(layers, Unstamped):
         return None, StampNote(None, layers)
+    with collector_paused():  # NB: the fit and the stamped trace make many acyclic objects
+        return _stamped(layers, trace_at)
+
+
+def _stamped(layers: int, trace_at: Callable[[int], Traced]) -> tuple[Any | None, StampNote]:
     traced: dict[int, Traced] = {}
     note = StampNote(layers, Unstamped.FEW_LAYERS)
     for up in range(ATTEMPTS):
