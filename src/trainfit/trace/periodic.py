@@ -126,6 +126,30 @@ class _Places:
     def __init__(self, layout: Layout, layers: int) -> None:
         self.layout, self.layers = layout, layers
         self.fixed, self.starts, self.length = layout.places(layers)
+        self.copies = [run.copies(layers) for run in layout.runs]
+        self.sizes = [len(run.block) for run in layout.runs]
+
+    def named(self, form: Form, copy: int, copies: int) -> int:
+        """The position `form` names from copy `copy` of `copies`: `position(_target(...))`
+        worked out at once (a stamped trace resolves tens of thousands of references)."""
+        kind = form[0]
+        if kind == "E":
+            return self.length
+        if kind == "F":
+            return self.fixed[form[1]]  # type: ignore[call-overload]
+        _, j, number, offset = form
+        run_copies = self.copies[j]  # type: ignore[call-overload]
+        if kind == "S":
+            index = number
+        elif kind == "T":
+            index = run_copies - 1 - number  # type: ignore[operator]
+        elif kind == "D":
+            index = copy + number  # type: ignore[operator]
+        else:
+            index = (copies - 1 - copy) + number  # type: ignore[operator]
+        if not 0 <= index < run_copies:  # type: ignore[operator]
+            raise NoPeriod(f"a reference to copy {index} of run {j} at {self.layers} layers")
+        return self.starts[j] + index * self.sizes[j] + offset  # type: ignore[call-overload,operator,no-any-return]
 
     def position(self, label: Label) -> int:
         if label[0] == "E":
@@ -447,14 +471,14 @@ def resolve(made: Layout, layers: int, events: Layout | None) -> list[Item]:
         out += (_fixed(made, g, layers, places) for g in range(index, run.before))
         index = run.before
         copies = run.copies(layers)
-        rules = made.run_refs[j]
+        block = list(zip(run.block, made.run_refs[j], strict=True))
+        named = places.named
         for copy in range(copies):
-            for x, rule in zip(run.block, rules, strict=True):
+            for x, rule in block:
                 if rule is None:
                     out.append(x)
                 else:
-                    target = _target(rule.form(copy, copies), copy, copies, places)
-                    out.append(Item(x.token, places.position(target), x.nums))
+                    out.append(Item(x.token, named(rule.form(copy, copies), copy, copies), x.nums))
     out += (_fixed(made, g, layers, places) for g in range(index, len(made.fixed)))
     return out
 
