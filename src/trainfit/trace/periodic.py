@@ -163,11 +163,21 @@ class _Places:
         return self.starts[j] + copy * len(run.block) + offset
 
 
-def _insertions(a: list[Item], b: list[Item], near: int) -> list[tuple[int, int]]:
-    """(position in `b`, length) of each block inserted into `a` to make `b`; where only an
-    item's numbers differ, the two are the same item (the differences near one another are
-    compared again by tokens alone)."""
-    ka, kb = [x.key() for x in a], [x.key() for x in b]
+def _numbered(a: list[Item], b: list[Item]) -> tuple[list[int], list[int]]:
+    """Each item's key (`Item.key`) as a number, equal numbers for equal keys: the diffs
+    compare numbers instead of hashing nested tuples again and again (same matches)."""
+    numbers: dict[tuple[Hashable, ...], int] = {}
+    ka = [numbers.setdefault(x.key(), len(numbers)) for x in a]
+    kb = [numbers.setdefault(x.key(), len(numbers)) for x in b]
+    return ka, kb
+
+
+def _insertions(
+    a: list[Item], b: list[Item], near: int, ka: list[int], kb: list[int]
+) -> list[tuple[int, int]]:
+    """(position in `b`, length) of each block inserted into `a` to make `b` (`ka`, `kb`:
+    their items' keys, `_numbered`); where only an item's numbers differ, the two are the same
+    item (the differences near one another are compared again by tokens alone)."""
     found = []
     opcodes = difflib.SequenceMatcher(None, ka, kb, False).get_opcodes()
     for tag, i1, i2, j1, j2 in _regions(opcodes, near):
@@ -259,8 +269,8 @@ def _pieces(kb: list[Hashable], q: int, m: int, lower: int, upper: int) -> list[
 def layout(a: list[Item], b: list[Item], layers: int, near: int) -> Layout:
     """The runs that turn `a` into `b` (`b` at `layers` layers, `a` at one fewer); `near` as
     in `NEAR`."""
-    kb = [x.key() for x in b]
-    found = _merged(kb, _insertions(a, b, near))
+    ka, kb = _numbered(a, b)
+    found = _merged(kb, _insertions(a, b, near, ka, kb))
     runs: list[Run] = []
     lower, in_runs = 0, 0
     for n, (q0, m0) in enumerate(found):
