@@ -101,7 +101,8 @@ class SharedTraces:
 
     NB: GPUs of one kernel family trace the same step (`kernel_family`: the only
     capability-dependent part of a CUDA trace; the allocator replay, workspaces and runtime
-    context are applied per GPU), as the single-GPU plan's traces are shared
+    context are applied per GPU), and GPUs of families whose attention kernels trace alike for
+    the step share it too (`alike`), as the single-GPU plan's traces are shared
     (`trainfit.plan.traces`). Only for GPUs planned for the same job: the model, its inputs,
     optimizer and frozen parameters.
     """
@@ -113,7 +114,8 @@ class SharedTraces:
     def alike(self, key: TraceKey) -> StepTrace | None:
         """A trace of the step `key` names made for another kernel family, whose every
         attention call runs the same traced op on this one's (`traced_alike`): that step's
-        trace."""
+        trace. NB: the two differ only in `StepTrace.attention` (the kernels chosen, by name),
+        which no multi-GPU plan reads."""
         kind, family, *rest = key
         for (their_kind, theirs, *same), trace in self.made.items():
             if (
