@@ -49,6 +49,47 @@ def test_gpus_of_one_kernel_family_share_traces(
     assert len(traced) == per_gpu // 2  # NB: the second GPU traced nothing
 
 
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = Path(tmp_path_factory.mktemp("tiny")) / "llama"
+    transformers.LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        vocab_size=512,
+    ).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize(
+    ("model", "shared_across"),
+    [("tiny_llama", True), ("tiny_gpt2", False)],  # NB: GPT-2's dropout: cuDNN's scratch on sm90
+)
+def test_gpus_of_kernel_families_that_trace_alike_share_traces(
+    model: str, shared_across: bool, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    traced: list[TrainSpec] = []
+    real = search.trace_step
+
+    def counting(spec: TrainSpec, **kwargs: object):  # type: ignore[no-untyped-def]
+        traced.append(spec)
+        return real(spec, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(search, "trace_step", counting)
+    spec = TrainSpec(model=request.getfixturevalue(model), seq_len=64, precision="bf16")
+    names = ("h100", "a100-80gb")  # NB: sm90 and sm80: other kernel families
+    alone = {n: plan_distributed(spec, 8, get_device(n), strategy="fsdp2", gpus=2) for n in names}
+    per_gpu = len(traced) // 2
+    traced.clear()
+    shared = SharedTraces()
+    for name in names:
+        found = plan_distributed(spec, 8, get_device(name), strategy="fsdp2", gpus=2, shared=shared)
+        assert found == alone[name]
+    assert len(traced) == (per_gpu if shared_across else 2 * per_gpu)
+
+
 def test_a_live_module_is_planned_as_its_import_path_is() -> None:
     import torch
 

@@ -40,7 +40,7 @@ from trainfit.hardware.catalog import Device, DeviceKind, cheapest_instance, get
 from trainfit.progress import Part, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.missing import NoStepTime, NoTime, RateMissing, not_modelled
-from trainfit.trace.kernels.attention import kernel_family
+from trainfit.trace.kernels.attention import kernel_family, traced_alike
 from trainfit.trace.step import StepTrace, trace_step
 from trainfit.trace.target import Target
 
@@ -101,7 +101,8 @@ class SharedTraces:
 
     NB: GPUs of one kernel family trace the same step (`kernel_family`: the only
     capability-dependent part of a CUDA trace; the allocator replay, workspaces and runtime
-    context are applied per GPU), as the single-GPU plan's traces are shared
+    context are applied per GPU), and GPUs of families whose attention kernels trace alike for
+    the step share it too (`alike`), as the single-GPU plan's traces are shared
     (`trainfit.plan.traces`). Only for GPUs planned for the same job: the model, its inputs,
     optimizer and frozen parameters.
     """
@@ -109,6 +110,22 @@ class SharedTraces:
     made: dict[TraceKey, StepTrace] = dataclasses.field(default_factory=dict)
     units: dict[Precision, Units] = dataclasses.field(default_factory=dict)
     """The model's FSDP units by the job's precision (the spec they are counted from)."""
+
+    def alike(self, key: TraceKey) -> StepTrace | None:
+        """A trace of the step `key` names made for another kernel family, whose every
+        attention call runs the same traced op on this one's (`traced_alike`): that step's
+        trace. NB: the two differ only in `StepTrace.attention` (the kernels chosen, by name),
+        which no multi-GPU plan reads."""
+        kind, family, *rest = key
+        for (their_kind, theirs, *same), trace in self.made.items():
+            if (
+                their_kind is DeviceKind.CUDA
+                and their_kind is kind
+                and same == rest
+                and traced_alike(trace.attention_calls, theirs, family)  # type: ignore[arg-type]
+            ):
+                return trace
+        return None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -139,8 +156,11 @@ class _Traces:
         key = (self.device.kind, family, checkpointing, micro, precision)
         made = self.shared.made
         if key not in made:
-            traced = dataclasses.replace(at, precision=precision)
-            made[key] = trace_step(traced, target=Target.of(self.device))
+            found = self.shared.alike(key)
+            if found is None:
+                traced = dataclasses.replace(at, precision=precision)
+                found = trace_step(traced, target=Target.of(self.device))
+            made[key] = found
         return made[key], at
 
     def memory(

@@ -47,6 +47,7 @@ from trainfit.plan.worker import WORKER_PARAMETERS, LadderWorker, worth_starting
 from trainfit.progress import Part, Reporter, reporting, tell
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.run import RunSpec
+from trainfit.trace.collector import collector_paused
 
 
 def plan(
@@ -88,7 +89,9 @@ def plan(
             [f"plan takes a TrainSpec, got {type(spec).__name__}: plan(TrainSpec(model=...), ...)"]
         )
     devices = device_names(devices)
-    with reporting(progress):
+    # NB: the collector paused for the plan, as the CLI pauses it for its run: a plan keeps
+    # tens of thousands of events per trace, which each collection walks; no figure changes
+    with reporting(progress), collector_paused():
         return _plan(
             spec, effective_batch, devices, margin, precision, ladder, jobs, run, measured_step,
             strategy, offload, gpus, nodes, multi_gpu,

@@ -15,7 +15,7 @@ from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.memory.runtime import METAL_OTHER_FLOOR_BYTES, context_bytes, profile_of
 from trainfit.memory.states import model_states, parameter_counts
 from trainfit.spec import ReferenceKind, TrainSpec
-from trainfit.trace.kernels.attention import kernel_family, traced_kernel
+from trainfit.trace.kernels.attention import kernel_family, traced_alike
 from trainfit.trace.step import StepTrace, trace_step
 from trainfit.trace.target import Target
 
@@ -111,14 +111,11 @@ def _same_trace(spec: TrainSpec, device: Device, cache: TraceCache) -> BatchScal
     """A scaling of the same setting traced for another kernel family whose every attention
     call runs the same traced op on `device` (e.g. no dropout: Hopper's cuDNN attention and
     Ampere's flash attention trace alike)."""
+    mine = trace_key(spec, device)
     for key, scaling in cache.scalings.items():
-        if key[:4] != trace_key(spec, device)[:4] or device.kind is not DeviceKind.CUDA:
+        if key[:4] != mine[:4] or device.kind is not DeviceKind.CUDA:
             continue
-        theirs = scaling.device.compute_capability
-        calls = scaling.base.attention_calls
-        if all(
-            traced_kernel(c, theirs) == traced_kernel(c, device.compute_capability) for c in calls
-        ):
+        if traced_alike(scaling.base.attention_calls, key[4], mine[4]):  # type: ignore[arg-type]
             return scaling
     return None
 

@@ -12,6 +12,7 @@ from trainfit.estimator.step import gpu_memory
 from trainfit.hardware.catalog import Device
 from trainfit.spec import OptimizerKind, TrainSpec
 from trainfit.trace import store
+from trainfit.trace.collector import collector_paused
 from trainfit.trace.step import trace_step
 from trainfit.trace.target import Target
 
@@ -96,8 +97,9 @@ def ignore_interrupts() -> None:
 def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:
     """Device memory needed by `spec` on `device` (a full trace), or None when it fails."""
     try:
-        trace = trace_step(spec, target=Target.of(device))
-        result, context = gpu_memory(trace, spec, device)
+        with collector_paused():  # NB: as `plan` pauses it in its own process
+            trace = trace_step(spec, target=Target.of(device))
+            result, context = gpu_memory(trace, spec, device)
     except USER_CODE_ERRORS:  # the main process does the step again and reports it
         return None
     return result.peak_reserved_bytes + context

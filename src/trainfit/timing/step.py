@@ -330,23 +330,30 @@ class _Clock:
         kinds: list[OpKind],
         sync: float,
     ) -> None:
+        # NB: the clocks and enum members held in locals for the loop (a plan runs it over
+        # tens of thousands of ops); the same sums in the same order
+        host, device, compute, memory = self.host, self.device, self.compute, self.memory
+        rnn, sync_kind = OpKind.RNN, OpKind.SYNC
         for index in order:
-            if kinds[index] is OpKind.RNN:
+            kind = kinds[index]
+            if kind is rnn:
                 # NB: a cuDNN recurrent call waits for the device before its own set-up (the
                 # loop-timed GRU at hidden 256 ran its calls' fixed cost in series with the
                 # device's work, as the single calls timed alone did)
-                self.host = max(self.host, self.device)
-            self.host += hosts[index]
-            if kinds[index] is OpKind.SYNC:
-                self.host = max(self.host, self.device) + sync
+                host = max(host, device)
+            host += hosts[index]
+            if kind is sync_kind:
+                host = max(host, device) + sync
                 continue
             t = times[index]
-            if t.seconds:
-                self.device = max(self.device, self.host) + t.seconds
+            seconds = t.seconds
+            if seconds:
+                device = max(device, host) + seconds
                 if t.compute_bound:
-                    self.compute += t.seconds
+                    compute += seconds
                 else:
-                    self.memory += t.seconds
+                    memory += seconds
+        self.host, self.device, self.compute, self.memory = host, device, compute, memory
 
     def repeat(self, passes: list[tuple[float, float, float, float]], more: int) -> None:
         """Advance by `more` further passes, each moving the clocks as the second of the two

@@ -12,7 +12,6 @@ serving) `torch.no_grad()`. It yields a `Tracer`; when the block ends the record
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from trainfit.errors import (
     user_frame,
 )
 from trainfit.hardware.catalog import DeviceKind
+from trainfit.trace.collector import collector_paused
 from trainfit.trace.compat import internal_moved
 from trainfit.trace.convert import conversions_in_place
 from trainfit.trace.costs import MODULE_CALL
@@ -96,9 +96,7 @@ def tracing(
         # NB: frees are recorded when a storage's last reference goes; a collection of
         # reference cycles mid-trace would add frees at a moment that depends on the process's
         # allocation history, so traces of one program could differ: the collector waits
-        if gc.isenabled():
-            gc.disable()
-            stack.callback(gc.enable)
+        stack.enter_context(collector_paused())
         try:
             stack.enter_context(rules.installed())
         except (AttributeError, ImportError) as exc:

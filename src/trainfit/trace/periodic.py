@@ -126,6 +126,30 @@ class _Places:
     def __init__(self, layout: Layout, layers: int) -> None:
         self.layout, self.layers = layout, layers
         self.fixed, self.starts, self.length = layout.places(layers)
+        self.copies = [run.copies(layers) for run in layout.runs]
+        self.sizes = [len(run.block) for run in layout.runs]
+
+    def named(self, form: Form, copy: int, copies: int) -> int:
+        """The position `form` names from copy `copy` of `copies`: `position(_target(...))`
+        worked out at once (a stamped trace resolves tens of thousands of references)."""
+        kind = form[0]
+        if kind == "E":
+            return self.length
+        if kind == "F":
+            return self.fixed[form[1]]  # type: ignore[call-overload]
+        _, j, number, offset = form
+        run_copies = self.copies[j]  # type: ignore[call-overload]
+        if kind == "S":
+            index = number
+        elif kind == "T":
+            index = run_copies - 1 - number  # type: ignore[operator]
+        elif kind == "D":
+            index = copy + number  # type: ignore[operator]
+        else:
+            index = (copies - 1 - copy) + number  # type: ignore[operator]
+        if not 0 <= index < run_copies:  # type: ignore[operator]
+            raise NoPeriod(f"a reference to copy {index} of run {j} at {self.layers} layers")
+        return self.starts[j] + index * self.sizes[j] + offset  # type: ignore[call-overload,operator,no-any-return]
 
     def position(self, label: Label) -> int:
         if label[0] == "E":
@@ -139,11 +163,21 @@ class _Places:
         return self.starts[j] + copy * len(run.block) + offset
 
 
-def _insertions(a: list[Item], b: list[Item], near: int) -> list[tuple[int, int]]:
-    """(position in `b`, length) of each block inserted into `a` to make `b`; where only an
-    item's numbers differ, the two are the same item (the differences near one another are
-    compared again by tokens alone)."""
-    ka, kb = [x.key() for x in a], [x.key() for x in b]
+def _numbered(a: list[Item], b: list[Item]) -> tuple[list[int], list[int]]:
+    """Each item's key (`Item.key`) as a number, equal numbers for equal keys: the diffs
+    compare numbers instead of hashing nested tuples again and again (same matches)."""
+    numbers: dict[tuple[Hashable, ...], int] = {}
+    ka = [numbers.setdefault(x.key(), len(numbers)) for x in a]
+    kb = [numbers.setdefault(x.key(), len(numbers)) for x in b]
+    return ka, kb
+
+
+def _insertions(
+    a: list[Item], b: list[Item], near: int, ka: list[int], kb: list[int]
+) -> list[tuple[int, int]]:
+    """(position in `b`, length) of each block inserted into `a` to make `b` (`ka`, `kb`:
+    their items' keys, `_numbered`); where only an item's numbers differ, the two are the same
+    item (the differences near one another are compared again by tokens alone)."""
     found = []
     opcodes = difflib.SequenceMatcher(None, ka, kb, False).get_opcodes()
     for tag, i1, i2, j1, j2 in _regions(opcodes, near):
@@ -235,8 +269,8 @@ def _pieces(kb: list[Hashable], q: int, m: int, lower: int, upper: int) -> list[
 def layout(a: list[Item], b: list[Item], layers: int, near: int) -> Layout:
     """The runs that turn `a` into `b` (`b` at `layers` layers, `a` at one fewer); `near` as
     in `NEAR`."""
-    kb = [x.key() for x in b]
-    found = _merged(kb, _insertions(a, b, near))
+    ka, kb = _numbered(a, b)
+    found = _merged(kb, _insertions(a, b, near, ka, kb))
     runs: list[Run] = []
     lower, in_runs = 0, 0
     for n, (q0, m0) in enumerate(found):
@@ -447,14 +481,14 @@ def resolve(made: Layout, layers: int, events: Layout | None) -> list[Item]:
         out += (_fixed(made, g, layers, places) for g in range(index, run.before))
         index = run.before
         copies = run.copies(layers)
-        rules = made.run_refs[j]
+        block = list(zip(run.block, made.run_refs[j], strict=True))
+        named = places.named
         for copy in range(copies):
-            for x, rule in zip(run.block, rules, strict=True):
+            for x, rule in block:
                 if rule is None:
                     out.append(x)
                 else:
-                    target = _target(rule.form(copy, copies), copy, copies, places)
-                    out.append(Item(x.token, places.position(target), x.nums))
+                    out.append(Item(x.token, named(rule.form(copy, copies), copy, copies), x.nums))
     out += (_fixed(made, g, layers, places) for g in range(index, len(made.fixed)))
     return out
 

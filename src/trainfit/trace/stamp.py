@@ -31,6 +31,7 @@ from typing import Any
 from trainfit.errors import TrainfitError
 from trainfit.models.source import hf_config
 from trainfit.spec import TrainSpec
+from trainfit.trace.collector import collector_paused
 from trainfit.trace.costs import CostLog, OpCost, foreach_launches
 from trainfit.trace.periodic import NEAR, ORDERS, Item, Layout, NoPeriod, fit, resolve
 from trainfit.trace.recorder import Event, WorkspaceEvent
@@ -141,6 +142,11 @@ def stamped(spec: TrainSpec, trace_at: Callable[[int], Traced]) -> tuple[Any | N
     layers = stack_layers(spec)
     if isinstance(layers, Unstamped):
         return None, StampNote(None, layers)
+    with collector_paused():  # NB: the fit and the stamped trace make many acyclic objects
+        return _stamped(layers, trace_at)
+
+
+def _stamped(layers: int, trace_at: Callable[[int], Traced]) -> tuple[Any | None, StampNote]:
     traced: dict[int, Traced] = {}
     note = StampNote(layers, Unstamped.FEW_LAYERS)
     for up in range(ATTEMPTS):
@@ -173,12 +179,12 @@ def _checked(
     for order, *near in itertools.product(ORDERS, NEAR, NEAR):
         try:
             rule = _Rule.of(traced, counts, (near[0], near[1]), order)
-            made = rule.trace(check)
+            made, made_entries = rule.made(check)
         except NoPeriod as exc:
             detail = str(exc)
             continue
         trace, entries = actual
-        if made == trace and made.costs == trace.costs and rule.entries(check) == entries:
+        if made == trace and made.costs == trace.costs and made_entries == entries:
             return rule.trace, None, ""
         why, detail = Unstamped.MISPREDICTED, f"at {check} layers"
     return None, why, detail
@@ -231,16 +237,37 @@ class _Rule:
         )
 
     def entries(self, layers: int) -> list[tuple[OpCost, int, Any, int]]:
-        return [_cost_entry(item) for item in resolve(self.costs, layers, self.events)]
+        # NB: a cost item has no reference, so the copies of a run's block are the block's own
+        # items: each is made an entry once (by identity: every item is alive in `items`)
+        items = resolve(self.costs, layers, self.events)
+        made: dict[int, tuple[OpCost, int, Any, int]] = {}
+        out = []
+        for item in items:
+            entry = made.get(id(item))
+            if entry is None:
+                entry = made[id(item)] = _cost_entry(item)
+            out.append(entry)
+        return out
 
     def trace(self, layers: int) -> Any:
+        return self.made(layers)[0]
+
+    def made(self, layers: int) -> tuple[Any, list[tuple[OpCost, int, Any, int]]]:
+        """The trace at `layers` layers and its cost log's entries."""
         items = resolve(self.events, layers, None)
         events, keys, categories, reference = _events(items)
         log = CostLog()
-        for cost, iteration, phase, tensors in self.entries(layers):
-            log.add(cost, iteration, phase, tensors)
+        entries = self.entries(layers)
+        indices: dict[int, int] = {}  # NB: an entry's table index, by identity (see `entries`)
+        for entry in entries:
+            cost, iteration, phase, tensors = entry
+            index = indices.get(id(entry))
+            if index is None or tensors:
+                indices[id(entry)] = log.add(cost, iteration, phase, tensors)
+            else:
+                log.add_index(index, iteration, phase)
         start = self.counts[0]
-        return dataclasses.replace(
+        trace = dataclasses.replace(
             self.base,
             events=events,
             workspaces=[
@@ -254,6 +281,7 @@ class _Rule:
             attention={k: a + (layers - start) * b for k, (a, b) in self.attention.items()},
             **{n: a + (layers - start) * b for n, (a, b) in self.numbers.items()},
         )
+        return trace, entries
 
 
 _FIXED = (

@@ -19,7 +19,6 @@ environment variables torch reads) are taken not to change a trace.
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import os
 import pickle
@@ -38,6 +37,7 @@ from trainfit.io import write_bytes_atomically
 from trainfit.models import catalog as _catalog
 from trainfit.models.imports import is_import_path
 from trainfit.spec import TrainSpec
+from trainfit.trace.collector import collector_paused
 from trainfit.trace.target import Target
 
 T = TypeVar("T")
@@ -124,12 +124,10 @@ def load(key: str) -> Any:
     """What is stored under `key` (a trace, or a fact of `remembered`), or None (none stored,
     or a file that does not read back)."""
     path = _path(key)
-    collecting = gc.isenabled()
     # NB: the cyclic collector paused while tens of thousands of events are made: in a process
     # that imported torch and transformers its collections made a read 10 times slower
-    gc.disable()
     try:
-        with path.open("rb") as file:
+        with collector_paused(), path.open("rb") as file:
             stored = pickle.load(file)
     except FileNotFoundError:
         return None
@@ -137,9 +135,6 @@ def load(key: str) -> Any:
         # NB: a file cut short (a full disk) or left by another trainfit: traced again and
         # written over
         return None
-    finally:
-        if collecting:
-            gc.enable()
     if not isinstance(stored, _Stored) or stored.key != key:
         return None
     with contextlib.suppress(OSError):

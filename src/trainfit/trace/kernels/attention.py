@@ -16,7 +16,7 @@ not used: flash's stands in (same saved tensors).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -94,10 +94,32 @@ def traced_kernel(call: SdpaCall, compute_capability: tuple[int, int]) -> tuple[
     return backend.value, False
 
 
+_THRESHOLDS = ((9, 0), (8, 0), (5, 0))
+"""The compute capabilities `choose_backend` compares with."""
+
+
 def kernel_family(compute_capability: tuple[int, int]) -> tuple[bool, ...]:
     """What `choose_backend` asks of the compute capability: devices with equal families trace
     the same attention kernels (the only capability-dependent part of a CUDA trace)."""
-    return tuple(compute_capability >= threshold for threshold in ((9, 0), (8, 0), (5, 0)))
+    return tuple(compute_capability >= threshold for threshold in _THRESHOLDS)
+
+
+def traced_alike(
+    calls: Iterable[SdpaCall], family: tuple[bool, ...], other: tuple[bool, ...]
+) -> bool:
+    """Whether a step whose SDPA calls are `calls`, traced for a device of one kernel family
+    (`kernel_family`), is the step traced for a device of `other`: every call runs the same
+    traced op on both (`traced_kernel`; e.g. bf16 without dropout: Hopper's cuDNN attention and
+    Ampere's flash attention trace alike). Only the count of each kernel the trace says it
+    chose (`StepTrace.attention`) differs then."""
+    mine, theirs = _lowest(family), _lowest(other)
+    return all(traced_kernel(call, mine) == traced_kernel(call, theirs) for call in calls)
+
+
+def _lowest(family: tuple[bool, ...]) -> tuple[int, int]:
+    """The lowest compute capability of a kernel family (`traced_kernel` asks of a capability
+    only its family)."""
+    return max((t for t, above in zip(_THRESHOLDS, family, strict=True) if above), default=(0, 0))
 
 
 def _cuda_dropout(input: torch.Tensor, p: float, train: bool) -> torch.Tensor:
