@@ -78,8 +78,14 @@ READING = """
   allocations (a slower host), freed it before the forward, and neither rank of the run
   built on meta did (16.058 GB). gpt2-medium and Llama-3.2-1B never showed it (their step 2
   and step 3 after the forward agree on every rank, here and in every earlier run's ranks).
-  What holds the old bucket was not found (not in the snapshot of rank 0, where it did not
-  happen); it is timing-dependent and not modelled: when it happens the prediction is under by
+  What holds the old bucket was not observed (rank 0's snapshot is of a rank where it did
+  not happen). A candidate from PyTorch's source, not verified here: ProcessGroupNCCL
+  (record-streams avoided by default) keeps each collective's tensors on a stash that
+  `work.wait()` empties, or else its watchdog thread when it next finds the work done
+  (c10d ProcessGroupNCCL.cpp, `WorkNCCL::synchronizeStream` and the note at its copy
+  constructor); DDP waits on the all-reduce's future, so a rebuild soon after the first
+  all-reduce would find the old bucket still stashed. It is timing-dependent and not
+  modelled: when it happens the prediction is under by
   the buckets' bytes (qwen2-0.5b -7.3% device, -11.1% allocated), when not +0.7% and +0.1%.
 - Left as they were: gpt2-medium's device memory -4.1% with its allocated peak exact (the
   allocator reserves 1.5 GB over its peak, not replayed); gpt2 at micro-batch 8 allocated

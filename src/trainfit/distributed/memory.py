@@ -43,8 +43,10 @@ block is as large as the largest; DeepSpeed's figures are not checked on a GPU. 
 bucket can outlive its rebuild: on qwen2-0.5b (micro-batch 2, seq 1024) ranks held it, a
 second copy of the gradients' bytes, through the second step's forward and backward, where
 that model's peak is, in 3 of 4 ranks measured (not on a rank whose allocations were being
-recorded, nor on gpt2-medium or Llama-3.2-1B); what holds it was not found and it is not
-modelled (the allocated peak is then under-predicted by the buckets' bytes).
+recorded, nor on gpt2-medium or Llama-3.2-1B); what holds it was not observed (a candidate:
+ProcessGroupNCCL's stash of a collective's tensors, emptied by its watchdog thread when DDP
+does not wait on the work itself) and it is not modelled (the allocated peak is then
+under-predicted by the buckets' bytes).
 """
 
 from __future__ import annotations
