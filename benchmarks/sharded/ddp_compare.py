@@ -64,8 +64,9 @@ READING = """
   rerun; the committed scale_configs/ keep the script as it ran.
 - The candidates in DDP itself, tested: a tied weight is one DDP parameter (146, buckets
   4.943 GB = 4 bytes x 1.236e9, what the model adds); gradients in `.grad` and in the buckets
-  are both at the peak and both modelled; DDP allocated nothing in the forward but its rebuilt
-  buckets (`_pre_forward`, 4.943 GB in 65 buckets, step 2 only); the peak is where the replay
+  are both at the peak and both modelled; of what was alive at the peak, DDP's own forward
+  allocations were only its rebuilt buckets (`_pre_forward`, 4.943 GB in 65 buckets, step 2);
+  no logits or outputs held by DDP; the peak is where the replay
   puts it (tied: the second step's backward, 29.738 GB, the optimizer step 29.728 GB).
 - **qwen2-0.5b's 2.0 GB: DDP's first bucket outlived its rebuild.** With
   `find_unused_parameters=False` DDP's first step reduces every gradient in one bucket
@@ -74,10 +75,11 @@ READING = """
   buckets"). On rank 1 here, and on both ranks of the earlier run, the old bucket was still
   allocated after the second forward (15.590 GB against 13.616 in step 3: 1.974 GB) and gone
   after that backward, so the second step's peak, which for this model is in the backward,
-  carried it: 18.081 GB, the earlier run's figure to the MB. Rank 0, recording its
-  allocations (a slower host), freed it before the forward, and neither rank of the run
-  built on meta did (16.058 GB). gpt2-medium and Llama-3.2-1B never showed it (their step 2
-  and step 3 after the forward agree on every rank, here and in every earlier run's ranks).
+  carried it: 18.081 GB, the earlier run's figure to the MB. Rank 0, whose allocation
+  recording slows its host side, had freed it by the end of that forward, and neither rank of
+  the run built on meta held it (16.058 GB). gpt2-medium and Llama-3.2-1B never showed it
+  (their steps 2 and 3 agree after the forward on every rank here, and every earlier run's
+  ranks had equal peaks at the modelled figure).
   What holds the old bucket was not observed (rank 0's snapshot is of a rank where it did
   not happen). A candidate from PyTorch's source, not verified here: ProcessGroupNCCL
   (record-streams avoided by default) keeps each collective's tensors on a stash that
@@ -85,8 +87,8 @@ READING = """
   (c10d ProcessGroupNCCL.cpp, `WorkNCCL::synchronizeStream` and the note at its copy
   constructor); DDP waits on the all-reduce's future, so a rebuild soon after the first
   all-reduce would find the old bucket still stashed. It is timing-dependent and not
-  modelled: when it happens the prediction is under by
-  the buckets' bytes (qwen2-0.5b -7.3% device, -11.1% allocated), when not +0.7% and +0.1%.
+  modelled: when it happens the prediction is under by the buckets' bytes (qwen2-0.5b
+  -7.3% device, -11.1% allocated), when not +0.7% and +0.1%.
 - Left as they were: gpt2-medium's device memory -4.1% with its allocated peak exact (the
   allocator reserves 1.5 GB over its peak, not replayed); gpt2 at micro-batch 8 allocated
   -3.6% with the device total +0.4%.
