@@ -167,6 +167,29 @@ def materialise(model: nn.Module, device: torch.device) -> None:
                 local.normal_(0.0, INIT_STD)
 
 
+def tied_parameters(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, str]]:
+    """Each (module, name) whose parameter is another's (a tied embedding and output head),
+    with the first (module, name) holding it: `nn.Module.to_empty` makes a new parameter at
+    each place, untying them (a second copy of the weight, its gradient and its optimizer
+    state)."""
+    first: dict[int, tuple[nn.Module, str]] = {}
+    tied = []
+    for module in model.modules():
+        for name, param in module._parameters.items():
+            if param is None:
+                continue
+            owner = first.setdefault(id(param), (module, name))
+            if owner != (module, name):
+                tied.append((module, name, *owner))
+    return tied
+
+
+def retie(tied: list[tuple[nn.Module, str, nn.Module, str]]) -> None:
+    """Point each tied place back at its first holder's parameter (see `tied_parameters`)."""
+    for module, name, owner, owner_name in tied:
+        module._parameters[name] = owner._parameters[owner_name]
+
+
 def wrap(
     model: nn.Module, config: dict, device: torch.device, meta: bool
 ) -> tuple[nn.Module, Callable]:
@@ -176,7 +199,12 @@ def wrap(
     if config["strategy"] == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        materialise(model, device) if meta else model.to(device)
+        if meta:
+            tied = tied_parameters(model)
+            materialise(model, device)
+            retie(tied)  # NB: as built (one weight), as trainfit traced it
+        else:
+            model.to(device)
         ids = [device.index] if device.type == "cuda" else None
         wrapped = DistributedDataParallel(model, device_ids=ids)
         if param_dtype == torch.float32:
