@@ -98,6 +98,18 @@ HELDOUT: dict[str, dict[str, object]] = {
 held-out check of the revision (results/multigpu_heldout_configs/)."""
 HELDOUT_CONFIGS = RESULTS / "multigpu_heldout_configs"
 
+TIED: dict[str, dict[str, object]] = {
+    "llama-3.2-1b-s2048-b1-ddp": dict(model="llama-3.2-1b", seq_len=2048, batch=1, strategy="ddp"),
+    "llama-3.2-1b-s512-b4-ckpt-ddp": dict(
+        model="llama-3.2-1b", seq_len=512, batch=4, strategy="ddp", checkpointing=True
+    ),
+    "gpt2-large-s512-b4-ddp": dict(model="gpt2-large", seq_len=512, batch=4, strategy="ddp"),
+}
+"""DDP of models whose embedding and output head share one weight, built on meta by the
+template that ties them again (`configs --tied`), predicted before any of them ran: the blind
+check of that fix (ddp_memory_h100.md; results/ddp_tied_configs/)."""
+TIED_CONFIGS = RESULTS / "ddp_tied_configs"
+
 
 def plan_case(case: dict[str, object]) -> tuple[Any, Any]:
     """(TrainSpec, DistributedPlan or None) of a case: its strategy over two GPUs, bf16, the
@@ -115,8 +127,9 @@ def plan_case(case: dict[str, object]) -> tuple[Any, Any]:
     return spec, found
 
 
-def configs(tiny: bool, out: Path, heldout: bool = False) -> None:
-    """Plan every case and write its config and the predictions."""
+def configs(tiny: bool, out: Path, heldout: bool = False, tied: bool = False) -> None:
+    """Plan every case of a set (`TINY`, `HELDOUT`, `TIED`, else `CASES`) and write its config
+    and the predictions."""
     import torch
 
     from trainfit.export.torchrun import fsdp2_settings
@@ -124,7 +137,8 @@ def configs(tiny: bool, out: Path, heldout: bool = False) -> None:
 
     predicted: dict[str, object] = {}
     out.mkdir(parents=True, exist_ok=True)
-    for name, case in (TINY if tiny else HELDOUT if heldout else CASES).items():
+    chosen = TINY if tiny else HELDOUT if heldout else TIED if tied else CASES
+    for name, case in chosen.items():
         spec, found = plan_case(case)
         if found is None or found.micro_batch != spec.batch:
             raise SystemExit(f"{name}: the plan does not hold micro-batch {spec.batch}")
@@ -141,7 +155,7 @@ def configs(tiny: bool, out: Path, heldout: bool = False) -> None:
             "host": f"{platform.system()} {platform.machine()}, CPU only",
             "torch": torch.__version__,
             "device_row": DEVICE,
-            "revision": "" if heldout else REVISION,
+            "revision": "" if heldout or tied else REVISION,
         },
         "cases": predicted,
     }
@@ -169,13 +183,14 @@ def compare(measured_file: Path, predicted_file: Path, out: Path | None) -> str:
         "(total - free after the steps), the larger rank; error = predicted / measured - 1.",
     ]
     revision = predicted["environment"].get("revision")
+    flag = "--tied" if predicted_file.parent == TIED_CONFIGS else "--heldout"
     if revision:
         lines += ["", revision]
     else:
         lines += [
             "",
             "Held out: these cases were not used to revise the model. Their configs and "
-            "predictions were committed before they ran (`multigpu configs --heldout`), so the "
+            f"predictions were committed before they ran (`multigpu configs {flag}`), so the "
             "blind and current columns agree until the model changes again.",
         ]
     lines += [
@@ -239,6 +254,9 @@ def main() -> None:
     c.add_argument(
         "--heldout", action="store_true", help="the held-out cases (default out: their folder)"
     )
+    c.add_argument(
+        "--tied", action="store_true", help="DDP of tied models (default out: their folder)"
+    )
     c.add_argument("--out", default=None, help="default results/multigpu_configs")
     m = sub.add_parser("compare")
     m.add_argument("measured")
@@ -247,8 +265,8 @@ def main() -> None:
     m.add_argument("--out", default=None, help="default results/multigpu_<card>.md")
     args = parser.parse_args()
     if args.command == "configs":
-        out = Path(args.out) if args.out else HELDOUT_CONFIGS if args.heldout else CONFIGS
-        configs(args.tiny, out, heldout=args.heldout)
+        default = HELDOUT_CONFIGS if args.heldout else TIED_CONFIGS if args.tied else CONFIGS
+        configs(args.tiny, Path(args.out) if args.out else default, args.heldout, args.tied)
     else:
         out = Path(args.out) if args.out else RESULTS / f"multigpu_{args.card}.md"
         print(compare(Path(args.measured), Path(args.predicted), out))
