@@ -183,7 +183,7 @@ def compare(measured_file: Path, predicted_file: Path, out: Path | None) -> str:
         "(total - free after the steps), the larger rank; error = predicted / measured - 1.",
     ]
     revision = predicted["environment"].get("revision")
-    flag = "--tied" if predicted_file.parent == TIED_CONFIGS else "--heldout"
+    flag = "--tied" if predicted_file.resolve().parent == TIED_CONFIGS.resolve() else "--heldout"
     if revision:
         lines += ["", revision]
     else:
