@@ -4,6 +4,8 @@
         > benchmarks/steptime/results/blind6_four_machines.md
     PYTHONPATH=src:. python -m benchmarks.steptime.machines --set blind7 \
         > benchmarks/steptime/results/blind7_two_machines.md
+    PYTHONPATH=src:. python -m benchmarks.steptime.machines --set blind7-3 \
+        > benchmarks/steptime/results/blind7_three_machines.md
 
 Each machine's step time of a case is the median of its runs there (`compare_window.loop_runs`);
 the truth here is the median over the machines, the error the committed prediction's (committed
@@ -33,9 +35,16 @@ SETS: dict[str, dict[str, str]] = {
         "1 (11:36Z)": "blind7_raw/machine1.json",
         "2 (11:43Z)": "blind7_raw/machine2.json",
     },
+    "blind7-3": {
+        "1 (11:36Z)": "blind7_raw/machine1.json",
+        "2 (11:43Z)": "blind7_raw/machine2.json",
+        "3 (12:12Z, one run)": "blind7_raw/machine3.json",
+    },
 }
+"""The machines of each table: `blind7-3` is the seventh set with its third machine (one run a
+case), beside `blind7`, the table of its first two."""
 TITLES = {"blind6": "sixth", "blind7": "seventh"}
-COUNTS = {2: "two", 4: "four"}
+COUNTS = {2: "two", 3: "three", 4: "four"}
 
 
 def _summary(errors: list[float]) -> str:
@@ -50,8 +59,8 @@ def _summary(errors: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--set", choices=tuple(SETS), default="blind6")
-    name = parser.parse_args().set
-    machines = SETS[name]
+    chosen = parser.parse_args().set
+    machines, name = SETS[chosen], chosen.split("-")[0]
     committed = json.loads((RESULTS / f"{name}_predictions.json").read_text())["cases"]
     before = RESULTS / f"{name}_previous_rules.json"
     previous = json.loads(before.read_text())["cases"] if name == "blind7" else None
@@ -92,12 +101,13 @@ def main() -> None:
         for machine in names:
             own = medians[machine]
             runs = loop_runs(json.loads((RESULTS / machines[machine]).read_text()))
-            spread = statistics.median(max(r) / min(r) - 1 for r in runs.values())
+            spreads = [max(r) / min(r) - 1 for r in runs.values() if len(r) > 1]
+            spread = f"{statistics.median(spreads):.0%}" if spreads else "none (one run a case)"
             new = [committed[c]["step_seconds"] / own[c] - 1 for c in own]
             old = [previous[c]["step_seconds"] / own[c] - 1 for c in own]
             print(
                 f"- {machine}: this rule {_summary(new)}; the previous rules {_summary(old)}; "
-                f"run-to-run spread median {spread:.0%}."
+                f"run-to-run spread median {spread}."
             )
 
 
