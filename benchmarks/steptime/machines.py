@@ -34,6 +34,9 @@ SETS: dict[str, dict[str, str]] = {
         "2 (11:43Z)": "blind7_raw/machine2.json",
     },
 }
+WITH_PREVIOUS = ("blind7",)
+"""The sets whose table sets the previous rules' predictions beside the committed ones (the
+sixth set's has its committed predictions only, as it was first written)."""
 TITLES = {"blind6": "sixth", "blind7": "seventh"}
 COUNTS = {2: "two", 4: "four"}
 
@@ -54,7 +57,7 @@ def main() -> None:
     machines = SETS[name]
     committed = json.loads((RESULTS / f"{name}_predictions.json").read_text())["cases"]
     before = RESULTS / f"{name}_previous_rules.json"
-    previous = json.loads(before.read_text())["cases"] if name == "blind7" else None
+    previous = json.loads(before.read_text())["cases"] if name in WITH_PREVIOUS else None
     medians = {
         machine: {case: statistics.median(runs) for case, runs in loop_runs(record).items()}
         for machine, file in machines.items()
