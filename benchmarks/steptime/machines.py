@@ -50,6 +50,23 @@ def _summary(errors: list[float]) -> str:
     )
 
 
+def machine_medians(name: str) -> dict[str, dict[str, float]]:
+    """Each machine's median run of each case of set `name` (seconds), by machine."""
+    return {
+        machine: {case: statistics.median(runs) for case, runs in loop_runs(record).items()}
+        for machine, file in SETS[name].items()
+        for record in [json.loads((RESULTS / file).read_text())]
+    }
+
+
+def truths(name: str) -> dict[str, float]:
+    """Each case of set `name` that ran: the median over the machines of each machine's
+    median run (seconds), the truth its prediction is compared with."""
+    medians = machine_medians(name).values()
+    cases = dict.fromkeys(case for own in medians for case in own)
+    return {c: statistics.median(own[c] for own in medians if c in own) for c in cases}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--set", choices=tuple(SETS), default="blind6")
@@ -58,11 +75,8 @@ def main() -> None:
     committed = json.loads((RESULTS / f"{name}_predictions.json").read_text())["cases"]
     before = RESULTS / f"{name}_previous_rules.json"
     previous = json.loads(before.read_text())["cases"] if name in WITH_PREVIOUS else None
-    medians = {
-        machine: {case: statistics.median(runs) for case, runs in loop_runs(record).items()}
-        for machine, file in machines.items()
-        for record in [json.loads((RESULTS / file).read_text())]
-    }
+    medians = machine_medians(name)
+    truth_of = truths(name)
     names = list(machines)
     print(
         f"# The {TITLES[name]} blind set against the median of {COUNTS[len(names)]} H100 machines\n"
@@ -77,7 +91,7 @@ def main() -> None:
     errors, olds = [], []
     for case, predicted in committed.items():
         seen = [medians[m][case] for m in names if case in medians[m]]
-        truth = statistics.median(seen)
+        truth = truth_of[case]
         errors.append(predicted["step_seconds"] / truth - 1)
         cells = [f"{medians[m][case] * 1e3:.2f}" if case in medians[m] else "-" for m in names]
         row = (
