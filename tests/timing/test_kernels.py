@@ -99,3 +99,29 @@ def test_a_stepped_recurrent_call_adds_the_fitted_figure_per_layer(
         expected = cal.host_fit.rnn_layer_seconds[which] if stepped else 0.0
         assert rnn_layer_seconds(cal, elements, which, dtype) == expected
     assert cal.host_fit.rnn_layer_seconds["forward"] > 0
+
+
+@pytest.mark.parametrize(
+    ("study", "count"),
+    [("rnn_sizes_h100/kernels.json", 108), ("rnn_lengths_h100/rnn_lengths.json", 120)],
+)
+def test_the_fp32_bounds_agree_with_every_row_of_the_kernel_studies(study: str, count: int) -> None:
+    # NB: the H100 sweeps (hidden 96-512, batches 8-64, 16-256 steps, 1-2 layers) counted each
+    # pass's kernels: the persistent kernel runs a handful a call, the stepped ones two or more
+    # a step and layer
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks/steptime/results"
+    rows = json.loads((results / study).read_text())["rows"]
+    cal = calibration()
+    gates = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1}
+    disagree = [
+        (row["mode"], row["hidden"], row["batch"], row["steps"], which)
+        for row in rows
+        for which in ("forward", "backward")
+        if stepped_fp32(cal, gates[row["mode"]] * row["hidden"] ** 2, which, gates[row["mode"]])
+        is not (row[f"{which}_kernels"] >= 2 * row["steps"] * row.get("layers", 1))
+    ]
+    assert len(rows) == count
+    assert disagree == []
