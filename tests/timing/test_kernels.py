@@ -83,21 +83,25 @@ def test_a_large_lstm_or_gru_backward_runs_three_kernels_a_step() -> None:
 def test_a_half_precision_recurrent_layer_runs_the_stepped_kernels_at_any_size(dtype: str) -> None:
     cal = calibration()
     stepped = cal.lstm_step_seconds["stepped"]["forward"]
-    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", dtype) == pytest.approx(stepped)
-    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward") < stepped / 2  # fp32: persistent
+    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", dtype, gates=4) == pytest.approx(stepped)
+    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", gates=4) < stepped / 2  # fp32: persistent
 
 
 @pytest.mark.parametrize(
-    ("elements", "dtype", "stepped"),
-    [(4 * 64 * 64, "bf16", True), (3 * 512 * 512, "fp32", True), (4 * 112 * 112, "fp32", False)],
+    ("elements", "dtype", "gates", "stepped"),
+    [
+        (4 * 64 * 64, "bf16", 4, True),
+        (3 * 512 * 512, "fp32", 3, True),
+        (4 * 112 * 112, "fp32", 4, False),
+    ],
 )
 def test_a_stepped_recurrent_call_adds_the_fitted_figure_per_layer(
-    elements: int, dtype: str, stepped: bool
+    elements: int, dtype: str, gates: int, stepped: bool
 ) -> None:
     cal = calibration()
     for which in ("forward", "backward"):
         expected = cal.host_fit.rnn_layer_seconds[which] if stepped else 0.0
-        assert rnn_layer_seconds(cal, elements, which, dtype) == expected
+        assert rnn_layer_seconds(cal, elements, which, dtype, gates=gates) == expected
     assert cal.host_fit.rnn_layer_seconds["forward"] > 0
 
 

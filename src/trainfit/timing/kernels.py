@@ -28,11 +28,12 @@ the grid's largest."""
 
 
 def rnn_step_seconds(
-    cal: Calibration, elements: int, which: str, dtype: str = "fp32", gates: int = 0
+    cal: Calibration, elements: int, which: str, dtype: str = "fp32", *, gates: int
 ) -> float:
     """Device seconds of one sequential step (time step x layer x direction) of a cuDNN
     recurrent layer whose recurrent weight has `elements` elements (gates x hidden x output),
-    in `which` pass ("forward" or "backward").
+    in `which` pass ("forward" or "backward"); `gates`: the layer's gates a step (LSTM 4, GRU
+    3, RNN_TANH and RNN_RELU 1: `OpCost.gates`).
 
     In bf16 and fp16 cuDNN runs the stepped kernels at every size (LSTM, GRU and RNN_TANH from
     hidden 64 to 1024 took 16-24 us a step each way). In fp32 (`stepped_fp32`) cuDNN's
@@ -57,7 +58,7 @@ def rnn_step_seconds(
 
 
 def rnn_layer_seconds(
-    cal: Calibration, elements: int, which: str, dtype: str = "fp32", gates: int = 0
+    cal: Calibration, elements: int, which: str, dtype: str = "fp32", *, gates: int
 ) -> float:
     """Device seconds a cuDNN recurrent call adds per layer and direction beside its steps,
     where it runs the stepped kernels: the host fit's `rnn_layer_seconds`, read off calls of
