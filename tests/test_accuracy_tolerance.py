@@ -101,6 +101,13 @@ TOLERANCE: dict[str, float] = {
     # runs each, round-robin, 24 windows a run); published: median 19.1%, worst
     # mlp-14x96-b8-sgdm-forloop-fp32 +63.7% (run-to-run spread median 44%, worst 68%)
     "steptime-blind6": 0.64,
+    # 13 blind steps (fp32 LSTM/GRU/RNN_TANH either side of the recurrent rule's bounds, a bf16
+    # GRU, an MLP on AdamW, a ResNet on SGD-momentum, LoRA, DPO, a device-bound control),
+    # predicted before they ran by the previous rules (blind7_previous_rules.json) and by the
+    # recurrent rule (blind7_predictions.json, rules at 05b81f6), against the median over two
+    # H100 machines of each one's median run (blind7_two_machines.md, 2 fresh-process runs
+    # each); published: median 16.2%, worst lstm-h144-bi-1l-b16-t40-fp32 -31.1%
+    "steptime-blind7": 0.32,
     # largest micro-batch, 10 measured to the sample; published: 8 within 5%, worst +10.0%
     # (llama-3.2-1b-pure-bf16-s2048: 11 for 10) (max_batch_h100.md); a case measured only to a
     # bracket (resnet50-bf16) must be predicted inside it
@@ -344,6 +351,23 @@ def steptime_blind6_cases() -> Iterator[Case]:
     return _steptime_blind_cases("blind6")
 
 
+def steptime_blind7_cases() -> Iterator[Case]:
+    """The seventh set, measured on two machines: each case's median over them of each one's
+    median run (`benchmarks.steptime.machines.truths`)."""
+    from benchmarks.steptime.cases import case_set
+    from benchmarks.steptime.machines import truths
+    from benchmarks.steptime.predict import predict
+
+    cases = case_set("blind7")
+    for name, measured in truths("blind7").items():
+        yield Case(
+            table="steptime-blind7",
+            name=name,
+            measured=measured,
+            predict=lambda name=name: predict(name, cases)["step_seconds"],
+        )
+
+
 def _max_batch(name: str) -> float:
     from benchmarks.max_batch.predict import predict
 
@@ -434,6 +458,7 @@ CASES: dict[str, Case] = {
         steptime_blind4_cases,
         steptime_blind5_cases,
         steptime_blind6_cases,
+        steptime_blind7_cases,
         max_batch_cases,
         multigpu_cases,
         faithful_heads_cases,
@@ -457,6 +482,7 @@ FAST = {
     "steptime-blind4/mlp-3x96-b4-sgd-fp32",
     "steptime-blind5/mlp-12x128-b16-adamw-forloop-fp32",
     "steptime-blind6/gru-h224-2l-b16-t48-fp32",
+    "steptime-blind7/mlp-7x224-b16-adamw-fp32",
     "max-batch/melody-transformer-fp16-s1024",
     "multigpu/llama-3.2-1b-s2048-b1-ckpt-hybrid",
     "multigpu-heldout/gpt2-s1024-b8-ddp",

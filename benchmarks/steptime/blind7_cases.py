@@ -1,10 +1,10 @@
 """The seventh blind step-time set: chosen after the fp32 cuDNN recurrent calls' kernel study
-(`rnn_kernels.py`) moved where a pass leaves cuDNN's persistent kernel (backward over 4 x 128 x
-128 recurrent elements in every mode, an LSTM's or GRU's forward over hidden 192): fp32 LSTM,
-GRU and RNN_TANH on either side of those bounds, one bidirectional, one bf16, and the other
-host-bound kinds of the issue (a small MLP on AdamW, a ResNet on SGD-momentum, LoRA on a bf16
-base, DPO) with one device-bound control, each different in model or setting from every
-earlier table. Their predictions, by the rules before the study
+(`rnn_kernels.py`) moved where a pass leaves cuDNN's persistent kernel (backward over hidden 128
+for an LSTM or GRU and over 256 for an RNN_TANH, an LSTM's or GRU's forward over hidden 192):
+fp32 LSTM, GRU and RNN_TANH on either side of those bounds, one bidirectional, one bf16, and
+the other host-bound kinds of the issue (a small MLP on AdamW, a ResNet on SGD-momentum, LoRA
+on a bf16 base, DPO) with one device-bound control, each different in model or setting from
+every earlier table. Their predictions, by the rules before the study
 (`results/blind7_previous_rules.json`) and after it (`results/blind7_predictions.json`), were
 committed before their first run."""
 

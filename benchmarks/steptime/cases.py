@@ -81,19 +81,19 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+SETS = {
+    "heldout": "cases",
+    "blind": "blind_cases",
+    "blind2": "blind2_cases",
+    "blind3": "blind3_cases",
+    "blind4": "blind4_cases",
+    "blind5": "blind5_cases",
+    "blind6": "blind6_cases",
+    "blind7": "blind7_cases",
+}
+"""Each set of cases and the module under benchmarks/steptime that holds its `CASES`."""
+
+
 def case_set(name: str) -> dict[str, dict[str, Any]]:
-    """The cases of a set: `heldout` (this module's), `blind` (blind_cases.py),
-    `blind2`
-    (blind2_cases.py), `blind3` (blind3_cases.py), `blind4` (blind4_cases.py) `blind5`
-    (blind5_cases.py) `blind6` (blind6_cases.py) or `blind7` (blind7_cases.py)."""
-    module = {
-        "heldout": "cases",
-        "blind": "blind_cases",
-        "blind2": "blind2_cases",
-        "blind3": "blind3_cases",
-        "blind4": "blind4_cases",
-        "blind5": "blind5_cases",
-        "blind6": "blind6_cases",
-        "blind7": "blind7_cases",
-    }[name]
-    return importlib.import_module(f"benchmarks.steptime.{module}").CASES
+    """The cases of a set of `SETS` (`heldout`: this module's)."""
+    return importlib.import_module(f"benchmarks.steptime.{SETS[name]}").CASES

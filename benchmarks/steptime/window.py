@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.steptime.cases import case_set
+from benchmarks.steptime.cases import SETS, case_set
 from benchmarks.steptime.measure_gpu import _environment, make_step
 
 
@@ -157,7 +157,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--set",
         default="heldout",
-        choices=("heldout", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7"),
+        choices=tuple(SETS),
     )
     parser.add_argument("--cases", default="")
     parser.add_argument("--warmup", type=int, default=8)

@@ -22,17 +22,21 @@ def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(folder)
 
 
-def test_gpus_of_one_kernel_family_share_traces(
-    tiny_gpt2: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    traced: list[TrainSpec] = []
+@pytest.fixture
+def traced(monkeypatch: pytest.MonkeyPatch) -> list[TrainSpec]:
+    """The specs the multi-GPU search traces, in order (its `trace_step` wrapped)."""
+    found: list[TrainSpec] = []
     real = search.trace_step
 
     def counting(spec: TrainSpec, **kwargs: object):  # type: ignore[no-untyped-def]
-        traced.append(spec)
+        found.append(spec)
         return real(spec, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(search, "trace_step", counting)
+    return found
+
+
+def test_gpus_of_one_kernel_family_share_traces(tiny_gpt2: str, traced: list[TrainSpec]) -> None:
     spec = TrainSpec(model=tiny_gpt2, seq_len=64, precision="bf16")
     alone = {}
     for name in ("l4", "rtx-4090"):  # NB: both sm89
@@ -68,20 +72,13 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> str:
     [("tiny_llama", True), ("tiny_gpt2", False)],  # NB: GPT-2's dropout: cuDNN's scratch on sm90
 )
 def test_gpus_of_kernel_families_that_trace_alike_share_traces(
-    model: str, shared_across: bool, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    model: str, shared_across: bool, request: pytest.FixtureRequest, traced: list[TrainSpec]
 ) -> None:
-    traced: list[TrainSpec] = []
-    real = search.trace_step
-
-    def counting(spec: TrainSpec, **kwargs: object):  # type: ignore[no-untyped-def]
-        traced.append(spec)
-        return real(spec, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(search, "trace_step", counting)
     spec = TrainSpec(model=request.getfixturevalue(model), seq_len=64, precision="bf16")
     names = ("h100", "a100-80gb")  # NB: sm90 and sm80: other kernel families
     alone = {n: plan_distributed(spec, 8, get_device(n), strategy="fsdp2", gpus=2) for n in names}
     per_gpu = len(traced) // 2
+    assert per_gpu >= 2 and len(traced) == 2 * per_gpu
     traced.clear()
     shared = SharedTraces()
     for name in names:

@@ -189,6 +189,20 @@ def test_jobs_must_be_positive() -> None:
         plan(MELODY, effective_batch=8, devices=("h100",), jobs=0)
 
 
+def test_a_plan_that_fails_turns_the_collector_on_again() -> None:
+    import gc
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with pytest.raises(SpecError, match="jobs must be"):
+            plan(MELODY, effective_batch=8, devices=("h100",), jobs=0)
+        assert gc.isenabled()  # NB: `plan` pauses it (trace.collector) for its whole run
+    finally:
+        if not was:
+            gc.disable()
+
+
 @pytest.mark.slow
 def test_the_cpu_is_planned_against_the_host_ram(melody_plan) -> None:
     from trainfit.hardware.host import total_ram_bytes

@@ -83,19 +83,49 @@ def test_a_large_lstm_or_gru_backward_runs_three_kernels_a_step() -> None:
 def test_a_half_precision_recurrent_layer_runs_the_stepped_kernels_at_any_size(dtype: str) -> None:
     cal = calibration()
     stepped = cal.lstm_step_seconds["stepped"]["forward"]
-    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", dtype) == pytest.approx(stepped)
-    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward") < stepped / 2  # fp32: persistent
+    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", dtype, gates=4) == pytest.approx(stepped)
+    assert rnn_step_seconds(cal, 4 * 64 * 64, "forward", gates=4) < stepped / 2  # fp32: persistent
 
 
 @pytest.mark.parametrize(
-    ("elements", "dtype", "stepped"),
-    [(4 * 64 * 64, "bf16", True), (3 * 512 * 512, "fp32", True), (4 * 112 * 112, "fp32", False)],
+    ("elements", "dtype", "gates", "stepped"),
+    [
+        (4 * 64 * 64, "bf16", 4, True),
+        (3 * 512 * 512, "fp32", 3, True),
+        (4 * 112 * 112, "fp32", 4, False),
+    ],
 )
 def test_a_stepped_recurrent_call_adds_the_fitted_figure_per_layer(
-    elements: int, dtype: str, stepped: bool
+    elements: int, dtype: str, gates: int, stepped: bool
 ) -> None:
     cal = calibration()
     for which in ("forward", "backward"):
         expected = cal.host_fit.rnn_layer_seconds[which] if stepped else 0.0
-        assert rnn_layer_seconds(cal, elements, which, dtype) == expected
+        assert rnn_layer_seconds(cal, elements, which, dtype, gates=gates) == expected
     assert cal.host_fit.rnn_layer_seconds["forward"] > 0
+
+
+@pytest.mark.parametrize(
+    ("study", "count"),
+    [("rnn_sizes_h100/kernels.json", 108), ("rnn_lengths_h100/rnn_lengths.json", 120)],
+)
+def test_the_fp32_bounds_agree_with_every_row_of_the_kernel_studies(study: str, count: int) -> None:
+    # NB: the H100 sweeps (hidden 96-512, batches 8-64, 16-256 steps, 1-2 layers) counted each
+    # pass's kernels: the persistent kernel runs a handful a call, the stepped ones two or more
+    # a step and layer
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks/steptime/results"
+    rows = json.loads((results / study).read_text())["rows"]
+    cal = calibration()
+    gates = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1}
+    disagree = [
+        (row["mode"], row["hidden"], row["batch"], row["steps"], which)
+        for row in rows
+        for which in ("forward", "backward")
+        if stepped_fp32(cal, gates[row["mode"]] * row["hidden"] ** 2, which, gates[row["mode"]])
+        is not (row[f"{which}_kernels"] >= 2 * row["steps"] * row.get("layers", 1))
+    ]
+    assert len(rows) == count
+    assert disagree == []

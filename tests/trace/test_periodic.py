@@ -54,3 +54,44 @@ def test_a_sequence_that_loses_items_is_refused() -> None:
 def test_counts_that_are_not_consecutive_are_refused() -> None:
     with pytest.raises(NoPeriod, match="consecutive"):
         fit([_events(2), _events(4)], (2, 4), None)
+
+
+@pytest.mark.parametrize("layers", [3, 6])
+def test_a_reference_resolves_to_the_position_its_label_has(layers: int) -> None:
+    # NB: `_Places.named` (resolve's path) against `_target` then `position` (the fit's), for
+    # every form kind from every copy, out-of-range copies included
+    from trainfit.trace.periodic import _Places, _target
+
+    layout = fit([_events(2), _events(3)], (2, 3), None)
+    places = _Places(layout, layers)
+    forms: list[tuple[object, ...]] = [("E",), *(("F", g) for g in range(len(layout.fixed)))]
+    for j, run in enumerate(layout.runs):
+        forms += [
+            (kind, j, number, offset)
+            for kind in "STDO"
+            for number in range(-2, 3)
+            for offset in range(len(run.block))
+        ]
+    checked = refused = 0
+    for run in layout.runs:
+        copies = run.copies(layers)
+        for copy in range(copies):
+            for form in forms:
+                try:
+                    expected = places.position(_target(form, copy, copies, places))
+                except NoPeriod:
+                    with pytest.raises(NoPeriod, match="a reference to copy"):
+                        places.named(form, copy, copies)
+                    refused += 1
+                    continue
+                assert places.named(form, copy, copies) == expected
+                checked += 1
+    assert checked and refused  # NB: both paths were taken
+
+
+def test_a_form_of_no_known_kind_is_an_error() -> None:
+    from trainfit.trace.periodic import _Places
+
+    places = _Places(fit([_events(2), _events(3)], (2, 3), None), 4)
+    with pytest.raises(ValueError, match="kind 'X': S, T, D or O"):
+        places.named(("X", 0, 0, 0), 0, 4)

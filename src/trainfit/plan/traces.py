@@ -111,9 +111,11 @@ def _same_trace(spec: TrainSpec, device: Device, cache: TraceCache) -> BatchScal
     """A scaling of the same setting traced for another kernel family whose every attention
     call runs the same traced op on `device` (e.g. no dropout: Hopper's cuDNN attention and
     Ampere's flash attention trace alike)."""
+    if device.kind is not DeviceKind.CUDA:
+        return None
     mine = trace_key(spec, device)
     for key, scaling in cache.scalings.items():
-        if key[:4] != mine[:4] or device.kind is not DeviceKind.CUDA:
+        if key[:4] != mine[:4]:
             continue
         if traced_alike(scaling.base.attention_calls, key[4], mine[4]):  # type: ignore[arg-type]
             return scaling

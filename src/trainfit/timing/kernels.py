@@ -28,21 +28,23 @@ the grid's largest."""
 
 
 def rnn_step_seconds(
-    cal: Calibration, elements: int, which: str, dtype: str = "fp32", gates: int = 0
+    cal: Calibration, elements: int, which: str, dtype: str = "fp32", *, gates: int
 ) -> float:
     """Device seconds of one sequential step (time step x layer x direction) of a cuDNN
     recurrent layer whose recurrent weight has `elements` elements (gates x hidden x output),
-    in `which` pass ("forward" or "backward").
+    in `which` pass ("forward" or "backward"); `gates`: the layer's gates a step (LSTM 4, GRU
+    3, RNN_TANH and RNN_RELU 1: `OpCost.gates`).
 
     In bf16 and fp16 cuDNN runs the stepped kernels at every size (LSTM, GRU and RNN_TANH from
     hidden 64 to 1024 took 16-24 us a step each way). In fp32 (`stepped_fp32`) cuDNN's
     persistent kernel holds a small recurrent weight on chip: backward up to an LSTM's or GRU's
-    hidden 128 and an RNN_TANH's 256 (the next size of the H100 grid ran 94-138 kernels a
-    call), forward up to an LSTM's or GRU's hidden 192; over it the call runs two or three
-    kernels a step (`_stepped_fp32_seconds`). Below it the
-    per-step cost rises with the weight's size, linear in its log, from the persistent kernel's
-    to the stepped one's at 4 x 256 x 256 elements (the grid's persistent forwards took 1-14 us
-    a step from hidden 96 to 192)."""
+    hidden 128 and an RNN_TANH's 256 (the H100 grid's next sizes, 144 and 288, ran 94-97
+    kernels a call, 16-19 within the bound), forward up to an LSTM's or GRU's hidden 192; over
+    it the call runs two or three kernels a step (`_stepped_fp32_seconds`). Within it a
+    backward costs the persistent kernel's figure (no fp32 backward within its bound is over
+    4 x 128 x 128 elements); a forward's per-step cost rises with the weight's size, linear in
+    its log, from the persistent kernel's at 4 x 128 x 128 elements toward the stepped one's at
+    4 x 256 x 256 (the grid's persistent forwards took 1-14 us a step from hidden 96 to 192)."""
     if dtype in ("bf16", "fp16"):
         return cal.lstm_step_seconds["stepped"][which]
     if stepped_fp32(cal, elements, which, gates):
@@ -56,7 +58,7 @@ def rnn_step_seconds(
 
 
 def rnn_layer_seconds(
-    cal: Calibration, elements: int, which: str, dtype: str = "fp32", gates: int = 0
+    cal: Calibration, elements: int, which: str, dtype: str = "fp32", *, gates: int
 ) -> float:
     """Device seconds a cuDNN recurrent call adds per layer and direction beside its steps,
     where it runs the stepped kernels: the host fit's `rnn_layer_seconds`, read off calls of
@@ -85,8 +87,15 @@ def _stepped_fp32_seconds(cal: Calibration, elements: int, which: str, gates: in
     """A stepped fp32 pass's seconds a step: the calibration's (an LSTM at hidden 256 and over:
     two kernels a step forward, three backward, each about 9 us of the host's launch), but two
     thirds of it backward for an RNN_TANH or RNN_RELU, and for an LSTM or GRU under 4 x 256 x
-    256 elements, which ran two kernels a step backward (rnn_lengths_h100: 2 x steps + 14-16
-    kernels a call)."""
+    256 elements, taken to run two kernels a step backward (rnn_lengths_h100: 2 x steps + 14-17
+    kernels a call).
+
+    NB: the count of kernels a step is read off the weight's size alone; on the H100 it
+    depends on the batch too. Backward, LSTMs ran three from hidden 256 at batch 8 but from 192
+    at batch 24 and 224 at batch 64 (rnn_sizes_h100/kernels.json), and at hidden 240 at
+    batches 16 and 64 (rnn_lengths_h100); GRUs from 320 at batch 8, 256 at 24, 384 at 64 (two
+    at 320 at batch 64 in rnn_lengths_h100). Forward, an RNN_TANH at hidden 512 ran three at
+    batch 64 (two at 16); here every stepped forward costs the calibration's two."""
     stepped = cal.lstm_step_seconds["stepped"][which]
     three = gates >= 3 and elements >= 16 * cal.lstm_persistent_hidden**2
     return stepped if which == "forward" or three else stepped * 2 / 3

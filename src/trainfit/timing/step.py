@@ -216,8 +216,8 @@ class Rates:
             return _OpTime(0.0, False)
         if op.kind is OpKind.RNN:
             which = "backward" if phase is Phase.BACKWARD else "forward"
-            steps = op.kernels * rnn_step_seconds(cal, op.detail, which, op.dtype, op.gates)
-            steps += op.layers * rnn_layer_seconds(cal, op.detail, which, op.dtype, op.gates)
+            steps = op.kernels * rnn_step_seconds(cal, op.detail, which, op.dtype, gates=op.gates)
+            steps += op.layers * rnn_layer_seconds(cal, op.detail, which, op.dtype, gates=op.gates)
             return _OpTime(max(steps, op.bytes / self.bandwidth), True)
         if op.kind is OpKind.FOREACH:
             memory = (

@@ -24,8 +24,8 @@ def collector_paused() -> Iterator[None]:
     if not gc.isenabled():
         yield
         return
-    gc.disable()
     try:
+        gc.disable()  # NB: inside the try: an interrupt just after it still turns it on again
         yield
     finally:
         gc.enable()

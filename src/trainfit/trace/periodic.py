@@ -139,15 +139,8 @@ class _Places:
             return self.fixed[form[1]]  # type: ignore[call-overload]
         _, j, number, offset = form
         run_copies = self.copies[j]  # type: ignore[call-overload]
-        if kind == "S":
-            index = number
-        elif kind == "T":
-            index = run_copies - 1 - number  # type: ignore[operator]
-        elif kind == "D":
-            index = copy + number  # type: ignore[operator]
-        else:
-            index = (copies - 1 - copy) + number  # type: ignore[operator]
-        if not 0 <= index < run_copies:  # type: ignore[operator]
+        index = _copy_named(kind, number, copy, copies, run_copies)  # type: ignore[arg-type]
+        if not 0 <= index < run_copies:
             raise NoPeriod(f"a reference to copy {index} of run {j} at {self.layers} layers")
         return self.starts[j] + index * self.sizes[j] + offset  # type: ignore[call-overload,operator,no-any-return]
 
@@ -506,7 +499,20 @@ def _target(form: Form, copy: int, copies: int, places: _Places) -> Label:
     if kind in ("F", "E"):
         return form
     _, j, number, offset = form
-    last = places.layout.runs[int(j)].copies(places.layers) - 1  # type: ignore[call-overload]
-    n = int(number)  # type: ignore[call-overload]
-    index = {"S": n, "T": last - n, "D": copy + n, "O": (copies - 1 - copy) + n}[str(kind)]
+    run_copies = places.copies[int(j)]  # type: ignore[call-overload]
+    index = _copy_named(str(kind), int(number), copy, copies, run_copies)  # type: ignore[call-overload]
     return (j, index, offset)
+
+
+def _copy_named(kind: str, number: int, copy: int, copies: int, run_copies: int) -> int:
+    """The copy of a run of `run_copies` copies that a form of `kind` with `number` names
+    from copy `copy` of `copies` (`Form`)."""
+    if kind == "S":
+        return number
+    if kind == "T":
+        return run_copies - 1 - number
+    if kind == "D":
+        return copy + number
+    if kind == "O":
+        return copies - 1 - copy + number
+    raise ValueError(f"no reference form of kind {kind!r}: S, T, D or O")
