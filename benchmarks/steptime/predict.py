@@ -1,12 +1,11 @@
 """trainfit's step-time predictions for a case set, written before its first run.
 
-    PYTHONPATH=src:. python -m benchmarks.steptime.predict [--set heldout|blind|...|blind4]
+    PYTHONPATH=src:. python -m benchmarks.steptime.predict [--set heldout|blind|blind2|...]
 
-Writes `results/heldout_predictions.json` (`cases.py`), `results/blind_predictions.json`
-(`blind_cases.py`), `results/blind2_predictions.json` (`blind2_cases.py`) or
-`results/blind3_predictions.json` (`blind3_cases.py`) or `results/blind4_predictions.json`
-(`blind4_cases.py`), to be committed before the GPU measures
-the cases; `compare.py` and `compare_window.py` read them, never recomputed figures.
+Writes the set's `results/<set>_predictions.json` (`heldout`: `results/heldout_predictions.json`,
+the cases of `cases.py`; each other set's cases in its `<set>_cases.py`, `cases.SETS`), to be
+committed before the GPU measures the cases; `compare.py`, `compare_window.py` and
+`machines.py` read them, never recomputed figures.
 """
 
 from __future__ import annotations
@@ -23,28 +22,16 @@ import torch
 import transformers
 
 import trainfit
-from benchmarks.steptime.cases import CASES, case_set
+from benchmarks.steptime.cases import CASES, SETS, case_set
 from trainfit.spec import LoraSpec
 
 RESULTS = Path(__file__).parent / "results"
 PREDICTIONS = RESULTS / "heldout_predictions.json"
-BLIND_PREDICTIONS = RESULTS / "blind_predictions.json"
-BLIND2_PREDICTIONS = RESULTS / "blind2_predictions.json"
-BLIND3_PREDICTIONS = RESULTS / "blind3_predictions.json"
-BLIND4_PREDICTIONS = RESULTS / "blind4_predictions.json"
-BLIND5_PREDICTIONS = RESULTS / "blind5_predictions.json"
-BLIND6_PREDICTIONS = RESULTS / "blind6_predictions.json"
-BLIND7_PREDICTIONS = RESULTS / "blind7_predictions.json"
 PREDICTION_FILES = {
-    "heldout": PREDICTIONS,
-    "blind": BLIND_PREDICTIONS,
-    "blind2": BLIND2_PREDICTIONS,
-    "blind3": BLIND3_PREDICTIONS,
-    "blind4": BLIND4_PREDICTIONS,
-    "blind5": BLIND5_PREDICTIONS,
-    "blind6": BLIND6_PREDICTIONS,
-    "blind7": BLIND7_PREDICTIONS,
+    name: PREDICTIONS if name == "heldout" else RESULTS / f"{name}_predictions.json"
+    for name in SETS
 }
+"""Each case set's committed predictions (`results/<set>_predictions.json`)."""
 
 
 def spec_kwargs(name: str, cases: dict[str, dict[str, Any]] = CASES) -> dict[str, Any]:
