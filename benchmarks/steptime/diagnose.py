@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.steptime.rnn_sizes import warmed
+
 HIDDEN = (64, 128, 192, 256, 320, 384, 512, 768, 1024)
 MODES = ("LSTM", "GRU", "RNN_TANH")
 
@@ -48,21 +50,7 @@ def _events_ms(fn: Any, reps: int) -> float:
 
 
 def _time_rnn(layer: Any, x: Any) -> tuple[float, float]:
-    import torch
-
-    holder: dict[str, Any] = {}
-
-    def fwd() -> None:
-        holder["y"] = layer(x)[0]
-
-    def bwd() -> None:
-        holder["y"].backward(holder["grad"])
-
-    fwd()
-    holder["grad"] = torch.ones_like(holder["y"])
-    for _ in range(3):
-        fwd()
-        bwd()
+    fwd, bwd = warmed(layer, x)
     f_times, b_times = [], []
     for _ in range(15):
         f_times.append(_events_ms(fwd, 1))

@@ -37,6 +37,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.steptime.rnn_sizes import warmed
+
 MODES = ("GRU", "LSTM")
 LAYERS = (1, 2, 3, 4)
 HIDDEN = (192, 512)
@@ -50,19 +52,7 @@ def _rnn_layer_row(mode: str, dtype: Any, layers: int, hidden: int) -> dict[str,
     cls = {"GRU": nn.GRU, "LSTM": nn.LSTM}[mode]
     layer = cls(128, hidden, layers, batch_first=True).to("cuda", dtype)
     x = torch.randn(32, 64, 128, device="cuda", dtype=dtype, requires_grad=True)
-    holder: dict[str, Any] = {}
-
-    def fwd() -> None:
-        holder["y"] = layer(x)[0]
-
-    def bwd() -> None:
-        holder["y"].backward(holder["grad"])
-
-    fwd()
-    holder["grad"] = torch.ones_like(holder["y"])
-    for _ in range(3):
-        fwd()
-        bwd()
+    fwd, bwd = warmed(layer, x)
     times: dict[str, list[float]] = {k: [] for k in ("fd", "fh", "bd", "bh")}
     for _ in range(15):
         for fn, dev, host in ((fwd, "fd", "fh"), (bwd, "bd", "bh")):

@@ -41,8 +41,15 @@ def passes(
         layer: Any = nn.RNN(128, hidden, layers, batch_first=True)
     else:
         layer = {"LSTM": nn.LSTM, "GRU": nn.GRU}[mode](128, hidden, layers, batch_first=True)
-    layer = layer.cuda()
     x = torch.randn(batch, steps, 128, device="cuda", requires_grad=True)
+    return warmed(layer.cuda(), x)
+
+
+def warmed(layer: Any, x: Any) -> tuple[Callable[[], None], Callable[[], None]]:
+    """`layer`'s forward on `x` and its backward (of the last forward, against ones) as calls,
+    warmed up (3 iterations)."""
+    import torch
+
     held: dict[str, Any] = {}
 
     def forward() -> None:
