@@ -110,6 +110,14 @@ template that ties them again (`configs --tied`), predicted before any of them r
 check of that fix (ddp_memory_h100.md; results/ddp_tied_configs/)."""
 TIED_CONFIGS = RESULTS / "ddp_tied_configs"
 
+SETS: dict[str, tuple[dict[str, dict[str, object]], Path]] = {
+    "cases": (CASES, CONFIGS),
+    "tiny": (TINY, CONFIGS),
+    "heldout": (HELDOUT, HELDOUT_CONFIGS),
+    "tied": (TIED, TIED_CONFIGS),
+}
+"""`configs`' case sets by name, each with the folder its configs go to by default."""
+
 
 def plan_case(case: dict[str, object]) -> tuple[Any, Any]:
     """(TrainSpec, DistributedPlan or None) of a case: its strategy over two GPUs, bf16, the
@@ -127,9 +135,8 @@ def plan_case(case: dict[str, object]) -> tuple[Any, Any]:
     return spec, found
 
 
-def configs(tiny: bool, out: Path, heldout: bool = False, tied: bool = False) -> None:
-    """Plan every case of a set (`TINY`, `HELDOUT`, `TIED`, else `CASES`) and write its config
-    and the predictions."""
+def configs(name: str, out: Path) -> None:
+    """Plan every case of the set `name` (`SETS`) and write its config and the predictions."""
     import torch
 
     from trainfit.export.torchrun import fsdp2_settings
@@ -137,25 +144,24 @@ def configs(tiny: bool, out: Path, heldout: bool = False, tied: bool = False) ->
 
     predicted: dict[str, object] = {}
     out.mkdir(parents=True, exist_ok=True)
-    chosen = TINY if tiny else HELDOUT if heldout else TIED if tied else CASES
-    for name, case in chosen.items():
+    for case_name, case in SETS[name][0].items():
         spec, found = plan_case(case)
         if found is None or found.micro_batch != spec.batch:
-            raise SystemExit(f"{name}: the plan does not hold micro-batch {spec.batch}")
+            raise SystemExit(f"{case_name}: the plan does not hold micro-batch {spec.batch}")
         settings = fsdp2_settings(spec, found, 2 * spec.batch)
-        if tiny:
+        if name == "tiny":
             # NB: gloo on a CPU: fp32, no bf16 collectives
             settings["mixed_precision"] = {"param_dtype": "float32", "reduce_dtype": "float32"}
-        (out / f"fsdp2_{name}.json").write_text(json.dumps(settings, indent=2) + "\n")
-        predicted[name] = rank_memory_dict(found.memory)
-        print(name, f"{found.memory.total_bytes / GB:.2f} GB per rank")
+        (out / f"fsdp2_{case_name}.json").write_text(json.dumps(settings, indent=2) + "\n")
+        predicted[case_name] = rank_memory_dict(found.memory)
+        print(case_name, f"{found.memory.total_bytes / GB:.2f} GB per rank")
     record = {
         "environment": {
             "date": datetime.date.today().isoformat(),
             "host": f"{platform.system()} {platform.machine()}, CPU only",
             "torch": torch.__version__,
             "device_row": DEVICE,
-            "revision": "" if heldout or tied else REVISION,
+            "revision": "" if name in ("heldout", "tied") else REVISION,
         },
         "cases": predicted,
     }
@@ -265,8 +271,8 @@ def main() -> None:
     m.add_argument("--out", default=None, help="default results/multigpu_<card>.md")
     args = parser.parse_args()
     if args.command == "configs":
-        default = HELDOUT_CONFIGS if args.heldout else TIED_CONFIGS if args.tied else CONFIGS
-        configs(args.tiny, Path(args.out) if args.out else default, args.heldout, args.tied)
+        name = next((n for n in ("tiny", "heldout", "tied") if getattr(args, n)), "cases")
+        configs(name, Path(args.out) if args.out else SETS[name][1])
     else:
         out = Path(args.out) if args.out else RESULTS / f"multigpu_{args.card}.md"
         print(compare(Path(args.measured), Path(args.predicted), out))
