@@ -90,6 +90,7 @@ SETS = {
     "blind5": "blind5_cases",
     "blind6": "blind6_cases",
     "blind7": "blind7_cases",
+    "blind8": "blind8_cases",
 }
 """Each set of cases and the module under benchmarks/steptime that holds its `CASES`."""
 

@@ -127,13 +127,59 @@ def _plain(build: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
     return model, lambda: F.cross_entropy(model(x), y)
 
 
+def _zoo(build: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
+    """A `trainfit.models.zoo` model on its default inputs (`multiplier` rows a sample), its
+    loss trainfit's default (cross-entropy against random classes for logits, else the mean),
+    with peft LoRA adapters or frozen parameters where the case asks."""
+    import fnmatch
+
+    import torch
+
+    from trainfit.models.source import default_loss
+    from trainfit.models.zoo import DEFAULT_INPUTS, FACTORIES
+    from trainfit.spec import InputSpec
+
+    model = FACTORIES[build["zoo"]]().to(DEV)
+    for name, param in model.named_parameters():
+        if any(fnmatch.fnmatchcase(name, glob) for glob in build.get("freeze", ())):
+            param.requires_grad_(False)
+    if build.get("lora"):
+        import peft
+
+        lora = build["lora"]
+        config = peft.LoraConfig(
+            r=lora["rank"],
+            lora_alpha=lora["alpha"],
+            lora_dropout=lora["dropout"],
+            target_modules=list(lora["targets"]),
+        )
+        model = peft.get_peft_model(model, config)
+    rows = build["batch"] * build.get("multiplier", 1)
+    inputs = {}
+    for text in DEFAULT_INPUTS[build["zoo"]]:
+        spec = InputSpec.parse(text)
+        shape = spec.shape(rows)
+        inputs[spec.name] = (
+            torch.randn(shape, dtype=spec.dtype, device=DEV)
+            if spec.dtype.is_floating_point
+            else torch.randint(0, spec.high or 2, shape, dtype=spec.dtype, device=DEV)
+        )
+    return model, lambda: default_loss(model(**inputs))
+
+
+def _model(build: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
+    if "hf" in build:
+        return _hf(build)
+    return _zoo(build) if "zoo" in build else _plain(build)
+
+
 def make_step(build: dict[str, Any]) -> tuple[int, Callable[[], None]]:
     """A case's training step as a loop body (forward under autocast where the case asks,
     backward, `accum` times where the case accumulates; the optimizer, zero_grad; no
     synchronisation), and its trainable tensors."""
     import torch
 
-    model, loss_fn = _hf(build) if "hf" in build else _plain(build)
+    model, loss_fn = _model(build)
     params = [p for p in model.parameters() if p.requires_grad]
     optim = build.get("optim", "adamw")
     # NB: "path" (for-loop, foreach, fused) where a case names one; PyTorch's default otherwise
@@ -150,17 +196,24 @@ def make_step(build: dict[str, Any]) -> tuple[int, Callable[[], None]]:
         optimizer = torch.optim.Adafactor(params, lr=1e-3, **flags)
     else:
         optimizer = torch.optim.AdamW(params, lr=1e-5, **flags)
-    autocast = "hf" in build or build.get("amp", False)
+    # NB: "half" names the autocast dtype (fp16 with a GradScaler); HF cases and "amp" take bf16
+    half = build.get("half", "bf16" if "hf" in build or build.get("amp", False) else None)
+    dtype = torch.float16 if half == "fp16" else torch.bfloat16  # disabled where half is None
+    scaler = torch.amp.GradScaler(DEV) if half == "fp16" else None
     model.train()
 
     accum = build.get("accum", 1)
 
     def step() -> None:
         for _ in range(accum):  # gradient accumulation: `accum` micro-batches a step
-            with torch.autocast(DEV, dtype=torch.bfloat16, enabled=autocast):
+            with torch.autocast(DEV, dtype=dtype, enabled=half is not None):
                 loss = loss_fn()
-            loss.backward()
-        optimizer.step()
+            (loss if scaler is None else scaler.scale(loss)).backward()
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
         optimizer.zero_grad(set_to_none=True)
 
     return len(params), step
