@@ -8,7 +8,8 @@
 
 For the device-bound misses of a blind set: which kind of kernel (convolution, matmul,
 normalisation, the rest) the model under- or over-times. The profile groups each aten op's own
-device time (`self_device_time_total`) by its name; the prediction groups each traced op's
+device time (`self_device_time_total`, aten ops only: the profile lists each kernel as well) by
+its name; the prediction groups each traced op's
 modelled device time (`trainfit.timing.step.Rates.time`, before any host bound) by its kind, the
 forward and backward `grad_accum` times a step.
 """
@@ -106,7 +107,8 @@ def table(record: dict[str, Any], set_name: str) -> list[str]:
         name = row["case"]
         measured = dict.fromkeys(KINDS, 0.0)
         for op, ms in row["ops_ms"].items():
-            measured[kind_of(op)] += ms
+            if op.startswith("aten::"):  # NB: key_averages lists the kernels themselves too
+                measured[kind_of(op)] += ms
         guess = predicted(spec_kwargs(name, cases))
         for kind in KINDS:
             if guess[kind] or measured[kind]:
