@@ -30,6 +30,11 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
   backward, the extra of a convolution call (cuDNN's plan lookup), and of each optimizer's
   step a fixed part and a part per parameter tensor (steps over 4 and 256 tensors), and
   GradScaler's per tensor;
+- batch norm in fp16 (cuDNN's kernels, as for fp32): its time over the same batch norm's in
+  fp32, forward and backward, the median over the device-bound rows of the kernel grid
+  (`benchmarks/steptime/results/kernel_grid_h100/grid.json`: forward over 100 us in fp32,
+  backward over 350 us at 65536 or more elements per channel; the smaller rows are bound by
+  the host that issues them);
 - batch norm (bf16/fp32): achieved / datasheet bandwidth of training-mode BatchNorm forward
   and backward, NCHW and 1-D (median);
 - unaligned matmuls (a dimension not a multiple of 16 bytes, such as a 50257-token
@@ -131,6 +136,30 @@ SHARED = {"conv_fit": {"fp16": "bf16"}, "matmul_unaligned_efficiency": {"fp16": 
 """Figures fp16 takes from bf16 (same tensor rate on the H100), named in calibration.json and
 filled in when it is read (trainfit.timing.constants): the convolution fit is one fit over
 the bf16 and fp16 convolution rows together; no fp16 unaligned matmul was measured."""
+
+
+KERNEL_GRID = Path(__file__).parents[1] / "steptime/results/kernel_grid_h100/grid.json"
+
+
+def norm_fp16_ratio(grid: dict[str, Any]) -> dict[str, float]:
+    """An fp16 batch norm's time over the same shape's in fp32, forward and backward (the
+    median over the grid's device-bound rows)."""
+    rows = {(r["dims"], r["channels"], r["per_channel"], r["dtype"]): r for r in grid["batch_norm"]}
+    forward, backward = [], []
+    for (dims, channels, per_channel, dtype), fp32 in rows.items():
+        if dtype != "fp32":
+            continue
+        fp16 = rows[(dims, channels, per_channel, "fp16")]
+        back32 = fp32["forward_backward_s"] - fp32["forward_s"]
+        back16 = fp16["forward_backward_s"] - fp16["forward_s"]
+        if fp32["forward_s"] > 100e-6:
+            forward.append(fp16["forward_s"] / fp32["forward_s"])
+        if back32 > 350e-6 and per_channel >= 65536:
+            backward.append(back16 / back32)
+    return {
+        "forward": round(statistics.median(forward), 3),
+        "backward": round(statistics.median(backward), 3),
+    }
 
 
 def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
@@ -316,6 +345,7 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "elementwise_efficiency": round(1 / (slope * bandwidth), 4),
         "elementwise_fixed_seconds": round(elementwise_fixed, 9),
         "norm_curve": norm_curve,
+        "norm_fp16_time_over_fp32": norm_fp16_ratio(json.loads(KERNEL_GRID.read_text())),
         "conv_fit": conv_fit,
         "host_backward_op_seconds": round(training["backward"]["op_seconds"], 9),
         "host_library_extra_seconds": library_extra,

@@ -39,6 +39,9 @@ class Calibration:
     matmul_unaligned_efficiency: dict[str, float]
     foreach_tensor_seconds: float
     norm_curve: dict[str, list[list[float]]]
+    norm_fp16_time_over_fp32: dict[str, float]
+    """An fp16 batch norm's time over the same batch norm's in fp32, "forward" and "backward":
+    cuDNN runs both, and its time follows the elements more than the bytes."""
     conv_fit: dict[str, dict[str, float]]
     host_op_seconds: float
     host_module_call_seconds: float

@@ -233,10 +233,16 @@ class Rates:
             # 16-64-channel BatchNorms were otherwise modelled 2x too slow on an M1 Pro)
             return _OpTime(op.bytes / self.elementwise + cal.kernel_seconds, False)
         if op.kind is OpKind.NORM:
-            # NB: PyTorch's kernel for bf16, cuDNN's for fp32 and fp16 (as profiled on CUDA)
+            # NB: PyTorch's kernel for bf16, cuDNN's for fp32 and fp16 (as profiled on CUDA);
+            # an fp16 one takes the measured share of the same batch norm's fp32 time (its
+            # bytes doubled), not half of it as its bytes would say
             curve = cal.norm_curve["bf16" if op.dtype == "bf16" else "fp32"]
             efficiency = interpolate_curve(curve, op.detail)
-            return _OpTime(op.bytes / (self.raw_bandwidth * efficiency) + cal.kernel_seconds, False)
+            moved = float(op.bytes)
+            if op.dtype == "fp16":
+                side = "backward" if phase is Phase.BACKWARD else "forward"
+                moved *= 2 * cal.norm_fp16_time_over_fp32[side]
+            return _OpTime(moved / (self.raw_bandwidth * efficiency) + cal.kernel_seconds, False)
         memory = op.bytes / self.elementwise + cal.elementwise_fixed_seconds
         if op.kind is OpKind.MEMORY or op.flops == 0:
             return _OpTime(memory, False)
