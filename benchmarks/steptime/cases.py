@@ -91,6 +91,7 @@ SETS = {
     "blind6": "blind6_cases",
     "blind7": "blind7_cases",
     "blind8": "blind8_cases",
+    "blind9": "blind9_cases",
 }
 """Each set of cases and the module under benchmarks/steptime that holds its `CASES`."""
 
