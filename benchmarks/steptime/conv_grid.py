@@ -149,9 +149,10 @@ def measure() -> dict[str, Any]:
     return record
 
 
-def predicted(row: dict[str, Any], conv: bool) -> tuple[float, float]:
+def predicted(row: dict[str, Any], conv: bool, cal: Any = None) -> tuple[float, float]:
     """trainfit's modelled device seconds of the row's forward and backward ops on the H100
-    (the ops' costs as the tracer counts them, `trace.costs.op_cost`)."""
+    (the ops' costs as the tracer counts them, `trace.costs.op_cost`), under `cal` (default:
+    the shipped calibration)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -164,7 +165,7 @@ def predicted(row: dict[str, Any], conv: bool) -> tuple[float, float]:
     dtype = {"fp16": torch.float16, "fp32": torch.float32}[row["dtype"]]
     precision = Precision.FP16 if row["dtype"] == "fp16" else Precision.FP32
     spec = TrainSpec(model="gpt2", precision=precision)
-    rates = Rates(get_device("h100"), spec, calibration())
+    rates = Rates(get_device("h100"), spec, cal or calibration())
     aten = torch.ops.aten
     with FakeTensorMode():
         x = torch.empty(row["input"], dtype=dtype)

@@ -31,10 +31,17 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
   step a fixed part and a part per parameter tensor (steps over 4 and 256 tensors), and
   GradScaler's per tensor;
 - batch norm in fp16 (cuDNN's kernels, as for fp32): its time over the same batch norm's in
-  fp32, forward and backward, the median over the device-bound rows of the kernel grid
-  (`benchmarks/steptime/results/kernel_grid_h100/grid.json`: forward over 100 us in fp32,
-  backward over 350 us at 65536 or more elements per channel; the smaller rows are bound by
-  the host that issues them);
+  fp32, forward and backward, the median over the batch norms of the conv grid
+  (`benchmarks/steptime/results/conv_grid_h100/conv_grid.json`: device time summed from the
+  profiler's kernels, 11 shapes of 4-256 channels); the first figures (0.937 forward, 0.754
+  backward, from `kernel_grid.py`'s event-timed rows, which the host bounds below ~100 us)
+  were replaced by these;
+- convolution channel curve: a convolution's profiled time over the convolution fit's, by its
+  narrow implicit-GEMM side (as the tracer records it, `trace.costs._conv_gemm_side`), per
+  precision group and pass: the conv grid's rows (`conv_grid.json`, the VQ autoencoder's and
+  the speaker CNN's layers, square 3 x 3 convolutions of 4-256 channels) below
+  `CONV_CURVE_END`, in bins of that side: each bin's geometric-mean side and median ratio,
+  then 1 at `CONV_CURVE_END` and beyond;
 - batch norm (bf16/fp32): achieved / datasheet bandwidth of training-mode BatchNorm forward
   and backward, NCHW and 1-D (median);
 - unaligned matmuls (a dimension not a multiple of 16 bytes, such as a 50257-token
@@ -48,7 +55,10 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -58,6 +68,7 @@ import torch
 from torch.utils.flop_counter import flop_registry
 
 from trainfit.hardware.catalog import get_device
+from trainfit.timing.constants import Calibration, calibration
 
 aten = torch.ops.aten
 LSTM_PERSISTENT_HIDDEN = 128
@@ -138,27 +149,60 @@ filled in when it is read (trainfit.timing.constants): the convolution fit is on
 the bf16 and fp16 convolution rows together; no fp16 unaligned matmul was measured."""
 
 
-KERNEL_GRID = Path(__file__).parents[1] / "steptime/results/kernel_grid_h100/grid.json"
+CONV_GRID = Path(__file__).parents[1] / "steptime/results/conv_grid_h100/conv_grid.json"
+
+
+FIELDS = {f.name for f in dataclasses.fields(Calibration)} - {"shared", "host_fit"}
+
+CONV_CURVE_END = int(os.environ.get("CONV_CURVE_END", "128"))
+"""The narrow GEMM side from which a convolution keeps the fit's time: the grid's 128-channel
+3 x 3 rows came out at 0.76-1.11 of it, and the fit itself was read off wider convolutions."""
+CONV_CURVE_BINS = ((1, 4), (5, 12), (13, 24), (25, 48), (49, CONV_CURVE_END - 1))
+
+
+def conv_channel_curve(grid: dict[str, Any], cal: Any) -> dict[str, dict[str, list[list[float]]]]:
+    """Per precision group and pass, (smaller GEMM side, profiled over modelled time) points
+    from the conv grid's convolutions, the model `cal` without a channel curve."""
+    from benchmarks.steptime.conv_grid import predicted
+
+    curve: dict[str, dict[str, list[list[float]]]] = {}
+    for dtype, group in (("fp16", "half"), ("fp32", "tf32")):
+        ratios: dict[str, list[tuple[int, float]]] = {"forward": [], "backward": []}
+        for row in grid["convs"]:
+            if row["dtype"] != dtype:
+                continue
+            a, b = (row["c_in"], row["c_out"]) if row["transposed"] else (row["c_out"], row["c_in"])
+            side = min(a, b * row["kernel"] ** 2)
+            forward, backward = predicted(row, True, cal)
+            ratios["forward"].append((side, row["forward_s"] / forward))
+            ratios["backward"].append((side, row["backward_s"] / backward))
+        curve[group] = {}
+        for phase, points in ratios.items():
+            line = []
+            for low, high in CONV_CURVE_BINS:
+                chosen = [(side, ratio) for side, ratio in points if low <= side <= high]
+                if chosen:
+                    mean_log = statistics.mean(math.log(side) for side, _ in chosen)
+                    line.append(
+                        [
+                            round(math.exp(mean_log)),
+                            round(statistics.median(r for _, r in chosen), 3),
+                        ]
+                    )
+            curve[group][phase] = [*line, [CONV_CURVE_END, 1.0]]
+    return curve
 
 
 def norm_fp16_ratio(grid: dict[str, Any]) -> dict[str, float]:
     """An fp16 batch norm's time over the same shape's in fp32, forward and backward (the
-    median over the grid's device-bound rows)."""
-    rows = {(r["dims"], r["channels"], r["per_channel"], r["dtype"]): r for r in grid["batch_norm"]}
-    forward, backward = [], []
-    for (dims, channels, per_channel, dtype), fp32 in rows.items():
-        if dtype != "fp32":
-            continue
-        fp16 = rows[(dims, channels, per_channel, "fp16")]
-        back32 = fp32["forward_backward_s"] - fp32["forward_s"]
-        back16 = fp16["forward_backward_s"] - fp16["forward_s"]
-        if fp32["forward_s"] > 100e-6:
-            forward.append(fp16["forward_s"] / fp32["forward_s"])
-        if back32 > 350e-6 and per_channel >= 65536:
-            backward.append(back16 / back32)
+    median over the conv grid's batch norms, profiled device time)."""
+    rows = {(r["name"], r["dtype"]): r for r in grid["norms"]}
+    pairs = [
+        (rows[(name, "fp16")], fp32) for (name, dtype), fp32 in rows.items() if dtype == "fp32"
+    ]
     return {
-        "forward": round(statistics.median(forward), 3),
-        "backward": round(statistics.median(backward), 3),
+        side: round(statistics.median(h[f"{side}_s"] / f[f"{side}_s"] for h, f in pairs), 3)
+        for side in ("forward", "backward")
     }
 
 
@@ -345,8 +389,9 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "elementwise_efficiency": round(1 / (slope * bandwidth), 4),
         "elementwise_fixed_seconds": round(elementwise_fixed, 9),
         "norm_curve": norm_curve,
-        "norm_fp16_time_over_fp32": norm_fp16_ratio(json.loads(KERNEL_GRID.read_text())),
+        "norm_fp16_time_over_fp32": norm_fp16_ratio(json.loads(CONV_GRID.read_text())),
         "conv_fit": conv_fit,
+        "conv_channel_curve": {},
         "host_backward_op_seconds": round(training["backward"]["op_seconds"], 9),
         "host_library_extra_seconds": library_extra,
         "optimizer_host_seconds_per_param": optimizer_param,
@@ -361,6 +406,9 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     micro = json.loads(Path(sys.argv[1]).read_text())
     result = calibrate(micro)
+    # NB: the channel curve is read against the model without it (the rest as just derived)
+    bare = dataclasses.replace(calibration(), **{k: v for k, v in result.items() if k in FIELDS})
+    result["conv_channel_curve"] = conv_channel_curve(json.loads(CONV_GRID.read_text()), bare)
     Path(sys.argv[2]).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 

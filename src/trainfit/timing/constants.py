@@ -43,6 +43,11 @@ class Calibration:
     """An fp16 batch norm's time over the same batch norm's in fp32, "forward" and "backward":
     cuDNN runs both, and its time follows the elements more than the bytes."""
     conv_fit: dict[str, dict[str, float]]
+    conv_channel_curve: dict[str, dict[str, list[list[float]]]]
+    """A convolution's time over `conv_fit`'s, by its smaller implicit-GEMM side (channels
+    times kernel size): per precision group ("half": fp16 and bf16; "tf32": fp32) and pass
+    ("forward", "backward"), points (side, factor), 1 from the last point on. cuDNN's kernels
+    for few channels run far below the fit's efficiency, their weight gradients most."""
     host_op_seconds: float
     host_module_call_seconds: float
     sync_seconds: float

@@ -252,7 +252,14 @@ class Rates:
             fit = self.fitted(FittedKernel.CONV, cal.conv_fit, precision)
             compute = op.flops / (peak * fit["compute_efficiency"])
             moving = op.bytes / (self.raw_bandwidth * fit["memory_efficiency"])
-            return _OpTime(compute + moving + fit["fixed_seconds"], compute >= moving)
+            seconds = compute + moving + fit["fixed_seconds"]
+            group = cal.conv_channel_curve.get("tf32" if precision in ("tf32", "fp32") else "half")
+            if op.detail and group:
+                # NB: by the step's phase: a convolution recomputed under checkpointing takes
+                # the backward's factor
+                side = "backward" if phase is Phase.BACKWARD else "forward"
+                seconds *= interpolate_curve(group[side], op.detail)
+            return _OpTime(seconds, compute >= moving)
         if op.kind is OpKind.ATTENTION:
             efficiency = self.fitted(FittedKernel.ATTENTION, cal.attention_efficiency, precision)
             fixed = 0.0

@@ -65,8 +65,8 @@ class OpCost:
     """What else decides the kernel: a recurrent layer's recurrent weight elements (gates x
     hidden x output size: cuDNN switches to its persistent kernels below a size), a foreach
     op's tensor count over all its lists, 1 for a matmul with a dimension not a multiple of 16
-    bytes (cuBLAS then picks slower kernels), a batch norm's channels (its parallelism); 0
-    otherwise."""
+    bytes (cuBLAS then picks slower kernels), a batch norm's channels (its parallelism), an
+    ungrouped convolution's narrow implicit-GEMM side (`_conv_gemm_side`); 0 otherwise."""
     graph: bool = False
     """Whether the op recorded an autograd node (grad mode on and an input requiring grad):
     the host then does more work to issue it."""
@@ -330,9 +330,27 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
         detail = 0 if _aligned(inputs + outputs) else 1
     elif kind is OpKind.NORM:
         detail = inputs[0].shape[1] if inputs and inputs[0].dim() > 1 else 0
+    elif kind is OpKind.CONV:
+        detail = _conv_gemm_side(func, args, kwargs)
     else:
         detail = 0
     return OpCost(kind, dtype, flops, moved, 1, detail, graph)
+
+
+def _conv_gemm_side(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """An ungrouped convolution's narrow implicit-GEMM side: for a weight of shape (A, B,
+    kernel...) (A the output channels, B the input's; the other way round when transposed),
+    the fewer of A and B times the kernel's size: the GEMM's columns and its reduction in the
+    forward, its rows and columns in the weight gradient (0 for a grouped or pointwise
+    convolution, or where no weight is found)."""
+    weight = _argument(func, args, kwargs, "weight")
+    groups = _argument(func, args, kwargs, "groups")
+    if not isinstance(weight, torch.Tensor) or weight.dim() < 3 or (groups or 1) != 1:
+        return 0
+    size = math.prod(weight.shape[2:])
+    # NB: a pointwise (1 x 1) convolution is a plain GEMM; the channel curve was read off
+    # spatial kernels only, and ResNet-50's pointwise convolutions at 64 channels run at the fit
+    return min(weight.shape[0], weight.shape[1] * size) if size > 1 else 0
 
 
 def _aligned(tensors: Sequence[torch.Tensor]) -> bool:
