@@ -92,6 +92,7 @@ SETS = {
     "blind7": "blind7_cases",
     "blind8": "blind8_cases",
     "blind9": "blind9_cases",
+    "blind10": "blind10_cases",
 }
 """Each set of cases and the module under benchmarks/steptime that holds its `CASES`."""
 
