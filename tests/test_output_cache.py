@@ -73,3 +73,45 @@ def test_an_unsafe_view_is_made_over_its_input_storage() -> None:
             assert out.untyped_storage() is x.untyped_storage()
             assert out.shape == (24,)
     assert cache.hits == 1
+
+
+def test_a_table_is_shared_within_its_scope_only() -> None:
+    scope = ("test", object())
+    table = output_cache.shared_entries(scope)
+    assert output_cache.shared_entries(scope) is table
+    assert output_cache.shared_entries(("test", object())) is not table
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert output_cache.shared_entries(scope) is not table
+    finally:
+        torch.set_default_dtype(previous)
+    first, second, alone = (output_cache.OutputCache(e) for e in (table, table, None))
+    with FakeTensorMode() as mode:
+        x = mode.from_tensor(torch.empty(3, 5))
+        args = (x, x)
+        for cache in (first, second, alone):
+            key = cache.key(torch.ops.aten.add.Tensor, args, {})
+            assert key is not None
+            out = cache.replay(key, args)
+            if out is output_cache.MISS:
+                out = torch.ops.aten.add.Tensor(*args)
+                cache.remember(key, out, args, {})
+            assert out.shape == (3, 5)
+    assert (first.hits, second.hits, alone.hits) == (0, 1, 0)
+
+
+@pytest.mark.slow
+def test_a_trace_after_others_is_the_trace_made_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # NB: outputs remembered by earlier traces of the process (other models, batches, layer
+    # counts) make the same trace as dispatching every op; the table starts empty here
+    monkeypatch.setattr(output_cache, "_TABLES", {})
+    for name in sorted(SPECS):
+        trace_step(TrainSpec(**SPECS[name]))
+        trace_step(TrainSpec(**{**SPECS[name], "batch": SPECS[name]["batch"] + 1}))
+    shared = {name: trace_step(TrainSpec(**SPECS[name])) for name in sorted(SPECS)}
+    monkeypatch.setattr(output_cache.OutputCache, "key", lambda self, func, args, kwargs: None)
+    for name in sorted(SPECS):
+        alone = trace_step(TrainSpec(**SPECS[name]))
+        assert shared[name] == alone and shared[name].costs == alone.costs, name
+        assert _canonical(shared[name]) == _canonical(alone), name

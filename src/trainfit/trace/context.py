@@ -89,7 +89,8 @@ def tracing(
         _fakeify(model, mode)
     except (AttributeError, ImportError) as exc:
         raise internal_moved(exc) from exc
-    recorder = Recorder()
+    # NB: what the rules install below the recorder depends on the target and autocast dtype
+    recorder = Recorder(scope=(target, autocast_dtype))
     rules = target.rules(autocast_dtype)
     cudnn = CudnnLstm(recorder) if target.kind is DeviceKind.CUDA else None
     with contextlib.ExitStack() as stack:

@@ -2,7 +2,10 @@
 
 A training step repeats each op of a block once per layer on the same shapes; `OutputCache`
 answers the repeats without dispatching to FakeTensorMode (see its docstring for what it may
-answer and how).
+answer and how). What it learns is kept for the process's later traces of the same target and
+autocast dtype (`shared_entries`): a stamped step traces its model at 2, 3 and 4 layers on the
+same shapes, and a plan traces one setting at several micro-batches (the weights', gradients'
+and optimizer's ops keep their shapes).
 """
 
 from __future__ import annotations
@@ -57,6 +60,36 @@ class _Same:
     """Index of the argument returned as is (an in-place op)."""
 
 
+_TABLES: dict[tuple[object, ...], dict[tuple[object, ...], object]] = {}
+"""`shared_entries`' tables, by scope and the global state a call's outputs may read."""
+_LIMIT = 200_000
+"""Entries a table holds before it starts again (a long process tracing many models)."""
+_CACHEABLE: dict[object, bool] = {}
+"""`_cacheable` by op (a property of the op alone)."""
+
+
+def shared_entries(scope: tuple[object, ...]) -> dict[tuple[object, ...], object]:
+    """The output cache's entries kept for the traces of `scope` in this process.
+
+    An entry is how an op's outputs are made from its arguments' metadata (shapes, strides,
+    dtypes, devices, offsets and the plain values of its key): the same for every trace that
+    dispatches that op to the same kernels. `scope` names what a trace installs below the
+    recorder (its target's rules, which register meta kernels of their own, and its autocast
+    dtype); the default dtype, the default device and inference mode, which FakeTensorMode's
+    own cache keys on, are added here. A table past `_LIMIT` entries starts again empty.
+    """
+    context = (
+        scope,
+        torch.get_default_dtype(),
+        torch._C._get_default_device(),
+        torch.is_inference_mode_enabled(),
+    )
+    table = _TABLES.get(context)
+    if table is None or len(table) > _LIMIT:
+        table = _TABLES[context] = {}
+    return table
+
+
 class OutputCache:
     """Outputs of ops by op and argument metadata, made again without dispatching.
 
@@ -73,9 +106,10 @@ class OutputCache:
     `_unsafe_view` returns a view and declares none).
     """
 
-    def __init__(self) -> None:
-        self._entries: dict[tuple[object, ...], object] = {}
-        self._cacheable: dict[object, bool] = {}
+    def __init__(self, entries: dict[tuple[object, ...], object] | None = None) -> None:
+        """`entries`: a table shared with other traces (`shared_entries`); default, its own."""
+        self._entries: dict[tuple[object, ...], object] = {} if entries is None else entries
+        self._cacheable = _CACHEABLE
         self._mode: Any = None
         self.hits = 0
 
@@ -123,7 +157,9 @@ class OutputCache:
     def replay(self, key: tuple[object, ...], args: tuple[Any, ...]) -> Any:
         """New outputs for a cached call, or MISS."""
         entry = self._entries.get(key, _NOT_CACHED)
-        if entry is _NOT_CACHED:
+        if entry is _NOT_CACHED or self._mode is None:
+            # NB: a shared entry may be met before this trace's fake mode is known (a factory
+            # op with no tensor argument); it dispatches, as the trace's first such call did
             return MISS
         self.hits += 1
         kind, templates = entry  # type: ignore[misc]

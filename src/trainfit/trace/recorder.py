@@ -33,7 +33,7 @@ from trainfit.trace.costs import (
     graph_op,
     op_cost,
 )
-from trainfit.trace.output_cache import MISS, OutputCache
+from trainfit.trace.output_cache import MISS, OutputCache, shared_entries
 from trainfit.training import Phase
 
 aten = torch.ops.aten
@@ -143,7 +143,9 @@ class Recorder(TorchDispatchMode):
         # says no; nothing is compiled inside a trace, and the guard cost 8% of one
         return False
 
-    def __init__(self) -> None:
+    def __init__(self, scope: tuple[object, ...] | None = None) -> None:
+        """`scope`: the output cache's entries are shared with the process's other traces of
+        this scope (`output_cache.shared_entries`); None keeps them to this trace."""
         super().__init__()
         self.events: list[Event] = []
         self.workspaces: list[WorkspaceEvent] = []
@@ -159,7 +161,7 @@ class Recorder(TorchDispatchMode):
         self._finished = False
         self._silent = False
         self.ops = 0
-        self._outputs = OutputCache()
+        self._outputs = OutputCache(None if scope is None else shared_entries(scope))
         self.costs = CostLog()
 
     # -- bookkeeping ----------------------------------------------------------------------

@@ -176,9 +176,14 @@ def _checked(
     """The rule fitted to `traced` as a function of the layer count when it makes `actual`
     (at `check` layers) exactly; else None, and why not."""
     why, detail = Unstamped.NOT_INSERTIONS, ""
+    try:
+        streams = [_streams(t, entries) for t, entries in traced]
+    except NoPeriod as exc:
+        return None, why, str(exc)
+    fitted: dict[tuple[str, int], Layout | NoPeriod] = {}
     for order, *near in itertools.product(ORDERS, NEAR, NEAR):
         try:
-            rule = _Rule.of(traced, counts, (near[0], near[1]), order)
+            rule = _Rule.of(traced, counts, (near[0], near[1]), order, streams, fitted)
             made, made_entries = rule.made(check)
         except NoPeriod as exc:
             detail = str(exc)
@@ -207,13 +212,28 @@ class _Rule:
 
     @classmethod
     def of(
-        cls, traced: list[Traced], counts: tuple[int, ...], near: tuple[int, int], order: str
+        cls,
+        traced: list[Traced],
+        counts: tuple[int, ...],
+        near: tuple[int, int],
+        order: str,
+        streams: list[list[list[Item]]],
+        fitted: dict[tuple[str, int], Layout | NoPeriod],
     ) -> _Rule:
         """The rule of traces at consecutive `counts`; `near`: the events' and the other
-        sequences' (`trainfit.trace.periodic.NEAR`); `order` as in `periodic.ORDERS`."""
+        sequences' (`trainfit.trace.periodic.NEAR`); `order` as in `periodic.ORDERS`.
+        `streams`: the traces' `_streams`; `fitted`: the events' layouts fitted so far for
+        these traces, by order and events' `near` (kept across the forms tried)."""
         traces = [t for t, _ in traced]
-        streams = [_streams(t, entries) for t, entries in traced]
-        events = fit([s[0] for s in streams], counts, None, near[0], order, _frees)
+        events = fitted.get((order, near[0]))
+        if events is None:
+            try:
+                events = fit([s[0] for s in streams], counts, None, near[0], order, _frees)
+            except NoPeriod as exc:
+                events = exc
+            fitted[order, near[0]] = events
+        if isinstance(events, NoPeriod):
+            raise NoPeriod(str(events))
         layouts = [
             fit([s[i] for s in streams], counts, events, near[1], order, _holds)
             for i in range(1, len(streams[0]))
