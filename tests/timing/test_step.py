@@ -9,6 +9,7 @@ from trainfit.spec import TrainSpec
 from trainfit.timing.basis import BorrowedFit, FittedKernel
 from trainfit.timing.constants import calibration
 from trainfit.timing.families import matmul_efficiency
+from trainfit.timing.kernels import interpolate_curve
 from trainfit.timing.step import (
     BORROWED_FROM,
     Rates,
@@ -189,3 +190,35 @@ def test_an_apple_gpu_pays_one_fixed_cost_in_every_precision() -> None:
     ratio = cal.matmul_efficiency["fp32"] / cal.matmul_efficiency["fp16"]
     assert fp16 > fp32 * 0.9
     assert fp16 < fp32 * max(ratio, 1.0) * 1.01
+
+
+def _rates(precision: str) -> Rates:
+    return Rates(get_device("h100"), TrainSpec(model="gpt2", precision=precision), calibration())
+
+
+def test_a_convolution_with_few_channels_runs_slower_than_the_fit_says() -> None:
+    rates, cal = _rates("fp16"), calibration()
+    wide = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=0)
+    narrow = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=12)
+    at_end = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=4096)
+    for phase in (Phase.FORWARD, Phase.BACKWARD):
+        fit = rates.time(wide, phase).seconds
+        assert rates.time(at_end, phase).seconds == fit
+        side = "backward" if phase is Phase.BACKWARD else "forward"
+        factor = interpolate_curve(cal.conv_channel_curve["half"][side], 12)
+        assert factor > 1
+        assert rates.time(narrow, phase).seconds == pytest.approx(fit * factor)
+    assert rates.time(narrow, Phase.BACKWARD).seconds > rates.time(narrow, Phase.FORWARD).seconds
+
+
+def test_an_fp16_batch_norm_takes_its_measured_share_of_the_fp32_time() -> None:
+    cal = calibration()
+    fp16 = OpCost(OpKind.NORM, "fp16", 0, 10**8, 1, detail=64)
+    fp32 = OpCost(OpKind.NORM, "fp32", 0, 2 * 10**8, 1, detail=64)
+    rates = _rates("fp16")
+    for phase, side in ((Phase.FORWARD, "forward"), (Phase.BACKWARD, "backward")):
+        kernel = cal.kernel_seconds
+        ratio = (rates.time(fp16, phase).seconds - kernel) / (
+            rates.time(fp32, phase).seconds - kernel
+        )
+        assert ratio == pytest.approx(cal.norm_fp16_time_over_fp32[side])

@@ -81,3 +81,25 @@ def test_interpolated_costs_keep_a_recurrent_call_s_layers() -> None:
         3 * 128 * 128,
         True,
     )
+
+
+def _conv_cost(weight: tuple[int, ...], groups: int = 1, transposed: bool = False) -> OpCost:
+    from trainfit.trace.costs import op_cost
+
+    aten = torch.ops.aten
+    channels = weight[0] if transposed else weight[1] * groups
+    x = torch.empty(2, channels, 16, 16, device="meta")
+    w = torch.empty(weight, device="meta")
+    args = (x, w, None, [1, 1], [1, 1], [1, 1], transposed, [0, 0], groups)
+    return op_cost(aten.convolution.default, args, {}, aten.convolution.default(*args))
+
+
+def test_a_convolution_records_its_narrow_implicit_gemm_side() -> None:
+    # the fewer of the output channels and the input channels times the kernel's size
+    assert _conv_cost((32, 1, 4, 4)).detail == 16
+    assert _conv_cost((1, 32, 3, 3)).detail == 1
+    assert _conv_cost((64, 3, 7, 7)).detail == 64
+    assert _conv_cost((64, 96, 4, 4), transposed=True).detail == 64
+    # pointwise and grouped convolutions keep the conv fit alone
+    assert _conv_cost((64, 256, 1, 1)).detail == 0
+    assert _conv_cost((64, 1, 3, 3), groups=64).detail == 0

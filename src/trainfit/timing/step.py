@@ -155,6 +155,11 @@ class Rates:
         self._peaks: dict[str, float] = {}
         self._apple_fixed: float | None = None
         self.family_matmul = matmul_efficiency(device.name)
+        self.cudnn_rules = device.kind is DeviceKind.CUDA and device.name not in family_fits()
+        """Whether the kernel rules read off the calibration GPU's cuDNN (a convolution's channel
+        curve, an fp16 batch norm's share of the fp32 time) apply: on a CUDA device whose kernel
+        times are the calibration's unscaled. A family's factors were fitted on public runs
+        with the model before those rules (families.json), so its devices keep that model."""
         self.borrowed: dict[tuple[FittedKernel, str], None] = {}
         """The (kernel, precision) pairs timed with `BORROWED_FROM`'s fit, in order."""
 
@@ -239,7 +244,7 @@ class Rates:
             curve = cal.norm_curve["bf16" if op.dtype == "bf16" else "fp32"]
             efficiency = interpolate_curve(curve, op.detail)
             moved = float(op.bytes)
-            if op.dtype == "fp16":
+            if op.dtype == "fp16" and self.cudnn_rules:
                 side = "backward" if phase is Phase.BACKWARD else "forward"
                 moved *= 2 * cal.norm_fp16_time_over_fp32[side]
             return _OpTime(moved / (self.raw_bandwidth * efficiency) + cal.kernel_seconds, False)
@@ -254,7 +259,7 @@ class Rates:
             moving = op.bytes / (self.raw_bandwidth * fit["memory_efficiency"])
             seconds = compute + moving + fit["fixed_seconds"]
             group = cal.conv_channel_curve.get("tf32" if precision in ("tf32", "fp32") else "half")
-            if op.detail and group:
+            if op.detail and group and self.cudnn_rules:
                 # NB: by the step's phase: a convolution recomputed under checkpointing takes
                 # the backward's factor
                 side = "backward" if phase is Phase.BACKWARD else "forward"
