@@ -222,3 +222,15 @@ def test_an_fp16_batch_norm_takes_its_measured_share_of_the_fp32_time() -> None:
             rates.time(fp32, phase).seconds - kernel
         )
         assert ratio == pytest.approx(cal.norm_fp16_time_over_fp32[side])
+
+
+def test_a_fitted_familys_device_keeps_the_model_its_factors_were_fitted_on() -> None:
+    # rtx-4060 is in a family with factors fitted on public runs; the H100 is the calibration's
+    narrow = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=12)
+    plain = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=0)
+    spec = TrainSpec(model="gpt2", precision="fp16")
+    fitted = Rates(get_device("rtx-4060"), spec, calibration())
+    own = Rates(get_device("h100"), spec, calibration())
+    assert not fitted.cudnn_rules and own.cudnn_rules
+    assert fitted.time(narrow, Phase.BACKWARD) == fitted.time(plain, Phase.BACKWARD)
+    assert own.time(narrow, Phase.BACKWARD).seconds > own.time(plain, Phase.BACKWARD).seconds
