@@ -65,6 +65,19 @@ def _device_seconds(fn: Any, calls: int = 5) -> float:
     return total_us / calls / 1e6
 
 
+def _passes(forward: Any) -> tuple[float, float]:
+    """Device seconds of `forward` alone, and of its backward (forward and backward, less it)."""
+    import torch
+
+    grad = torch.randn_like(forward())
+
+    def both() -> None:
+        torch.autograd.backward(forward(), grad)
+
+    alone = _device_seconds(forward)
+    return alone, _device_seconds(both) - alone
+
+
 def _conv_row(row: tuple[Any, ...], dtype_name: str) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
@@ -81,12 +94,7 @@ def _conv_row(row: tuple[Any, ...], dtype_name: str) -> dict[str, Any]:
             return F.conv_transpose2d(x, weight, stride=stride, padding=padding)
         return F.conv2d(x, weight, stride=stride, padding=padding)
 
-    grad = torch.randn_like(forward())
-
-    def both() -> None:
-        torch.autograd.backward(forward(), grad)
-
-    fwd = _device_seconds(forward)
+    fwd, bwd = _passes(forward)
     return {
         "name": name,
         "dtype": dtype_name,
@@ -98,7 +106,7 @@ def _conv_row(row: tuple[Any, ...], dtype_name: str) -> dict[str, Any]:
         "transposed": transposed,
         "input": [n, c_in, h, w],
         "forward_s": fwd,
-        "backward_s": _device_seconds(both) - fwd,
+        "backward_s": bwd,
     }
 
 
@@ -116,18 +124,13 @@ def _norm_row(row: tuple[Any, ...], dtype_name: str) -> dict[str, Any]:
     def forward() -> Any:
         return F.batch_norm(x, mean, var, weight, bias, training=True)
 
-    grad = torch.randn_like(forward())
-
-    def both() -> None:
-        torch.autograd.backward(forward(), grad)
-
-    fwd = _device_seconds(forward)
+    fwd, bwd = _passes(forward)
     return {
         "name": name,
         "dtype": dtype_name,
         "input": [n, c, h, w],
         "forward_s": fwd,
-        "backward_s": _device_seconds(both) - fwd,
+        "backward_s": bwd,
     }
 
 
