@@ -125,7 +125,7 @@ TOLERANCE: dict[str, float] = {
     # 8 convolutional networks with few channels and a ResNet-18 control, predicted before they
     # ran by the convolution channel curve (blind10_predictions.json, rules at 73fc475), timed
     # as a loop runs them (blind10_h100.md, 2 runs each, spread median 1.5%); published: median
-    # 7.0%, worst tiny-cnn-fp32-b512 -26.7%
+    # 7.05%, worst tiny-cnn-fp32-b512 -26.7%
     "steptime-blind10": 0.27,
     # largest micro-batch, 10 measured to the sample; published: 8 within 5%, worst +10.0%
     # (llama-3.2-1b-pure-bf16-s2048: 11 for 10) (max_batch_h100.md); a case measured only to a
