@@ -245,8 +245,7 @@ class Rates:
             efficiency = interpolate_curve(curve, op.detail)
             moved = float(op.bytes)
             if op.dtype == "fp16" and self.cudnn_rules:
-                side = "backward" if phase is Phase.BACKWARD else "forward"
-                moved *= 2 * cal.norm_fp16_time_over_fp32[side]
+                moved *= 2 * cal.norm_fp16_time_over_fp32[_pass(op)]
             return _OpTime(moved / (self.raw_bandwidth * efficiency) + cal.kernel_seconds, False)
         memory = op.bytes / self.elementwise + cal.elementwise_fixed_seconds
         if op.kind is OpKind.MEMORY or op.flops == 0:
@@ -260,10 +259,7 @@ class Rates:
             seconds = compute + moving + fit["fixed_seconds"]
             group = cal.conv_channel_curve.get("tf32" if precision in ("tf32", "fp32") else "half")
             if op.detail and group and self.cudnn_rules:
-                # NB: by the step's phase: a convolution recomputed under checkpointing takes
-                # the backward's factor
-                side = "backward" if phase is Phase.BACKWARD else "forward"
-                seconds *= interpolate_curve(group[side], op.detail)
+                seconds *= interpolate_curve(group[_pass(op)], op.detail)
             return _OpTime(seconds, compute >= moving)
         if op.kind is OpKind.ATTENTION:
             efficiency = self.fitted(FittedKernel.ATTENTION, cal.attention_efficiency, precision)
@@ -283,6 +279,13 @@ class Rates:
             fixed = self.matmul_fixed(precision) * aligned / efficiency
         compute = op.flops / (peak * efficiency) + fixed + cal.kernel_seconds * op.kernels
         return _OpTime(max(compute, memory), compute >= memory)
+
+
+def _pass(op: OpCost) -> str:
+    """Which of a cuDNN rule's factors, "forward" or "backward", times `op`: by the op, not the
+    step's phase (a forward recomputed in the backward under checkpointing runs the forward's
+    kernels)."""
+    return "backward" if op.gradient else "forward"
 
 
 def host_costs(cal: Calibration, kinds: list[OpKind], phase: Phase, per_op: float) -> list[float]:
