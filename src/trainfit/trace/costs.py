@@ -352,10 +352,17 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
 
 def _conv_gemm_side(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     """An ungrouped convolution's narrow implicit-GEMM side: for a weight of shape (A, B,
-    kernel...) (A the output channels, B the input's; the other way round when transposed),
-    the fewer of A and B times the kernel's size: the GEMM's columns and its reduction in the
-    forward, its rows and columns in the weight gradient (0 for a grouped or pointwise
-    convolution, or where no weight is found)."""
+    kernel...), the fewer of A and B times the kernel's size (every spatial extent: 1-D to
+    3-D alike); 0 for a grouped or pointwise convolution, or where no weight is found. The
+    same for the convolution's forward and its backward (`convolution_backward` takes the
+    forward's weight).
+
+    NB: for a convolution, A is its output channels and B its input's: (A, B x kernel) are its
+    forward GEMM's columns and reduction and its weight gradient's rows and columns (its input
+    gradient's are B and A x kernel). A transposed convolution's weight is (input channels,
+    output channels, kernel...): (A, B x kernel) are then its two gradients' sides, its
+    forward's being B and A x kernel. The channel curve was read off this side as written,
+    transposed rows included (benchmarks/timing/calibrate.py), whichever GEMM it names."""
     weight = _argument(func, args, kwargs, "weight")
     groups = _argument(func, args, kwargs, "groups")
     if not isinstance(weight, torch.Tensor) or weight.dim() < 3 or (groups or 1) != 1:
