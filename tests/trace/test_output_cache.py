@@ -75,7 +75,8 @@ def test_an_unsafe_view_is_made_over_its_input_storage() -> None:
     assert cache.hits == 1
 
 
-def test_a_table_is_shared_within_its_scope_only() -> None:
+def test_a_table_is_shared_within_its_scope_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output_cache, "_TABLES", {})
     scope = ("test", object())
     table = output_cache.shared_entries(scope)
     assert output_cache.shared_entries(scope) is table
@@ -99,6 +100,19 @@ def test_a_table_is_shared_within_its_scope_only() -> None:
                 cache.remember(key, out, args, {})
             assert out.shape == (3, 5)
     assert (first.hits, second.hits, alone.hits) == (0, 1, 0)
+
+
+def test_a_table_past_its_limit_starts_again_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output_cache, "_TABLES", {})
+    monkeypatch.setattr(output_cache, "_LIMIT", 2)
+    scope = ("test-limit",)
+    table = output_cache.shared_entries(scope)
+    table.update({(1,): None, (2,): None})
+    assert output_cache.shared_entries(scope) is table
+    table[(3,)] = None
+    again = output_cache.shared_entries(scope)
+    assert again is not table and again == {}
+    assert output_cache.shared_entries(scope) is again
 
 
 @pytest.mark.slow
