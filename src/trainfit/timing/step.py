@@ -159,7 +159,12 @@ class Rates:
         """Whether the kernel rules read off the calibration GPU's cuDNN (a convolution's channel
         curve, an fp16 batch norm's share of the fp32 time) apply: on a CUDA device whose kernel
         times are the calibration's unscaled. A family's factors were fitted on public runs
-        with the model before those rules (families.json), so its devices keep that model."""
+        with the model before those rules (families.json), so its devices keep that model.
+        NB: membership is read from the shipped families.json, so a refit that brings a new
+        device into a family times its rows with the rules, and its predictions then without;
+        and a step measured on a device with the rules and scaled to one without (`scaled`)
+        loses their slowdown: the reference's modelled time divides it out, and the other
+        device's never had it."""
         self.borrowed: dict[tuple[FittedKernel, str], None] = {}
         """The (kernel, precision) pairs timed with `BORROWED_FROM`'s fit, in order."""
 
@@ -259,6 +264,10 @@ class Rates:
             seconds = compute + moving + fit["fixed_seconds"]
             group = cal.conv_channel_curve.get("tf32" if precision in ("tf32", "fp32") else "half")
             if op.detail and group and self.cudnn_rules:
+                # NB: the backward's factor was read off both gradients together: a backward
+                # computing one (a first layer's weight gradient, a frozen layer's input
+                # gradient) takes it as well; bf16 takes fp16's curve, 1-D and 3-D kernels the
+                # 2-D grid's
                 seconds *= interpolate_curve(group[_pass(op)], op.detail)
             return _OpTime(seconds, compute >= moving)
         if op.kind is OpKind.ATTENTION:
