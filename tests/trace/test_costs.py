@@ -140,3 +140,20 @@ def test_a_convolutions_backward_is_a_gradient_kernel_of_its_forwards_side() -> 
         backward = op_cost(aten.convolution_backward.default, back, {}, grads)
         assert (forward.gradient, backward.gradient) == (False, True)
         assert backward.detail == forward.detail
+
+
+def test_interpolated_costs_keep_a_gradient_kernel_marked() -> None:
+    # NB: a plan's costs at a batch between two traces keep a convolution's backward a gradient
+    from trainfit.trace.costs import StepCosts, interpolate
+
+    def costs(batch: int) -> StepCosts:
+        forward = OpCost(OpKind.CONV, "fp16", 1000 * batch, 10 * batch, 1, detail=16)
+        backward = OpCost(OpKind.CONV, "fp16", 2000 * batch, 20 * batch, 1, 16, gradient=True)
+        return StepCosts((forward, backward), (0,), (1,), ())
+
+    mid = interpolate(costs(2), 2, costs(6), 6, 4)
+    assert costs(2).aligned(costs(6))
+    assert [(op.flops, op.detail, op.gradient) for op in mid.table] == [
+        (4000, 16, False),
+        (8000, 16, True),
+    ]
