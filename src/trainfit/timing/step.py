@@ -130,6 +130,9 @@ precision the calibration has none for (fp32 convolutions on a GPU without TF32,
 attention): bf16's are measured for every kernel class. NB: the kernels run at their own
 precision's peak rate; the step time names each such borrowing (`BorrowedFit`)."""
 
+_CUDNN_PASS = {False: "forward", True: "backward"}
+"""A cuDNN rule's factor by `OpCost.gradient`, not by phase: a recomputed forward's is forward."""
+
 _Fit = TypeVar("_Fit")
 
 
@@ -160,11 +163,8 @@ class Rates:
         curve, an fp16 batch norm's share of the fp32 time) apply: on a CUDA device whose kernel
         times are the calibration's unscaled. A family's factors were fitted on public runs
         with the model before those rules (families.json), so its devices keep that model.
-        NB: membership is read from the shipped families.json, so a refit that brings a new
-        device into a family times its rows with the rules, and its predictions then without;
-        and a step measured on a device with the rules and scaled to one without (`scaled`)
-        loses their slowdown: the reference's modelled time divides it out, and the other
-        device's never had it."""
+        NB: a refit bringing a device into a family times its rows with the rules; a step
+        measured with them and scaled (`scaled`) to a device without loses their slowdown."""
         self.borrowed: dict[tuple[FittedKernel, str], None] = {}
         """The (kernel, precision) pairs timed with `BORROWED_FROM`'s fit, in order."""
 
@@ -250,7 +250,7 @@ class Rates:
             efficiency = interpolate_curve(curve, op.detail)
             moved = float(op.bytes)
             if op.dtype == "fp16" and self.cudnn_rules:
-                moved *= 2 * cal.norm_fp16_time_over_fp32[_pass(op)]
+                moved *= 2 * cal.norm_fp16_time_over_fp32[_CUDNN_PASS[op.gradient]]
             return _OpTime(moved / (self.raw_bandwidth * efficiency) + cal.kernel_seconds, False)
         memory = op.bytes / self.elementwise + cal.elementwise_fixed_seconds
         if op.kind is OpKind.MEMORY or op.flops == 0:
@@ -264,11 +264,8 @@ class Rates:
             seconds = compute + moving + fit["fixed_seconds"]
             group = cal.conv_channel_curve.get("tf32" if precision in ("tf32", "fp32") else "half")
             if op.detail and group and self.cudnn_rules:
-                # NB: the backward's factor was read off both gradients together: a backward
-                # computing one (a first layer's weight gradient, a frozen layer's input
-                # gradient) takes it as well; bf16 takes fp16's curve, 1-D and 3-D kernels the
-                # 2-D grid's
-                seconds *= interpolate_curve(group[_pass(op)], op.detail)
+                # NB: extrapolated to one-gradient backwards, bf16 (fp16's), 1-D and 3-D (2-D's)
+                seconds *= interpolate_curve(group[_CUDNN_PASS[op.gradient]], op.detail)
             return _OpTime(seconds, compute >= moving)
         if op.kind is OpKind.ATTENTION:
             efficiency = self.fitted(FittedKernel.ATTENTION, cal.attention_efficiency, precision)
@@ -288,13 +285,6 @@ class Rates:
             fixed = self.matmul_fixed(precision) * aligned / efficiency
         compute = op.flops / (peak * efficiency) + fixed + cal.kernel_seconds * op.kernels
         return _OpTime(max(compute, memory), compute >= memory)
-
-
-def _pass(op: OpCost) -> str:
-    """Which of a cuDNN rule's factors, "forward" or "backward", times `op`: by the op, not the
-    step's phase (a forward recomputed in the backward under checkpointing runs the forward's
-    kernels)."""
-    return "backward" if op.gradient else "forward"
 
 
 def host_costs(cal: Calibration, kinds: list[OpKind], phase: Phase, per_op: float) -> list[float]:
