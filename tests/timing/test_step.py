@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from trainfit.hardware.catalog import get_device
@@ -198,36 +200,49 @@ def _rates(precision: str) -> Rates:
 
 def test_a_convolution_with_few_channels_runs_slower_than_the_fit_says() -> None:
     rates, cal = _rates("fp16"), calibration()
-    wide = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=0)
-    narrow = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=12)
-    at_end = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=4096)
-    for phase in (Phase.FORWARD, Phase.BACKWARD):
-        fit = rates.time(wide, phase).seconds
-        assert rates.time(at_end, phase).seconds == fit
-        side = "backward" if phase is Phase.BACKWARD else "forward"
+    for side, gradient in (("forward", False), ("backward", True)):
+        wide = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=0, gradient=gradient)
+        narrow = dataclasses.replace(wide, detail=12)
+        at_end = dataclasses.replace(wide, detail=4096)
+        fit = rates.time(wide, Phase.FORWARD).seconds
+        assert rates.time(at_end, Phase.FORWARD).seconds == fit
         factor = interpolate_curve(cal.conv_channel_curve["half"][side], 12)
         assert factor > 1
-        assert rates.time(narrow, phase).seconds == pytest.approx(fit * factor)
-    assert rates.time(narrow, Phase.BACKWARD).seconds > rates.time(narrow, Phase.FORWARD).seconds
+        assert rates.time(narrow, Phase.FORWARD).seconds == pytest.approx(fit * factor)
+    forward = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=12)
+    gradient = dataclasses.replace(forward, gradient=True)
+    assert rates.time(gradient, Phase.BACKWARD).seconds > rates.time(forward, Phase.FORWARD).seconds
+
+
+def test_a_forward_recomputed_under_checkpointing_takes_the_forwards_factors() -> None:
+    # NB: the cuDNN rules follow the op, not the step's phase: a checkpointed block's
+    # convolutions and batch norms run again in the backward with the forward's kernels
+    rates = _rates("fp16")
+    for kind, detail in ((OpKind.CONV, 12), (OpKind.NORM, 64)):
+        forward = OpCost(kind, "fp16", 10**10, 10**8, 1, detail=detail)
+        gradient = dataclasses.replace(forward, gradient=True)
+        recomputed = rates.time(forward, Phase.BACKWARD)
+        assert recomputed == rates.time(forward, Phase.FORWARD)
+        assert recomputed != rates.time(gradient, Phase.BACKWARD)
 
 
 def test_an_fp16_batch_norm_takes_its_measured_share_of_the_fp32_time() -> None:
     cal = calibration()
-    fp16 = OpCost(OpKind.NORM, "fp16", 0, 10**8, 1, detail=64)
-    fp32 = OpCost(OpKind.NORM, "fp32", 0, 2 * 10**8, 1, detail=64)
     rates = _rates("fp16")
-    for phase, side in ((Phase.FORWARD, "forward"), (Phase.BACKWARD, "backward")):
+    for side, gradient in (("forward", False), ("backward", True)):
+        fp16 = OpCost(OpKind.NORM, "fp16", 0, 10**8, 1, detail=64, gradient=gradient)
+        fp32 = dataclasses.replace(fp16, dtype="fp32", bytes=2 * 10**8)
         kernel = cal.kernel_seconds
-        ratio = (rates.time(fp16, phase).seconds - kernel) / (
-            rates.time(fp32, phase).seconds - kernel
+        ratio = (rates.time(fp16, Phase.FORWARD).seconds - kernel) / (
+            rates.time(fp32, Phase.FORWARD).seconds - kernel
         )
         assert ratio == pytest.approx(cal.norm_fp16_time_over_fp32[side])
 
 
 def test_a_fitted_familys_device_keeps_the_model_its_factors_were_fitted_on() -> None:
     # rtx-4060 is in a family with factors fitted on public runs; the H100 is the calibration's
-    narrow = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=12)
-    plain = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=0)
+    narrow = OpCost(OpKind.CONV, "fp16", 10**10, 10**8, 1, detail=12, gradient=True)
+    plain = dataclasses.replace(narrow, detail=0)
     spec = TrainSpec(model="gpt2", precision="fp16")
     fitted = Rates(get_device("rtx-4060"), spec, calibration())
     own = Rates(get_device("h100"), spec, calibration())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from trainfit.trace.costs import CostLog, OpCost, OpKind, graph_op
@@ -83,15 +85,26 @@ def test_interpolated_costs_keep_a_recurrent_call_s_layers() -> None:
     )
 
 
+def _conv_call(
+    weight: tuple[int, ...], groups: int = 1, transposed: bool = False
+) -> tuple[tuple[Any, ...], torch.Tensor]:
+    """A convolution's arguments (input of batch 2, 16 wide in every spatial dimension,
+    stride 1, padding 1) and its output, on the meta device."""
+    aten = torch.ops.aten
+    spatial = len(weight) - 2
+    channels = weight[0] if transposed else weight[1] * groups
+    x = torch.empty(2, channels, *[16] * spatial, device="meta")
+    w = torch.empty(weight, device="meta")
+    ones, zeros = [1] * spatial, [0] * spatial
+    args = (x, w, None, ones, ones, ones, transposed, zeros, groups)
+    return args, aten.convolution.default(*args)
+
+
 def _conv_cost(weight: tuple[int, ...], groups: int = 1, transposed: bool = False) -> OpCost:
     from trainfit.trace.costs import op_cost
 
-    aten = torch.ops.aten
-    channels = weight[0] if transposed else weight[1] * groups
-    x = torch.empty(2, channels, 16, 16, device="meta")
-    w = torch.empty(weight, device="meta")
-    args = (x, w, None, [1, 1], [1, 1], [1, 1], transposed, [0, 0], groups)
-    return op_cost(aten.convolution.default, args, {}, aten.convolution.default(*args))
+    args, out = _conv_call(weight, groups, transposed)
+    return op_cost(torch.ops.aten.convolution.default, args, {}, out)
 
 
 def test_a_convolution_records_its_narrow_implicit_gemm_side() -> None:
@@ -100,6 +113,47 @@ def test_a_convolution_records_its_narrow_implicit_gemm_side() -> None:
     assert _conv_cost((1, 32, 3, 3)).detail == 1
     assert _conv_cost((64, 3, 7, 7)).detail == 64
     assert _conv_cost((64, 96, 4, 4), transposed=True).detail == 64
+    # a 1-D and a 3-D convolution: the kernel's size is all its spatial extents
+    assert _conv_cost((16, 4, 3)).detail == 12
+    assert _conv_cost((64, 2, 3, 3, 3)).detail == 54
     # pointwise and grouped convolutions keep the conv fit alone
     assert _conv_cost((64, 256, 1, 1)).detail == 0
     assert _conv_cost((64, 1, 3, 3), groups=64).detail == 0
+
+
+def test_a_convolutions_backward_is_a_gradient_kernel_of_its_forwards_side() -> None:
+    # NB: convolution_backward takes the forward's weight, groups and transposed: the same side
+    from trainfit.trace.costs import op_cost
+
+    aten = torch.ops.aten
+    for weight, groups, transposed in (
+        ((32, 1, 4, 4), 1, False),
+        ((64, 96, 4, 4), 1, True),
+        ((16, 4, 3), 1, False),
+        ((64, 2, 3, 3, 3), 1, False),
+        ((64, 1, 3, 3), 64, False),
+    ):
+        args, out = _conv_call(weight, groups, transposed)
+        forward = op_cost(aten.convolution.default, args, {}, out)
+        back = (out, args[0], args[1], [0], *args[3:], [True, True, False])
+        grads = aten.convolution_backward.default(*back)
+        backward = op_cost(aten.convolution_backward.default, back, {}, grads)
+        assert (forward.gradient, backward.gradient) == (False, True)
+        assert backward.detail == forward.detail
+
+
+def test_interpolated_costs_keep_a_gradient_kernel_marked() -> None:
+    # NB: a plan's costs at a batch between two traces keep a convolution's backward a gradient
+    from trainfit.trace.costs import StepCosts, interpolate
+
+    def costs(batch: int) -> StepCosts:
+        forward = OpCost(OpKind.CONV, "fp16", 1000 * batch, 10 * batch, 1, detail=16)
+        backward = OpCost(OpKind.CONV, "fp16", 2000 * batch, 20 * batch, 1, 16, gradient=True)
+        return StepCosts((forward, backward), (0,), (1,), ())
+
+    mid = interpolate(costs(2), 2, costs(6), 6, 4)
+    assert costs(2).aligned(costs(6))
+    assert [(op.flops, op.detail, op.gradient) for op in mid.table] == [
+        (4000, 16, False),
+        (8000, 16, True),
+    ]

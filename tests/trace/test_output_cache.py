@@ -3,6 +3,8 @@ FakeTensorMode."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -56,6 +58,17 @@ def test_cached_outputs_trace_like_dispatched_ones(
     assert _canonical(cached) == _canonical(dispatched)
 
 
+def _called(cache: output_cache.OutputCache, func: Any, args: tuple[Any, ...]) -> Any:
+    """`func(*args)` as the recorder calls it: answered by `cache`, else dispatched and kept."""
+    key = cache.key(func, args, {})
+    assert key is not None
+    out = cache.replay(key, args)
+    if out is output_cache.MISS:
+        out = func(*args)
+        cache.remember(key, out, args, {})
+    return out
+
+
 def test_an_unsafe_view_is_made_over_its_input_storage() -> None:
     # NB: `_unsafe_view` declares no alias but returns a view: made again as a fresh tensor it
     # would be a second allocation
@@ -63,19 +76,14 @@ def test_an_unsafe_view_is_made_over_its_input_storage() -> None:
     with FakeTensorMode() as mode:
         x = mode.from_tensor(torch.empty(4, 6))
         for _ in range(2):
-            args = (x, [24])
-            key = cache.key(torch.ops.aten._unsafe_view.default, args, {})
-            assert key is not None
-            out = cache.replay(key, args)
-            if out is output_cache.MISS:
-                out = torch.ops.aten._unsafe_view.default(*args)
-                cache.remember(key, out, args, {})
+            out = _called(cache, torch.ops.aten._unsafe_view.default, (x, [24]))
             assert out.untyped_storage() is x.untyped_storage()
             assert out.shape == (24,)
     assert cache.hits == 1
 
 
-def test_a_table_is_shared_within_its_scope_only() -> None:
+def test_a_table_is_shared_within_its_scope_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output_cache, "_TABLES", {})
     scope = ("test", object())
     table = output_cache.shared_entries(scope)
     assert output_cache.shared_entries(scope) is table
@@ -91,14 +99,21 @@ def test_a_table_is_shared_within_its_scope_only() -> None:
         x = mode.from_tensor(torch.empty(3, 5))
         args = (x, x)
         for cache in (first, second, alone):
-            key = cache.key(torch.ops.aten.add.Tensor, args, {})
-            assert key is not None
-            out = cache.replay(key, args)
-            if out is output_cache.MISS:
-                out = torch.ops.aten.add.Tensor(*args)
-                cache.remember(key, out, args, {})
-            assert out.shape == (3, 5)
+            assert _called(cache, torch.ops.aten.add.Tensor, args).shape == (3, 5)
     assert (first.hits, second.hits, alone.hits) == (0, 1, 0)
+
+
+def test_a_table_past_its_limit_starts_again_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output_cache, "_TABLES", {})
+    monkeypatch.setattr(output_cache, "_LIMIT", 2)
+    scope = ("test-limit",)
+    table = output_cache.shared_entries(scope)
+    table.update({(1,): None, (2,): None})
+    assert output_cache.shared_entries(scope) is table
+    table[(3,)] = None
+    again = output_cache.shared_entries(scope)
+    assert again is not table and again == {}
+    assert output_cache.shared_entries(scope) is again
 
 
 @pytest.mark.slow

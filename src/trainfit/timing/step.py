@@ -130,6 +130,9 @@ precision the calibration has none for (fp32 convolutions on a GPU without TF32,
 attention): bf16's are measured for every kernel class. NB: the kernels run at their own
 precision's peak rate; the step time names each such borrowing (`BorrowedFit`)."""
 
+_CUDNN_PASS = {False: "forward", True: "backward"}
+"""A cuDNN rule's factor by `OpCost.gradient`, not by phase: a recomputed forward's is forward."""
+
 _Fit = TypeVar("_Fit")
 
 
@@ -159,7 +162,9 @@ class Rates:
         """Whether the kernel rules read off the calibration GPU's cuDNN (a convolution's channel
         curve, an fp16 batch norm's share of the fp32 time) apply: on a CUDA device whose kernel
         times are the calibration's unscaled. A family's factors were fitted on public runs
-        with the model before those rules (families.json), so its devices keep that model."""
+        with the model before those rules (families.json), so its devices keep that model.
+        NB: a refit bringing a device into a family times its rows with the rules; a step
+        measured with them and scaled (`scaled`) to a device without loses their slowdown."""
         self.borrowed: dict[tuple[FittedKernel, str], None] = {}
         """The (kernel, precision) pairs timed with `BORROWED_FROM`'s fit, in order."""
 
@@ -245,8 +250,7 @@ class Rates:
             efficiency = interpolate_curve(curve, op.detail)
             moved = float(op.bytes)
             if op.dtype == "fp16" and self.cudnn_rules:
-                side = "backward" if phase is Phase.BACKWARD else "forward"
-                moved *= 2 * cal.norm_fp16_time_over_fp32[side]
+                moved *= 2 * cal.norm_fp16_time_over_fp32[_CUDNN_PASS[op.gradient]]
             return _OpTime(moved / (self.raw_bandwidth * efficiency) + cal.kernel_seconds, False)
         memory = op.bytes / self.elementwise + cal.elementwise_fixed_seconds
         if op.kind is OpKind.MEMORY or op.flops == 0:
@@ -260,10 +264,8 @@ class Rates:
             seconds = compute + moving + fit["fixed_seconds"]
             group = cal.conv_channel_curve.get("tf32" if precision in ("tf32", "fp32") else "half")
             if op.detail and group and self.cudnn_rules:
-                # NB: by the step's phase: a convolution recomputed under checkpointing takes
-                # the backward's factor
-                side = "backward" if phase is Phase.BACKWARD else "forward"
-                seconds *= interpolate_curve(group[side], op.detail)
+                # NB: extrapolated to one-gradient backwards, bf16 (fp16's), 1-D and 3-D (2-D's)
+                seconds *= interpolate_curve(group[_CUDNN_PASS[op.gradient]], op.detail)
             return _OpTime(seconds, compute >= moving)
         if op.kind is OpKind.ATTENTION:
             efficiency = self.fitted(FittedKernel.ATTENTION, cal.attention_efficiency, precision)

@@ -76,6 +76,10 @@ class OpCost:
     gates: int = 0
     """A cuDNN recurrent call's gates per step (LSTM 4, GRU 3, RNN_TANH and RNN_RELU 1); 0 for
     any other op."""
+    gradient: bool = False
+    """Whether the op is a convolution's or a batch norm's backward kernel (cuDNN's gradient
+    kernels run at rates of their own); False for every other op, a forward recomputed in the
+    backward under checkpointing included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,7 @@ class StepCosts:
                 and self.table[i].dtype == other.table[j].dtype
                 and self.table[i].detail == other.table[j].detail
                 and self.table[i].graph == other.table[j].graph
+                and self.table[i].gradient == other.table[j].gradient
                 for i, j in set(zip(a, b, strict=True))
             )
             for a, b in (
@@ -150,6 +155,7 @@ def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: i
                 graph=x.graph,
                 layers=x.layers,
                 gates=x.gates,
+                gradient=x.gradient,
             )
             found = made[(i, j, k)] = table.setdefault(cost, len(table))
         return found
@@ -197,6 +203,13 @@ _NORM = {
     aten._native_batch_norm_legit_functional,
     aten.batch_norm_backward,
 }
+_GRADIENT = {
+    aten.convolution_backward,
+    aten.native_batch_norm_backward,
+    aten.cudnn_batch_norm_backward,
+    aten.batch_norm_backward,
+}
+"""The convolutions' and batch norms' backward ops (`OpCost.gradient`)."""
 _RNN = {aten._cudnn_rnn, aten.mkldnn_rnn_layer}
 _RNN_BACKWARD = {aten._cudnn_rnn_backward, aten.mkldnn_rnn_layer_backward}
 _NO_KERNEL = {
@@ -334,15 +347,22 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
         detail = _conv_gemm_side(func, args, kwargs)
     else:
         detail = 0
-    return OpCost(kind, dtype, flops, moved, 1, detail, graph)
+    return OpCost(kind, dtype, flops, moved, 1, detail, graph, gradient=packet in _GRADIENT)
 
 
 def _conv_gemm_side(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     """An ungrouped convolution's narrow implicit-GEMM side: for a weight of shape (A, B,
-    kernel...) (A the output channels, B the input's; the other way round when transposed),
-    the fewer of A and B times the kernel's size: the GEMM's columns and its reduction in the
-    forward, its rows and columns in the weight gradient (0 for a grouped or pointwise
-    convolution, or where no weight is found)."""
+    kernel...), the fewer of A and B times the kernel's size (every spatial extent: 1-D to
+    3-D alike); 0 for a grouped or pointwise convolution, or where no weight is found. The
+    same for the convolution's forward and its backward (`convolution_backward` takes the
+    forward's weight).
+
+    NB: for a convolution, A is its output channels and B its input's: (A, B x kernel) are its
+    forward GEMM's columns and reduction and its weight gradient's rows and columns (its input
+    gradient's are B and A x kernel). A transposed convolution's weight is (input channels,
+    output channels, kernel...): (A, B x kernel) are then its two gradients' sides, its
+    forward's being B and A x kernel. The channel curve was read off this side as written,
+    transposed rows included (benchmarks/timing/calibrate.py), whichever GEMM it names."""
     weight = _argument(func, args, kwargs, "weight")
     groups = _argument(func, args, kwargs, "groups")
     if not isinstance(weight, torch.Tensor) or weight.dim() < 3 or (groups or 1) != 1:

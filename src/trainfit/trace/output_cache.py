@@ -63,7 +63,8 @@ class _Same:
 _TABLES: dict[tuple[object, ...], dict[tuple[object, ...], object]] = {}
 """`shared_entries`' tables, by scope and the global state a call's outputs may read."""
 _LIMIT = 200_000
-"""Entries a table holds before it starts again (a long process tracing many models)."""
+"""Entries past which a table starts again empty (a long process tracing many models):
+checked as a trace takes its table, so one trace's own entries are not bounded."""
 _CACHEABLE: dict[object, bool] = {}
 """`_cacheable` by op (a property of the op alone)."""
 

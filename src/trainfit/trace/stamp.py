@@ -370,7 +370,17 @@ def _streams(trace: Any, entries: list[tuple[OpCost, int, Any, int]]) -> list[li
         passes += [Item(("pw", thread), p.start + at) for at, thread in p.workspaces]
     costs = [
         Item(
-            (c.kind, c.dtype, c.graph, c.layers, c.gates, iteration, phase, tensors > 0),
+            (
+                c.kind,
+                c.dtype,
+                c.graph,
+                c.layers,
+                c.gates,
+                c.gradient,
+                iteration,
+                phase,
+                tensors > 0,
+            ),
             None,
             (c.flops, c.bytes, tensors or c.kernels, c.detail),
         )
@@ -381,11 +391,11 @@ def _streams(trace: Any, entries: list[tuple[OpCost, int, Any, int]]) -> list[li
 
 def _cost_entry(item: Item) -> tuple[OpCost, int, Any, int]:
     """A cost log entry from its item: a foreach op's launches follow from its list length."""
-    kind, dtype, graph, layers, gates, iteration, phase, foreach = item.token
+    kind, dtype, graph, layers, gates, gradient, iteration, phase, foreach = item.token
     flops, nbytes, kernels, detail = item.nums
     tensors = kernels if foreach else 0
     launches = foreach_launches(tensors) if foreach else kernels
-    cost = OpCost(kind, dtype, flops, nbytes, launches, detail, graph, layers, gates)
+    cost = OpCost(kind, dtype, flops, nbytes, launches, detail, graph, layers, gates, gradient)
     return cost, iteration, phase, tensors
 
 
