@@ -152,23 +152,14 @@ def measure() -> dict[str, Any]:
     return record
 
 
-def predicted(row: dict[str, Any], conv: bool, cal: Any = None) -> tuple[float, float]:
-    """trainfit's modelled device seconds of the row's forward and backward ops on the H100
-    (the ops' costs as the tracer counts them, `trace.costs.op_cost`), under `cal` (default:
-    the shipped calibration)."""
+def row_costs(row: dict[str, Any], conv: bool) -> tuple[Any, Any]:
+    """The row's forward and backward ops as the tracer counts them (`trace.costs.op_cost`)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from trainfit.hardware.catalog import get_device
-    from trainfit.spec import Precision, TrainSpec
-    from trainfit.timing.constants import calibration
-    from trainfit.timing.step import Rates
-    from trainfit.trace.costs import Phase, op_cost
+    from trainfit.trace.costs import op_cost
 
     dtype = {"fp16": torch.float16, "fp32": torch.float32}[row["dtype"]]
-    precision = Precision.FP16 if row["dtype"] == "fp16" else Precision.FP32
-    spec = TrainSpec(model="gpt2", precision=precision)
-    rates = Rates(get_device("h100"), spec, cal or calibration())
     aten = torch.ops.aten
     with FakeTensorMode():
         x = torch.empty(row["input"], dtype=dtype)
@@ -187,7 +178,6 @@ def predicted(row: dict[str, Any], conv: bool, cal: Any = None) -> tuple[float, 
             back_args = (out, x, weight, [0], *args[3:], [True, True, False])
             grads = aten.convolution_backward.default(*back_args)
             backward = op_cost(aten.convolution_backward.default, back_args, {}, grads)
-            ops = [(forward, Phase.FORWARD), (backward, Phase.BACKWARD)]
         else:
             c = row["input"][1]
             weight, bias = torch.empty(c), torch.empty(c)
@@ -199,9 +189,24 @@ def predicted(row: dict[str, Any], conv: bool, cal: Any = None) -> tuple[float, 
             back_args += ([True, True, True],)
             grads = aten.native_batch_norm_backward.default(*back_args)
             backward = op_cost(aten.native_batch_norm_backward.default, back_args, {}, grads)
-            ops = [(forward, Phase.FORWARD), (backward, Phase.BACKWARD)]
-    fwd, bwd = (rates.time(op, phase).seconds for op, phase in ops)
-    return fwd, bwd
+    return forward, backward
+
+
+def predicted(row: dict[str, Any], conv: bool, cal: Any = None) -> tuple[float, float]:
+    """trainfit's modelled device seconds of the row's forward and backward ops on the H100
+    (`row_costs`), under `cal` (default: the shipped calibration)."""
+    from trainfit.hardware.catalog import get_device
+    from trainfit.spec import Precision, TrainSpec
+    from trainfit.timing.constants import calibration
+    from trainfit.timing.step import Rates
+    from trainfit.trace.costs import Phase
+
+    precision = Precision.FP16 if row["dtype"] == "fp16" else Precision.FP32
+    rates = Rates(
+        get_device("h100"), TrainSpec(model="gpt2", precision=precision), cal or calibration()
+    )
+    forward, backward = row_costs(row, conv)
+    return rates.time(forward, Phase.FORWARD).seconds, rates.time(backward, Phase.BACKWARD).seconds
 
 
 def table(record: dict[str, Any]) -> list[str]:

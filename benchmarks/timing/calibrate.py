@@ -163,7 +163,7 @@ CONV_CURVE_BINS = ((1, 4), (5, 12), (13, 24), (25, 48), (49, CONV_CURVE_END - 1)
 def conv_channel_curve(grid: dict[str, Any], cal: Any) -> dict[str, dict[str, list[list[float]]]]:
     """Per precision group and pass, (smaller GEMM side, profiled over modelled time) points
     from the conv grid's convolutions, the model `cal` without a channel curve."""
-    from benchmarks.steptime.conv_grid import predicted
+    from benchmarks.steptime.conv_grid import predicted, row_costs
 
     curve: dict[str, dict[str, list[list[float]]]] = {}
     for dtype, group in (("fp16", "half"), ("fp32", "tf32")):
@@ -171,8 +171,7 @@ def conv_channel_curve(grid: dict[str, Any], cal: Any) -> dict[str, dict[str, li
         for row in grid["convs"]:
             if row["dtype"] != dtype:
                 continue
-            a, b = (row["c_in"], row["c_out"]) if row["transposed"] else (row["c_out"], row["c_in"])
-            side = min(a, b * row["kernel"] ** 2)
+            side = row_costs(row, True)[0].detail  # NB: the tracer's own side
             forward, backward = predicted(row, True, cal)
             ratios["forward"].append((side, row["forward_s"] / forward))
             ratios["backward"].append((side, row["backward_s"] / backward))
