@@ -368,7 +368,7 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
                 9,
             ),
         }
-    return {
+    result = {
         "device": env["device"],
         "catalog_row": device.name,
         "date": env["date"][:10],
@@ -400,14 +400,15 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "lstm_step_seconds": lstm,
         "shared": SHARED,
     }
+    # NB: the channel curve is read against the model without it (the rest as just derived)
+    bare = dataclasses.replace(calibration(), **{k: v for k, v in result.items() if k in FIELDS})
+    result["conv_channel_curve"] = conv_channel_curve(json.loads(CONV_GRID.read_text()), bare)
+    return result
 
 
 def main() -> None:
     micro = json.loads(Path(sys.argv[1]).read_text())
     result = calibrate(micro)
-    # NB: the channel curve is read against the model without it (the rest as just derived)
-    bare = dataclasses.replace(calibration(), **{k: v for k, v in result.items() if k in FIELDS})
-    result["conv_channel_curve"] = conv_channel_curve(json.loads(CONV_GRID.read_text()), bare)
     Path(sys.argv[2]).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 
