@@ -85,13 +85,11 @@ def predicted(spec_kwargs: dict[str, Any]) -> dict[str, float]:
     costs = trace_step(spec).costs
     rates = Rates(get_device("h100"), spec, calibration())
     out = dict.fromkeys(KINDS, 0.0)
-    for phase, times in ((Phase.FORWARD, spec.grad_accum), (Phase.BACKWARD, spec.grad_accum)):
+    accum = spec.grad_accum
+    for phase, times in ((Phase.FORWARD, accum), (Phase.BACKWARD, accum), (Phase.OPTIMIZER, 1)):
         for op in costs.ops(phase):
             if op.kind not in (OpKind.HOST, OpKind.SYNC, OpKind.MODULE):
                 out[op.kind.value] += rates.time(op, phase).seconds * times * 1e3
-    for op in costs.ops(Phase.OPTIMIZER):
-        if op.kind not in (OpKind.HOST, OpKind.SYNC, OpKind.MODULE):
-            out[op.kind.value] += rates.time(op, Phase.OPTIMIZER).seconds * 1e3
     return out
 
 
