@@ -11,25 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.steptime.blind8_cases import _zoo
-from benchmarks.steptime.blind_cases import _plain
-
-_SHORT = {"adamw": "adamw", "sgd-momentum": "sgdm"}
-
-
-def _cnn(
-    factory: str, inputs: str, batch: int, classes: int, precision: str, optim: str = "adamw"
-) -> dict[str, Any]:
-    """A model of `benchmarks.steptime.models` on image inputs, under autocast where
-    `precision` is fp16 (with a GradScaler) or bf16."""
-    dims = tuple(int(d) for d in inputs.split(",")[1:])
-    build: dict[str, Any] = dict(
-        factory=factory, x=dims, classes=classes, batch=batch, optim=_SHORT[optim]
-    )
-    if precision != "fp32":
-        build["half"] = precision
-    spec = _plain(factory, f"x={inputs}", batch, precision=precision, optimizer=optim)
-    return dict(build=build, spec=spec)
-
+from benchmarks.steptime.blind9_cases import _cnn
 
 CASES: dict[str, dict[str, Any]] = {
     "bn-cnn-fp16-b512-32px": _cnn("bn_cnn", "B,3,32,32", 512, 10, "fp16"),

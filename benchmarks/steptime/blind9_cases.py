@@ -10,22 +10,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.steptime.blind6_cases import _SHORT
 from benchmarks.steptime.blind8_cases import _zoo
 from benchmarks.steptime.blind_cases import _plain
 
 
-def _fp16(factory: str, inputs: str, batch: int, optim: str = "adamw") -> dict[str, Any]:
-    """A model of `benchmarks.steptime.models` on image-like inputs under fp16 autocast."""
+def _cnn(
+    factory: str, inputs: str, batch: int, classes: int, precision: str, optim: str = "adamw"
+) -> dict[str, Any]:
+    """A model of `benchmarks.steptime.models` on image inputs, under autocast where
+    `precision` is fp16 (with a GradScaler) or bf16."""
     dims = tuple(int(d) for d in inputs.split(",")[1:])
-    short = {"adamw": "adamw", "sgd-momentum": "sgdm"}[optim]
-    build = dict(factory=factory, x=dims, classes=1000, batch=batch, optim=short, half="fp16")
-    spec = _plain(factory, f"x={inputs}", batch, precision="fp16", optimizer=optim)
+    build: dict[str, Any] = dict(
+        factory=factory, x=dims, classes=classes, batch=batch, optim=_SHORT[optim]
+    )
+    if precision != "fp32":
+        build["half"] = precision
+    spec = _plain(factory, f"x={inputs}", batch, precision=precision, optimizer=optim)
     return dict(build=build, spec=spec)
 
 
 CASES: dict[str, dict[str, Any]] = {
-    "resnet18-fp16-b64-160px": _fp16("resnet18", "B,3,160,160", 64),
-    "resnet18-fp16-b32-96px-sgdm": _fp16("resnet18", "B,3,96,96", 32, "sgd-momentum"),
+    "resnet18-fp16-b64-160px": _cnn("resnet18", "B,3,160,160", 64, 1000, "fp16"),
+    "resnet18-fp16-b32-96px-sgdm": _cnn("resnet18", "B,3,96,96", 32, 1000, "fp16", "sgd-momentum"),
     "resnet50-fp16-b32": _zoo("resnet50", 32, "fp16"),
     "redimnet-fp16-b16": _zoo("redimnet_like", 16, "fp16"),
     "redimnet-fp16-b96": _zoo("redimnet_like", 96, "fp16"),
