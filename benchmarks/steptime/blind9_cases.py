@@ -1,8 +1,8 @@
 """The ninth blind step-time set: batch-norm networks under fp16 autocast, chosen after the fp16
 batch-norm rule (`calibration.json` `norm_fp16_time_over_fp32`, read off `kernel_grid.py`'s
 device-bound rows: an fp16 batch norm takes 0.94 of the same batch norm's fp32 time forward and
-0.75 backward, where the model had half) was written: ResNets, the VQ autoencoder, the speaker
-CNN and a small BN CNN at batches and sizes of no earlier table, with GradScaler. Their
+0.75 backward, where the model had half) was written: ResNets, the VQ autoencoder and the
+speaker CNN at batches and sizes of no earlier table, with GradScaler. Their
 predictions, by the rules before (`results/blind9_previous_rules.json`) and after
 (`results/blind9_predictions.json`), were committed before their first run."""
 
