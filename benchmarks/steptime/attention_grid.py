@@ -3,6 +3,8 @@ trainfit's roofline, for the attention-heavy steps the blind sets found under-ti
 
     # on the GPU: DIR/attention_grid.json
     PYTHONPATH=src:. python -m benchmarks.steptime.attention_grid --out DIR
+    # on the GPU: the few-heads rows (DIR/attention_parallel.json) and the sums (DIR/sums.json)
+    PYTHONPATH=src:. python -m benchmarks.steptime.attention_grid --parallel --out DIR
     # here: each shape's predicted and profiled device time, forward and backward
     PYTHONPATH=src:. python -m benchmarks.steptime.attention_grid --table DIR/attention_grid.json
 
@@ -13,6 +15,11 @@ calls), per call, as in `conv_grid.py`. Each call is `F.scaled_dot_product_atten
 and backward (all three inputs' gradients); backward is the difference. The grid: fp32, bf16
 and fp16; head sizes 32, 64 and 128; lengths 128 to 4096; not causal, causal, and causal with
 dropout 0.1. The aten ops that ran are recorded by name (the kernel PyTorch chose).
+
+The few-heads rows (`--parallel`) keep head size 64 and lengths 512-2048 but run 1 to 256
+(batch x heads) attention problems a call, in fp32 and bf16: the grid's calls fill the GPU
+many times over, a micro-batch of one sequence with 12 heads does not. The same run times
+`sum` over the first dimension of (rows, columns) matrices (a linear layer's bias gradient).
 """
 
 from __future__ import annotations
@@ -54,12 +61,18 @@ def _op_names(fn: Any) -> list[str]:
     return sorted({e.key for e in prof.key_averages() if "attention" in e.key.lower()})
 
 
-def _row(dtype_name: str, head: int, length: int, variant: tuple[str, bool, float]) -> dict:
+def _row(
+    dtype_name: str,
+    head: int,
+    length: int,
+    variant: tuple[str, bool, float],
+    dims: tuple[int, ...] | None = None,
+) -> dict:
     import torch
     import torch.nn.functional as F
 
     name, causal, dropout = variant
-    dims = shape(head, length)
+    dims = dims or shape(head, length)
     q, k, v = (
         torch.randn(dims, device="cuda", dtype=_torch_dtype(dtype_name), requires_grad=True)
         for _ in range(3)
@@ -101,6 +114,41 @@ def measure() -> dict[str, Any]:
                 for variant in VARIANTS:
                     record["rows"].append(_row(dtype, head, length, variant))
     return record
+
+
+PARALLEL = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""Attention problems (batch x heads) a call in the few-heads rows."""
+SUMS = tuple((r, c) for r in (512, 2048, 8192, 32768) for c in (256, 768, 3072))
+
+
+def measure_parallel() -> dict[str, Any]:
+    import torch
+
+    record: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "rows": [],
+    }
+    for dtype in ("fp32", "bf16"):
+        for length in (512, 1024, 2048):
+            for problems in PARALLEL:
+                heads = min(problems, 16)
+                dims = (problems // heads, heads, length, 64)
+                for variant in VARIANTS:
+                    record["rows"].append(_row(dtype, 64, length, variant, dims))
+    return record
+
+
+def measure_sums() -> dict[str, Any]:
+    import torch
+
+    rows = []
+    for dtype in ("fp32", "bf16"):
+        for r, c in SUMS:
+            x = torch.randn(r, c, device="cuda", dtype=_torch_dtype(dtype))
+            seconds = _device_seconds(lambda x=x: x.sum(0))
+            rows.append({"dtype": dtype, "shape": [r, c], "seconds": seconds})
+    return {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": rows}
 
 
 def row_costs(row: dict[str, Any]) -> tuple[list[Any], list[Any]]:
@@ -186,7 +234,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--table", type=Path)
+    parser.add_argument("--parallel", action="store_true")
     args = parser.parse_args()
+    if args.parallel:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "sums.json").write_text(json.dumps(measure_sums(), indent=1) + "\n")
+        record = measure_parallel()
+        (args.out / "attention_parallel.json").write_text(json.dumps(record, indent=1) + "\n")
+        print("done", flush=True)
+        return
     if args.table:
         print("\n".join(table(json.loads(args.table.read_text()))))
         return
