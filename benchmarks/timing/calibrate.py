@@ -42,6 +42,13 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
   the speaker CNN's layers, square 3 x 3 convolutions of 4-256 channels) below
   `CONV_CURVE_END`, in bins of that side: each bin's geometric-mean side and median ratio,
   then 1 at `CONV_CURVE_END` and beyond;
+- attention curve: a fused attention call's profiled time over the model's without the curve,
+  per dtype group ("half": the median of fp16's and bf16's, cuDNN's kernels on the H100;
+  "fp32": the memory-efficient kernel), variant (not causal, causal, causal with dropout),
+  pass, head size (32, 64, 128) and query length (128-4096): the attention grid
+  (`benchmarks/steptime/results/attention_h100/attention_grid.json`, 16,384 tokens a call);
+- attention parallel curve: the slowdown of calls with few (batch x heads) problems, per
+  group, causal or not, and pass, by the kernel's blocks per SM (`attention_parallel.json`);
 - batch norm (bf16/fp32): achieved / datasheet bandwidth of training-mode BatchNorm forward
   and backward, NCHW and 1-D (median);
 - unaligned matmuls (a dimension not a multiple of 16 bytes, such as a 50257-token
@@ -150,6 +157,9 @@ the bf16 and fp16 convolution rows together; no fp16 unaligned matmul was measur
 
 
 CONV_GRID = Path(__file__).parents[1] / "steptime/results/conv_grid_h100/conv_grid.json"
+ATTENTION = Path(__file__).parents[1] / "steptime/results/attention_h100"
+H100_SMS = 132
+"""The calibration card's streaming multiprocessors (the device row's `sm_count`)."""
 
 
 FIELDS = {f.name for f in dataclasses.fields(Calibration)} - {"shared", "host_fit"}
@@ -189,6 +199,66 @@ def conv_channel_curve(grid: dict[str, Any], cal: Any) -> dict[str, dict[str, li
                         ]
                     )
             curve[group][phase] = [*line, [CONV_CURVE_END, 1.0]]
+    return curve
+
+
+def attention_curve(grid: dict[str, Any], cal: Any) -> dict[str, Any]:
+    """Per dtype group ("half": fp16 and bf16, the median of both; "fp32"), variant and pass,
+    per head size the (length, profiled over modelled time) points of the attention grid, the
+    model `cal` without the attention rules."""
+    from benchmarks.steptime.attention_grid import predicted
+
+    ratios: dict[tuple[str, str, str, int, int], list[float]] = {}
+    for row in grid["rows"]:
+        group = "fp32" if row["dtype"] == "fp32" else "half"
+        forward, backward = predicted(row, cal)
+        for side, modelled in (("forward", forward), ("backward", backward)):
+            key = (group, row["variant"], side, row["head"], row["length"])
+            ratios.setdefault(key, []).append(row[f"{side}_s"] / modelled)
+    curve: dict[str, Any] = {}
+    for (group, variant, side, head, length), values in sorted(ratios.items()):
+        heads = curve.setdefault(group, {}).setdefault(variant, {}).setdefault(side, {})
+        heads.setdefault(head, []).append([length, round(statistics.median(values), 3)])
+    return {
+        group: {
+            variant: {side: [[h, line] for h, line in heads.items()] for side, heads in v.items()}
+            for variant, v in variants.items()
+        }
+        for group, variants in curve.items()
+    }
+
+
+def attention_parallel_curve(parallel: dict[str, Any], grid: dict[str, Any]) -> dict[str, Any]:
+    """Per dtype group, causal or not, and pass: (kernel blocks per SM, slowdown) points, the
+    few-heads rows' time per FLOP over the grid row's of the same dtype, variant, length and
+    head size (the grid's calls fill the GPU many times over); the median over the rows of
+    one block count. Blocks: batch x heads x the query length over the kernel's tile
+    (`trainfit.timing.kernels.ATTENTION_TILE`) on the H100's 132 SMs."""
+    from benchmarks.steptime.attention_grid import row_costs
+    from trainfit.timing.kernels import ATTENTION_TILE
+
+    def per_flop(row: dict[str, Any]) -> tuple[float, float]:
+        forward, backward = row_costs(row)
+        return (
+            row["forward_s"] / sum(op.flops for op in forward),
+            row["backward_s"] / sum(op.flops for op in backward),
+        )
+
+    reference = {(r["dtype"], r["variant"], r["head"], r["length"]): r for r in grid["rows"]}
+    points: dict[tuple[str, str, str, float], list[float]] = {}
+    for row in parallel["rows"]:
+        group = "fp32" if row["dtype"] == "fp32" else "half"
+        shape = row["shape"]
+        blocks = shape[0] * shape[1] * -(-row["length"] // ATTENTION_TILE[group]) / H100_SMS
+        full = per_flop(reference[(row["dtype"], row["variant"], row["head"], row["length"])])
+        mine = per_flop(row)
+        causal = "full" if row["variant"] == "full" else "causal"
+        for side, a, b in zip(("forward", "backward"), mine, full, strict=True):
+            points.setdefault((group, causal, side, round(blocks, 4)), []).append(a / b)
+    curve: dict[str, Any] = {}
+    for (group, causal, side, blocks), values in sorted(points.items()):
+        line = curve.setdefault(group, {}).setdefault(causal, {}).setdefault(side, [])
+        line.append([blocks, round(statistics.median(values), 3)])
     return curve
 
 
@@ -391,6 +461,8 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
         "norm_fp16_time_over_fp32": norm_fp16_ratio(json.loads(CONV_GRID.read_text())),
         "conv_fit": conv_fit,
         "conv_channel_curve": {},
+        "attention_curve": {},
+        "attention_parallel_curve": {},
         "host_backward_op_seconds": round(training["backward"]["op_seconds"], 9),
         "host_library_extra_seconds": library_extra,
         "optimizer_host_seconds_per_param": optimizer_param,
@@ -403,6 +475,10 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
     # NB: the channel curve is read against the model without it (the rest as just derived)
     bare = dataclasses.replace(calibration(), **{k: v for k, v in result.items() if k in FIELDS})
     result["conv_channel_curve"] = conv_channel_curve(json.loads(CONV_GRID.read_text()), bare)
+    grid = json.loads((ATTENTION / "attention_grid.json").read_text())
+    result["attention_curve"] = attention_curve(grid, bare)
+    parallel = json.loads((ATTENTION / "attention_parallel.json").read_text())
+    result["attention_parallel_curve"] = attention_parallel_curve(parallel, grid)
     return result
 
 

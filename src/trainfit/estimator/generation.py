@@ -57,8 +57,9 @@ from trainfit.models.program import Description
 from trainfit.provenance import Provenance
 from trainfit.spec import Precision, TrainSpec, parse_enum
 from trainfit.timing.constants import Calibration, calibration
+from trainfit.timing.host import host_costs
 from trainfit.timing.missing import RateMissing
-from trainfit.timing.step import Rates, host_costs, step_time
+from trainfit.timing.step import Rates, step_time
 from trainfit.trace.costs import OpKind
 from trainfit.trace.generation import CacheLayer, GenerationTrace, trace_generation
 from trainfit.trace.recorder import Event

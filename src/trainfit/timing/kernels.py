@@ -7,6 +7,7 @@ import itertools
 import math
 
 from trainfit.timing.constants import Calibration
+from trainfit.trace.costs import AttentionShape
 
 
 def interpolate_curve(curve: list[list[float]], x: float) -> float:
@@ -18,6 +19,40 @@ def interpolate_curve(curve: list[list[float]], x: float) -> float:
             t = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
             return y0 + t * (y1 - y0)
     return curve[-1][1]
+
+
+ATTENTION_TILE = {"half": 128, "fp32": 64}
+"""Query rows one block of the H100's fused attention takes: cuDNN's (fp16, bf16; the few-heads
+rows slow down below one block per SM at this tile) and the memory-efficient kernel's (fp32,
+its kernels' 64 x 64 tiles)."""
+
+
+def attention_factor(cal: Calibration, shape: AttentionShape, dtype: str, sms: int) -> float:
+    """A fused attention call's time over the FLOPs form's: the attention grid's factor at
+    its head size and query length, times the slowdown of its few problems on `sms` SMs.
+
+    NB: measured on the H100 with 16,384 tokens a call, head sizes 32-128 and lengths
+    128-4096 (flat beyond); a call with dropout but not causal takes the full call's factor
+    times dropout's measured share in causal calls (no such row was measured); a masked
+    fp16/bf16 call (the memory-efficient kernel on the trace, cuDNN's with a mask on the
+    GPU) takes the unmasked factor."""
+    group = "fp32" if dtype == "fp32" else "half"
+    side = "backward" if shape.backward else "forward"
+
+    def grid(variant: str) -> float:
+        rows = cal.attention_curve[group][variant][side]
+        by_head = [[head, interpolate_curve(curve, shape.length)] for head, curve in rows]
+        return interpolate_curve(by_head, shape.head)
+
+    if shape.causal:
+        factor = grid("causal-dropout" if shape.dropout else "causal")
+    else:
+        factor = grid("full")
+        if shape.dropout:
+            factor *= grid("causal-dropout") / grid("causal")
+    blocks = shape.problems * -(-shape.length // ATTENTION_TILE[group]) / sms
+    slowdown = cal.attention_parallel_curve[group]["causal" if shape.causal else "full"][side]
+    return factor * interpolate_curve(slowdown, blocks)
 
 
 GATED_FORWARD_PERSISTENT_HIDDEN = 192

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
@@ -47,7 +47,13 @@ from trainfit.timing.basis import (
 )
 from trainfit.timing.constants import Calibration, FamilyFit, calibration, family_fits
 from trainfit.timing.families import OP_CLASSES, class_factors, matmul_efficiency, scale_of
-from trainfit.timing.kernels import interpolate_curve, rnn_layer_seconds, rnn_step_seconds
+from trainfit.timing.host import step_host_costs
+from trainfit.timing.kernels import (
+    attention_factor,
+    interpolate_curve,
+    rnn_layer_seconds,
+    rnn_step_seconds,
+)
 from trainfit.timing.missing import NoBandwidth, NoRate, RateMissing
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 from trainfit.trace.target import Target
@@ -160,11 +166,14 @@ class Rates:
         self.family_matmul = matmul_efficiency(device.name)
         self.cudnn_rules = device.kind is DeviceKind.CUDA and device.name not in family_fits()
         """Whether the kernel rules read off the calibration GPU's cuDNN (a convolution's channel
-        curve, an fp16 batch norm's share of the fp32 time) apply: on a CUDA device whose kernel
-        times are the calibration's unscaled. A family's factors were fitted on public runs
-        with the model before those rules (families.json), so its devices keep that model.
-        NB: a refit bringing a device into a family times its rows with the rules; a step
-        measured with them and scaled (`scaled`) to a device without loses their slowdown."""
+        curve, an fp16 batch norm's share of the fp32 time, fused attention's curves where the
+        device's SMs are known) apply: on a CUDA device whose kernel times are the
+        calibration's unscaled. A family's factors were fitted on public runs with the model
+        before those rules (families.json), so its devices keep that model. NB: a refit
+        bringing a device into a family times its rows with the rules; a step measured with
+        them and scaled (`scaled`) to a device without loses their slowdown."""
+        sms = device.sm_count.value if self.cudnn_rules and cal.attention_curve else None
+        self.attention_sms = int(sms) if sms else 0
         self.borrowed: dict[tuple[FittedKernel, str], None] = {}
         """The (kernel, precision) pairs timed with `BORROWED_FROM`'s fit, in order."""
 
@@ -284,55 +293,10 @@ class Rates:
             # calibration GPU this is the FLOPs form's time exactly
             fixed = self.matmul_fixed(precision) * aligned / efficiency
         compute = op.flops / (peak * efficiency) + fixed + cal.kernel_seconds * op.kernels
-        return _OpTime(max(compute, memory), compute >= memory)
-
-
-def host_costs(cal: Calibration, kinds: list[OpKind], phase: Phase, per_op: float) -> list[float]:
-    """Host seconds to issue each op of the table in `phase` at the microbenchmarks' costs
-    (inference): `per_op` for an op, the module call's cost for a module call, plus cuDNN's
-    extra for convolutions and BatchNorm."""
-    extra = cal.host_library_extra_seconds
-    side = "backward" if phase is Phase.BACKWARD else "forward"
-    by_kind = {
-        OpKind.MODULE: cal.host_module_call_seconds,
-        OpKind.CONV: per_op + (extra[f"conv_{side}"] if phase is not Phase.OPTIMIZER else 0.0),
-        OpKind.NORM: per_op + (extra[f"norm_{side}"] if phase is not Phase.OPTIMIZER else 0.0),
-    }
-    return [by_kind.get(kind, per_op) for kind in kinds]
-
-
-def step_host_costs(
-    cal: Calibration, ops: Sequence[OpCost], phase: Phase, per_op: float
-) -> list[float]:
-    """Host seconds to issue each op of a training step's table in `phase`.
-
-    In the optimizer: `per_op` for an op, the module call's cost for a module call. In forward
-    and backward, the fitted host floor (`HostFit`): a forward op costs more when it records an
-    autograd node; a backward op its own cost; an op without a kernel the cost of a view; a
-    module call its own; convolutions and BatchNorm add cuDNN's measured extra (times a fitted
-    scale), a recurrent layer the fitted cost of a cuDNN RNN call."""
-    if phase is Phase.OPTIMIZER:
-        return [cal.host_module_call_seconds if op.kind is OpKind.MODULE else per_op for op in ops]
-    fit = cal.host_fit
-    extra = cal.host_library_extra_seconds
-    side = "backward" if phase is Phase.BACKWARD else "forward"
-    library = {
-        OpKind.CONV: extra[f"conv_{side}"] * fit.library_scale,
-        OpKind.NORM: extra[f"norm_{side}"] * fit.library_scale,
-        OpKind.RNN: fit.rnn_call_seconds,
-    }
-    out = []
-    for op in ops:
-        if op.kind is OpKind.MODULE:
-            out.append(fit.module_seconds)
-        elif op.kind is OpKind.HOST:
-            out.append(fit.backward_view_seconds if phase is Phase.BACKWARD else fit.view_seconds)
-        elif phase is Phase.BACKWARD:
-            out.append(fit.backward_op_seconds + library.get(op.kind, 0.0))
-        else:
-            issue = fit.graph_op_seconds if op.graph else fit.op_seconds
-            out.append(issue + library.get(op.kind, 0.0))
-    return out
+        seconds = max(compute, memory)
+        if op.attention and self.attention_sms:
+            seconds *= attention_factor(cal, op.attention, op.dtype, self.attention_sms)
+        return _OpTime(seconds, compute >= memory)
 
 
 @dataclass(slots=True)

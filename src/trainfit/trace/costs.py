@@ -14,6 +14,7 @@ trainfit.timing turns these into seconds for a device.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -52,6 +53,22 @@ class OpKind(str, Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class AttentionShape:
+    """What a fused attention kernel's speed depends on beside its FLOPs."""
+
+    problems: int
+    """Independent attention problems in the call (batch x heads)."""
+    length: int
+    """Query length."""
+    head: int
+    """Head size."""
+    causal: bool
+    dropout: bool
+    backward: bool
+    """Whether the call is the backward kernel."""
+
+
+@dataclass(frozen=True, slots=True)
 class OpCost:
     kind: OpKind
     dtype: str
@@ -80,6 +97,9 @@ class OpCost:
     """Whether the op is a convolution's or a batch norm's backward kernel (cuDNN's gradient
     kernels run at rates of their own); False for every other op, a forward recomputed in the
     backward under checkpointing included."""
+    attention: AttentionShape | None = None
+    """A fused scaled-dot-product attention call's shape (`_attention_shape`); None for any
+    other op."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +138,7 @@ class StepCosts:
                 and self.table[i].detail == other.table[j].detail
                 and self.table[i].graph == other.table[j].graph
                 and self.table[i].gradient == other.table[j].gradient
+                and _same_attention(self.table[i].attention, other.table[j].attention)
                 for i, j in set(zip(a, b, strict=True))
             )
             for a, b in (
@@ -126,6 +147,22 @@ class StepCosts:
                 (self.optimizer, other.optimizer),
             )
         )
+
+
+def _same_attention(a: AttentionShape | None, b: AttentionShape | None) -> bool:
+    """Whether two traces' attention calls differ at most in their batch (`problems`)."""
+    if a is None or b is None:
+        return a is b
+    return dataclasses.replace(a, problems=b.problems) == b
+
+
+def _attention_line(
+    a: AttentionShape | None, b: AttentionShape | None, line: Any
+) -> AttentionShape | None:
+    """An aligned attention call at the interpolated batch: its problems on the line."""
+    if a is None or b is None:
+        return None
+    return dataclasses.replace(a, problems=line(a.problems, b.problems))
 
 
 def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: int) -> StepCosts:
@@ -156,6 +193,7 @@ def interpolate(a: StepCosts, batch_a: int, b: StepCosts, batch_b: int, batch: i
                 layers=x.layers,
                 gates=x.gates,
                 gradient=x.gradient,
+                attention=_attention_line(x.attention, y.attention, line),
             )
             found = made[(i, j, k)] = table.setdefault(cost, len(table))
         return found
@@ -347,7 +385,29 @@ def op_cost(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) 
         detail = _conv_gemm_side(func, args, kwargs)
     else:
         detail = 0
-    return OpCost(kind, dtype, flops, moved, 1, detail, graph, gradient=packet in _GRADIENT)
+    shape = _attention_shape(func, args, kwargs) if kind is OpKind.ATTENTION else None
+    return OpCost(
+        kind, dtype, flops, moved, 1, detail, graph, gradient=packet in _GRADIENT, attention=shape
+    )
+
+
+def _attention_shape(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> AttentionShape | None:
+    """A `_scaled_dot_product_*` call's shape, its query (batch, heads, length, head size);
+    None for the varlen kernels (`_flash_attention_forward` and kin: (tokens, heads, size))."""
+    query = _argument(func, args, kwargs, "query")
+    if not func.__name__.startswith("_scaled_dot_product_") or query is None or query.dim() != 4:
+        return None
+    batch, heads, length, head = query.shape
+    return AttentionShape(
+        problems=int(batch * heads),
+        length=int(length),
+        head=int(head),
+        causal=bool(_argument(func, args, kwargs, "is_causal")),
+        dropout=bool(_argument(func, args, kwargs, "dropout_p")),
+        backward=func.__name__.split(".")[0].endswith("_backward"),
+    )
 
 
 def _conv_gemm_side(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:

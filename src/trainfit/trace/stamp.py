@@ -377,6 +377,7 @@ def _streams(trace: Any, entries: list[tuple[OpCost, int, Any, int]]) -> list[li
                 c.layers,
                 c.gates,
                 c.gradient,
+                c.attention,
                 iteration,
                 phase,
                 tensors > 0,
@@ -391,11 +392,13 @@ def _streams(trace: Any, entries: list[tuple[OpCost, int, Any, int]]) -> list[li
 
 def _cost_entry(item: Item) -> tuple[OpCost, int, Any, int]:
     """A cost log entry from its item: a foreach op's launches follow from its list length."""
-    kind, dtype, graph, layers, gates, gradient, iteration, phase, foreach = item.token
+    kind, dtype, graph, layers, gates, gradient, attention, iteration, phase, foreach = item.token
     flops, nbytes, kernels, detail = item.nums
     tensors = kernels if foreach else 0
     launches = foreach_launches(tensors) if foreach else kernels
-    cost = OpCost(kind, dtype, flops, nbytes, launches, detail, graph, layers, gates, gradient)
+    cost = OpCost(
+        kind, dtype, flops, nbytes, launches, detail, graph, layers, gates, gradient, attention
+    )
     return cost, iteration, phase, tensors
 
 
