@@ -93,6 +93,7 @@ SETS = {
     "blind8": "blind8_cases",
     "blind9": "blind9_cases",
     "blind10": "blind10_cases",
+    "blind11": "blind11_cases",
 }
 """Each set of cases and the module under benchmarks/steptime that holds its `CASES`."""
 

@@ -6,11 +6,13 @@ import pytest
 
 from trainfit.timing.constants import calibration
 from trainfit.timing.kernels import (
+    attention_factor,
     interpolate_curve,
     rnn_layer_seconds,
     rnn_step_seconds,
     stepped_fp32,
 )
+from trainfit.trace.costs import AttentionShape
 
 
 def test_a_curve_is_linear_in_log_x_and_flat_beyond_its_ends() -> None:
@@ -129,3 +131,43 @@ def test_the_fp32_bounds_agree_with_every_row_of_the_kernel_studies(study: str, 
     ]
     assert len(rows) == count
     assert disagree == []
+
+
+def _attention(problems: int, length: int, head: int, **flags: bool) -> AttentionShape:
+    shape = dict(causal=False, dropout=False, backward=False) | flags
+    return AttentionShape(problems, length, head, **shape)
+
+
+def test_a_full_attention_call_takes_the_grids_factor_at_its_head_size_and_length() -> None:
+    cal = calibration()
+    rows = dict((h, c) for h, c in cal.attention_curve["half"]["full"]["forward"])
+    # many problems: the parallel curve's last point (the grid's own parallelism)
+    many = cal.attention_parallel_curve["half"]["full"]["forward"][-1][1]
+    factor = attention_factor(cal, _attention(4096, 1024, 64), "bf16", 132)
+    assert factor == pytest.approx(interpolate_curve(rows[64], 1024) * many)
+    # a head size between two measured ones lies between their factors
+    low, high = (interpolate_curve(rows[h], 1024) * many for h in (64, 128))
+    assert min(low, high) < attention_factor(cal, _attention(4096, 1024, 96), "bf16", 132)
+    assert attention_factor(cal, _attention(4096, 1024, 96), "bf16", 132) < max(low, high)
+
+
+def test_few_attention_problems_leave_the_gpu_idle() -> None:
+    # NB: one sequence's 12 heads at 1024 tokens make 96 cuDNN blocks on 132 SMs
+    cal = calibration()
+    few = attention_factor(cal, _attention(12, 1024, 64, causal=True), "bf16", 132)
+    many = attention_factor(cal, _attention(4096, 1024, 64, causal=True), "bf16", 132)
+    assert few > 1.5 * many
+    # the same call on a GPU of half the SMs fills it better
+    assert attention_factor(cal, _attention(12, 1024, 64, causal=True), "bf16", 66) < few
+
+
+def test_dropout_without_causality_takes_its_measured_share_of_causal_calls() -> None:
+    cal = calibration()
+
+    def factor(**flags: bool) -> float:
+        return attention_factor(cal, _attention(4096, 512, 64, **flags), "fp32", 132)
+
+    # NB: the parallel curve's factor is the same for both causal calls (one problem count)
+    share = factor(causal=True, dropout=True) / factor(causal=True)
+    assert share > 1  # fp32's dropout kernels are slower in the grid
+    assert factor(dropout=True) == pytest.approx(factor() * share)

@@ -157,3 +157,48 @@ def test_interpolated_costs_keep_a_gradient_kernel_marked() -> None:
         (4000, 16, False),
         (8000, 16, True),
     ]
+
+
+def _sdpa_costs(batch: int, causal: bool, dropout: float) -> tuple[OpCost, OpCost]:
+    """A fused SDPA call's forward and backward costs (batch x 12 heads, 256 tokens, head
+    size 64), on the meta device."""
+    from trainfit.trace.costs import op_cost
+
+    aten = torch.ops.aten
+    q, k, v = (torch.empty(batch, 12, 256, 64, device="meta") for _ in range(3))
+    args = (q, k, v, None, True, dropout, causal)
+    out = aten._scaled_dot_product_efficient_attention.default(*args)
+    forward = op_cost(aten._scaled_dot_product_efficient_attention.default, args, {}, out)
+    back = (out[0], q, k, v, None, out[0], out[1], out[2], out[3], dropout, [True] * 4, causal)
+    grads = aten._scaled_dot_product_efficient_attention_backward.default(*back)
+    backward = op_cost(
+        aten._scaled_dot_product_efficient_attention_backward.default, back, {}, grads
+    )
+    return forward, backward
+
+
+def test_a_fused_attention_call_records_its_shape() -> None:
+    from trainfit.trace.costs import AttentionShape
+
+    forward, backward = _sdpa_costs(2, causal=True, dropout=0.1)
+    assert forward.attention == AttentionShape(24, 256, 64, True, True, backward=False)
+    assert backward.attention == AttentionShape(24, 256, 64, True, True, backward=True)
+    plain, _ = _sdpa_costs(2, causal=False, dropout=0.0)
+    assert (plain.attention.causal, plain.attention.dropout) == (False, False)
+    # every other op has none
+    assert _conv_cost((32, 1, 4, 4)).attention is None
+
+
+def test_interpolated_costs_put_an_attention_calls_problems_on_the_line() -> None:
+    from trainfit.trace.costs import StepCosts, interpolate
+
+    def costs(batch: int) -> StepCosts:
+        return StepCosts(_sdpa_costs(batch, causal=True, dropout=0.0), (0,), (1,), ())
+
+    assert costs(2).aligned(costs(6))
+    mid = interpolate(costs(2), 2, costs(6), 6, 4)
+    assert [op.attention.problems for op in mid.table] == [48, 48]
+    assert [op.attention.backward for op in mid.table] == [False, True]
+    # traces whose calls differ beyond the batch do not align
+    other = StepCosts(_sdpa_costs(2, causal=False, dropout=0.0), (0,), (1,), ())
+    assert not costs(2).aligned(other)
