@@ -1,0 +1,107 @@
+"""One network's step across micro-batches: where a host-bound step's period goes as the batch
+grows, for the ResNet-18 steps the blind sets under-timed at larger batches.
+
+    # on the GPU: DIR/batch_sweep.json
+    PYTHONPATH=src:. python -m benchmarks.steptime.batch_sweep --out DIR
+    # here: each row's measured period and device time against the model's
+    PYTHONPATH=src:. python -m benchmarks.steptime.batch_sweep DIR/batch_sweep.json
+
+Each row (ResNet-18 on 64 x 64 images, 100 classes, SGD with momentum; fp32, and bf16 under
+autocast) runs in one process after 5 warm-up steps: its period is the median over 3 timings
+of 20 steps issued without a synchronisation (the loop's steady period); then 3 steps under
+torch.profiler give the kernels' device time a step and each aten op's own host time a step
+(`self_cpu_time_total`, the profiler's overhead included: compare rows, not absolutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.steptime.blind9_cases import _cnn
+
+ROWS = (*(("fp32", b) for b in (8, 32, 64, 128, 256)), ("bf16", 32), ("bf16", 128))
+
+
+def case(dtype: str, batch: int) -> dict[str, Any]:
+    return _cnn("resnet18", "B,3,64,64", batch, 100, dtype, "sgd-momentum")
+
+
+def measure_row(dtype: str, batch: int) -> dict[str, Any]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchmarks.steptime.measure_gpu import make_step
+
+    _, step = make_step(case(dtype, batch)["build"])
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    periods = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(20):
+            step()
+        torch.cuda.synchronize()
+        periods.append((time.perf_counter() - started) / 20)
+    steps = 3
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    device_us = sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA")
+    cpu = {
+        e.key: e.self_cpu_time_total / steps / 1e3
+        for e in prof.key_averages()
+        if e.self_cpu_time_total > 0
+    }
+    return {
+        "dtype": dtype,
+        "batch": batch,
+        "period_ms": statistics.median(periods) * 1e3,
+        "periods_ms": [p * 1e3 for p in periods],
+        "device_ms": device_us / steps / 1e3,
+        "cpu_ops_ms": dict(sorted(cpu.items(), key=lambda kv: -kv[1])[:30]),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    from trainfit import estimate
+
+    lines = [
+        "| dtype | batch | period ms: model / measured | ratio | device ms: measured |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        spec = case(row["dtype"], row["batch"])["spec"]
+        model = estimate(device="h100", **spec).step_time.seconds * 1e3
+        lines.append(
+            f"| {row['dtype']} | {row['batch']} | {model:.2f} / {row['period_ms']:.2f} | "
+            f"{model / row['period_ms']:.2f} | {row['device_ms']:.2f} |"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("record", nargs="?", type=Path)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for dtype, batch in ROWS:
+            rows.append(measure_row(dtype, batch))
+            (args.out / "batch_sweep.json").write_text(json.dumps(rows, indent=1) + "\n")
+            print(dtype, batch, f"{rows[-1]['period_ms']:.2f} ms", flush=True)
+        return
+    print("\n".join(table(json.loads(args.record.read_text()))))
+
+
+if __name__ == "__main__":
+    main()
