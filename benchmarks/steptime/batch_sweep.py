@@ -70,6 +70,53 @@ def measure_row(dtype: str, batch: int) -> dict[str, Any]:
     }
 
 
+PHASE_ROWS = ((8, 32), (8, 64), (8, 128), (8, 224), (32, 64), (128, 32), (128, 64), (256, 64))
+"""(micro-batch, image side) of the phase rows: fp32, SGD with momentum."""
+
+
+def measure_phases(batch: int, side: int, steps: int = 30) -> dict[str, Any]:
+    """The host's seconds a step in each phase (forward and loss, backward, optimizer and
+    zero_grad), read with `time.perf_counter` between them in a loop that never synchronises
+    (the median over `steps` steps after 5 warm-up steps), and the loop's period."""
+    import torch
+
+    from benchmarks.steptime.measure_gpu import _model
+
+    build = _cnn("resnet18", f"B,3,{side},{side}", batch, 100, "fp32", "sgd-momentum")["build"]
+    model, loss_fn = _model(build)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    model.train()
+    marks: list[tuple[float, float, float]] = []
+
+    def step() -> None:
+        started = time.perf_counter()
+        loss = loss_fn()
+        forward = time.perf_counter()
+        loss.backward()
+        backward = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        marks.append((forward - started, backward - forward, time.perf_counter() - backward))
+
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    marks.clear()
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    period = (time.perf_counter() - started) / steps
+    return {
+        "batch": batch,
+        "side": side,
+        "period_ms": period * 1e3,
+        "forward_host_ms": statistics.median(m[0] for m in marks) * 1e3,
+        "backward_host_ms": statistics.median(m[1] for m in marks) * 1e3,
+        "optimizer_host_ms": statistics.median(m[2] for m in marks) * 1e3,
+    }
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
     from trainfit import estimate
 
@@ -91,7 +138,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("record", nargs="?", type=Path)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--phases", action="store_true")
     args = parser.parse_args()
+    if args.out and args.phases:
+        args.out.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for batch, side in PHASE_ROWS:
+            rows.append(measure_phases(batch, side))
+            (args.out / "phases.json").write_text(json.dumps(rows, indent=1) + "\n")
+            print(rows[-1], flush=True)
+        return
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         rows = []
