@@ -87,3 +87,32 @@ def test_a_plan_with_multi_gpu_searches_in_the_worker_is_the_same(
     assert asked == ["t4"]
     assert plan_dict(there) == plan_dict(here)
     assert all(d.distributed is not None for d in there.devices)
+
+
+def test_a_search_that_fails_in_the_worker_is_made_here(tmp_path: Path) -> None:
+    from concurrent.futures import Future
+
+    from trainfit.plan.beyond import with_distributed
+    from trainfit.plan.search import plan
+    from trainfit.plan.words import plan_dict
+
+    class Failing:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def search(self, arguments: tuple[object, ...]) -> Future[object]:
+            self.asked.append(arguments[2].name)  # type: ignore[attr-defined]
+            future: Future[object] = Future()
+            future.set_exception(RuntimeError("the worker died"))
+            return future
+
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+    result = plan(TrainSpec(model=str(folder), seq_len=16), 8, ("t4", "a100-40gb", "l4"))
+    failing = Failing()
+    args = (result, None, 0.1, None, None, None, None)
+    there = with_distributed(*args, every=True, worker=failing)  # type: ignore[arg-type]
+    assert failing.asked == ["t4"]
+    assert plan_dict(there) == plan_dict(with_distributed(*args, every=True))
+    assert all(d.distributed is not None for d in there.devices)

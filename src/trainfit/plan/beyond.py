@@ -13,9 +13,9 @@ from trainfit.distributed.search import DistributedPlan, SharedTraces, plan_dist
 from trainfit.distributed.strategy import Offload, Strategy
 from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.plan.ladder import supported_precision
-from trainfit.plan.options import NoMultiGpu, Offloaded, Plan, Sharded, Verdict
+from trainfit.plan.options import DevicePlan, NoMultiGpu, Offloaded, Plan, Sharded, Verdict
 from trainfit.progress import Part, tell
-from trainfit.spec import OptimizerKind, Precision, TrainSpec
+from trainfit.spec import OptimizerKind, Precision
 from trainfit.trace.kernels.attention import kernel_family
 
 
@@ -55,35 +55,29 @@ def with_distributed(
         for index, arguments in _elsewhere(searched).items()
         if worker is not None
     }
-    devices = []
-    for index, d in enumerate(result.devices):
-        arguments = searched.get(index)
-        if arguments is None:
-            devices.append(d)
-            continue
-        spec, device = arguments[0], arguments[2]
-        assert isinstance(spec, TrainSpec) and isinstance(device, Device)
+    found: dict[int, DistributedPlan | None] = {}
+    # NB: this process's own searches first, while the worker makes the others
+    for index in sorted(searched, key=lambda i: i in elsewhere):
+        arguments = searched[index]
+        device = arguments[2]
+        assert isinstance(device, Device)
         tell(
             Part.DEVICE,
             f"{device.name} over several GPUs",
             index=index + 1,
             total=len(result.devices),
         )
-        found = _made_elsewhere(elsewhere.get(index))
-        if found is _NOT_MADE:
-            found = plan_distributed(*arguments, shared)  # type: ignore[arg-type]
-        assert found is None or isinstance(found, DistributedPlan)
-        missing = (
-            None
-            if found is not None
-            else NoMultiGpu(strategy=strategy, offload=offload, gpus=gpus, nodes=nodes)
-        )
-        d = dataclasses.replace(d, distributed=found, no_multi_gpu=missing)
-        if d.verdict is Verdict.NO and found is not None:
-            d = dataclasses.replace(
-                d, sharded=_sharded(found, spec.optimizer), offloaded=_offloaded(found)
-            )
-        devices.append(d)
+        made = _made_elsewhere(elsewhere.get(index))
+        if made is _NOT_MADE:
+            made = plan_distributed(*arguments, shared)  # type: ignore[arg-type]
+        assert made is None or isinstance(made, DistributedPlan)
+        found[index] = made
+    optimizer = result.spec.optimizer  # NB: each search's spec differs in device, precision
+    missing = NoMultiGpu(strategy=strategy, offload=offload, gpus=gpus, nodes=nodes)
+    devices = [
+        d if index not in found else _with(d, found[index], optimizer, missing)
+        for index, d in enumerate(result.devices)
+    ]
     return dataclasses.replace(result, devices=tuple(devices))
 
 
@@ -112,14 +106,27 @@ def _elsewhere(searched: dict[int, tuple[object, ...]]) -> dict[int, tuple[objec
 
 
 def _made_elsewhere(future: Future[DistributedPlan | None] | None) -> object:
-    """The plan made elsewhere, or `_NOT_MADE` (none asked, or it failed: made here again,
-    where a failure is reported as it would have been)."""
+    """The plan made elsewhere, or `_NOT_MADE` (none asked, or it failed: it is made here
+    again, where a failure is reported as it would have been)."""
     if future is None:
         return _NOT_MADE
     try:
         return future.result()
     except Exception:
         return _NOT_MADE
+
+
+def _with(
+    d: DevicePlan, found: DistributedPlan | None, optimizer: OptimizerKind, missing: NoMultiGpu
+) -> DevicePlan:
+    """`d` with its multi-GPU plan (`missing` where none), and, where `d` does not fit, what
+    would hold the job."""
+    if found is None:
+        return dataclasses.replace(d, distributed=None, no_multi_gpu=missing)
+    d = dataclasses.replace(d, distributed=found, no_multi_gpu=None)
+    if d.verdict is Verdict.NO:
+        d = dataclasses.replace(d, sharded=_sharded(found, optimizer), offloaded=_offloaded(found))
+    return d
 
 
 def _sharded(found: DistributedPlan, optimizer: OptimizerKind) -> Sharded | None:
