@@ -1,4 +1,5 @@
-"""The ladder's traces in a worker process, while the devices are planned in this one."""
+"""The ladder's traces in a worker process, while the devices are planned in this one, and
+then the multi-GPU plans of other kernel families, while this one makes its own."""
 
 from __future__ import annotations
 
