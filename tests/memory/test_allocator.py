@@ -83,3 +83,68 @@ def test_out_of_memory_retry_releases_cached_segments() -> None:
     assert alloc.retries == 1 and alloc.reserved == 70 << 20
     with pytest.raises(OutOfMemory):
         alloc.malloc(4, 40 << 20)  # 70 live + 40 > 100 with nothing cached to release
+
+
+def _stream(seed: int) -> tuple[list[tuple[int, int, object]], list[int]]:
+    """Random steps for `CachingAllocator.run`: sizes of every pool and rounding case, frees of
+    live and unknown keys, a live key allocated again, zero bytes, workspaces."""
+    import random
+
+    rng = random.Random(seed)
+    steps: list[tuple[int, int, object]] = []
+    nbytes: list[int] = []
+    live: list[int] = []
+    for position in range(3000):
+        roll = rng.random()
+        if roll < 0.4 and live:
+            steps.append((position, live.pop(rng.randrange(len(live))), "free"))
+        elif roll < 0.42:
+            steps.append((position, rng.randrange(10_000, 10_010), "free"))  # never allocated
+        elif roll < 0.43:
+            steps.append((position, 0, "workspace"))
+        else:
+            key = rng.choice(live) if roll < 0.45 and live else 100_000 + position
+            live.append(key)
+            steps.append((position, key, rng.choice(("weights", "activations"))))
+        nbytes.append(
+            rng.choice(
+                (0, 1, 511, 512, 513, rng.randrange(1, MiB + 2), rng.randrange(MiB, 12 * MiB))
+            )
+            if rng.random() < 0.9
+            else rng.randrange(12 * MiB, 64 * MiB)
+        )
+    return steps, nbytes
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("capacity", [None, 600 * MiB, 300 * MiB, 150 * MiB])
+def test_run_equals_a_malloc_or_free_per_step(seed: int, capacity: int | None) -> None:
+    from trainfit.memory.allocator import OutOfMemory, RunMarks, run_stepwise
+
+    steps, nbytes = _stream(seed)
+    marks = RunMarks("free", "workspace", 3 * MiB + 5, "workspaces")
+    outcomes = []
+    for fast in (True, False):
+        alloc = CachingAllocator(capacity)
+        try:
+            got: object = alloc.run(steps, nbytes, marks) if fast else None
+            if not fast:
+                got = run_stepwise(alloc, steps, nbytes, marks)
+        except OutOfMemory as exc:
+            got = f"out of memory: {exc}"
+        pools = [(p.keys, sorted(p.blocks)) for p in alloc._pools.values()]
+        counts = (alloc.peak_allocated, alloc.peak_reserved, alloc.segments, alloc.retries)
+        outcomes.append((got, counts, pools, alloc.reserved))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][1][0] > 0  # NB: something was allocated
+
+
+def test_run_with_negative_bytes_is_stepwise() -> None:
+    from trainfit.memory.allocator import RunMarks, run_stepwise
+
+    steps = [(0, 1, "weights"), (1, 2, "weights"), (2, 1, "free"), (3, 2, "free")]
+    nbytes = [-5, 4 * MiB, 0, 0]
+    marks = RunMarks("free", "workspace", 0, "workspaces")
+    assert CachingAllocator().run(steps, nbytes, marks) == run_stepwise(
+        CachingAllocator(), steps, nbytes, marks
+    )

@@ -95,3 +95,17 @@ def test_a_form_of_no_known_kind_is_an_error() -> None:
     places = _Places(fit([_events(2), _events(3)], (2, 3), None), 4)
     with pytest.raises(ValueError, match="kind 'X': S, T, D or O"):
         places.named(("X", 0, 0, 0), 0, 4)
+
+
+def test_opcodes_are_difflibs_kept_per_sequence_pair() -> None:
+    import difflib
+
+    from trainfit.trace import periodic
+
+    a = tuple(x.token for x in _events(2))
+    b = tuple(x.token for x in _events(3))
+    made = difflib.SequenceMatcher(None, a, b, False).get_opcodes()
+    assert periodic._opcodes(a, b) == made
+    assert periodic._opcodes(tuple(a), tuple(b)) is periodic._opcodes(a, b)  # NB: kept
+    assert periodic._opcodes(b, a) == difflib.SequenceMatcher(None, b, a, False).get_opcodes()
+    assert periodic._opcodes(b, a) != made

@@ -26,7 +26,9 @@ modelled; cudaMalloc addresses are taken to grow monotonically, which only matte
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 K_MIN_BLOCK = 512
 K_SMALL_SIZE = 1 << 20
@@ -60,6 +62,8 @@ class _Block:
     free: bool = True
     prev: _Block | None = None
     next: _Block | None = None
+    name: object = None
+    """What `CachingAllocator.run` counts the block's bytes under while it is allocated."""
 
 
 _ADDRESS_BITS = 64
@@ -90,6 +94,60 @@ class _Pool:
         if index == len(keys):
             return None
         return self.blocks[keys[index]]
+
+
+@dataclass(frozen=True, slots=True)
+class RunMarks:
+    """What `CachingAllocator.run` reads a step's third field as, beside a name."""
+
+    free: object
+    """The step frees its key's allocation."""
+    workspace: object
+    """A library workspace of `workspace_bytes` is allocated."""
+    workspace_bytes: int
+    workspace_name: str
+    """The name the workspaces' bytes are counted under."""
+
+
+class Stepped(Protocol):
+    """An allocator replayed a `malloc` or `free` at a time."""
+
+    allocated: int
+
+    def malloc(self, handle: int, size: int) -> int: ...
+
+    def free(self, handle: int) -> None: ...
+
+
+def run_stepwise(
+    alloc: Stepped,
+    steps: Iterable[tuple[int, int, object]],
+    nbytes: Sequence[int],
+    marks: RunMarks,
+) -> tuple[int, dict[str, int]]:
+    """`CachingAllocator.run` for any allocator, a `malloc` or `free` per step."""
+    held: dict[int, tuple[int, str]] = {}
+    live: dict[str, int] = {}
+    best, best_at, best_live = -1, -1, {}
+    handle = -1
+    for position, key, what in steps:
+        if what is marks.free:
+            got = held.pop(key, None)
+            if got is not None:
+                alloc.free(key)
+                live[got[1]] -= got[0]
+        elif what is marks.workspace:
+            got_bytes = alloc.malloc(handle, marks.workspace_bytes)
+            live[marks.workspace_name] = live.get(marks.workspace_name, 0) + got_bytes
+            handle -= 1
+        elif nbytes[position]:
+            assert isinstance(what, str)
+            size = alloc.malloc(key, nbytes[position])
+            held[key] = (size, what)
+            live[what] = live.get(what, 0) + size
+            if alloc.allocated > best:
+                best, best_at, best_live = alloc.allocated, position, dict(live)
+    return best_at, best_live
 
 
 class OutOfMemory(Exception):
@@ -124,23 +182,7 @@ class CachingAllocator:
         pool = self._pools[small]
         keys, blocks = pool.keys, pool.blocks
         index = bisect.bisect_left(keys, size << _ADDRESS_BITS)
-        if index < len(keys):
-            block = blocks.pop(keys.pop(index))
-        else:
-            seg = segment_size(size)
-            if self.capacity is not None and self.reserved + seg > self.capacity:
-                self._release_cached_segments()
-                if self.reserved + seg > self.capacity:
-                    raise OutOfMemory(
-                        f"{seg} bytes more do not fit: {self.reserved} of {self.capacity} "
-                        "reserved after releasing the cached segments"
-                    )
-            block = _Block(addr=self._next_addr, size=seg, small=small)
-            self._next_addr += seg + K_ROUND_LARGE  # NB: segments are never adjacent
-            self.reserved += seg
-            self.segments += 1
-            if self.reserved > self.peak_reserved:
-                self.peak_reserved = self.reserved
+        block = blocks.pop(keys.pop(index)) if index < len(keys) else self._segment(size, small)
         rest = block.size - size
         if (small and rest >= K_MIN_BLOCK) or (not small and rest > K_SMALL_SIZE):
             after = block.next
@@ -189,6 +231,104 @@ class CachingAllocator:
         key = block.size << _ADDRESS_BITS | block.addr
         bisect.insort(keys, key)
         blocks[key] = block
+
+    def run(
+        self, steps: Iterable[tuple[int, int, object]], nbytes: Sequence[int], marks: RunMarks
+    ) -> tuple[int, dict[str, int]]:
+        """Replay `steps`, counting the bytes allocated by name; return the position of the
+        allocation after which the allocated bytes first reached their highest, and the bytes
+        by name just then ((-1, {}) where nothing was). A step is (position, key, what): `what`
+        a name for an allocation of `nbytes[position]` bytes (none where 0), or one of `marks`.
+        `malloc` and `free` step by step (`run_stepwise`), written out: a plan replays millions
+        (the same state and results, tests/memory)."""
+        if min(nbytes, default=0) < 0:  # NB: malloc's no-op for those; not met in traces
+            return run_stepwise(self, steps, nbytes, marks)
+        free_mark, workspace_mark = marks.free, marks.workspace
+        pools = {small: (pool.keys, pool.blocks) for small, pool in self._pools.items()}
+        insort, bisect_left, new_block = bisect.insort, bisect.bisect_left, _Block
+        held: dict[int, _Block] = {}
+        live: dict[str, int] = {}
+        best, best_at, best_live, handle = -1, -1, {}, -1
+        allocated, peak = self.allocated, self.peak_allocated
+        try:
+            for position, key, what in steps:
+                if what is free_mark:
+                    block = held.pop(key, None)
+                    if block is None:
+                        continue
+                    size = block.size
+                    live[block.name] -= size  # type: ignore[index]
+                    allocated -= size
+                    block.free = True
+                    keys, blocks = pools[block.small]
+                    before, after = block.prev, block.next
+                    if before is not None and before.free:
+                        del blocks[keys.pop(bisect_left(keys, before.size << 64 | before.addr))]
+                        before.size += size
+                        before.next = after
+                        if after is not None:
+                            after.prev = before
+                        block = before
+                    if after is not None and after.free:
+                        del blocks[keys.pop(bisect_left(keys, after.size << 64 | after.addr))]
+                        block.size += after.size
+                        block.next = after = after.next
+                        if after is not None:
+                            after.prev = block
+                    insort(keys, k := block.size << 64 | block.addr)
+                    blocks[k] = block
+                elif what is workspace_mark:  # NB: rare, through malloc; never freed
+                    self.allocated, self.peak_allocated = allocated, peak
+                    got = self.malloc(handle, marks.workspace_bytes)
+                    allocated, peak, handle = self.allocated, self.peak_allocated, handle - 1
+                    live[marks.workspace_name] = live.get(marks.workspace_name, 0) + got
+                elif n := nbytes[position]:
+                    size = 512 if n < 512 else (n + 511) & -512  # NB: round_size
+                    small = size <= 1048576  # NB: K_SMALL_SIZE
+                    keys, blocks = pools[small]
+                    index = bisect_left(keys, size << 64)
+                    if index < len(keys):
+                        block = blocks.pop(keys.pop(index))
+                    else:
+                        block = self._segment(size, small)
+                    rest = block.size - size
+                    if rest > 1048576 or (small and rest >= 512):  # NB: as in malloc
+                        after = block.next
+                        tail = new_block(block.addr + size, rest, small, True, block, after)
+                        if after is not None:
+                            after.prev = tail
+                        block.next = tail
+                        block.size = size
+                        insort(keys, k := rest << 64 | tail.addr)
+                        blocks[k] = tail
+                    block.free, block.name, held[key] = False, what, block
+                    allocated += block.size
+                    if allocated > peak:
+                        peak = allocated
+                    live[what] = live.get(what, 0) + block.size  # type: ignore[index]
+                    if allocated > best:
+                        best, best_at, best_live = allocated, position, dict(live)
+        finally:  # NB: as `malloc` leaves them, an OutOfMemory included
+            self.allocated, self.peak_allocated = allocated, peak
+        return best_at, best_live
+
+    def _segment(self, size: int, small: bool) -> _Block:
+        """A new segment for a rounded request of `size` bytes that no cached block fits."""
+        seg = segment_size(size)
+        if self.capacity is not None and self.reserved + seg > self.capacity:
+            self._release_cached_segments()
+            if self.reserved + seg > self.capacity:
+                raise OutOfMemory(
+                    f"{seg} bytes more do not fit: {self.reserved} of {self.capacity} "
+                    "reserved after releasing the cached segments"
+                )
+        block = _Block(addr=self._next_addr, size=seg, small=small)
+        self._next_addr += seg + K_ROUND_LARGE  # NB: segments are never adjacent
+        self.reserved += seg
+        self.segments += 1
+        if self.reserved > self.peak_reserved:
+            self.peak_reserved = self.reserved
+        return block
 
     def _release_cached_segments(self) -> None:
         """Release every segment that is one free block (the native out-of-memory retry)."""

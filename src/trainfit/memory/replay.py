@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from trainfit.memory.allocator import CachingAllocator, OutOfMemory
+from trainfit.memory.allocator import CachingAllocator, OutOfMemory, RunMarks, run_stepwise
 from trainfit.memory.mps_allocator import MpsAllocator
 from trainfit.trace.step import StepTrace
 from trainfit.training import Phase
@@ -81,30 +81,15 @@ def _replay(
     events = trace.events
     nbytes = sizes if sizes is not None else [event.nbytes for event in events]
     alloc = allocator(capacity)
-    malloc, free = alloc.malloc, alloc.free
-    held: dict[int, tuple[int, str]] = {}
-    live: dict[str, int] = {}
-    best = -1
-    best_state: tuple[Phase, int, str, dict[str, int]] = (Phase.SETUP, 0, "", {})
-    handle = -1
-    for index, key, name in _steps(trace):
-        if name is _Mark.FREE:
-            got = held.pop(key, None)
-            if got is not None:
-                free(key)
-                live[got[1]] -= got[0]
-        elif name is _Mark.WORKSPACE:
-            live[WORKSPACES] = live.get(WORKSPACES, 0) + malloc(handle, workspace_bytes)
-            handle -= 1
-        elif nbytes[index]:
-            size = malloc(key, nbytes[index])
-            held[key] = (size, name)
-            live[name] = live.get(name, 0) + size
-            if alloc.allocated > best:
-                best = alloc.allocated
-                event = events[index]
-                best_state = (event.phase, event.iteration, event.op, dict(live))
-    phase, iteration, op, at_peak = best_state
+    marks = RunMarks(_Mark.FREE, _Mark.WORKSPACE, workspace_bytes, WORKSPACES)
+    if isinstance(alloc, CachingAllocator):
+        best_at, at_peak = alloc.run(_steps(trace), nbytes, marks)
+    else:
+        best_at, at_peak = run_stepwise(alloc, _steps(trace), nbytes, marks)
+    phase, iteration, op = Phase.SETUP, 0, ""
+    if best_at >= 0:
+        event = events[best_at]
+        phase, iteration, op = event.phase, event.iteration, event.op
     return Replay(
         peak_allocated_bytes=alloc.peak_allocated,
         peak_reserved_bytes=alloc.peak_reserved,

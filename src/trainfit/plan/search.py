@@ -72,8 +72,10 @@ def plan(
     `precision` None picks per device (bf16 autocast where supported, else fp16); a precision
     given is used everywhere, and is an error on a device that lacks it. With `jobs` above 1
     the ladder of a model of a billion parameters or more is traced in a worker process while
-    the devices are planned (same figures; a worker's start-up costs a few seconds of a core);
-    a live model's (`trainfit.models.live`) is traced in this process.
+    the devices are planned, and the worker then makes the multi-GPU plans of the GPUs outside
+    the kernel family with the most GPUs among those searched (same figures; a worker's
+    start-up costs a few seconds of a core); a live model's (`trainfit.models.live`) is
+    traced in this process.
     `run` (data size, epochs, prices) adds each device's run hours and costs and the
     recommendations (`with_run`); `measured_step` (seconds, device) scales every step time by
     a step measured with the plan's setting on that device (`with_measured_step`).
@@ -126,20 +128,45 @@ def _plan(
         steps = [(s.spec, s.micro_batch) for s in ladder_steps(spec, effective_batch, cuda[0])]
         if worth_starting(steps, cuda[0]):  # NB: else kept traces are read back here
             worker = LadderWorker(steps, cuda[0])
-    gpu_counts = tuple(sorted({*GPU_COUNTS, run.gpus} - {1})) if run is not None else GPU_COUNTS
     try:
-        plans = tuple(
-            plan_device(
-                spec, effective_batch, d, margin, precision is None, cache, gpu_counts=gpu_counts
-            )
-            for d in _announced(resolved)
-        )
-        rungs = ()
-        if ladder and cuda:
-            rungs = ladder_rungs(spec, effective_batch, cuda[0], cache, worker)
+        return _planned(
+            spec, effective_batch, resolved, margin, precision, ladder, cache, worker, run,
+            measured_step, strategy, offload, gpus, nodes, multi_gpu,
+        )  # fmt: skip
     finally:
         if worker is not None:
             worker.close()
+
+
+def _planned(
+    spec: TrainSpec,
+    effective_batch: int,
+    resolved: list[Device],
+    margin: float,
+    precision: Precision | None,
+    ladder: bool,
+    cache: TraceCache,
+    worker: LadderWorker | None,
+    run: RunSpec | None,
+    measured_step: tuple[float, str] | None,
+    strategy: Strategy | None,
+    offload: Offload | None,
+    gpus: int | None,
+    nodes: int | None,
+    multi_gpu: bool,
+) -> Plan:
+    """`_plan`'s plan, its worker (if any) started."""
+    cuda = [d for d in resolved if d.kind is DeviceKind.CUDA and d.memory_bytes]
+    gpu_counts = tuple(sorted({*GPU_COUNTS, run.gpus} - {1})) if run is not None else GPU_COUNTS
+    plans = tuple(
+        plan_device(
+            spec, effective_batch, d, margin, precision is None, cache, gpu_counts=gpu_counts
+        )
+        for d in _announced(resolved)
+    )
+    rungs = ()
+    if ladder and cuda:
+        rungs = ladder_rungs(spec, effective_batch, cuda[0], cache, worker)
     tokens = next((s.base.tokens_per_sample for s in cache.scalings.values()), None)
     result = Plan(
         spec=spec,
@@ -158,7 +185,7 @@ def _plan(
     asked = multi_gpu or any(x is not None for x in (strategy, offload, gpus, nodes))
     result = with_distributed(
         result, precision, margin, strategy, offload, gpus, nodes, every=asked,
-        shared=shared_traces(spec, cache),
+        shared=shared_traces(spec, cache), worker=worker,
     )  # fmt: skip
     return with_run(result, run) if run is not None and run.sized else result
 

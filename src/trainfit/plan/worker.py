@@ -1,12 +1,14 @@
-"""The ladder's traces in a worker process, while the devices are planned in this one."""
+"""The ladder's traces in a worker process, while the devices are planned in this one, and
+then the multi-GPU plans of other kernel families, while this one makes its own."""
 
 from __future__ import annotations
 
 import dataclasses
 import multiprocessing
 import signal
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 
+from trainfit.distributed.search import DistributedPlan, SharedTraces, plan_distributed
 from trainfit.errors import USER_CODE_ERRORS
 from trainfit.estimator.step import gpu_memory
 from trainfit.hardware.catalog import Device
@@ -52,6 +54,11 @@ class LadderWorker:
             return self._futures[index].result()
         except Exception:  # the step is done again in this process
             return None
+
+    def search(self, arguments: tuple[object, ...]) -> Future[DistributedPlan | None]:
+        """`plan_distributed(*arguments)` in the worker, after its ladder steps, with traces
+        of its own (`SharedTraces`)."""
+        return self._pool.submit(_searched_in_worker, arguments)
 
     def close(self) -> None:
         """Stop the worker, mid-trace or not, and wait until it has exited."""
@@ -103,3 +110,9 @@ def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:
     except USER_CODE_ERRORS:  # the main process does the step again and reports it
         return None
     return result.peak_reserved_bytes + context
+
+
+def _searched_in_worker(arguments: tuple[object, ...]) -> DistributedPlan | None:
+    """`LadderWorker.search`'s plan, made in the worker."""
+    with collector_paused():  # NB: as `plan` pauses it in its own process
+        return plan_distributed(*arguments, SharedTraces())  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ trace: the caller does (`trainfit.trace.stamp`).
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
@@ -172,18 +173,28 @@ def _insertions(
     their items' keys, `_numbered`); where only an item's numbers differ, the two are the same
     item (the differences near one another are compared again by tokens alone)."""
     found = []
-    opcodes = difflib.SequenceMatcher(None, ka, kb, False).get_opcodes()
+    opcodes = _opcodes(tuple(ka), tuple(kb))
     for tag, i1, i2, j1, j2 in _regions(opcodes, near):
         if tag == "insert":
             found.append((j1, j2 - j1))
         elif tag != "equal":
-            sa, sb = [x.token for x in a[i1:i2]], [x.token for x in b[j1:j2]]
-            for sub, _, _, t1, t2 in difflib.SequenceMatcher(None, sa, sb, False).get_opcodes():
+            sa, sb = tuple(x.token for x in a[i1:i2]), tuple(x.token for x in b[j1:j2])
+            for sub, _, _, t1, t2 in _opcodes(sa, sb):
                 if sub == "insert":
                     found.append((j1 + t1, t2 - t1))
                 elif sub != "equal":
                     raise NoPeriod(f"items at {i1} differ beyond their numbers ({sub})")
     return found
+
+
+@functools.lru_cache(maxsize=128)
+def _opcodes(
+    a: tuple[Hashable, ...], b: tuple[Hashable, ...]
+) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes turning `a` into `b` (no junk), kept for the sequences seen again: a
+    function of the sequences alone, and a plan fits the same ones many times (the forms tried,
+    the steps that differ only in the micro-batch). The caller does not change the list."""
+    return difflib.SequenceMatcher(None, a, b, False).get_opcodes()
 
 
 ORDERS = ("FEDOST", "FEODST")
