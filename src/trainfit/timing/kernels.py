@@ -1,5 +1,6 @@
-"""Kernel times read off fitted curves: a value between two calibration points, and the
-per-step cost of cuDNN's recurrent kernels."""
+"""Kernel times read off fitted curves: a value between two calibration points, fused
+attention's factor by shape and parallelism, and the per-step cost of cuDNN's recurrent
+kernels."""
 
 from __future__ import annotations
 
