@@ -46,9 +46,11 @@ Nothing from the accuracy suite's training steps is used: the step-time table th
   per dtype group ("half": the median of fp16's and bf16's, cuDNN's kernels on the H100;
   "fp32": the memory-efficient kernel), variant (not causal, causal, causal with dropout),
   pass, head size (32, 64, 128) and query length (128-4096): the attention grid
-  (`benchmarks/steptime/results/attention_h100/attention_grid.json`, 16,384 tokens a call);
-- attention parallel curve: the slowdown of calls with few (batch x heads) problems, per
-  group, causal or not, and pass, by the kernel's blocks per SM (`attention_parallel.json`);
+  (`benchmarks/steptime/results/attention_h100/attention_grid.json`, 16,384 tokens a call),
+  each row's ratio over the parallel curve's slowdown at its own blocks per SM;
+- attention parallel curve: the slowdown of calls with few (batch x heads) problems (their
+  profiled over modelled time over the grid row's), per group, causal or not, and pass, by
+  the kernel's blocks per SM (`attention_parallel.json`);
 - batch norm (bf16/fp32): achieved / datasheet bandwidth of training-mode BatchNorm forward
   and backward, NCHW and 1-D (median);
 - unaligned matmuls (a dimension not a multiple of 16 bytes, such as a 50257-token
@@ -202,19 +204,27 @@ def conv_channel_curve(grid: dict[str, Any], cal: Any) -> dict[str, dict[str, li
     return curve
 
 
-def attention_curve(grid: dict[str, Any], cal: Any) -> dict[str, Any]:
+def attention_curve(grid: dict[str, Any], cal: Any, parallel: dict[str, Any]) -> dict[str, Any]:
     """Per dtype group ("half": fp16 and bf16, the median of both; "fp32"), variant and pass,
     per head size the (length, profiled over modelled time) points of the attention grid, the
-    model `cal` without the attention rules."""
+    model `cal` without the attention rules, each over the `parallel` curve's slowdown at the
+    row's own blocks per SM (`trainfit.timing.kernels.attention_factor` multiplies the two:
+    a grid row's shape then takes its own ratio; the grid's calls make 7.8 blocks per SM at
+    head size 128 in fp16 and bf16, 62 at head size 32 in fp32)."""
     from benchmarks.steptime.attention_grid import predicted
+    from trainfit.timing.kernels import ATTENTION_TILE, interpolate_curve
 
     ratios: dict[tuple[str, str, str, int, int], list[float]] = {}
     for row in grid["rows"]:
         group = "fp32" if row["dtype"] == "fp32" else "half"
+        batch, heads, length, _ = row["shape"]
+        blocks = batch * heads * -(-length // ATTENTION_TILE[group]) / H100_SMS
+        slowdowns = parallel[group]["full" if row["variant"] == "full" else "causal"]
         forward, backward = predicted(row, cal)
         for side, modelled in (("forward", forward), ("backward", backward)):
             key = (group, row["variant"], side, row["head"], row["length"])
-            ratios.setdefault(key, []).append(row[f"{side}_s"] / modelled)
+            own = interpolate_curve(slowdowns[side], blocks)
+            ratios.setdefault(key, []).append(row[f"{side}_s"] / modelled / own)
     curve: dict[str, Any] = {}
     for (group, variant, side, head, length), values in sorted(ratios.items()):
         heads = curve.setdefault(group, {}).setdefault(variant, {}).setdefault(side, {})
@@ -228,21 +238,24 @@ def attention_curve(grid: dict[str, Any], cal: Any) -> dict[str, Any]:
     }
 
 
-def attention_parallel_curve(parallel: dict[str, Any], grid: dict[str, Any]) -> dict[str, Any]:
+def attention_parallel_curve(
+    parallel: dict[str, Any], grid: dict[str, Any], cal: Any
+) -> dict[str, Any]:
     """Per dtype group, causal or not, and pass: (kernel blocks per SM, slowdown) points, the
-    few-heads rows' time per FLOP over the grid row's of the same dtype, variant, length and
-    head size (the grid's calls fill the GPU many times over); the median over the rows of
-    one block count. Blocks: batch x heads x the query length over the kernel's tile
-    (`trainfit.timing.kernels.ATTENTION_TILE`) on the H100's 132 SMs."""
-    from benchmarks.steptime.attention_grid import row_costs
+    few-heads rows' profiled over modelled time (the model `cal` without the attention rules)
+    over the grid row's of the same dtype, variant, length and head size; the median over the
+    rows of one block count. Blocks: batch x heads x the query length over the kernel's tile
+    (`trainfit.timing.kernels.ATTENTION_TILE`) on the H100's 132 SMs.
+
+    NB: over the model's time, not per FLOP: the model's time of a small call is mostly its
+    kernels' fixed cost, which a per-FLOP slowdown would multiply too (one bf16 problem of
+    512 tokens was modelled 11x its profiled time that way)."""
+    from benchmarks.steptime.attention_grid import predicted
     from trainfit.timing.kernels import ATTENTION_TILE
 
-    def per_flop(row: dict[str, Any]) -> tuple[float, float]:
-        forward, backward = row_costs(row)
-        return (
-            row["forward_s"] / sum(op.flops for op in forward),
-            row["backward_s"] / sum(op.flops for op in backward),
-        )
+    def over_model(row: dict[str, Any]) -> tuple[float, float]:
+        forward, backward = predicted(row, cal)
+        return row["forward_s"] / forward, row["backward_s"] / backward
 
     reference = {(r["dtype"], r["variant"], r["head"], r["length"]): r for r in grid["rows"]}
     points: dict[tuple[str, str, str, float], list[float]] = {}
@@ -250,8 +263,8 @@ def attention_parallel_curve(parallel: dict[str, Any], grid: dict[str, Any]) -> 
         group = "fp32" if row["dtype"] == "fp32" else "half"
         shape = row["shape"]
         blocks = shape[0] * shape[1] * -(-row["length"] // ATTENTION_TILE[group]) / H100_SMS
-        full = per_flop(reference[(row["dtype"], row["variant"], row["head"], row["length"])])
-        mine = per_flop(row)
+        full = over_model(reference[(row["dtype"], row["variant"], row["head"], row["length"])])
+        mine = over_model(row)
         causal = "full" if row["variant"] == "full" else "causal"
         for side, a, b in zip(("forward", "backward"), mine, full, strict=True):
             points.setdefault((group, causal, side, round(blocks, 4)), []).append(a / b)
@@ -476,9 +489,9 @@ def calibrate(micro: dict[str, Any]) -> dict[str, Any]:
     bare = dataclasses.replace(calibration(), **{k: v for k, v in result.items() if k in FIELDS})
     result["conv_channel_curve"] = conv_channel_curve(json.loads(CONV_GRID.read_text()), bare)
     grid = json.loads((ATTENTION / "attention_grid.json").read_text())
-    result["attention_curve"] = attention_curve(grid, bare)
     parallel = json.loads((ATTENTION / "attention_parallel.json").read_text())
-    result["attention_parallel_curve"] = attention_parallel_curve(parallel, grid)
+    result["attention_parallel_curve"] = attention_parallel_curve(parallel, grid, bare)
+    result["attention_curve"] = attention_curve(grid, bare, result["attention_parallel_curve"])
     return result
 
 
