@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -202,3 +203,28 @@ def test_interpolated_costs_put_an_attention_calls_problems_on_the_line() -> Non
     # traces whose calls differ beyond the batch do not align
     other = StepCosts(_sdpa_costs(2, causal=False, dropout=0.0), (0,), (1,), ())
     assert not costs(2).aligned(other)
+
+
+def test_flash_and_cudnn_calls_record_the_querys_heads_and_length() -> None:
+    from trainfit.trace.costs import AttentionShape, op_cost
+
+    aten = torch.ops.aten
+    # grouped-query cross-attention: 12 query heads over 4 key heads, 512 keys for 256 queries
+    q = torch.empty(2, 12, 256, 64, device="meta", dtype=torch.bfloat16)
+    k = v = torch.empty(2, 4, 512, 64, device="meta", dtype=torch.bfloat16)
+    flash = aten._scaled_dot_product_flash_attention.default
+    out = flash(q, k, v, 0.1, True)
+    shape = AttentionShape(24, 256, 64, causal=True, dropout=True, backward=False)
+    assert op_cost(flash, (q, k, v, 0.1, True), {}, out).attention == shape
+    o, lse, cq, ck, mq, mk, seed, offset, _ = out
+    back = (o, q, k, v, o, lse, cq, ck, mq, mk, 0.1, True, seed, offset)
+    flash_back = aten._scaled_dot_product_flash_attention_backward.default
+    grads = flash_back(*back)
+    assert op_cost(flash_back, back, {}, grads).attention == dataclasses.replace(
+        shape, backward=True
+    )
+    cudnn = aten._scaled_dot_product_cudnn_attention.default
+    kwargs = {"dropout_p": 0.0, "is_causal": False}
+    out = cudnn(q, k, v, None, True, **kwargs)
+    recorded = op_cost(cudnn, (q, k, v, None, True), kwargs, out).attention
+    assert recorded == dataclasses.replace(shape, causal=False, dropout=False)
