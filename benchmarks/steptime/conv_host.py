@@ -9,10 +9,11 @@ micro-batch while their kernels stay below it (`results/batch_sweep_h100`).
 
 Each row is one of ResNet-18's convolutions (its stem, 3 x 3 and 1 x 1 layers at their
 strides) on a batch of images, fp32 (TF32, PyTorch's default for cuDNN) and bf16, in one
-process: `F.conv2d` (the forward) and `aten.convolution_backward` (both gradients, as autograd
-calls it) issued 40 times back to back without a synchronisation after 5 warm-up calls (the
-host's seconds per call: the device runs behind, the launch queue never fills); the kernels
-one call launches are counted under torch.profiler.
+process: `F.conv2d` (the forward) and `aten.convolution_backward` (the input's and the
+weight's gradients as autograd asks for them: the stem's weight gradient alone) issued 40
+times back to back without a synchronisation after 5 warm-up calls (the host's seconds per
+call: the device runs behind, the launch queue never fills); the kernels one call launches
+are counted under torch.profiler.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ gets wrong.
 On the GPU, each case (built as `window.py` builds it, in one process after 5 warm-up steps):
 - host: the seconds `step()` takes to return when the device is idle at its start (a
   synchronise before each of 15 steps; the step itself never waits for the device, so this is
-  the host's time to issue it), median;
+  the host's time to issue it), median. NB: in every committed row it came within 3% of the
+  synchronised step, device-bound ResNet-50 included, and 1.3-2x the steady loop's period
+  (README): it does not isolate the host;
 - device: the kernels' device time a step (torch.profiler, 3 steps), as `kinds.py` sums it;
 - the aten ops' own host time a step (`self_cpu_time_total`), the 25 largest.
 Here, the model's sides: its device time (`kinds.predicted`, summed) and its host time (the
