@@ -215,3 +215,22 @@ def test_a_fitted_familys_device_keeps_the_model_its_factors_were_fitted_on() ->
     assert not fitted.cudnn_rules and own.cudnn_rules
     assert fitted.time(narrow, Phase.BACKWARD) == fitted.time(plain, Phase.BACKWARD)
     assert own.time(narrow, Phase.BACKWARD).seconds > own.time(plain, Phase.BACKWARD).seconds
+
+
+@pytest.mark.parametrize(
+    ("device", "sms"),
+    [("h100", 132), ("rtx-5090", 170), ("h200", 0), ("a100-80gb", 0), ("rtx-4090", 0)],
+)
+def test_the_attention_curves_apply_where_the_cudnn_rules_do_and_the_sms_are_known(
+    device: str, sms: int
+) -> None:
+    # NB: the H200's row has no SM count; the A100 and the RTX 4090 are of fitted families
+    from trainfit.trace.costs import AttentionShape
+
+    rates = Rates(get_device(device), TrainSpec(model="gpt2", precision="bf16"), calibration())
+    assert rates.attention_sms == sms
+    shape = AttentionShape(12, 1024, 64, causal=True, dropout=False, backward=False)
+    fused = OpCost(OpKind.ATTENTION, "bf16", 10**10, 10**7, 1, attention=shape)
+    plain = dataclasses.replace(fused, attention=None)
+    ratio = rates.time(fused, Phase.FORWARD).seconds / rates.time(plain, Phase.FORWARD).seconds
+    assert (ratio == 1.0) is (sms == 0)
