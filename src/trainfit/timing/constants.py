@@ -49,12 +49,14 @@ class Calibration:
     ("forward", "backward"), points (side, factor), 1 from the last point on. cuDNN's kernels
     for few channels run far below the fit's efficiency, their weight gradients most."""
     attention_curve: dict[str, dict[str, dict[str, list[Any]]]]
-    """A fused attention call's time over the FLOPs form's (`attention_efficiency`): per dtype
-    group ("half", "fp32"), variant ("full", "causal", "causal-dropout") and pass, a list of
+    """A fused attention call's time over the FLOPs form's (`attention_efficiency`), over the
+    parallel curve's slowdown at the measured call's own blocks per SM: per dtype group
+    ("half", "fp32"), variant ("full", "causal", "causal-dropout") and pass, a list of
     (head size, curve of (query length, factor)) (`kernels.attention_factor`)."""
     attention_parallel_curve: dict[str, dict[str, dict[str, list[list[float]]]]]
-    """The slowdown of a fused attention call with few problems (batch x heads): per dtype
-    group, "full" or "causal" and pass, points (kernel blocks per SM, factor)."""
+    """The slowdown of a fused attention call with few problems (batch x heads), its time
+    over the FLOPs form's against a call of the grid: per dtype group, "full" or "causal"
+    and pass, points (kernel blocks per SM, factor)."""
     host_op_seconds: float
     host_module_call_seconds: float
     sync_seconds: float
