@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,17 @@ def test_the_fp32_bounds_agree_with_every_row_of_the_kernel_studies(study: str, 
 
 def _attention(problems: int, length: int, head: int, **flags: bool) -> AttentionShape:
     shape = dict(causal=False, dropout=False, backward=False) | flags
-    return AttentionShape(problems, length, head, **shape)
+    return AttentionShape(problems, length, head, **shape, keys=length)
+
+
+def test_a_call_whose_keys_differ_from_its_queries_keeps_the_flops_form() -> None:
+    # NB: a decoding step (one query over 512 cached keys) and cross-attention were not measured
+    cal = calibration()
+    decode = dataclasses.replace(_attention(12, 1, 64), keys=512)
+    assert attention_factor(cal, decode, "bf16", 132) == 1.0
+    cross = dataclasses.replace(_attention(96, 448, 64), keys=1500)
+    assert attention_factor(cal, cross, "fp32", 132) == 1.0
+    assert attention_factor(cal, _attention(96, 448, 64), "fp32", 132) != 1.0
 
 
 def test_a_full_attention_call_takes_the_grids_factor_at_its_head_size_and_length() -> None:

@@ -229,7 +229,7 @@ def test_the_attention_curves_apply_where_the_cudnn_rules_do_and_the_sms_are_kno
 
     rates = Rates(get_device(device), TrainSpec(model="gpt2", precision="bf16"), calibration())
     assert rates.attention_sms == sms
-    shape = AttentionShape(12, 1024, 64, causal=True, dropout=False, backward=False)
+    shape = AttentionShape(12, 1024, 64, causal=True, dropout=False, backward=False, keys=1024)
     fused = OpCost(OpKind.ATTENTION, "bf16", 10**10, 10**7, 1, attention=shape)
     plain = dataclasses.replace(fused, attention=None)
     ratio = rates.time(fused, Phase.FORWARD).seconds / rates.time(plain, Phase.FORWARD).seconds

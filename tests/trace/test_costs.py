@@ -182,8 +182,8 @@ def test_a_fused_attention_call_records_its_shape() -> None:
     from trainfit.trace.costs import AttentionShape
 
     forward, backward = _sdpa_costs(2, causal=True, dropout=0.1)
-    assert forward.attention == AttentionShape(24, 256, 64, True, True, backward=False)
-    assert backward.attention == AttentionShape(24, 256, 64, True, True, backward=True)
+    assert forward.attention == AttentionShape(24, 256, 64, True, True, False, keys=256)
+    assert backward.attention == AttentionShape(24, 256, 64, True, True, True, keys=256)
     plain, _ = _sdpa_costs(2, causal=False, dropout=0.0)
     assert (plain.attention.causal, plain.attention.dropout) == (False, False)
     # every other op has none
@@ -214,7 +214,7 @@ def test_flash_and_cudnn_calls_record_the_querys_heads_and_length() -> None:
     k = v = torch.empty(2, 4, 512, 64, device="meta", dtype=torch.bfloat16)
     flash = aten._scaled_dot_product_flash_attention.default
     out = flash(q, k, v, 0.1, True)
-    shape = AttentionShape(24, 256, 64, causal=True, dropout=True, backward=False)
+    shape = AttentionShape(24, 256, 64, causal=True, dropout=True, backward=False, keys=512)
     assert op_cost(flash, (q, k, v, 0.1, True), {}, out).attention == shape
     o, lse, cq, ck, mq, mk, seed, offset, _ = out
     back = (o, q, k, v, o, lse, cq, ck, mq, mk, 0.1, True, seed, offset)

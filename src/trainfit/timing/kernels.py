@@ -36,9 +36,12 @@ def attention_factor(cal: Calibration, shape: AttentionShape, dtype: str, sms: i
     128-4096 (flat beyond); a call with dropout but not causal takes the full call's factor
     times dropout's measured share in causal calls (no such row was measured); a masked
     fp16/bf16 call (the memory-efficient kernel on the trace, cuDNN's with a mask on the
-    GPU) takes the unmasked factor; a call whose keys differ in number from its queries
-    (cross-attention, a decoding step's one query over the cache) is read at its query
-    length and blocks alike, none such measured (a GPT-2 decoding step at batch 1 takes 7.4)."""
+    GPU) takes the unmasked factor. A call whose keys differ in number from its queries
+    (cross-attention, a decoding step's one query over the cache) is outside what was
+    measured and keeps the FLOPs form (factor 1): read at its query length, a GPT-2 decoding
+    step at batch 1 would take 7.4."""
+    if shape.keys != shape.length:
+        return 1.0
     group = "fp32" if dtype == "fp32" else "half"
     side = "backward" if shape.backward else "forward"
 

@@ -66,6 +66,8 @@ class AttentionShape:
     dropout: bool
     backward: bool
     """Whether the call is the backward kernel."""
+    keys: int
+    """Key length: the query length in self-attention; 1 query over a cache when decoding."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,6 +402,7 @@ def _attention_shape(
     if not func.__name__.startswith("_scaled_dot_product_") or query is None or query.dim() != 4:
         return None
     batch, heads, length, head = query.shape
+    key = _argument(func, args, kwargs, "key")
     return AttentionShape(
         problems=int(batch * heads),
         length=int(length),
@@ -407,6 +410,7 @@ def _attention_shape(
         causal=bool(_argument(func, args, kwargs, "is_causal")),
         dropout=bool(_argument(func, args, kwargs, "dropout_p")),
         backward=func.__name__.split(".")[0].endswith("_backward"),
+        keys=int(key.shape[-2]) if isinstance(key, torch.Tensor) else int(length),
     )
 
 
