@@ -94,6 +94,7 @@ SETS = {
     "blind9": "blind9_cases",
     "blind10": "blind10_cases",
     "blind11": "blind11_cases",
+    "blind12": "blind12_cases",
 }
 """Each set of cases and the module under benchmarks/steptime that holds its `CASES`."""
 
