@@ -95,6 +95,7 @@ SETS = {
     "blind10": "blind10_cases",
     "blind11": "blind11_cases",
     "blind12": "blind12_cases",
+    "blind13": "blind13_cases",
 }
 """Each set of cases and the module under benchmarks/steptime that holds its `CASES`."""
 

@@ -80,7 +80,19 @@ START = {  # the microbenchmarks' values, no fixed costs
 RESULTS = Path(__file__).parent / "results"
 WINDOW = RESULTS / "calibration_window_h100.json"
 DIAGNOSE = RESULTS / "diagnose_h100/diagnose_host.json"
-LOOP_TIMED = ("steptime", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "diagnose")
+RECENT = ("blind8", "blind9", "blind10", "blind11", "blind12")
+"""The blind sets timed on one machine each by `window.py` (`results/<set>_raw/machine1.json`)."""
+LOOP_TIMED = (
+    "steptime",
+    "blind",
+    "blind2",
+    "blind3",
+    "blind4",
+    "blind5",
+    "blind6",
+    "diagnose",
+    *RECENT,
+)
 """The tables timed as a loop runs them (compared with the steady period); the others were
 timed with a sync after each step."""
 
@@ -194,6 +206,8 @@ def check_rows() -> dict[str, tuple[dict[str, Any], float]]:
     # NB: the sixth set's every run, on its first two machines (`machines.py --set blind6`
     # compares it with the median over four)
     rows |= window_rows(RESULTS / "blind6_h100_all.json", "blind6", "blind6")
+    for name in RECENT:
+        rows |= window_rows(RESULTS / f"{name}_raw/machine1.json", name, name)
     return rows
 
 
@@ -292,6 +306,9 @@ def main() -> None:
     parser.add_argument(
         "--with-blind", action="store_true", help="fit on the blind rows of blind_h100.json too"
     )
+    parser.add_argument(
+        "--with-recent", default="", help="fit on these sets of RECENT too (comma-separated)"
+    )
     args = parser.parse_args()
     device = get_device("h100")
     rows = calibration_rows()
@@ -302,6 +319,8 @@ def main() -> None:
         checks |= diagnose_rows()
     if args.with_blind:
         rows |= {n: r for n, r in checks.items() if n.startswith("blind/")}
+    for name in args.with_recent.split(",") if args.with_recent else ():
+        rows |= {n: r for n, r in checks.items() if n.split("/")[0] == name}
     traced = []
     for name, (kwargs, seconds) in (rows | checks).items():
         spec = TrainSpec(**kwargs, device="h100")
