@@ -26,6 +26,6 @@ CASES: dict[str, dict[str, Any]] = {
     "emotion-b256-fp32": _zoo("emotion_mlp", 256),
     "resnet18-fp32-b64-32px-sgdm": _cnn("resnet18", "B,3,32,32", 64, 10, "fp32", "sgd-momentum"),
     "resnet50-fp16-b64": _zoo("resnet50", 64, "fp16"),
-    "mlp-6x512-b128-adamw": _mlp("mlp_6x512", 512, 128, "adamw"),
+    "mlp-6x512-b128-adamw": _mlp("mlp_6x512", 128, 128, "adamw"),
     "gru-h256-1l-b64-t128-bf16": _rnn("gru_h256_1l", 128, 64, bf16=True),
 }
