@@ -138,6 +138,11 @@ TOLERANCE: dict[str, float] = {
     # loop runs them (blind12_h100.md, 2 runs each); published: median 7.2%, worst
     # midi100m-b4-bf16 -23.4%
     "steptime-blind12": 0.24,
+    # 12 everyday steps, most host-bound, predicted before they ran by the shipped model
+    # (blind13_predictions.json, rules at 54229c8; a host-floor refit was tried and not
+    # shipped), timed as a loop runs them (blind13_h100.md, 2 runs each, spread median 11.8%);
+    # published: median 10.7%, worst vq-bf16-b16-x8 -25.1%
+    "steptime-blind13": 0.26,
     # largest micro-batch, 10 measured to the sample; published: 8 within 5%, worst +10.0%
     # (llama-3.2-1b-pure-bf16-s2048: 11 for 10) (max_batch_h100.md); a case measured only to a
     # bracket (resnet50-bf16) must be predicted inside it
@@ -419,6 +424,10 @@ def steptime_blind12_cases() -> Iterator[Case]:
     return _steptime_blind_cases("blind12", "blind12_raw/machine1.json")
 
 
+def steptime_blind13_cases() -> Iterator[Case]:
+    return _steptime_blind_cases("blind13", "blind13_raw/machine1.json")
+
+
 def _max_batch(name: str) -> float:
     from benchmarks.max_batch.predict import predict
 
@@ -515,6 +524,7 @@ CASES: dict[str, Case] = {
         steptime_blind10_cases,
         steptime_blind11_cases,
         steptime_blind12_cases,
+        steptime_blind13_cases,
         max_batch_cases,
         multigpu_cases,
         faithful_heads_cases,
@@ -544,6 +554,7 @@ FAST = {
     "steptime-blind10/tiny-cnn-fp32-b512",
     "steptime-blind11/mlp-4x512-b256-sgd",
     "steptime-blind12/melody-b64-fp32",
+    "steptime-blind13/emotion-b256-fp32",
     "max-batch/melody-transformer-fp16-s1024",
     "multigpu/llama-3.2-1b-s2048-b1-ckpt-hybrid",
     "multigpu-heldout/gpt2-s1024-b8-ddp",
