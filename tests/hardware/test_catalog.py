@@ -25,7 +25,7 @@ from trainfit.hardware.units import GIB
 CAT = catalog()
 DEVICES = list(CAT.devices)
 INSTANCES = list(CAT.instances)
-TODAY = dt.date(2026, 11, 26)
+TODAY = dt.date(2026, 11, 27)
 
 REQUIRED_DEVICES = {
     "m1-pro-16gb", "m2-16gb", "m3-max", "m4-pro-16gb", "m4-pro-24gb", "m4-pro-48gb",

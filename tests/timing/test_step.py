@@ -219,7 +219,14 @@ def test_a_fitted_familys_device_keeps_the_model_its_factors_were_fitted_on() ->
 
 @pytest.mark.parametrize(
     ("device", "sms"),
-    [("h100", 132), ("rtx-5090", 170), ("h200", 0), ("a100-80gb", 0), ("rtx-4090", 0)],
+    [
+        ("h100", 132),
+        ("rtx-5090", 170),
+        ("h200", 132),
+        ("h100-pcie", 0),
+        ("a100-80gb", 0),
+        ("rtx-4090", 0),
+    ],
 )
 def test_the_attention_curves_apply_where_the_cudnn_rules_do_and_the_sms_are_known(
     device: str, sms: int
