@@ -30,7 +30,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.steptime.conv_grid import _device_seconds
+from benchmarks.steptime.conv_grid import _device_seconds, _passes
 
 DTYPES = ("fp32", "bf16", "fp16")
 HEAD_SIZES = (32, 64, 128)
@@ -81,21 +81,16 @@ def _row(
     def forward() -> Any:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal)
 
-    grad = torch.randn_like(forward())
-
-    def both() -> None:
-        torch.autograd.backward(forward(), grad)
-
-    alone = _device_seconds(forward)
+    forward_s, backward_s = _passes(forward)
     return {
         "dtype": dtype_name,
         "head": head,
         "length": length,
         "variant": name,
         "shape": list(dims),
-        "forward_s": alone,
-        "backward_s": _device_seconds(both) - alone,
-        "ops": _op_names(both),
+        "forward_s": forward_s,
+        "backward_s": backward_s,
+        "ops": _op_names(lambda: forward().sum().backward()),
     }
 
 

@@ -33,8 +33,8 @@ def case(dtype: str, batch: int) -> dict[str, Any]:
 
 def measure_row(dtype: str, batch: int) -> dict[str, Any]:
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
+    from benchmarks.steptime.host_split import profiled
     from benchmarks.steptime.measure_gpu import make_step
 
     _, step = make_step(case(dtype, batch)["build"])
@@ -49,23 +49,13 @@ def measure_row(dtype: str, batch: int) -> dict[str, Any]:
             step()
         torch.cuda.synchronize()
         periods.append((time.perf_counter() - started) / 20)
-    steps = 3
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-    device_us = sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA")
-    cpu = {
-        e.key: e.self_cpu_time_total / steps / 1e3
-        for e in prof.key_averages()
-        if e.self_cpu_time_total > 0
-    }
+    device_ms, cpu = profiled(step)
     return {
         "dtype": dtype,
         "batch": batch,
         "period_ms": statistics.median(periods) * 1e3,
         "periods_ms": [p * 1e3 for p in periods],
-        "device_ms": device_us / steps / 1e3,
+        "device_ms": device_ms,
         "cpu_ops_ms": dict(sorted(cpu.items(), key=lambda kv: -kv[1])[:30]),
     }
 
@@ -74,47 +64,14 @@ PHASE_ROWS = ((8, 32), (8, 64), (8, 128), (8, 224), (32, 64), (128, 32), (128, 6
 """(micro-batch, image side) of the phase rows: fp32, SGD with momentum."""
 
 
-def measure_phases(batch: int, side: int, steps: int = 30) -> dict[str, Any]:
+def measure_phases(batch: int, side: int) -> dict[str, Any]:
     """The host's seconds a step in each phase (forward and loss, backward, optimizer and
-    zero_grad), read with `time.perf_counter` between them in a loop that never synchronises
-    (the median over `steps` steps after 5 warm-up steps), and the loop's period."""
-    import torch
-
-    from benchmarks.steptime.measure_gpu import _model
+    zero_grad) of ResNet-18 on `side` px at micro-batch `batch` (fp32, SGD with momentum), and
+    the loop's period: `phases.measure_case`."""
+    from benchmarks.steptime.phases import measure_case
 
     build = _cnn("resnet18", f"B,3,{side},{side}", batch, 100, "fp32", "sgd-momentum")["build"]
-    model, loss_fn = _model(build)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    model.train()
-    marks: list[tuple[float, float, float]] = []
-
-    def step() -> None:
-        started = time.perf_counter()
-        loss = loss_fn()
-        forward = time.perf_counter()
-        loss.backward()
-        backward = time.perf_counter()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        marks.append((forward - started, backward - forward, time.perf_counter() - backward))
-
-    for _ in range(5):
-        step()
-    torch.cuda.synchronize()
-    marks.clear()
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.cuda.synchronize()
-    period = (time.perf_counter() - started) / steps
-    return {
-        "batch": batch,
-        "side": side,
-        "period_ms": period * 1e3,
-        "forward_host_ms": statistics.median(m[0] for m in marks) * 1e3,
-        "backward_host_ms": statistics.median(m[1] for m in marks) * 1e3,
-        "optimizer_host_ms": statistics.median(m[2] for m in marks) * 1e3,
-    }
+    return {"batch": batch, "side": side, **measure_case(build)}
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:

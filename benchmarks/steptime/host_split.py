@@ -33,7 +33,6 @@ from benchmarks.steptime.cases import case_set
 
 def measure_case(build: dict[str, Any]) -> dict[str, Any]:
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     from benchmarks.steptime.measure_gpu import make_step
 
@@ -50,7 +49,22 @@ def measure_case(build: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.synchronize()
         issue.append(issued - started)
         total.append(time.perf_counter() - started)
-    steps = 3
+    device_ms, cpu = profiled(step)
+    ops = {k: ms for k, ms in cpu.items() if k.startswith("aten::") or k.startswith("cudnn")}
+    return {
+        "host_ms": statistics.median(issue) * 1e3,
+        "synced_ms": statistics.median(total) * 1e3,
+        "device_ms": device_ms,
+        "cpu_ops_ms": dict(sorted(ops.items(), key=lambda kv: -kv[1])[:25]),
+    }
+
+
+def profiled(step: Any, steps: int = 3) -> tuple[float, dict[str, float]]:
+    """`steps` steps under torch.profiler: the kernels' device milliseconds a step, and each
+    profiled name's own host milliseconds a step (`self_cpu_time_total`, where above 0)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step()
@@ -59,15 +73,9 @@ def measure_case(build: dict[str, Any]) -> dict[str, Any]:
     cpu = {
         e.key: e.self_cpu_time_total / steps / 1e3
         for e in prof.key_averages()
-        if e.key.startswith("aten::") or e.key.startswith("cudnn")
+        if e.self_cpu_time_total > 0
     }
-    top = dict(sorted(cpu.items(), key=lambda kv: -kv[1])[:25])
-    return {
-        "host_ms": statistics.median(issue) * 1e3,
-        "synced_ms": statistics.median(total) * 1e3,
-        "device_ms": device_us / steps / 1e3,
-        "cpu_ops_ms": top,
-    }
+    return device_us / steps / 1e3, cpu
 
 
 def modelled(set_name: str, name: str) -> tuple[float, float]:

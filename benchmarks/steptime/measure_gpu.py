@@ -173,6 +173,32 @@ def _model(build: dict[str, Any]) -> tuple[Any, Callable[[], Any]]:
     return _zoo(build) if "zoo" in build else _plain(build)
 
 
+def optimizer_for(build: dict[str, Any], params: list[Any]) -> Any:
+    """A case's optimizer over `params`: its kind ("optim", AdamW by default) on its path
+    ("path": for-loop, foreach or fused where the case names one; PyTorch's default otherwise)."""
+    import torch
+
+    optim = build.get("optim", "adamw")
+    flags = {None: {}, "for-loop": {"foreach": False}, "foreach": {"foreach": True}}.get(
+        build.get("path"), {"fused": True}
+    )
+    if optim == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, **flags)
+    if optim == "sgdm":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **flags)
+    if optim == "adam":
+        return torch.optim.Adam(params, lr=1e-5, **flags)
+    if optim == "adafactor":
+        return torch.optim.Adafactor(params, lr=1e-3, **flags)
+    return torch.optim.AdamW(params, lr=1e-5, **flags)
+
+
+def half_of(build: dict[str, Any]) -> str | None:
+    """A case's autocast dtype ("half": "fp16" with a GradScaler, or "bf16"); HF cases and
+    "amp" cases take bf16; None: no autocast."""
+    return build.get("half", "bf16" if "hf" in build or build.get("amp", False) else None)
+
+
 def make_step(build: dict[str, Any]) -> tuple[int, Callable[[], None]]:
     """A case's training step as a loop body (forward under autocast where the case asks,
     backward, `accum` times where the case accumulates; the optimizer, zero_grad; no
@@ -181,23 +207,8 @@ def make_step(build: dict[str, Any]) -> tuple[int, Callable[[], None]]:
 
     model, loss_fn = _model(build)
     params = [p for p in model.parameters() if p.requires_grad]
-    optim = build.get("optim", "adamw")
-    # NB: "path" (for-loop, foreach, fused) where a case names one; PyTorch's default otherwise
-    flags = {None: {}, "for-loop": {"foreach": False}, "foreach": {"foreach": True}}.get(
-        build.get("path"), {"fused": True}
-    )
-    if optim == "sgd":
-        optimizer: Any = torch.optim.SGD(params, lr=1e-3, **flags)
-    elif optim == "sgdm":
-        optimizer = torch.optim.SGD(params, lr=1e-3, momentum=0.9, **flags)
-    elif optim == "adam":
-        optimizer = torch.optim.Adam(params, lr=1e-5, **flags)
-    elif optim == "adafactor":
-        optimizer = torch.optim.Adafactor(params, lr=1e-3, **flags)
-    else:
-        optimizer = torch.optim.AdamW(params, lr=1e-5, **flags)
-    # NB: "half" names the autocast dtype (fp16 with a GradScaler); HF cases and "amp" take bf16
-    half = build.get("half", "bf16" if "hf" in build or build.get("amp", False) else None)
+    optimizer = optimizer_for(build, params)
+    half = half_of(build)
     dtype = torch.float16 if half == "fp16" else torch.bfloat16  # disabled where half is None
     scaler = torch.amp.GradScaler(DEV) if half == "fp16" else None
     model.train()

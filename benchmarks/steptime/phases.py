@@ -8,8 +8,8 @@ blind sets' misses that the model calls device-bound or under-times on the host.
     PYTHONPATH=src:. python -m benchmarks.steptime.phases DIR/phases.json
 
 On the GPU each case is built as `window.py` builds it (`measure_gpu._model`, the case's
-optimizer on PyTorch's default path, autocast where the case asks; cases with gradient
-accumulation, a GradScaler or a preference loss are refused) and run in one process: 5
+optimizer on its path by `measure_gpu.optimizer_for`, autocast where the case asks; cases with
+gradient accumulation, a GradScaler or a preference loss are refused) and run in one process: 5
 warm-up steps, then 30 steps that never synchronise, the host's `time.perf_counter` read
 between the forward (and loss), the backward and the optimizer (step and zero_grad); a phase's
 figure is its median over the 30. In a host-bound loop the device never holds the host up, so
@@ -35,20 +35,13 @@ from benchmarks.steptime.cases import case_set
 def measure_case(build: dict[str, Any], steps: int = 30) -> dict[str, Any]:
     import torch
 
-    from benchmarks.steptime.measure_gpu import _model
+    from benchmarks.steptime.measure_gpu import _model, half_of, optimizer_for
 
-    if build.get("accum", 1) != 1 or build.get("half") == "fp16" or build.get("dpo"):
+    half = half_of(build)
+    if build.get("accum", 1) != 1 or half == "fp16" or build.get("dpo"):
         raise ValueError("phases.py times single micro-batch steps without a GradScaler or DPO")
     model, loss_fn = _model(build)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optim = build.get("optim", "adamw")
-    optimizer: Any = {
-        "sgd": lambda: torch.optim.SGD(params, lr=1e-3),
-        "sgdm": lambda: torch.optim.SGD(params, lr=1e-3, momentum=0.9),
-        "adam": lambda: torch.optim.Adam(params, lr=1e-5),
-        "adamw": lambda: torch.optim.AdamW(params, lr=1e-5),
-    }[optim]()
-    half = build.get("half", "bf16" if "hf" in build or build.get("amp", False) else None)
+    optimizer = optimizer_for(build, [p for p in model.parameters() if p.requires_grad])
     model.train()
     marks: list[tuple[float, float, float]] = []
 
