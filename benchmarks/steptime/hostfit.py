@@ -80,7 +80,7 @@ START = {  # the microbenchmarks' values, no fixed costs
 RESULTS = Path(__file__).parent / "results"
 WINDOW = RESULTS / "calibration_window_h100.json"
 DIAGNOSE = RESULTS / "diagnose_h100/diagnose_host.json"
-RECENT = ("blind8", "blind9", "blind10", "blind11", "blind12")
+RECENT = ("blind8", "blind9", "blind10", "blind11", "blind12", "blind13")
 """The blind sets timed on one machine each by `window.py` (`results/<set>_raw/machine1.json`)."""
 LOOP_TIMED = (
     "steptime",
