@@ -288,6 +288,15 @@ def table_errors(rows: dict[str, tuple[float, float]]) -> dict[str, tuple[int, f
     return {t: (len(e), statistics.median(e), max(e)) for t, e in errors.items()}
 
 
+def machine_factor(rows: dict[str, tuple[float, float]]) -> tuple[float, tuple[int, float, float]]:
+    """The table's median measured/predicted ratio (geometric: the factor a perfect reading of
+    its machine's speed would have scaled every prediction by) and the errors left after it
+    (rows, median, worst)."""
+    factor = math.exp(statistics.median(math.log(m / p) for p, m in rows.values()))
+    scaled = {r: (p * factor, m) for r, (p, m) in rows.items()}
+    return factor, next(iter(table_errors(scaled).values()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--write", action="store_true", help=f"write {OUT.name}")
@@ -373,7 +382,13 @@ def main() -> None:
     for name, (p, m) in everything.items():
         print(f"{name}: {p / m - 1:+.1%}{'' if name in rows else ' (not fitted on)'}")
     for table, (n, median, worst) in table_errors(everything).items():
-        print(f"{table} ({n}): median {median:.1%}, worst {worst:.1%}")
+        factor, (_, m, w) = machine_factor(
+            {r: pm for r, pm in everything.items() if r.split("/")[0] == table}
+        )
+        print(
+            f"{table} ({n}): median {median:.1%}, worst {worst:.1%}; over the table's own "
+            f"factor x{factor:.3f}: median {m:.1%}, worst {w:.1%}"
+        )
     if args.write:
         record = {
             "source": "benchmarks/steptime/hostfit.py"
