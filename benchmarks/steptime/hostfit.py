@@ -318,6 +318,12 @@ def main() -> None:
     parser.add_argument(
         "--with-recent", default="", help="fit on these sets of RECENT too (comma-separated)"
     )
+    parser.add_argument(
+        "--host-scale",
+        type=float,
+        default=1.0,
+        help="with --eval: every host constant and optimizer line times this",
+    )
     args = parser.parse_args()
     device = get_device("h100")
     rows = calibration_rows()
@@ -371,6 +377,19 @@ def main() -> None:
         return statistics.mean(statistics.mean(e) for e in errors.values())
 
     shipped = {**START, **json.loads(OUT.read_text())["constants"]}
+    if args.host_scale != 1.0:
+        # NB: every host constant and optimizer line times one factor (a faster or slower host)
+        shipped = {k: v * args.host_scale for k, v in shipped.items()}
+        base = dataclasses.replace(
+            base,
+            host_fit=dataclasses.replace(
+                base.host_fit,
+                optimizer_lines={
+                    k: (f * args.host_scale, p * args.host_scale)
+                    for k, (f, p) in base.host_fit.optimizer_lines.items()
+                },
+            ),
+        )
     if args.eval:
         best, score = shipped, loss(shipped)
     else:
