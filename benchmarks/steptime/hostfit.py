@@ -324,6 +324,13 @@ def main() -> None:
         default=1.0,
         help="with --eval: every host constant and optimizer line times this",
     )
+    parser.add_argument(
+        "--constant",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="with --eval: this constant instead of the shipped one (repeatable)",
+    )
     args = parser.parse_args()
     device = get_device("h100")
     rows = calibration_rows()
@@ -377,6 +384,11 @@ def main() -> None:
         return statistics.mean(statistics.mean(e) for e in errors.values())
 
     shipped = {**START, **json.loads(OUT.read_text())["constants"]}
+    for item in args.constant:
+        name, _, value = item.partition("=")
+        if name not in shipped:
+            raise SystemExit(f"--constant {item}: no constant {name!r}; one of {sorted(shipped)}")
+        shipped[name] = float(value)
     if args.host_scale != 1.0:
         # NB: every host constant and optimizer line times one factor (a faster or slower host)
         shipped = {k: v * args.host_scale for k, v in shipped.items()}
