@@ -96,6 +96,7 @@ SETS = {
     "blind11": "blind11_cases",
     "blind12": "blind12_cases",
     "blind13": "blind13_cases",
+    "blind14": "blind14_cases",
 }
 """Each set of cases and the module under benchmarks/steptime that holds its `CASES`."""
 
