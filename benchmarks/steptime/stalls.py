@@ -25,16 +25,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.steptime.cases import case_set
-from benchmarks.steptime.measure_gpu import _environment, make_step
+from benchmarks.steptime.fresh import run_cases
+from benchmarks.steptime.measure_gpu import make_step
 
 LOOPS = ("gc on", "gc off", "gc on again")
 
@@ -175,34 +173,13 @@ def main() -> None:
     if args.out is None:
         report(args.record)
         return
-    started = time.perf_counter()
-    record: dict[str, Any] = {
-        "environment": _environment(),
-        "settings": {"steps": args.steps, "cases": args.cases},
-        "runs": [],
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    for item in args.cases.split(","):
-        left = args.deadline - (time.perf_counter() - started)
-        if left < 20:
-            record["runs"].append({"case": item, "error": "deadline"})
-            continue
-        cmd = [sys.executable, "-m", "benchmarks.steptime.stalls", "--one", item]
-        cmd += ["--steps", str(args.steps)]
-        try:
-            done = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=min(left, 120), env=os.environ
-            )
-            row = (
-                json.loads(done.stdout.strip().splitlines()[-1])
-                if done.returncode == 0
-                else {"case": item, "error": (done.stderr.strip().splitlines() or ["?"])[-1]}
-            )
-        except subprocess.TimeoutExpired:
-            row = {"case": item, "error": "timeout"}
-        record["runs"].append(row)
-        print(item, ("error" in row and row["error"]) or "ok", flush=True)
-        (args.out / "stalls.json").write_text(json.dumps(record, indent=1) + "\n")
+    run_cases(
+        "benchmarks.steptime.stalls",
+        args.cases,
+        args.steps,
+        args.deadline,
+        args.out / "stalls.json",
+    )
 
 
 if __name__ == "__main__":
