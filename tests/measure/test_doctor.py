@@ -1,75 +1,24 @@
-"""`trainfit doctor`: the CUDA, driver, MPS and NCCL paths through FakeProbe, the real probe
-(and its real CPU training step) on this machine, the JSON, the renderer and the command."""
+"""`trainfit.measure.doctor`: the CUDA, driver, MPS and NCCL paths through FakeProbe, the
+findings as typed values, and the real diagnosis on this machine."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
 import pytest
 import torch
 
-from trainfit.cli import doctor as doctor_command
-from trainfit.hardware.probe import (
-    CudaProperties,
-    FakeGpu,
-    FakeProbe,
-    StepReading,
-    TorchProbe,
-    tiny_train_step,
-)
-from trainfit.measure.cuda_stack import has_kernels, wheel_for
+from tests.measure.doctor_boxes import GiB, _gpu, _h100, _h100_box, _mac
+from trainfit.hardware.probe import FakeProbe, StepReading
 from trainfit.measure.diagnosis import Check, Diagnosis, Status
 from trainfit.measure.doctor import diagnose
 from trainfit.measure.findings import CudaFound, CudaOutcome, DriverFound, DriverOutcome, Wheel
-from trainfit.report.doctor import diagnosis_dict, render_doctor_text
-from trainfit.report.doctor_words import fix_text, found_text, wheel_text
+from trainfit.report.doctor import diagnosis_dict
+from trainfit.report.doctor_words import fix_text, found_text
 
-GiB = 1 << 30
-H100_TOTAL = 85_017_493_504
-H100_FREE = 84_465_090_560  # mem_get_info on an idle H100 (tests/fixtures/detect_h100.json)
-ARCHES_CU130 = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 CU128 = "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128"
 CU124 = "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu124"
-
-
-def _gpu(name: str, total: int, cc: tuple[int, int], free: int | None) -> FakeGpu:
-    props = CudaProperties(
-        name=name, total_memory_bytes=total, compute_capability=cc, multiprocessor_count=100
-    )
-    return FakeGpu(properties=props, free_memory_bytes=free)
-
-
-def _h100(free: int | None = H100_FREE) -> FakeGpu:
-    return _gpu("NVIDIA H100 80GB HBM3", H100_TOTAL, (9, 0), free)
-
-
-def _h100_box(probe_class: type[FakeProbe] = FakeProbe, **overrides: object) -> FakeProbe:
-    """A healthy H100 box as the GPU machine has it: torch 2.11+cu130, driver 580."""
-    values: dict[str, object] = {
-        "gpus": (_h100(),),
-        "cuda_version": "13.0",
-        "nvml_driver": "580.159.04",
-        "nvml_cuda_driver": 13000,
-        "arch_list": ARCHES_CU130,
-        "nccl": True,
-        "nccl_ver": "2.27.7",
-        "version": "2.11.0+cu130",
-    }
-    values.update(overrides)
-    return probe_class(**values)  # type: ignore[arg-type]
-
-
-def _mac(**overrides: object) -> FakeProbe:
-    values: dict[str, object] = {
-        "mps": True,
-        "system_name": "Darwin",
-        "mac_release": "14.5",
-        "version": "2.11.0",
-    }
-    values.update(overrides)
-    return FakeProbe(**values)  # type: ignore[arg-type]
 
 
 def _check(diagnosis: Diagnosis, name: str) -> Check:
@@ -79,19 +28,6 @@ def _check(diagnosis: Diagnosis, name: str) -> Check:
 
 def _statuses(diagnosis: Diagnosis) -> dict[str, str]:
     return {c.name: c.status.value for c in diagnosis.checks}
-
-
-def _lines(text: str) -> list[str]:
-    return [line.rstrip() for line in text.splitlines()]
-
-
-def _args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="trainfit")
-    doctor_command.add_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(["doctor", *argv])
-
-
-# --- scenarios through FakeProbe --------------------------------------------------------------
 
 
 def test_healthy_h100_box() -> None:
@@ -358,21 +294,6 @@ def test_gpu_without_kernels_in_this_torch() -> None:
     assert fix_text(kernels.found).startswith(f"install a torch built for sm_120: {CU128} ")
 
 
-@pytest.mark.parametrize(
-    ("arch_list", "cc", "has"),
-    [
-        (("sm_80", "sm_90"), (9, 0), True),
-        (("sm_80", "sm_90"), (8, 9), True),  # sm_80 code runs on every 8.x GPU
-        (("sm_80", "sm_90"), (12, 0), False),
-        (("sm_80", "compute_90"), (12, 0), True),  # PTX is compiled for later GPUs
-        (("sm_90a", "sm_100f"), (10, 3), True),
-        (("sm_86",), (8, 0), False),
-    ],
-)
-def test_has_kernels(arch_list: tuple[str, ...], cc: tuple[int, int], has: bool) -> None:
-    assert has_kernels(arch_list, cc) is has
-
-
 def test_pre_ampere_gpu_has_no_bf16_and_steps_in_fp32() -> None:
     t4 = _gpu("Tesla T4", 15 * GiB, (7, 5), 14 * GiB)
     diagnosis = diagnose(_h100_box(gpus=(t4,), cuda_version="12.8", nvml_cuda_driver=12080))
@@ -505,105 +426,6 @@ def test_findings_are_typed_values() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("driver_cuda", "index"),
-    [((13, 0), "cu130"), ((12, 7), "cu126"), ((12, 4), "cu124"), (None, "cu130")],
-)
-def test_the_wheel_is_the_newest_index_the_driver_runs(
-    driver_cuda: tuple[int, int] | None, index: str
-) -> None:
-    assert wheel_text(wheel_for(driver_cuda)).startswith(
-        f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{index} "
-    )
-
-
-def test_the_wheel_for_a_driver_older_than_any_wheel() -> None:
-    assert wheel_text(wheel_for((10, 2))) == (
-        "upgrade the NVIDIA driver: it supports CUDA 10.2, older than any torch wheel (CUDA 11.8)"
-    )
-
-
-# --- JSON, rendering and the command ------------------------------------------------------------
-
-
-def test_to_dict_is_json_ready() -> None:
-    data = json.loads(json.dumps(diagnosis_dict(diagnose(_h100_box(gpus=(_h100(free=10 * GiB),))))))
-    assert data["ok"] is True
-    assert data["gpus"] == [
-        {
-            "index": 0,
-            "name": "NVIDIA H100 80GB HBM3",
-            "total_memory_bytes": H100_TOTAL,
-            "free_memory_bytes": 10 * GiB,
-            "compute_capability": [9, 0],
-            "bf16": True,
-        }
-    ]
-    assert data["checks"][3]["name"] == "cuda:0 memory"
-    assert data["checks"][3]["status"] == "warn"
-    assert data["steps"][1] == {
-        "device": "cuda:0",
-        "bf16_autocast": True,
-        "loss": 1.3863,
-        "params_changed": True,
-        "seconds": 0.002,
-    }
-
-
-def test_render_healthy_h100() -> None:
-    assert _lines(render_doctor_text(diagnose(_h100_box()))) == RENDERED_H100
-
-
-def test_render_cpu_only_wheel() -> None:
-    probe = FakeProbe(
-        version="2.11.0+cpu",
-        smi_gpus=("NVIDIA GeForce RTX 4060",),
-        smi_driver="570.86.10",
-        smi_cuda="12.8",
-    )
-    assert _lines(render_doctor_text(diagnose(probe))) == RENDERED_CPU_WHEEL
-
-
-def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert doctor_command.run(_args(), probe=_h100_box()) == 0
-    assert "12 checks: 10 ok, 0 warnings, 0 failed, 2 skipped -> the stack works" in (
-        capsys.readouterr().out
-    )
-    assert doctor_command.run(_args(), probe=_mac()) == 0  # warnings do not fail
-    capsys.readouterr()
-    broken = _h100_box(step_errors={"cuda:0": "CUDA error: unspecified launch failure"})
-    assert doctor_command.run(_args("--json"), probe=broken) == 1
-    data = json.loads(capsys.readouterr().out)
-    assert data["ok"] is False
-    assert {c["name"]: c["status"] for c in data["checks"]}["step cuda:0"] == "fail"
-    assert doctor_command.run(_args("--json", "--no-step"), probe=broken) == 0
-    assert json.loads(capsys.readouterr().out)["steps"] == []
-
-
-# --- the real probe on this machine -----------------------------------------------------------
-
-
-def test_real_tiny_step_on_the_cpu() -> None:
-    state = torch.get_rng_state()
-    first = tiny_train_step("cpu", bf16_autocast=False)
-    assert torch.equal(torch.get_rng_state(), state)  # the global random state is untouched
-    again = TorchProbe().tiny_train_step("cpu", bf16_autocast=False)
-    assert first.params_changed and math.isfinite(first.loss)
-    assert first.loss == again.loss  # fixed seed: the same weights and batch
-    # cross-entropy of 4 classes from a small random init starts near ln 4
-    assert first.loss == pytest.approx(math.log(4), rel=0.1)
-    bf16 = tiny_train_step("cpu", bf16_autocast=True)
-    assert bf16.bf16_autocast and bf16.params_changed
-    assert bf16.loss == pytest.approx(first.loss, rel=0.02)
-
-
-def test_real_tiny_step_on_a_missing_device_raises() -> None:
-    if torch.cuda.is_available():
-        pytest.skip("checks the CPU-only path")
-    with pytest.raises((RuntimeError, AssertionError), match=r"CUDA|Torch not compiled"):
-        tiny_train_step("cuda:0", bf16_autocast=False)
-
-
 def test_real_diagnose_on_this_machine() -> None:
     if torch.cuda.is_available():
         pytest.skip("checks the CPU-only path")
@@ -627,50 +449,3 @@ def test_real_diagnose_on_a_gpu() -> None:
     assert [s.device for s in diagnosis.steps][:2] == ["cpu", "cuda:0"]
     assert _check(diagnosis, "driver").status is Status.OK
     assert _check(diagnosis, "nccl").status is Status.OK
-
-
-RENDERED_H100 = [
-    "torch 2.11.0+cu130, CUDA 13.0, driver 580.159.04 (CUDA 13.0), NCCL 2.27.7",
-    "                                          trainfit doctor",
-    "     ┃ check          ┃ result",
-    "━━━━━╇━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━",
-    "ok   │ torch          │ torch 2.11.0+cu130, built with CUDA 13.0",
-    "ok   │ cuda           │ torch sees 1 CUDA GPU(s)",
-    "ok   │ driver         │ driver 580.159.04 supports CUDA up to 13.0 (NVML); torch is built with CUDA",  # noqa: E501
-    "     │                │ 13.0: they agree",
-    "ok   │ cuda:0 memory  │ NVIDIA H100 80GB HBM3, 79.18 GiB total, 78.66 GiB free",
-    "ok   │ cuda:0 kernels │ sm_90: this torch has kernels for it",
-    "skip │ mps            │ not a Mac (Linux)",
-    "skip │ mps fallback   │ not a Mac",
-    "ok   │ bf16           │ native bf16 on every GPU",
-    "ok   │ tf32           │ supported on every GPU; off for fp32 matmuls (precision 'highest';",
-    "     │                │ torch.set_float32_matmul_precision('high') turns it on)",
-    "ok   │ nccl           │ NCCL 2.27.7",
-    "ok   │ step cpu       │ MLP forward+backward+AdamW, fp32, 2.0 ms: loss 1.3863 finite, parameters",  # noqa: E501
-    "     │                │ updated",
-    "ok   │ step cuda:0    │ MLP forward+backward+AdamW, bf16 autocast, 2.0 ms: loss 1.3863 finite,",  # noqa: E501
-    "     │                │ parameters updated",
-    "12 checks: 10 ok, 0 warnings, 0 failed, 2 skipped -> the stack works",
-]
-RENDERED_CPU_WHEEL = [
-    "torch 2.11.0+cpu, no CUDA build, driver 570.86.10 (CUDA 12.8)",
-    "                                          trainfit doctor",
-    "     ┃ check        ┃ result",
-    "━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━",
-    "ok   │ torch        │ torch 2.11.0+cpu, no CUDA in this build",
-    "FAIL │ cuda         │ torch 2.11.0+cpu is a CPU-only build, but nvidia-smi sees 1 GPU(s): NVIDIA",  # noqa: E501
-    "     │              │ GeForce RTX 4060",
-    "skip │ driver       │ torch is not built with CUDA",
-    "skip │ mps          │ not a Mac (Linux)",
-    "skip │ mps fallback │ not a Mac",
-    "skip │ bf16         │ no CUDA GPU",
-    "skip │ tf32         │ no CUDA GPU",
-    "skip │ nccl         │ no CUDA GPU",
-    "ok   │ step cpu     │ MLP forward+backward+AdamW, fp32, 2.0 ms: loss 1.3863 finite, parameters",  # noqa: E501
-    "     │              │ updated",
-    "to fix:",
-    "cuda: install a CUDA build of torch: pip install --force-reinstall torch --index-url",
-    "      https://download.pytorch.org/whl/cu128 (none for your torch release?",
-    "      https://pytorch.org/get-started/previous-versions/ lists each release's indexes)",
-    "9 checks: 2 ok, 0 warnings, 1 failed, 6 skipped -> the stack is broken; fix the failures above",  # noqa: E501
-]
