@@ -1,4 +1,5 @@
-"""`trainfit plan`: its output directories are written whole or not at all."""
+"""`trainfit plan`: its output directories are written whole or not at all, and without
+--effective-batch it is one line."""
 
 from __future__ import annotations
 
@@ -60,4 +61,11 @@ def test_generation_options_without_inference_are_an_error(
     assert capsys.readouterr().err == (
         "trainfit: error: --context, --infer-batch only apply with --inference: add "
         "--inference, or drop them\n"
+    )
+
+
+def test_plan_without_effective_batch_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", MLP]) == 1
+    assert capsys.readouterr().err == (
+        "trainfit: error: trainfit plan needs --effective-batch N (or --inference)\n"
     )

@@ -2,7 +2,7 @@
 
 A field's path is dotted from the top of the file; `models[].` marks a field of each model
 entry, and a `training.` or `data.` field, `devices` and `gpus` may also be given in a model
-entry (its value there wins for that model). `tests/test_specfile.py` walks the `plan`
+entry (its value there wins for that model). `tests/specfile/test_fields.py` walks the `plan`
 parser and fails when an option has no field here, and checks that docs/spec-file.md names
 every field.
 """
