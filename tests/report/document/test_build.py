@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from trainfit.errors import SpecError, TrainfitError, UnknownNameError
+from trainfit.report.document import to_markdown
 from trainfit.report.document.build import ServingOnly, build_report, short_name
 from trainfit.specfile.options import PlanOptions
 from trainfit.specfile.run import run_plan
@@ -66,3 +67,23 @@ def test_a_live_model_s_plan_is_named_by_its_class() -> None:
     assert (report.models[0].name, report.models[0].model) == ("Linear", "Linear (live module)")
     with pytest.raises(SpecError, match=r"^export 'torchrun' writes a training script"):
         build_report([result.plan], exports="torchrun")
+
+
+def test_names_must_match_the_plans(planned) -> None:
+    with pytest.raises(SpecError, match="2 names for 1 plans"):
+        build_report([planned], names=["a", "b"])
+
+
+def test_several_models_get_a_section_each_and_claims_name_theirs(planned) -> None:
+    claim = {"what": "size of b", "model": "b", "quantity": "params_millions", "value": 33.5}
+    report = build_report([planned, planned], names=["a", "b"], claims=[claim])
+    md = to_markdown(report)
+    assert "## a\n" in md and "## b\n" in md and md.count("### Quick comparison") == 2
+    assert report.claims[0].model == "b" and report.claims[0].agrees
+    assert "plots/a_memory.png" in md and "plots/b_memory.png" in md
+    with pytest.raises(SpecError, match="claim 'size': name its model: one of a, b"):
+        build_report(
+            [planned, planned], names=["a", "b"], claims=[dict(claim, what="size", model=None)]
+        )
+    with pytest.raises(SpecError, match="two models share a name"):
+        build_report([planned, planned], names=["a", "a"])

@@ -1,10 +1,11 @@
 """Why a serving combination is refused, in words (exact strings, and the same words as the
-error the estimate raises for it)."""
+error the estimate raises for it); the inference rows from estimates, in a serving-only report."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.report.document.wide import GIB
 from trainfit.errors import SpecError
 from trainfit.estimator.forward import (
     Failed,
@@ -19,6 +20,7 @@ from trainfit.estimator.forward import (
 from trainfit.estimator.generation import estimate_inference
 from trainfit.estimator.storage import InferencePrecision
 from trainfit.hardware.catalog import DeviceKind, get_device
+from trainfit.report.document import build_report, to_markdown, write_report
 from trainfit.report.document.serving import inference_row, refusal_text, unserved_text
 from trainfit.spec import TrainSpec
 
@@ -73,3 +75,31 @@ def test_a_refusal_reads_as_the_error_the_estimate_raises(
         else:
             estimate_forward(TrainSpec(model=EMOTION), precision=precision, device=device)
     assert str(raised.value) == "; ".join(unserved_text(w) for w in why)
+
+
+def test_rows_from_estimates_and_a_serving_only_report(tmp_path) -> None:
+    from trainfit.estimator.forward import OffGpu, ServingRefusal, estimate_forward
+    from trainfit.report.document import ServingOnly, inference_rows
+
+    spec = TrainSpec(model="trainfit.models.zoo:emotion_mlp")
+    forward = estimate_forward(spec, batch=2, precision="fp32", device="rtx-4060")
+    refused = ServingRefusal(model=spec.model, device="cpu", precision="fp32", batch=2,
+                             why=(OffGpu(device="cpu", kind=DeviceKind.CPU),))  # fmt: skip
+    row, no = inference_rows([forward, refused])
+    assert row.kind == "forward" and row.total_ms == pytest.approx(forward.seconds * 1e3, rel=1e-3)
+    assert row.prefill_ms == row.total_ms and row.decode_tokens_per_second is None
+    assert row.memory_gib == pytest.approx(forward.device_memory_needed_bytes / GIB, abs=1e-4)
+    assert dict(row.labels)["latency"].startswith("modelled: forward only")
+    assert (no.kind, no.memory_gib) == ("refused", None)
+    assert no.note.startswith("a forward is estimated for GPUs; 'cpu' is of kind 'cpu'")
+    claim = {"what": "latency", "device": "rtx-4060", "quantity": "latency_ms", "value": 40}
+    report = build_report(
+        [ServingOnly(model=spec.model, parameters=230_000)], inference=[(row, no)], claims=[claim]
+    )
+    md = to_markdown(report)
+    assert "## Inference" in md or "# Inference" in md
+    assert "| cpu | refused | fp32 | 2 |" in md
+    assert report.models[0].stages == () and report.run is None
+    assert report.claims[0].trainfit == row.total_ms
+    write_report(report, tmp_path / "rep")
+    assert (tmp_path / "rep" / "report.html").is_file()

@@ -1,4 +1,5 @@
-"""autofit on live models: settings from the estimate, applied to the model, errors in one line.
+"""`trainfit.autofitter.core`: `autofit()`'s settings from the estimate, its errors in one line,
+the live registry and the model left as given; the docs' example and examples/train_autofit.py.
 
 CPU only: "cpu" runs for real (confirm included); GPU catalog devices are estimated only.
 """
@@ -8,80 +9,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainfit.autofitter import Fit, autofit
+from tests.autofitter.support import MLP, MLP_INPUTS, ROOT, mlp_sample
+from trainfit.autofitter import autofit
 from trainfit.errors import SpecError, TraceError
 from trainfit.estimator.step import estimate
 from trainfit.models.imports import resolve
-from trainfit.models.live import CHECKPOINT_MARK
 from trainfit.plan.options import Accumulation
 from trainfit.plan.search import plan
 from trainfit.spec import OptimizerKind, Precision, TrainSpec
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-class MLP(nn.Module):
-    """Three blocks in a ModuleList and a head: the blocks are what checkpointing wraps."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem = nn.Linear(32, 64)
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(64, 64), nn.GELU()) for _ in range(3))
-        self.head = nn.Linear(64, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.stem(x)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
-
-
-def make_mlp() -> MLP:
-    """The factory of the spec equivalent to an autofit of MLP."""
-    return MLP()
-
-
-def mlp_step(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The step autofit runs for `(x, y)` batches and loss_fn=F.cross_entropy."""
-    return F.cross_entropy(model(batch["input_0"]), batch["input_1"])
-
-
-MLP_INPUTS = ("input_0=B,32:float32", "input_1=B:int64<10")
-
-
-def mlp_sample(rows: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    y = torch.arange(rows) % 10
-    y[0] = 9
-    return torch.randn(rows, 32), y
-
-
-def tiny_gpt2() -> nn.Module:
-    transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(
-        n_layer=2,
-        n_embd=64,
-        n_head=2,
-        vocab_size=128,
-        n_positions=64,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    return transformers.GPT2LMHeadModel(config)
-
-
-def gpt2_sample(rows: int = 2) -> dict[str, torch.Tensor]:
-    ids = torch.randint(128, (rows, 32))
-    return {"input_ids": ids, "labels": ids}
-
-
-# --- the chosen settings against the estimate ----------------------------------------------
 
 
 @pytest.mark.slow
@@ -97,9 +38,9 @@ def test_cpu_fit_is_the_estimate_of_the_equivalent_spec() -> None:
     assert fit.micro_batch * fit.grad_accum == fit.effective_batch == 64
     assert fit.scaler is None
     same = TrainSpec(
-        model="tests.test_autofit:make_mlp",
+        model="tests.autofitter.support:make_mlp",
         inputs=MLP_INPUTS,
-        step_fn="tests.test_autofit:mlp_step",
+        step_fn="tests.autofitter.support:mlp_step",
         batch=fit.micro_batch,
         grad_accum=fit.grad_accum,
         device="cpu",
@@ -113,9 +54,9 @@ def test_gpu_catalog_fit_takes_the_plans_setting_and_leaves_the_model_here() -> 
     model = MLP()
     fit = autofit(model, mlp_sample(), 96, loss_fn=F.cross_entropy, device="rtx-4060")
     same = TrainSpec(
-        model="tests.test_autofit:make_mlp",
+        model="tests.autofitter.support:make_mlp",
         inputs=MLP_INPUTS,
-        step_fn="tests.test_autofit:mlp_step",
+        step_fn="tests.autofitter.support:mlp_step",
         device="rtx-4060",
     )
     setting = plan(same, effective_batch=96, devices=("rtx-4060",), ladder=False).devices[0]
@@ -179,118 +120,6 @@ def test_eight_bit_state_is_never_chosen_without_bitsandbytes() -> None:
         )
     with pytest.raises(SpecError, match=r"adamw-8bit needs bitsandbytes: pip install bitsandbytes"):
         autofit(model, sample, 8, device="rtx-4060", optimizer="adamw-8bit")
-
-
-# --- the user's model ------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_weights_are_not_copied_and_confirm_restores_them() -> None:
-    model = MLP()
-    params = list(model.parameters())
-    values = [p.detach().clone() for p in params]
-    pointers = [p.data_ptr() for p in params]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
-    fit = autofit(
-        model, mlp_sample(), 8, optimizer=optimizer, loss_fn=F.cross_entropy, confirm=True
-    )
-    # the estimate traced a meta copy: the registered factory holds no weights
-    copy = resolve(fit.spec.model, "model factory")()
-    assert all(p.is_meta for p in copy.parameters())
-    assert not any(p is q for p in copy.parameters() for q in params)
-    # the real step ran on the model itself and was undone
-    assert fit.confirmed is not None and fit.confirmed.loss > 0
-    assert list(model.parameters()) == params
-    assert [p.data_ptr() for p in params] == pointers
-    assert all(torch.equal(p, v) for p, v in zip(params, values, strict=True))
-    assert all(p.grad is None for p in params)
-    assert optimizer.state == {}
-    assert "confirmed by one real step on" in fit.summary
-
-
-@pytest.mark.slow
-def test_checkpointing_named_blocks_of_a_plain_module() -> None:
-    model = MLP()
-    x = torch.randn(4, 32)
-    plain = model(x)
-    fit = autofit(model, x, 8, device="h100", checkpointing=True, checkpoint_modules="blocks.[0-9]")
-    assert fit.checkpointed == ("blocks.0", "blocks.1", "blocks.2")
-    assert fit.spec.checkpoint_modules == "blocks.[0-9]"
-    wrapped = [
-        n for n, m in model.named_modules() if CHECKPOINT_MARK in dir(vars(m).get("forward"))
-    ]
-    assert wrapped == ["blocks.0", "blocks.1", "blocks.2"]
-    out = model(x)
-    assert torch.allclose(out, plain)
-    out.sum().backward()
-    assert model.stem.weight.grad is not None
-    unwrapped = fit.replan(checkpointing=False, checkpoint_modules=None)
-    assert unwrapped.checkpointed == () and not unwrapped.checkpointing
-    assert all("forward" not in vars(m) for m in model.modules())
-
-
-def test_checkpointing_defaults_to_the_largest_module_list() -> None:
-    model = MLP()
-    fit = autofit(model, mlp_sample(), 8, loss_fn=F.cross_entropy, checkpointing=True)
-    assert fit.checkpointed == ("blocks.0", "blocks.1", "blocks.2")
-    assert fit.spec.checkpointing and fit.spec.checkpoint_modules is None
-    with pytest.raises(SpecError, match=r"has no nn.ModuleList .*checkpoint_modules="):
-        autofit(nn.Sequential(nn.Linear(32, 4)), torch.randn(2, 32), 8, checkpointing=True)
-
-
-@pytest.mark.slow
-def test_transformers_checkpointing_on_a_gpt2() -> None:
-    model = tiny_gpt2()
-    fit = autofit(model, gpt2_sample(), 16, device="h100", checkpointing=True)
-    assert model.is_gradient_checkpointing
-    assert fit.checkpointed == (
-        "transformers' gradient checkpointing (each decoder/encoder layer)",
-    )
-    assert model.config.use_cache is False
-    again = fit.replan(checkpointing=False)
-    assert not model.is_gradient_checkpointing and not again.checkpointing
-
-
-# --- stages ----------------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_stage_switch_replans_with_everything_trainable() -> None:
-    model = tiny_gpt2()
-    frozen = autofit(
-        model, gpt2_sample(), 32, device="rtx-4060", freeze=["transformer.h.*"], checkpointing=False
-    )
-    assert all(not p.requires_grad for p in model.transformer.h.parameters())
-    assert model.transformer.wte.weight.requires_grad
-    everything = frozen.replan(freeze=())
-    assert all(p.requires_grad for p in model.parameters())
-    assert frozen.trainable_parameters < everything.trainable_parameters == everything.parameters
-    assert everything.predicted_bytes > frozen.predicted_bytes
-    assert (everything.micro_batch, everything.grad_accum) == (32, 1)
-    assert "of 112.4 k parameters trained" in frozen.summary
-    back = everything.replan(freeze=["transformer.h.*"])
-    assert back.trainable_parameters == frozen.trainable_parameters
-
-
-# --- the loop's helpers ----------------------------------------------------------------------
-
-
-def test_split_gives_the_micro_batches_of_a_step() -> None:
-    fit = autofit(MLP(), mlp_sample(), 12, loss_fn=F.cross_entropy, micro_batch=4)
-    assert isinstance(fit, Fit) and (fit.micro_batch, fit.grad_accum) == (4, 3)
-    x, y = mlp_sample(12)
-    parts = list(fit.split((x, y)))
-    assert [tuple(p[0].shape) for p in parts] == [(4, 32)] * 3
-    assert torch.equal(torch.cat([p[1] for p in parts]), y)
-    parts = list(fit.split({"x": x, "flag": True}))
-    assert [p["x"].shape[0] for p in parts] == [4, 4, 4] and parts[0]["flag"] is True
-    optimizer = fit.make_optimizer(lr=0.01)
-    assert isinstance(optimizer, torch.optim.AdamW) and optimizer.defaults["lr"] == 0.01
-    with fit.autocast():
-        pass
-
-
-# --- bad input: one line each ----------------------------------------------------------------
 
 
 def test_effective_batch_the_micro_batch_does_not_divide_names_the_nearest() -> None:
@@ -393,45 +222,6 @@ def test_other_bad_input_is_collected_in_one_error() -> None:
         autofit(MLP(), (torch.randn(4, 32), torch.zeros(3)), 8)
 
 
-# --- the docs and the example ------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_docs_first_example_runs() -> None:
-    text = (ROOT / "docs" / "autofit.md").read_text()
-    code = text.split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(code, "docs/autofit.md", "exec"), {"print": lambda *args: None})
-
-
-@pytest.mark.slow
-def test_example_script_trains_on_the_cpu() -> None:
-    pytest.importorskip("transformers")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    script = str(ROOT / "examples" / "train_autofit.py")
-    done = subprocess.run(
-        [sys.executable, script, "--device", "cpu", "--steps", "3"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0] == "stage 1 (blocks frozen)"
-    assert lines[1].startswith("autofit GPT2LMHeadModel (37.0 k of 137.0 k parameters trained)")
-    assert "confirmed by one real step" in lines[3]
-    assert "stage 2 (everything trains)" in lines
-    assert [line.split(":")[0] for line in lines if line.startswith("step ")] == [
-        "step 1",
-        "step 2",
-        "step 3",
-    ]
-
-
-# --- review fixes -------------------------------------------------------------------------
-
-
 class FakeCard:
     """What backend_for(None) returns on a machine with an RTX 4060 (runs on the CPU here)."""
 
@@ -509,38 +299,6 @@ def test_the_live_registry_keeps_nothing_alive_and_copies_no_nested_data() -> No
     assert registered_names() == before
 
 
-class Named(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.norm = nn.BatchNorm1d(32)
-        self.body = nn.Sequential(nn.Linear(32, 32), nn.Dropout(0.5))
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
-        return self.body(self.norm(x)).pow(2).mean()
-
-
-@pytest.mark.slow
-def test_confirm_restores_each_modules_mode_and_takes_mappings_and_namedtuples() -> None:
-    import collections
-
-    model = Named()
-    model.train()
-    model.norm.eval()
-    x = torch.randn(4, 32)
-    autofit(model, x, 8, device="cpu", confirm=True)
-    assert model.training and not model.norm.training and model.body.training
-
-    class Encoding(collections.UserDict):  # NB: transformers' BatchEncoding is a UserDict
-        pass
-
-    assert autofit(Named(), Encoding(x=x), 8, device="cpu", confirm=True).confirmed
-    Pair = collections.namedtuple("Pair", "x y")
-    fit = autofit(Named(), Pair(x, x), 8, device="cpu", micro_batch=4, confirm=True)
-    assert fit.confirmed is not None
-    parts = list(fit.split(Pair(torch.randn(8, 32), torch.randn(8, 32))))
-    assert [type(p).__name__ for p in parts] == ["Pair", "Pair"] and parts[1].x.shape[0] == 4
-
-
 def real_only_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Traces (meta/fake tensors), but fails in a real step."""
     from torch._subclasses.fake_tensor import is_fake
@@ -587,13 +345,6 @@ def test_argument_errors_and_a_failed_confirm_leave_the_model_as_given() -> None
     assert state() == before
 
 
-def test_split_refuses_a_batch_of_other_rows() -> None:
-    fit = autofit(MLP(), mlp_sample(), 8, loss_fn=F.cross_entropy, micro_batch=4, device="cpu")
-    assert len(list(fit.split(mlp_sample(8)))) == fit.grad_accum == 2
-    with pytest.raises(SpecError, match=r"effective_batch=8 rows \(4 x 2\), got 20 rows"):
-        list(fit.split(mlp_sample(20)))
-
-
 def test_a_forced_precision_the_device_cannot_run_is_an_error() -> None:
     with pytest.raises(SpecError, match=r"precision='bf16' cannot run on cpu .* supports 'fp32'"):
         autofit(MLP(), mlp_sample(), 8, loss_fn=F.cross_entropy, device="cpu", precision="bf16")
@@ -621,11 +372,36 @@ def test_bad_arguments_are_worded_for_python() -> None:
 
 
 @pytest.mark.slow
-def test_a_tied_weight_is_frozen_by_either_name() -> None:
-    model = tiny_gpt2()
-    fit = autofit(model, gpt2_sample(), 4, device="cpu", freeze=["lm_head.*"])
-    assert not model.transformer.wte.weight.requires_grad
-    assert fit.trainable_parameters == fit.parameters - 128 * 64
+def test_docs_first_example_runs() -> None:
+    text = (ROOT / "docs" / "autofit.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/autofit.md", "exec"), {"print": lambda *args: None})
+
+
+@pytest.mark.slow
+def test_example_script_trains_on_the_cpu() -> None:
+    pytest.importorskip("transformers")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    script = str(ROOT / "examples" / "train_autofit.py")
+    done = subprocess.run(
+        [sys.executable, script, "--device", "cpu", "--steps", "3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "stage 1 (blocks frozen)"
+    assert lines[1].startswith("autofit GPT2LMHeadModel (37.0 k of 137.0 k parameters trained)")
+    assert "confirmed by one real step" in lines[3]
+    assert "stage 2 (everything trains)" in lines
+    assert [line.split(":")[0] for line in lines if line.startswith("step ")] == [
+        "step 1",
+        "step 2",
+        "step 3",
+    ]
 
 
 def test_example_refuses_a_zero_effective_batch() -> None:
