@@ -44,6 +44,18 @@ def test_no_file_is_over_the_limit(path: Path) -> None:
     assert lines <= MAX_FILE_LINES, f"{path.relative_to(SRC)}: {lines} lines"
 
 
+def test_no_test_or_benchmark_file_is_over_the_limit() -> None:
+    """The line limit holds for the tests and the benchmarks too."""
+    root = SRC.parents[1]
+    long = [
+        f"{path.relative_to(root)}: {lines} lines"
+        for folder in ("tests", "benchmarks", "examples")
+        for path in sorted((root / folder).rglob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > MAX_FILE_LINES
+    ]
+    assert long == []
+
+
 def test_no_function_is_over_the_limit() -> None:
     long = []
     for path in _modules():
