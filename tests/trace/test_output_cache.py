@@ -82,6 +82,34 @@ def test_an_unsafe_view_is_made_over_its_input_storage() -> None:
     assert cache.hits == 1
 
 
+def test_a_memory_format_is_part_of_the_key() -> None:
+    # NB: the optimizers' state is made by zeros_like(p, memory_format=preserve_format): a
+    # keyword of its own type, keyed by its value as FakeTensorMode's own cache keys it
+    cache = output_cache.OutputCache()
+    zeros_like = torch.ops.aten.zeros_like.default
+    with FakeTensorMode() as mode:
+        x = mode.from_tensor(torch.empty(4, 6).t())
+        made = {}
+        for memory_format in (torch.preserve_format, torch.contiguous_format) * 2:
+            kwargs = {"memory_format": memory_format}
+            key = cache.key(zeros_like, (x,), kwargs)
+            assert key is not None
+            out = cache.replay(key, (x,))
+            if out is output_cache.MISS:
+                out = zeros_like(x, **kwargs)
+                cache.remember(key, out, (x,), kwargs)
+            dispatched = zeros_like(x, **kwargs)
+            assert (out.shape, out.stride(), out.dtype) == (
+                dispatched.shape,
+                dispatched.stride(),
+                dispatched.dtype,
+            )
+            assert out.untyped_storage() is not x.untyped_storage()
+            made.setdefault(memory_format, out.stride())
+    assert made == {torch.preserve_format: (1, 6), torch.contiguous_format: (4, 1)}
+    assert cache.hits == 2
+
+
 def test_a_table_is_shared_within_its_scope_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(output_cache, "_TABLES", {})
     scope = ("test", object())

@@ -21,7 +21,9 @@ class _Uncacheable(Exception):
     """An argument the output cache cannot key on."""
 
 
-_PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout)
+_PLAIN = (
+    int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format,
+)  # fmt: skip
 _BAD_TAGS = (
     torch.Tag.dynamic_output_shape,
     torch.Tag.data_dependent_output,
