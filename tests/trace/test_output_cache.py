@@ -110,6 +110,75 @@ def test_a_memory_format_is_part_of_the_key() -> None:
     assert cache.hits == 2
 
 
+@pytest.mark.parametrize(
+    "real",
+    [
+        torch.tensor(0.0),
+        torch.tensor(3, dtype=torch.int64),
+        torch.tensor([2.5], dtype=torch.float64),
+        torch.tensor(True),
+    ],
+    ids=["float32", "int64", "one-element", "bool"],
+)
+def test_a_lifted_scalar_is_the_fake_tensor_fake_tensor_mode_makes(real: torch.Tensor) -> None:
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        theirs = torch.ops.aten.lift_fresh.default(real)
+    mine = output_cache.lifted(mode, real)
+    assert type(mine) is type(theirs)
+    assert {k: v for k, v in mine.__dict__.items() if k != "constant"} == {
+        k: v for k, v in theirs.__dict__.items() if k != "constant"
+    }
+    for tensor in (mine, theirs):
+        assert tensor.constant is not real and torch.equal(tensor.constant, real)
+        assert tensor.constant.dtype == real.dtype and tensor.constant.device == real.device
+        assert tensor.untyped_storage().device.type == "meta"
+    for what in ("shape", "dtype", "device", "requires_grad", "is_leaf"):
+        assert getattr(mine, what) == getattr(theirs, what), what
+    assert (mine.stride(), mine.storage_offset()) == (theirs.stride(), theirs.storage_offset())
+    assert mine.untyped_storage().nbytes() == theirs.untyped_storage().nbytes()
+    assert torch._C._dispatch_keys(mine) == torch._C._dispatch_keys(theirs)
+    # NB: registered as FakeTensorMode registers its constants, for the invalidation of aliases
+    mapping = mode.fake_tensor_converter.constant_storage_mapping
+    assert any(ref() is mine for refs in mapping.values() for ref in refs)
+    # NB: and kept in the conversion's memos, which ops on constants only read back: an
+    # in-place op gives back the same fake tensor, a view one over the same storage
+    with mode:
+        for tensor in (mine, theirs):
+            assert tensor.zero_() is tensor
+            view = tensor.view(-1)
+            assert view.untyped_storage()._cdata == tensor.untyped_storage()._cdata
+            assert view.constant is not None
+    assert output_cache.lifted(mode, torch.zeros(3)) is None  # NB: not kept as a constant
+    assert output_cache.lifted(mode, theirs) is None  # NB: already fake
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_lifted_scalars_trace_like_dispatched_ones(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainfit.trace import recorder
+
+    spec = TrainSpec(**SPECS[name])
+    made: list[int] = []
+    real_lifted = recorder.lifted
+
+    def counted(mode: Any, tensor: Any) -> Any:
+        out = real_lifted(mode, tensor)
+        made.append(out is not None)
+        return out
+
+    monkeypatch.setattr(recorder, "lifted", counted)
+    fast = trace_step(spec)
+    monkeypatch.setattr(recorder, "lifted", lambda mode, tensor: None)
+    dispatched = trace_step(spec)
+    if "optimizer" not in SPECS[name]:  # NB: AdamW's step counters; SGD and Adafactor lift none
+        assert sum(made) > 0
+    assert fast == dispatched and fast.costs == dispatched.costs
+    assert _canonical(fast) == _canonical(dispatched)
+
+
 def test_a_table_is_shared_within_its_scope_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(output_cache, "_TABLES", {})
     scope = ("test", object())

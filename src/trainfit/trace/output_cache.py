@@ -296,3 +296,47 @@ def _cacheable(func: Any) -> bool:
     if any(tag in func.tags for tag in _BAD_TAGS):
         return False
     return func._schema.name.split("::")[-1] not in _RESHAPING
+
+
+def lifted(mode: Any, tensor: Any) -> FakeTensor | None:
+    """`aten.lift_fresh(tensor)` under FakeTensorMode `mode`, made as FakeTensorMode makes it,
+    for a real scalar (`torch.tensor(0.0)`: the optimizers' step counters, a few per parameter
+    and trace); None for any other tensor (the caller dispatches).
+
+    NB: FakeTensorMode keeps a lifted tensor of at most one element as a constant: it clones
+    the tensor and converts the copy (`FakeTensorConverter.from_real_tensor`, `make_constant`),
+    which describes it field by field for a conversion memo no copy is ever looked up in
+    (~0.2 ms a call). The conversion's result for a plain dense real tensor is a fake tensor
+    over a new meta tensor of its shape, strides and dtype, on its device, whose constant is
+    the copy, registered for the invalidation of the copy's aliases; that is made here.
+    """
+    if (
+        type(tensor) is not torch.Tensor
+        or tensor.numel() > 1
+        or tensor.layout is not torch.strided
+        or tensor.device.type == "meta"
+        or tensor.requires_grad
+        or tensor.is_quantized
+        or tensor.is_conj()
+        or tensor.is_neg()
+        or mode.shape_env is not None
+        or mode.propagate_real_tensors
+    ):
+        return None
+    with torch._C._DisableTorchDispatch():
+        constant = tensor.clone()
+        meta = torch.empty_strided(
+            constant.shape, constant.stride(), dtype=constant.dtype, device="meta"
+        )
+    out = FakeTensor(mode, meta, constant.device, constant=constant)
+    converter = mode.fake_tensor_converter
+    converter.add_constant_storage_mapping(out)
+    # NB: the conversion's memos, which later conversions read: an op on constants only is
+    # run on them and its outputs converted (`step += 1` on a step counter gives back the
+    # constant itself, converted to this same fake tensor; a view of it, a fake tensor over
+    # this one's storage)
+    converter.set_tensor_memo(constant, out)
+    meta_converter = converter.meta_converter
+    storage = meta_converter.describer.get_storage_id(constant.untyped_storage())
+    meta_converter.storage_memo[storage] = out.untyped_storage()
+    return out
