@@ -179,6 +179,51 @@ def test_lifted_scalars_trace_like_dispatched_ones(
     assert _canonical(fast) == _canonical(dispatched)
 
 
+def _data_pointer_raises(tensor: torch.Tensor) -> bool:
+    try:
+        tensor.data_ptr()
+    except RuntimeError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["guarded", "unsafe-access"])
+@pytest.mark.parametrize("device", ["cuda:0", "cpu"])
+def test_a_made_output_is_the_fake_tensor_its_constructor_makes(device: str, unsafe: bool) -> None:
+    from torch._functorch import config
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    cache = output_cache.OutputCache()
+    fake_device = torch.device(device)
+    with config.patch(fake_tensor_allow_unsafe_data_ptr_access=unsafe):
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        x = mode.from_tensor(torch.empty(4, 6))
+        cache.key(torch.ops.aten.add.Tensor, (x, x), {})  # NB: the cache learns its mode
+
+    def meta() -> torch.Tensor:
+        with torch._C._DisableTorchDispatch():
+            return torch.empty_strided((4, 6), (1, 4), dtype=torch.bfloat16, device="meta")
+
+    first = cache._fake(meta(), fake_device)  # NB: by the constructor, its attributes kept
+    made, theirs = cache._fake(meta(), fake_device), FakeTensor(mode, meta(), fake_device)
+    for tensor in (first, made):
+        assert type(tensor) is FakeTensor
+        assert tensor.__dict__ == theirs.__dict__ and tensor.__dict__ is not theirs.__dict__
+        assert torch._C._dispatch_keys(tensor) == torch._C._dispatch_keys(theirs)
+        assert (tensor.device, tensor.shape, tensor.stride()) == (
+            theirs.device,
+            theirs.shape,
+            theirs.stride(),
+        )
+        assert tensor.untyped_storage()._cdata != theirs.untyped_storage()._cdata
+        if not unsafe:  # NB: else a warning, given once per process
+            assert _data_pointer_raises(tensor) and _data_pointer_raises(theirs)
+    with mode:
+        summed = made @ made.t()
+    assert type(summed) is FakeTensor and summed.fake_device == fake_device
+
+
 def test_a_table_is_shared_within_its_scope_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(output_cache, "_TABLES", {})
     scope = ("test", object())
