@@ -110,6 +110,9 @@ def test_a_memory_format_is_part_of_the_key() -> None:
     assert cache.hits == 2
 
 
+@pytest.mark.skipif(
+    not output_cache.MADE_AS_FAKE_TENSOR_MODE, reason="not checked on this torch release"
+)
 @pytest.mark.parametrize(
     "real",
     [
@@ -173,8 +176,8 @@ def test_lifted_scalars_trace_like_dispatched_ones(
     fast = trace_step(spec)
     monkeypatch.setattr(recorder, "lifted", lambda mode, tensor: None)
     dispatched = trace_step(spec)
-    if "optimizer" not in SPECS[name]:  # NB: AdamW's step counters; SGD and Adafactor lift none
-        assert sum(made) > 0
+    if "optimizer" not in SPECS[name] and output_cache.MADE_AS_FAKE_TENSOR_MODE:
+        assert sum(made) > 0  # NB: AdamW's step counters; SGD and Adafactor lift none
     assert fast == dispatched and fast.costs == dispatched.costs
     assert _canonical(fast) == _canonical(dispatched)
 

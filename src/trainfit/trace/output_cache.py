@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorConfig
+from torch._subclasses import fake_tensor
+from torch._subclasses.fake_tensor import FakeTensor
+
+from trainfit.trace.compat import torch_release
 
 
 class _Uncacheable(Exception):
@@ -69,6 +72,10 @@ _LIMIT = 200_000
 checked as a trace takes its table, so one trace's own entries are not bounded."""
 _CACHEABLE: dict[object, bool] = {}
 """`_cacheable` by op (a property of the op alone)."""
+MADE_AS_FAKE_TENSOR_MODE = torch_release() in ((2, 13),)
+"""Whether fake tensors are made here as FakeTensorMode makes them, without its constructor
+and converter (`lifted`, `OutputCache._fake`): only on the torch releases where that was
+checked (tests/trace/test_output_cache.py); on others FakeTensorMode makes them."""
 
 
 def shared_entries(scope: tuple[object, ...]) -> dict[tuple[object, ...], object]:
@@ -204,7 +211,12 @@ class OutputCache:
         device, no constant, every memo empty): made so here (~2 us).
         """
         state = self._states.get(device)
-        if state is None or meta.requires_grad or FakeTensorConfig.debug:
+        if (
+            state is None
+            or meta.requires_grad
+            or not MADE_AS_FAKE_TENSOR_MODE
+            or fake_tensor.FakeTensorConfig.debug  # NB: each would keep its own traceback
+        ):
             made = FakeTensor(self._mode, meta, device)
             if state is None and not meta.requires_grad:
                 self._states[device] = dict(made.__dict__)
@@ -338,7 +350,8 @@ def lifted(mode: Any, tensor: Any) -> FakeTensor | None:
     the copy, registered for the invalidation of the copy's aliases; that is made here.
     """
     if (
-        type(tensor) is not torch.Tensor
+        not MADE_AS_FAKE_TENSOR_MODE
+        or type(tensor) is not torch.Tensor
         or tensor.numel() > 1
         or tensor.layout is not torch.strided
         or tensor.device.type == "meta"
