@@ -184,6 +184,37 @@ def test_ladder_traced_in_a_worker_equals_the_one_traced_here(
     assert spread.devices == melody_plan.devices
 
 
+@pytest.mark.slow
+def test_the_ladder_leaves_the_multi_gpu_plans_as_they_are(tmp_path, monkeypatch) -> None:
+    """The multi-GPU searches run before the ladder (a worker's ladder steps are read done):
+    they start from the devices' traces alone, so a plan without its ladder has the same
+    multi-GPU plans, and the ladder is the one read after them."""
+    import json
+
+    import trainfit.plan.search as planning
+    from tests.plan.test_worker import TINY_LLAMA
+    from trainfit.plan.words import plan_dict
+
+    order: list[str] = []
+    for name in ("with_distributed", "ladder_rungs"):
+        real = getattr(planning, name)
+
+        def called(*args: object, _real=real, _name=name, **kwargs: object) -> object:
+            order.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(planning, name, called)
+    (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
+    tiny = TrainSpec(model=str(tmp_path), seq_len=16)
+    devices = ("h100", "t4")
+    laddered = plan(tiny, effective_batch=8, devices=devices, multi_gpu=True)
+    assert order == ["with_distributed", "ladder_rungs"]
+    alone = plan(tiny, effective_batch=8, devices=devices, multi_gpu=True, ladder=False)
+    assert laddered.ladder and not alone.ladder
+    assert all(d.distributed is not None for d in laddered.devices)
+    assert plan_dict(laddered)["devices"] == plan_dict(alone)["devices"]
+
+
 def test_jobs_must_be_positive() -> None:
     with pytest.raises(SpecError, match="jobs must be a positive integer, got 0"):
         plan(MELODY, effective_batch=8, devices=("h100",), jobs=0)

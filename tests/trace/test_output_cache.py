@@ -82,6 +82,151 @@ def test_an_unsafe_view_is_made_over_its_input_storage() -> None:
     assert cache.hits == 1
 
 
+def test_a_memory_format_is_part_of_the_key() -> None:
+    # NB: the optimizers' state is made by zeros_like(p, memory_format=preserve_format): a
+    # keyword of its own type, keyed by its value as FakeTensorMode's own cache keys it
+    cache = output_cache.OutputCache()
+    zeros_like = torch.ops.aten.zeros_like.default
+    with FakeTensorMode() as mode:
+        x = mode.from_tensor(torch.empty(4, 6).t())
+        made = {}
+        for memory_format in (torch.preserve_format, torch.contiguous_format) * 2:
+            kwargs = {"memory_format": memory_format}
+            key = cache.key(zeros_like, (x,), kwargs)
+            assert key is not None
+            out = cache.replay(key, (x,))
+            if out is output_cache.MISS:
+                out = zeros_like(x, **kwargs)
+                cache.remember(key, out, (x,), kwargs)
+            dispatched = zeros_like(x, **kwargs)
+            assert (out.shape, out.stride(), out.dtype) == (
+                dispatched.shape,
+                dispatched.stride(),
+                dispatched.dtype,
+            )
+            assert out.untyped_storage() is not x.untyped_storage()
+            made.setdefault(memory_format, out.stride())
+    assert made == {torch.preserve_format: (1, 6), torch.contiguous_format: (4, 1)}
+    assert cache.hits == 2
+
+
+@pytest.mark.skipif(
+    not output_cache.MADE_AS_FAKE_TENSOR_MODE, reason="not checked on this torch release"
+)
+@pytest.mark.parametrize(
+    "real",
+    [
+        torch.tensor(0.0),
+        torch.tensor(3, dtype=torch.int64),
+        torch.tensor([2.5], dtype=torch.float64),
+        torch.tensor(True),
+    ],
+    ids=["float32", "int64", "one-element", "bool"],
+)
+def test_a_lifted_scalar_is_the_fake_tensor_fake_tensor_mode_makes(real: torch.Tensor) -> None:
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        theirs = torch.ops.aten.lift_fresh.default(real)
+    mine = output_cache.lifted(mode, real)
+    assert type(mine) is type(theirs)
+    assert {k: v for k, v in mine.__dict__.items() if k != "constant"} == {
+        k: v for k, v in theirs.__dict__.items() if k != "constant"
+    }
+    for tensor in (mine, theirs):
+        assert tensor.constant is not real and torch.equal(tensor.constant, real)
+        assert tensor.constant.dtype == real.dtype and tensor.constant.device == real.device
+        assert tensor.untyped_storage().device.type == "meta"
+    for what in ("shape", "dtype", "device", "requires_grad", "is_leaf"):
+        assert getattr(mine, what) == getattr(theirs, what), what
+    assert (mine.stride(), mine.storage_offset()) == (theirs.stride(), theirs.storage_offset())
+    assert mine.untyped_storage().nbytes() == theirs.untyped_storage().nbytes()
+    assert torch._C._dispatch_keys(mine) == torch._C._dispatch_keys(theirs)
+    # NB: registered as FakeTensorMode registers its constants, for the invalidation of aliases
+    mapping = mode.fake_tensor_converter.constant_storage_mapping
+    assert any(ref() is mine for refs in mapping.values() for ref in refs)
+    # NB: and kept in the conversion's memos, which ops on constants only read back: an
+    # in-place op gives back the same fake tensor, a view one over the same storage
+    with mode:
+        for tensor in (mine, theirs):
+            assert tensor.zero_() is tensor
+            view = tensor.view(-1)
+            assert view.untyped_storage()._cdata == tensor.untyped_storage()._cdata
+            assert view.constant is not None
+    assert output_cache.lifted(mode, torch.zeros(3)) is None  # NB: not kept as a constant
+    assert output_cache.lifted(mode, theirs) is None  # NB: already fake
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_lifted_scalars_trace_like_dispatched_ones(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainfit.trace import recorder
+
+    spec = TrainSpec(**SPECS[name])
+    made: list[int] = []
+    real_lifted = recorder.lifted
+
+    def counted(mode: Any, tensor: Any) -> Any:
+        out = real_lifted(mode, tensor)
+        made.append(out is not None)
+        return out
+
+    monkeypatch.setattr(recorder, "lifted", counted)
+    fast = trace_step(spec)
+    monkeypatch.setattr(recorder, "lifted", lambda mode, tensor: None)
+    dispatched = trace_step(spec)
+    if "optimizer" not in SPECS[name] and output_cache.MADE_AS_FAKE_TENSOR_MODE:
+        assert sum(made) > 0  # NB: AdamW's step counters; SGD and Adafactor lift none
+    assert fast == dispatched and fast.costs == dispatched.costs
+    assert _canonical(fast) == _canonical(dispatched)
+
+
+def _data_pointer_raises(tensor: torch.Tensor) -> bool:
+    try:
+        tensor.data_ptr()
+    except RuntimeError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["guarded", "unsafe-access"])
+@pytest.mark.parametrize("device", ["cuda:0", "cpu"])
+def test_a_made_output_is_the_fake_tensor_its_constructor_makes(device: str, unsafe: bool) -> None:
+    from torch._functorch import config
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    cache = output_cache.OutputCache()
+    fake_device = torch.device(device)
+    with config.patch(fake_tensor_allow_unsafe_data_ptr_access=unsafe):
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        x = mode.from_tensor(torch.empty(4, 6))
+        cache.key(torch.ops.aten.add.Tensor, (x, x), {})  # NB: the cache learns its mode
+
+    def meta() -> torch.Tensor:
+        with torch._C._DisableTorchDispatch():
+            return torch.empty_strided((4, 6), (1, 4), dtype=torch.bfloat16, device="meta")
+
+    first = cache._fake(meta(), fake_device)  # NB: by the constructor, its attributes kept
+    made, theirs = cache._fake(meta(), fake_device), FakeTensor(mode, meta(), fake_device)
+    for tensor in (first, made):
+        assert type(tensor) is FakeTensor
+        assert tensor.__dict__ == theirs.__dict__ and tensor.__dict__ is not theirs.__dict__
+        assert torch._C._dispatch_keys(tensor) == torch._C._dispatch_keys(theirs)
+        assert (tensor.device, tensor.shape, tensor.stride()) == (
+            theirs.device,
+            theirs.shape,
+            theirs.stride(),
+        )
+        assert tensor.untyped_storage()._cdata != theirs.untyped_storage()._cdata
+        if not unsafe:  # NB: else a warning, given once per process
+            assert _data_pointer_raises(tensor) and _data_pointer_raises(theirs)
+    with mode:
+        summed = made @ made.t()
+    assert type(summed) is FakeTensor and summed.fake_device == fake_device
+
+
 def test_a_table_is_shared_within_its_scope_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(output_cache, "_TABLES", {})
     scope = ("test", object())

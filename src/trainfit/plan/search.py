@@ -164,29 +164,33 @@ def _planned(
         )
         for d in _announced(resolved)
     )
-    rungs = ()
-    if ladder and cuda:
-        rungs = ladder_rungs(spec, effective_batch, cuda[0], cache, worker)
-    tokens = next((s.base.tokens_per_sample for s in cache.scalings.values()), None)
     result = Plan(
-        spec=spec,
-        effective_batch=effective_batch,
-        margin=margin,
-        devices=plans,
-        ladder=rungs,
-        ladder_device=cuda[0].name if ladder and cuda else "",
-        trainable_parameters=counts(spec, cache)[1],
-        tokens_per_sample=tokens,
-        parameters=model_parameters(spec, cache),
-        scalings=_chosen_scalings(spec, resolved, plans, cache),
-    )
+        spec=spec, effective_batch=effective_batch, margin=margin, devices=plans, ladder=(),
+        ladder_device="",
+    )  # fmt: skip
     if measured_step is not None:
         result = with_measured_step(result, *measured_step)
     asked = multi_gpu or any(x is not None for x in (strategy, offload, gpus, nodes))
+    # NB: the multi-GPU plans before the ladder, so that this process makes its own searches
+    # while a worker still traces its ladder steps, and reads them done afterwards. The
+    # ladder adds no trace to `cache` that the searches start from (`shared_traces`: its
+    # steps are traced once, uncached, or read from the scalings the devices made)
     result = with_distributed(
         result, precision, margin, strategy, offload, gpus, nodes, every=asked,
         shared=shared_traces(spec, cache), worker=worker,
     )  # fmt: skip
+    rungs = ()
+    if ladder and cuda:
+        rungs = ladder_rungs(spec, effective_batch, cuda[0], cache, worker)
+    result = dataclasses.replace(
+        result,
+        ladder=rungs,
+        ladder_device=cuda[0].name if ladder and cuda else "",
+        trainable_parameters=counts(spec, cache)[1],
+        tokens_per_sample=next((s.base.tokens_per_sample for s in cache.scalings.values()), None),
+        parameters=model_parameters(spec, cache),
+        scalings=_chosen_scalings(spec, resolved, plans, cache),
+    )
     return with_run(result, run) if run is not None and run.sized else result
 
 

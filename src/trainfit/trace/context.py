@@ -91,6 +91,7 @@ def tracing(
         raise internal_moved(exc) from exc
     # NB: what the rules install below the recorder depends on the target and autocast dtype
     recorder = Recorder(scope=(target, autocast_dtype))
+    recorder.fake_mode = mode  # NB: entered just below the recorder
     rules = target.rules(autocast_dtype)
     cudnn = CudnnLstm(recorder) if target.kind is DeviceKind.CUDA else None
     with contextlib.ExitStack() as stack:

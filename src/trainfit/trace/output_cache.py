@@ -14,14 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensor
+
+from trainfit.trace.compat import torch_release
 
 
 class _Uncacheable(Exception):
     """An argument the output cache cannot key on."""
 
 
-_PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout)
+_PLAIN = (
+    int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format,
+)  # fmt: skip
 _BAD_TAGS = (
     torch.Tag.dynamic_output_shape,
     torch.Tag.data_dependent_output,
@@ -67,6 +72,10 @@ _LIMIT = 200_000
 checked as a trace takes its table, so one trace's own entries are not bounded."""
 _CACHEABLE: dict[object, bool] = {}
 """`_cacheable` by op (a property of the op alone)."""
+MADE_AS_FAKE_TENSOR_MODE = torch_release() in ((2, 13),)
+"""Whether fake tensors are made here as FakeTensorMode makes them, without its constructor
+and converter (`lifted`, `OutputCache._fake`): only on the torch releases where that was
+checked (tests/trace/test_output_cache.py); on others FakeTensorMode makes them."""
 
 
 def shared_entries(scope: tuple[object, ...]) -> dict[tuple[object, ...], object]:
@@ -112,6 +121,8 @@ class OutputCache:
         self._entries: dict[tuple[object, ...], object] = {} if entries is None else entries
         self._cacheable = _CACHEABLE
         self._mode: Any = None
+        self._states: dict[torch.device, dict[str, Any]] = {}
+        """A new fake tensor's attributes by device (`_fake`)."""
         self.hits = 0
 
     def key(
@@ -177,7 +188,7 @@ class OutputCache:
                 empty = torch.empty_strided(
                     template.shape, template.stride, dtype=template.dtype, device="meta"
                 )
-            return FakeTensor(self._mode, empty, template.device)
+            return self._fake(empty, template.device)
         if isinstance(template, _View):
             with torch._C._DisableTorchDispatch():
                 empty = torch.empty(0, dtype=template.dtype, device="meta")
@@ -187,8 +198,38 @@ class OutputCache:
                     template.shape,
                     template.stride,
                 )
-            return FakeTensor(self._mode, empty, template.device)
+            return self._fake(empty, template.device)
         return template  # a number or None
+
+    def _fake(self, meta: torch.Tensor, device: torch.device) -> FakeTensor:
+        """`FakeTensor(mode, meta, device)`, as its constructor makes it.
+
+        NB: the constructor checks and normalises its arguments and sets each attribute
+        through its descriptor (~9 us); for a meta tensor without gradient on a device it
+        already made a fake tensor on, what it makes is the subclass over `meta` with the
+        data-pointer guard, and the same attributes as that first one's (the mode, the
+        device, no constant, every memo empty): made so here (~2 us).
+        """
+        state = self._states.get(device)
+        if (
+            state is None
+            or meta.requires_grad
+            or not MADE_AS_FAKE_TENSOR_MODE
+            or fake_tensor.FakeTensorConfig.debug  # NB: each would keep its own traceback
+        ):
+            made = FakeTensor(self._mode, meta, device)
+            if state is None and not meta.requires_grad:
+                self._states[device] = dict(made.__dict__)
+            return made
+        out = torch.Tensor._make_subclass(
+            FakeTensor, meta, False, dispatch_device=True, device_for_backend_keys=device
+        )
+        if self._mode._allow_unsafe_data_ptr_access:
+            torch._C._set_warn_deprecated_on_mutable_data_ptr(out)
+        else:
+            torch._C._set_throw_on_mutable_data_ptr(out)
+        out.__dict__.update(state)
+        return out  # type: ignore[return-value]
 
     def remember(
         self,
@@ -294,3 +335,48 @@ def _cacheable(func: Any) -> bool:
     if any(tag in func.tags for tag in _BAD_TAGS):
         return False
     return func._schema.name.split("::")[-1] not in _RESHAPING
+
+
+def lifted(mode: Any, tensor: Any) -> FakeTensor | None:
+    """`aten.lift_fresh(tensor)` under FakeTensorMode `mode`, made as FakeTensorMode makes it,
+    for a real scalar (`torch.tensor(0.0)`: the optimizers' step counters, a few per parameter
+    and trace); None for any other tensor (the caller dispatches).
+
+    NB: FakeTensorMode keeps a lifted tensor of at most one element as a constant: it clones
+    the tensor and converts the copy (`FakeTensorConverter.from_real_tensor`, `make_constant`),
+    which describes it field by field for a conversion memo no copy is ever looked up in
+    (~0.2 ms a call). The conversion's result for a plain dense real tensor is a fake tensor
+    over a new meta tensor of its shape, strides and dtype, on its device, whose constant is
+    the copy, registered for the invalidation of the copy's aliases; that is made here.
+    """
+    if (
+        not MADE_AS_FAKE_TENSOR_MODE
+        or type(tensor) is not torch.Tensor
+        or tensor.numel() > 1
+        or tensor.layout is not torch.strided
+        or tensor.device.type == "meta"
+        or tensor.requires_grad
+        or tensor.is_quantized
+        or tensor.is_conj()
+        or tensor.is_neg()
+        or mode.shape_env is not None
+        or mode.propagate_real_tensors
+    ):
+        return None
+    with torch._C._DisableTorchDispatch():
+        constant = tensor.clone()
+        meta = torch.empty_strided(
+            constant.shape, constant.stride(), dtype=constant.dtype, device="meta"
+        )
+    out = FakeTensor(mode, meta, constant.device, constant=constant)
+    converter = mode.fake_tensor_converter
+    converter.add_constant_storage_mapping(out)
+    # NB: the conversion's memos, which later conversions read: an op on constants only is
+    # run on them and its outputs converted (`step += 1` on a step counter gives back the
+    # constant itself, converted to this same fake tensor; a view of it, a fake tensor over
+    # this one's storage)
+    converter.set_tensor_memo(constant, out)
+    meta_converter = converter.meta_converter
+    storage = meta_converter.describer.get_storage_id(constant.untyped_storage())
+    meta_converter.storage_memo[storage] = out.untyped_storage()
+    return out

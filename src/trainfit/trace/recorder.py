@@ -33,11 +33,12 @@ from trainfit.trace.costs import (
     graph_op,
     op_cost,
 )
-from trainfit.trace.output_cache import MISS, OutputCache, shared_entries
+from trainfit.trace.output_cache import MISS, OutputCache, lifted, shared_entries
 from trainfit.training import Phase
 
 aten = torch.ops.aten
 _DEVICE = torch.ops.prim.device.default
+_LIFT = aten.lift_fresh.default
 _LABEL: list[str | None] = [None]
 
 LIBRARY_OP = "cudnn:"
@@ -163,6 +164,9 @@ class Recorder(TorchDispatchMode):
         self.ops = 0
         self._outputs = OutputCache(None if scope is None else shared_entries(scope))
         self.costs = CostLog()
+        self.fake_mode: Any = None
+        """The FakeTensorMode just below this mode, when known: a real scalar lifted under it
+        is made here as it would make it (`output_cache.lifted`)."""
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -325,7 +329,11 @@ class Recorder(TorchDispatchMode):
                     self._cost(func, args, kwargs, out, key)
                 return out
         try:
-            out = func(*args, **kwargs)
+            out = None
+            if func is _LIFT and self.fake_mode is not None and len(args) == 1 and not kwargs:
+                out = lifted(self.fake_mode, args[0])
+            if out is None:
+                out = func(*args, **kwargs)
         except TraceError:
             raise
         except Exception as exc:
