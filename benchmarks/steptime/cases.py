@@ -97,6 +97,7 @@ SETS = {
     "blind12": "blind12_cases",
     "blind13": "blind13_cases",
     "blind14": "blind14_cases",
+    "blind15": "blind15_cases",
 }
 """Each set of cases and the module under benchmarks/steptime that holds its `CASES`."""
 
