@@ -258,7 +258,7 @@ def _rank(rank: int, port: int, caps: list[int], results) -> None:
             len(found.attempts),
         )
     finally:
-        torch.distributed.destroy_process_group()
+        _leave()
 
 
 def _failing_rank(rank: int, port: int, results) -> None:
@@ -275,7 +275,15 @@ def _failing_rank(rank: int, port: int, results) -> None:
     except MeasureError as exc:
         results[rank] = str(exc)
     finally:
-        torch.distributed.destroy_process_group()
+        _leave()
+
+
+def _leave() -> None:
+    """Leave the process group once every rank is done with it: gloo aborts a process
+    ("terminate called without an active exception") now and then when a peer destroys its
+    group and exits while this one still tears its own down."""
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 def _free_port() -> int:
