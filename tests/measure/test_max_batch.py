@@ -279,9 +279,9 @@ def _failing_rank(rank: int, port: int, results) -> None:
 
 
 def _leave() -> None:
-    """Leave the process group once every rank is done with it: gloo aborts a process
-    ("terminate called without an active exception") now and then when a peer destroys its
-    group and exits while this one still tears its own down."""
+    """Leave the process group once every rank is done with it, so that no rank's teardown
+    races a peer still using the group (one CI run saw a rank abort with "terminate called
+    without an active exception"; the cause was not found)."""
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
