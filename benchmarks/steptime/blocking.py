@@ -20,14 +20,12 @@ The profiler adds its own host cost to each op, so the host figures are upper bo
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.steptime.cases import case_set
-from benchmarks.steptime.fresh import run_cases
+from benchmarks.steptime.fresh import study_main
 from benchmarks.steptime.measure_gpu import make_step
 
 
@@ -118,29 +116,7 @@ def report(path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("record", nargs="?", type=Path)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--cases", default="", help="set:case,set:case,...")
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--deadline", type=float, default=200.0)
-    parser.add_argument("--one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.one:
-        set_name, name = args.one.split(":")
-        profile = run_one(case_set(set_name)[name]["build"], args.steps)
-        print(json.dumps({"case": args.one, "profile": profile}))
-        return
-    if args.out is None:
-        report(args.record)
-        return
-    run_cases(
-        "benchmarks.steptime.blocking",
-        args.cases,
-        args.steps,
-        args.deadline,
-        args.out / "blocking.json",
-    )
+    study_main("benchmarks.steptime.blocking", "profile", run_one, report, steps=10, deadline=200.0)
 
 
 if __name__ == "__main__":

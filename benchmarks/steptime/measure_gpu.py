@@ -253,6 +253,19 @@ def run_one(name: str, warmup: int, timed: int) -> dict[str, Any]:
     }
 
 
+def child_row(cmd: list[str], name: str, timeout: float, fallback: str = "?") -> dict[str, Any]:
+    """Run one case's fresh process: the JSON record its last stdout line holds, or
+    `{"case": name, "error": ...}` (the last line of its stderr, `fallback` when it printed
+    none, or "timeout")."""
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ)
+    except subprocess.TimeoutExpired:
+        return {"case": name, "error": "timeout"}
+    if done.returncode == 0:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    return {"case": name, "error": (done.stderr.strip().splitlines() or [fallback])[-1]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
@@ -288,20 +301,7 @@ def main() -> None:
                 "--timed",
                 str(args.timed),
             ]
-            try:
-                done = subprocess.run(
-                    cmd, capture_output=True, text=True, timeout=min(left, 150), env=os.environ
-                )
-                row = (
-                    json.loads(done.stdout.strip().splitlines()[-1])
-                    if done.returncode == 0
-                    else {
-                        "case": name,
-                        "error": (done.stderr.strip().splitlines() or ["failed"])[-1],
-                    }
-                )
-            except subprocess.TimeoutExpired:
-                row = {"case": name, "error": "timeout"}
+            row = child_row(cmd, name, min(left, 150), fallback="failed")
             row["repeat"] = repeat
             record["runs"].append(row)
             ms = row.get("median_timed_step_seconds")

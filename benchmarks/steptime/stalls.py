@@ -22,7 +22,6 @@ clock-event reasons (NVML) are read before and after each loop; nothing is set.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import statistics
@@ -30,8 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.steptime.cases import case_set
-from benchmarks.steptime.fresh import run_cases
+from benchmarks.steptime.fresh import study_main
 from benchmarks.steptime.measure_gpu import make_step
 
 LOOPS = ("gc on", "gc off", "gc on again")
@@ -157,29 +155,7 @@ def report(path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("record", nargs="?", type=Path)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--cases", default="", help="set:case,set:case,...")
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--deadline", type=float, default=240.0)
-    parser.add_argument("--one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.one:
-        set_name, name = args.one.split(":")
-        loops = run_one(case_set(set_name)[name]["build"], args.steps)
-        print(json.dumps({"case": args.one, "loops": loops}))
-        return
-    if args.out is None:
-        report(args.record)
-        return
-    run_cases(
-        "benchmarks.steptime.stalls",
-        args.cases,
-        args.steps,
-        args.deadline,
-        args.out / "stalls.json",
-    )
+    study_main("benchmarks.steptime.stalls", "loops", run_one, report, steps=150, deadline=240.0)
 
 
 if __name__ == "__main__":

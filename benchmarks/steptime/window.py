@@ -31,14 +31,13 @@ import gc
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.steptime.cases import SETS, case_set
-from benchmarks.steptime.measure_gpu import _environment, make_step
+from benchmarks.steptime.measure_gpu import _environment, child_row, make_step
 
 
 def cpu_set(text: str) -> set[int]:
@@ -206,21 +205,7 @@ def main() -> None:
             if left < 25:
                 record["runs"].append({"case": name, "repeat": repeat, "error": "deadline"})
                 continue
-            try:
-                done = subprocess.run(
-                    _child(name, args, pinned),
-                    capture_output=True,
-                    text=True,
-                    timeout=min(left, 150),
-                    env=os.environ,
-                )
-                row = (
-                    json.loads(done.stdout.strip().splitlines()[-1])
-                    if done.returncode == 0
-                    else {"case": name, "error": (done.stderr.strip().splitlines() or ["?"])[-1]}
-                )
-            except subprocess.TimeoutExpired:
-                row = {"case": name, "error": "timeout"}
+            row = child_row(_child(name, args, pinned), name, min(left, 150))
             row.update(repeat=repeat, pinned=pinned)
             record["runs"].append(row)
             if "error" in row:
