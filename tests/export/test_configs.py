@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.export.support import NO
 from trainfit import TrainSpec
 from trainfit.export.configs import config_text, hf_trainer_flags, trainfit_flags, write_configs
 from trainfit.plan.options import Accumulation, Change, DevicePlan, Plan, Setting, Verdict
@@ -27,15 +28,6 @@ FITS = DevicePlan(
     ),
     changes=(Change.CHECKPOINTING, Accumulation(micro_batch=4, grad_accum=8)),
     max_micro_batch=5,
-    tiers=(),
-)
-NO = DevicePlan(
-    device="t4",
-    display="NVIDIA T4",
-    verdict=Verdict.NO,
-    setting=None,
-    changes=(),
-    max_micro_batch=0,
     tiers=(),
 )
 PLAN = Plan(
