@@ -90,8 +90,7 @@ def tracing(
     except (AttributeError, ImportError) as exc:
         raise internal_moved(exc) from exc
     # NB: what the rules install below the recorder depends on the target and autocast dtype
-    recorder = Recorder(scope=(target, autocast_dtype))
-    recorder.fake_mode = mode  # NB: entered just below the recorder
+    recorder = Recorder(scope=(target, autocast_dtype), fake_mode=mode)  # NB: entered below it
     rules = target.rules(autocast_dtype)
     cudnn = CudnnLstm(recorder) if target.kind is DeviceKind.CUDA else None
     with contextlib.ExitStack() as stack:

@@ -144,9 +144,10 @@ class Recorder(TorchDispatchMode):
         # says no; nothing is compiled inside a trace, and the guard cost 8% of one
         return False
 
-    def __init__(self, scope: tuple[object, ...] | None = None) -> None:
+    def __init__(self, scope: tuple[object, ...] | None = None, fake_mode: Any = None) -> None:
         """`scope`: the output cache's entries are shared with the process's other traces of
-        this scope (`output_cache.shared_entries`); None keeps them to this trace."""
+        this scope (`output_cache.shared_entries`); None keeps them to this trace. `fake_mode`:
+        the FakeTensorMode entered just below this mode, when known."""
         super().__init__()
         self.events: list[Event] = []
         self.workspaces: list[WorkspaceEvent] = []
@@ -164,7 +165,7 @@ class Recorder(TorchDispatchMode):
         self.ops = 0
         self._outputs = OutputCache(None if scope is None else shared_entries(scope))
         self.costs = CostLog()
-        self.fake_mode: Any = None
+        self.fake_mode = fake_mode
         """The FakeTensorMode just below this mode, when known: a real scalar lifted under it
         is made here as it would make it (`output_cache.lifted`)."""
 
