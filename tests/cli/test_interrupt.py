@@ -181,3 +181,23 @@ def test_an_interrupt_still_waiting_when_the_block_ends_is_raised_there(tmp_path
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("ends_the_block", None)
+
+
+def test_an_interrupt_inside_a_string_exec_still_exits_130(tmp_path: Path) -> None:
+    # NB: CPython marks a KeyboardInterrupt that ends an `exec` of source text as unhandled
+    # even once caught, and a `python -m` process then kills itself with SIGINT (status -2)
+    # instead of exiting with its code; CI saw this once when Ctrl-C landed in a dataclass's
+    # generated code during a plan
+    (tmp_path / "interrupted_in_exec.py").write_text(
+        "import sys\n"
+        "from trainfit.cli.interrupt import report_interrupt\n"
+        "try:\n"
+        "    exec('raise KeyboardInterrupt', {})\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(report_interrupt())\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    done = subprocess.run(
+        [sys.executable, "-m", "interrupted_in_exec"], env=env, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (INTERRUPTED, "trainfit: interrupted\n")
