@@ -125,14 +125,18 @@ def interrupts_raised() -> Iterator[None]:
 
 
 def report_interrupt() -> int:
-    """Say in one line that the command was interrupted; its exit code.
-
-    NB: when the interrupt is raised inside code run from a string (`exec` or `eval` of
-    source text: dataclasses and namedtuple make their methods so), CPython marks it as
-    unhandled, even though it is caught here; a process started as `python -m trainfit` then
-    ends by killing itself with SIGINT (exit status -2) after the exit code is chosen. The
-    mark is cleared at the start of every such string evaluation, so one empty evaluation
-    clears it and the exit code is the one returned."""
-    exec("None", {})  # NB: clears CPython's "unhandled KeyboardInterrupt" mark (see above)
+    """Say in one line that the command was interrupted; its exit code."""
+    forget_unhandled_interrupt()
     sys.stderr.write("trainfit: interrupted\n")
     return INTERRUPTED
+
+
+def forget_unhandled_interrupt() -> None:
+    """Let the process exit with the code it chooses after catching a KeyboardInterrupt.
+
+    NB: when the interrupt is raised inside code run from source text (`exec` or `eval` of a
+    string: dataclasses and namedtuple make their methods so), CPython marks it unhandled even
+    once it is caught; a process started as `python -m trainfit` then ends by killing itself
+    with SIGINT (exit status -2) after its exit code is chosen. The mark is cleared at the start
+    of every such evaluation, so one empty evaluation clears it."""
+    exec("None", {})

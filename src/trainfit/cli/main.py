@@ -21,7 +21,12 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from trainfit.cli.interrupt import interrupt_requested, interrupts_raised, report_interrupt
+from trainfit.cli.interrupt import (
+    forget_unhandled_interrupt,
+    interrupt_requested,
+    interrupts_raised,
+    report_interrupt,
+)
 from trainfit.errors import SpecFileError, TrainfitError
 
 COMMANDS: dict[str, str] = {
@@ -126,7 +131,9 @@ def entry() -> None:
     code = main()
     if "concurrent.futures.process" in sys.modules:
         # NB: a plan's worker pool ran: multiprocessing's exit handlers (its resource tracker
-        # among them) must run, so the interpreter exits the ordinary way
+        # among them) must run, so the interpreter exits the ordinary way, with `code` even
+        # where a measurement caught Ctrl-C
+        forget_unhandled_interrupt()
         sys.exit(code)
     try:
         sys.stdout.flush()
