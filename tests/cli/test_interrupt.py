@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import time
 import weakref
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,7 @@ from trainfit.cli.interrupt import (
     interrupt_requested,
     interrupts_raised,
 )
-from trainfit.plan.worker import ignore_interrupts
+from trainfit.plan.worker_start import start_worker
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="POSIX signals")
 
@@ -53,12 +56,27 @@ def test_the_handlers_are_put_back() -> None:
 
 
 def test_the_worker_ignores_ctrl_c() -> None:
-    before = signal.getsignal(signal.SIGINT)
+    before, collecting = signal.getsignal(signal.SIGINT), gc.isenabled()
     try:
-        ignore_interrupts()
+        start_worker()
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)
+        if collecting:
+            gc.enable()
+
+
+def test_the_worker_starts_without_torch_and_without_the_collector() -> None:
+    # NB: the initializer's module is imported when the worker process starts, before any
+    # task's: it must not import torch, so that the collector is off for torch's import
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context, initializer=start_worker) as pool:
+        assert pool.submit(gc.isenabled).result() is False
+        assert pool.submit(_imported, "torch").result() is False
+
+
+def _imported(name: str) -> bool:
+    return name in sys.modules
 
 
 @pytest.mark.slow

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from trainfit.distributed.search import DistributedPlan, SharedTraces, plan_distributed
 from trainfit.errors import USER_CODE_ERRORS
 from trainfit.estimator.step import gpu_memory
 from trainfit.hardware.catalog import Device
+from trainfit.plan.worker_start import start_worker
 from trainfit.spec import OptimizerKind, TrainSpec
 from trainfit.trace import store
 from trainfit.trace.collector import collector_paused
@@ -37,7 +37,7 @@ class LadderWorker:
     def __init__(self, steps: list[tuple[TrainSpec, int]], device: Device) -> None:
         context = multiprocessing.get_context("spawn")
         self._pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=context, initializer=ignore_interrupts
+            max_workers=1, mp_context=context, initializer=start_worker
         )
         self._futures = [
             self._pool.submit(
@@ -93,12 +93,6 @@ def _given(steps: list[tuple[TrainSpec, int]]) -> list[tuple[TrainSpec, int]]:
     # NB: the steps from the 8-bit optimizer on are the plan's own settings, which it has
     # usually traced by the time the ladder is read: those are left to this process
     return [(s, micro) for s, micro in steps if s.optimizer is not OptimizerKind.ADAMW_8BIT]
-
-
-def ignore_interrupts() -> None:
-    """The worker's start: SIGINT ignored (the planning process handles Ctrl-C and ends the
-    worker; the worker's own KeyboardInterrupt would print a traceback of its own)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _needed_in_worker(spec: TrainSpec, device: Device) -> int | None:
