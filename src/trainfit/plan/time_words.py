@@ -10,6 +10,7 @@ from trainfit.hardware.cpu_features import CONVERTING_FLAGS, HalfSupport
 from trainfit.timing.basis import (
     AppleUnchecked,
     Basis,
+    BlindChecked,
     BorrowedFit,
     CpuBasis,
     FamilyChecked,
@@ -122,6 +123,13 @@ def time_note_text(note: TimeNote) -> str:
         return (
             f"{'Apple GPU: ' if note.apple else ''}{note.family} step times checked on {rows} "
             f"held-out public measurement{'s' if rows > 1 else ''}: {errors}"
+        )
+    if isinstance(note, BlindChecked):
+        return (
+            f"{note.device} step times checked blind on {note.steps} training steps timed "
+            f"after they were predicted ({note.sets} sets, {note.measured}): median error "
+            f"{note.median_error:.1%}, worst {note.worst_error:.1%}, {note.within_20_percent} "
+            f"of {note.steps} within 20%; host-bound steps vary most between machines"
         )
     if isinstance(note, BorrowedFit):
         return borrowed_text(note)

@@ -85,6 +85,24 @@ class FamilyChecked:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class BlindChecked:
+    """Step times of this GPU (the calibration's model) checked blind: steps predicted by these
+    rules, committed, then timed on the GPU (`timing/blind_check.json`)."""
+
+    device: str
+    """The GPU's display name."""
+    steps: int
+    sets: int
+    """How many blind sets the steps came in (each timed on one machine, in one session)."""
+    median_error: float
+    worst_error: float
+    """Median and worst |predicted / measured - 1|."""
+    within_20_percent: int
+    measured: str
+    """The dates the sets were timed (ISO, comma-separated)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AppleUnchecked:
     """An Apple GPU's step time on an NVIDIA GPU's efficiencies, not checked on a Mac."""
 
@@ -125,4 +143,4 @@ class BorrowedFit:
     calibration_device: str
 
 
-TimeNote = FamilyChecked | AppleUnchecked | SlowHalfPrecision | BorrowedFit
+TimeNote = FamilyChecked | BlindChecked | AppleUnchecked | SlowHalfPrecision | BorrowedFit

@@ -223,3 +223,28 @@ def family_fits() -> dict[str, FamilyFit]:
         )
         out.update({device: fit for device in family["devices"]})
     return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BlindCheck:
+    """The step-time rules' blind check on one GPU (`blind_check.json`, made by
+    benchmarks/steptime/checked.py from the committed predictions and timed runs)."""
+
+    device: str
+    """The catalog row of the GPU the steps were timed on."""
+    sets: tuple[str, ...]
+    """The blind sets whose committed predictions these rules made (empty: none yet)."""
+    steps: int
+    median_error: float
+    worst_error: float
+    within_20_percent: int
+    measured: tuple[str, ...]
+    """The dates the sets were timed."""
+
+
+@cache
+def blind_check() -> BlindCheck:
+    """The shipped rules' blind check (`blind_check.json`)."""
+    raw = json.loads(resources.files("trainfit.timing").joinpath("blind_check.json").read_text())
+    raw.pop("made_by")
+    return BlindCheck(**{**raw, "sets": tuple(raw["sets"]), "measured": tuple(raw["measured"])})

@@ -37,6 +37,7 @@ from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.basis import (
     AppleUnchecked,
     Basis,
+    BlindChecked,
     BorrowedFit,
     FamilyChecked,
     FamilyFactors,
@@ -45,7 +46,13 @@ from trainfit.timing.basis import (
     RooflineBasis,
     TimeNote,
 )
-from trainfit.timing.constants import Calibration, FamilyFit, calibration, family_fits
+from trainfit.timing.constants import (
+    Calibration,
+    FamilyFit,
+    blind_check,
+    calibration,
+    family_fits,
+)
 from trainfit.timing.families import OP_CLASSES, class_factors, matmul_efficiency, scale_of
 from trainfit.timing.host import step_host_costs
 from trainfit.timing.kernels import (
@@ -433,6 +440,24 @@ def _family_notes(device: Device, fit: FamilyFit | None) -> list[TimeNote]:
     return [AppleUnchecked()] if apple else []
 
 
+def _blind_notes(device: Device) -> list[TimeNote]:
+    """The shipped rules' blind check, on the GPU it was made on."""
+    check = blind_check()
+    if device.name != check.device or not check.sets:
+        return []
+    return [
+        BlindChecked(
+            device=device.display,
+            steps=check.steps,
+            sets=len(check.sets),
+            median_error=check.median_error,
+            worst_error=check.worst_error,
+            within_20_percent=check.within_20_percent,
+            measured=", ".join(check.measured),
+        )
+    ]
+
+
 def _basis(device: Device, cal: Calibration, fit: FamilyFit | None) -> RooflineBasis:
     """Where a modelled step time comes from."""
     family = None
@@ -475,6 +500,7 @@ def step_time(
     Device kernel times are multiplied by `device_time_factor`; None takes the device
     family's factors fitted on public measurements (families.json, timing.families), 1 where
     none; an explicit factor goes with `op_class_factors` (class -> factor) instead."""
+    shipped = cal is None and device_time_factor is None
     cal = cal or calibration()
     rates = Rates(device, spec, cal)
     kinds = [op.kind for op in costs.table]
@@ -511,6 +537,8 @@ def step_time(
     samples = spec.batch * spec.grad_accum
     per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
     notes = _family_notes(device, fit) + rates.borrowed_notes()
+    if shipped and not synced_loop:  # NB: the blind sets timed loops that never sync
+        notes += _blind_notes(device)
     return StepTime(
         device=device.name,
         micro_batch=spec.batch,

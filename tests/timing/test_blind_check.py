@@ -1,0 +1,74 @@
+"""The shipped step-time rules' blind check on the H100 (`timing/blind_check.json`): each H100
+step time says it, made from the committed predictions and timed runs, for these very rules."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from trainfit.hardware.catalog import get_device
+from trainfit.plan.time_words import time_note_text
+from trainfit.spec import TrainSpec
+from trainfit.timing.basis import BlindChecked
+from trainfit.timing.constants import blind_check, calibration
+from trainfit.timing.step import step_time
+from trainfit.trace.costs import OpCost, OpKind, StepCosts
+
+
+def _step() -> StepCosts:
+    table = (OpCost(OpKind.MEMORY, "fp32", 0, 1_000_000, 1, graph=True),)
+    return StepCosts(table=table, forward=(0,), backward=(0,), optimizer=())
+
+
+def _checks(**kwargs: object) -> list[BlindChecked]:
+    device = kwargs.pop("device", "h100")
+    step = step_time(_step(), TrainSpec(model="m"), get_device(str(device)), **kwargs)
+    return [n for n in step.notes if isinstance(n, BlindChecked)]
+
+
+def test_an_h100_step_time_says_how_the_rules_did_blind() -> None:
+    check = blind_check()
+    (note,) = _checks()
+    assert (note.steps, note.sets) == (check.steps, len(check.sets))
+    assert (note.median_error, note.worst_error) == (check.median_error, check.worst_error)
+    assert time_note_text(note) == (
+        f"NVIDIA H100 80GB SXM (HBM3) step times checked blind on {check.steps} training "
+        f"steps timed after they were predicted ({len(check.sets)} sets, "
+        f"{', '.join(check.measured)}): median error {check.median_error:.1%}, worst "
+        f"{check.worst_error:.1%}, {check.within_20_percent} of {check.steps} within 20%; "
+        "host-bound steps vary most between machines"
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"device": "a100-80gb"},  # another GPU: its family's public check instead
+        {"device": "h100-pcie"},  # another H100: not the card the sets were timed on
+        {"synced_loop": True},  # the sets timed loops that never synchronise
+        {"cal": calibration()},  # a calibration given by the caller
+        {"device_time_factor": 1.0},  # a factor given by the caller
+    ],
+)
+def test_no_blind_check_is_claimed_outside_what_was_checked(kwargs: dict[str, object]) -> None:
+    assert _checks(**kwargs) == []
+
+
+def test_the_file_is_the_committed_tables_pooled() -> None:
+    from benchmarks.steptime.checked import check_record
+
+    shipped = resources.files("trainfit.timing").joinpath("blind_check.json").read_text()
+    assert json.loads(shipped) == check_record(), (
+        "rerun PYTHONPATH=src:. python -m benchmarks.steptime.checked"
+    )
+
+
+@pytest.mark.slow
+def test_the_rules_of_this_tree_made_the_checked_predictions() -> None:
+    # NB: when the step-time rules change, the check is no longer theirs: `SETS` in
+    # benchmarks/steptime/checked.py starts again with the first set they predict
+    from benchmarks.steptime.checked import moved
+
+    assert moved() == []
