@@ -35,21 +35,18 @@ from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.optim import run_path
 from trainfit.spec import Precision, TrainSpec
 from trainfit.timing.basis import (
-    AppleUnchecked,
     Basis,
-    BlindChecked,
     BorrowedFit,
-    FamilyChecked,
     FamilyFactors,
     FittedKernel,
     MeasuredBasis,
     RooflineBasis,
     TimeNote,
 )
+from trainfit.timing.checks import blind_notes, family_notes
 from trainfit.timing.constants import (
     Calibration,
     FamilyFit,
-    blind_check,
     calibration,
     family_fits,
 )
@@ -427,37 +424,6 @@ def _op_times(
     }
 
 
-def _family_notes(device: Device, fit: FamilyFit | None) -> list[TimeNote]:
-    """What a step time on a device of a fitted family (or on an Apple GPU) can be trusted to."""
-    apple = device.kind is DeviceKind.MPS
-    if fit is not None and fit.heldout is not None:
-        rows, median, worst = fit.heldout
-        return [
-            FamilyChecked(
-                family=fit.family, rows=rows, median_error=median, worst_error=worst, apple=apple
-            )
-        ]
-    return [AppleUnchecked()] if apple else []
-
-
-def _blind_notes(device: Device) -> list[TimeNote]:
-    """The shipped rules' blind check, on the GPU it was made on."""
-    check = blind_check()
-    if device.name != check.device or not check.sets:
-        return []
-    return [
-        BlindChecked(
-            device=device.display,
-            steps=check.steps,
-            sets=len(check.sets),
-            median_error=check.median_error,
-            worst_error=check.worst_error,
-            within_20_percent=check.within_20_percent,
-            measured=", ".join(check.measured),
-        )
-    ]
-
-
 def _basis(device: Device, cal: Calibration, fit: FamilyFit | None) -> RooflineBasis:
     """Where a modelled step time comes from."""
     family = None
@@ -500,7 +466,7 @@ def step_time(
     Device kernel times are multiplied by `device_time_factor`; None takes the device
     family's factors fitted on public measurements (families.json, timing.families), 1 where
     none; an explicit factor goes with `op_class_factors` (class -> factor) instead."""
-    shipped = cal is None and device_time_factor is None
+    shipped = (cal is None or cal is calibration()) and device_time_factor is None
     cal = cal or calibration()
     rates = Rates(device, spec, cal)
     kinds = [op.kind for op in costs.table]
@@ -536,9 +502,8 @@ def step_time(
     compute, memory = clock.compute - begin.compute, clock.memory - begin.memory
     samples = spec.batch * spec.grad_accum
     per_micro = costs.flops(Phase.FORWARD) + costs.flops(Phase.BACKWARD)
-    notes = _family_notes(device, fit) + rates.borrowed_notes()
-    if shipped and not synced_loop:  # NB: the blind sets timed loops that never sync
-        notes += _blind_notes(device)
+    notes = family_notes(device, fit) + rates.borrowed_notes()
+    notes += blind_notes(device, bool(costs.backward), shipped, synced_loop)
     return StepTime(
         device=device.name,
         micro_batch=spec.batch,

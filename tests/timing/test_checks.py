@@ -3,6 +3,7 @@ step time says it, made from the committed predictions and timed runs, for these
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib import resources
 
@@ -48,12 +49,19 @@ def test_an_h100_step_time_says_how_the_rules_did_blind() -> None:
         {"device": "a100-80gb"},  # another GPU: its family's public check instead
         {"device": "h100-pcie"},  # another H100: not the card the sets were timed on
         {"synced_loop": True},  # the sets timed loops that never synchronise
-        {"cal": calibration()},  # a calibration given by the caller
+        {"cal": dataclasses.replace(calibration())},  # another calibration
         {"device_time_factor": 1.0},  # a factor given by the caller
     ],
 )
 def test_no_blind_check_is_claimed_outside_what_was_checked(kwargs: dict[str, object]) -> None:
     assert _checks(**kwargs) == []
+
+
+def test_a_forward_alone_claims_no_blind_check() -> None:
+    forward = dataclasses.replace(_step(), backward=())
+    step = step_time(forward, TrainSpec(model="m"), get_device("h100"), cal=calibration())
+    assert not any(isinstance(n, BlindChecked) for n in step.notes)
+    assert _checks(cal=calibration()) != []  # NB: the shipped calibration, given
 
 
 def test_the_file_is_the_committed_tables_pooled() -> None:

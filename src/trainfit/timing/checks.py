@@ -1,0 +1,43 @@
+"""What a modelled step time can be trusted to, as notes: its device family's check on held-out
+public measurements, an Apple GPU's lack of one, and the shipped rules' blind check on the GPU
+they were calibrated and timed on (`blind_check.json`, benchmarks/steptime/checked.py)."""
+
+from __future__ import annotations
+
+from trainfit.hardware.catalog import Device, DeviceKind
+from trainfit.timing.basis import AppleUnchecked, BlindChecked, FamilyChecked, TimeNote
+from trainfit.timing.constants import FamilyFit, blind_check
+
+
+def family_notes(device: Device, fit: FamilyFit | None) -> list[TimeNote]:
+    """What a step time on a device of a fitted family (or on an Apple GPU) can be trusted to."""
+    apple = device.kind is DeviceKind.MPS
+    if fit is not None and fit.heldout is not None:
+        rows, median, worst = fit.heldout
+        return [
+            FamilyChecked(
+                family=fit.family, rows=rows, median_error=median, worst_error=worst, apple=apple
+            )
+        ]
+    return [AppleUnchecked()] if apple else []
+
+
+def blind_notes(device: Device, training: bool, shipped: bool, synced: bool) -> list[TimeNote]:
+    """The shipped rules' blind check, where a step time is what it checked: a training step
+    (`training`: it has a backward) on the GPU the sets were timed on, modelled with the
+    shipped calibration and no given factor (`shipped`), as a loop that never syncs (not
+    `synced`)."""
+    check = blind_check()
+    if not training or not shipped or synced or device.name != check.device or not check.sets:
+        return []
+    return [
+        BlindChecked(
+            device=device.display,
+            steps=check.steps,
+            sets=len(check.sets),
+            median_error=check.median_error,
+            worst_error=check.worst_error,
+            within_20_percent=check.within_20_percent,
+            measured=", ".join(check.measured),
+        )
+    ]
