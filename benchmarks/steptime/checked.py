@@ -60,8 +60,8 @@ def check_record() -> dict[str, Any]:
         "device": DEVICE,
         "sets": list(SETS),
         "steps": len(pooled),
-        "median_error": round(statistics.median(pooled), 4),
-        "worst_error": round(max(pooled), 4),
+        "median_error": round(statistics.median(pooled), 4) if pooled else None,
+        "worst_error": round(max(pooled), 4) if pooled else None,
         "within_20_percent": sum(e <= 0.2 for e in pooled),
         "measured": sorted(set(dates)),
     }

@@ -12,8 +12,9 @@ import pytest
 from trainfit.hardware.catalog import get_device
 from trainfit.plan.time_words import time_note_text
 from trainfit.spec import TrainSpec
+from trainfit.timing import checks
 from trainfit.timing.basis import BlindChecked
-from trainfit.timing.constants import blind_check, calibration
+from trainfit.timing.constants import BlindCheck, blind_check, calibration
 from trainfit.timing.step import step_time
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 
@@ -62,6 +63,18 @@ def test_a_forward_alone_claims_no_blind_check() -> None:
     step = step_time(forward, TrainSpec(model="m"), get_device("h100"), cal=calibration())
     assert not any(isinstance(n, BlindChecked) for n in step.notes)
     assert _checks(cal=calibration()) != []  # NB: the shipped calibration, given
+
+
+def test_rules_not_yet_checked_claim_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.steptime import checked
+
+    monkeypatch.setattr(checked, "SETS", ())
+    record = checked.check_record()
+    assert (record["steps"], record["median_error"], record["sets"]) == (0, None, [])
+    record.pop("made_by")
+    empty = BlindCheck(**{**record, "sets": (), "measured": ()})
+    monkeypatch.setattr(checks, "blind_check", lambda: empty)
+    assert _checks() == []
 
 
 def test_the_file_is_the_committed_tables_pooled() -> None:

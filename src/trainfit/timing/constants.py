@@ -235,8 +235,9 @@ class BlindCheck:
     sets: tuple[str, ...]
     """The blind sets whose committed predictions these rules made (empty: none yet)."""
     steps: int
-    median_error: float
-    worst_error: float
+    median_error: float | None
+    worst_error: float | None
+    """Median and worst |predicted / measured - 1| (None: no set yet)."""
     within_20_percent: int
     measured: tuple[str, ...]
     """The dates the sets were timed."""
