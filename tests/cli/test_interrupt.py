@@ -204,8 +204,8 @@ def test_an_interrupt_still_waiting_when_the_block_ends_is_raised_there(tmp_path
 def test_an_interrupt_inside_a_string_exec_still_exits_130(tmp_path: Path) -> None:
     # NB: CPython marks a KeyboardInterrupt that ends an `exec` of source text as unhandled
     # even once caught, and a `python -m` process then kills itself with SIGINT (status -2)
-    # instead of exiting with its code; CI saw this once when Ctrl-C landed in a dataclass's
-    # generated code during a plan
+    # instead of exiting with its code; CI saw this once during a plan (a dataclass or
+    # namedtuple being made runs such an `exec`)
     (tmp_path / "interrupted_in_exec.py").write_text(
         "import sys\n"
         "from trainfit.cli.interrupt import report_interrupt\n"

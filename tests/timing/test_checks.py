@@ -11,11 +11,12 @@ import pytest
 
 from trainfit.hardware.catalog import get_device
 from trainfit.plan.time_words import time_note_text
+from trainfit.plan.times import over_gpus
 from trainfit.spec import TrainSpec
 from trainfit.timing import checks
 from trainfit.timing.basis import BlindChecked
 from trainfit.timing.constants import BlindCheck, blind_check, calibration
-from trainfit.timing.step import step_time
+from trainfit.timing.step import scaled, step_time
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 
 
@@ -36,12 +37,23 @@ def test_an_h100_step_time_says_how_the_rules_did_blind() -> None:
     assert (note.steps, note.sets) == (check.steps, len(check.sets))
     assert (note.median_error, note.worst_error) == (check.median_error, check.worst_error)
     assert time_note_text(note) == (
-        f"NVIDIA H100 80GB SXM (HBM3) step times checked blind on {check.steps} training "
-        f"steps timed after they were predicted ({len(check.sets)} sets, "
+        f"NVIDIA H100 80GB SXM (HBM3) step times checked blind on {check.steps} single-GPU "
+        f"training steps timed after they were predicted ({len(check.sets)} sets, "
         f"{', '.join(check.measured)}): median error {check.median_error:.1%}, worst "
-        f"{check.worst_error:.1%}, {check.within_20_percent} of {check.steps} within 20%; "
-        "host-bound steps vary most between machines"
+        f"{check.worst_error:+.1%}, {check.within_20_percent} of {check.steps} within 20%, "
+        f"{check.under} predicted too fast; host-bound steps vary most between machines"
     )
+    one = dataclasses.replace(note, steps=1, sets=1, within_20_percent=1, under=0)
+    assert "on 1 single-GPU training step timed after they were predicted (1 set, " in (
+        time_note_text(one)
+    )
+
+
+def test_a_time_that_is_no_longer_the_rules_one_gpu_prediction_claims_no_check() -> None:
+    step = step_time(_step(), TrainSpec(model="m"), get_device("h100"))
+    assert any(isinstance(n, BlindChecked) for n in step.notes)
+    for changed in (scaled(step, step, 0.5, "h100"), over_gpus(step, 8)):
+        assert not any(isinstance(n, BlindChecked) for n in changed.notes)
 
 
 @pytest.mark.parametrize(
@@ -52,6 +64,7 @@ def test_an_h100_step_time_says_how_the_rules_did_blind() -> None:
         {"synced_loop": True},  # the sets timed loops that never synchronise
         {"cal": dataclasses.replace(calibration())},  # another calibration
         {"device_time_factor": 1.0},  # a factor given by the caller
+        {"op_class_factors": {"memory": 1.0}},  # factors given by the caller
     ],
 )
 def test_no_blind_check_is_claimed_outside_what_was_checked(kwargs: dict[str, object]) -> None:

@@ -134,9 +134,9 @@ def report_interrupt() -> int:
 def forget_unhandled_interrupt() -> None:
     """Let the process exit with the code it chooses after catching a KeyboardInterrupt.
 
-    NB: when the interrupt is raised inside code run from source text (`exec` or `eval` of a
-    string: dataclasses and namedtuple make their methods so), CPython marks it unhandled even
-    once it is caught; a process started as `python -m trainfit` then ends by killing itself
-    with SIGINT (exit status -2) after its exit code is chosen. The mark is cleared at the start
-    of every such evaluation, so one empty evaluation clears it."""
+    NB: when the interrupt ends an evaluation of source text (`exec` or `eval` of a string:
+    dataclasses and namedtuple run one while a class is being made), CPython marks it
+    unhandled even once it is caught; a process started as `python -m trainfit` then ends by
+    killing itself with SIGINT (exit status -2) after its exit code is chosen. The mark is
+    cleared at the start of every such evaluation, so one empty evaluation clears it."""
     exec("None", {})

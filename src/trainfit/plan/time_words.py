@@ -125,11 +125,13 @@ def time_note_text(note: TimeNote) -> str:
             f"held-out public measurement{'s' if rows > 1 else ''}: {errors}"
         )
     if isinstance(note, BlindChecked):
+        steps, sets = _count(note.steps, "single-GPU training step"), _count(note.sets, "set")
         return (
-            f"{note.device} step times checked blind on {note.steps} training steps timed "
-            f"after they were predicted ({note.sets} sets, {note.measured}): median error "
-            f"{note.median_error:.1%}, worst {note.worst_error:.1%}, {note.within_20_percent} "
-            f"of {note.steps} within 20%; host-bound steps vary most between machines"
+            f"{note.device} step times checked blind on {steps} timed after they were "
+            f"predicted ({sets}, {note.measured}): median error {note.median_error:.1%}, "
+            f"worst {note.worst_error:+.1%}, "
+            f"{note.within_20_percent} of {note.steps} within 20%, {note.under} predicted too "
+            "fast; host-bound steps vary most between machines"
         )
     if isinstance(note, BorrowedFit):
         return borrowed_text(note)
@@ -158,6 +160,10 @@ def slow_half_text(slow: SlowHalfPrecision) -> str:
         f"{slow.dtype} on {slow.cpu} is emulated (none of the CPU flags {flags}): its "
         f"matmuls run about {slow.slowdown:.0f}x slower than fp32; train in fp32 here"
     )
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
 def step_time_dict(t: StepTime) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from trainfit.hardware.catalog import Device, DeviceKind, get_device
 from trainfit.plan.options import Plan
 from trainfit.plan.tiers import split
 from trainfit.spec import TrainSpec
+from trainfit.timing.checks import without_blind_check
 from trainfit.timing.missing import NoStepTime, NoTime, RateMissing, not_modelled
 from trainfit.timing.run import CostLine, RunSpec, Stage, recommend, run_estimate, run_time
 from trainfit.timing.step import StepTime, TimeLabel, scaled, step_time
@@ -76,6 +77,7 @@ def over_gpus(step: StepTime, gpus: int) -> StepTime:
         tokens_per_second=(
             None if step.tokens_per_second is None else step.tokens_per_second * gpus
         ),
+        notes=without_blind_check(step.notes),  # NB: the blind sets ran on one GPU
     )
 
 

@@ -95,9 +95,12 @@ class BlindChecked:
     sets: int
     """How many blind sets the steps came in (each timed on one machine, in one session)."""
     median_error: float
+    """Median |predicted / measured - 1|."""
     worst_error: float
-    """Median and worst |predicted / measured - 1|."""
+    """The error furthest from 0, signed (predicted / measured - 1: under 0, too fast)."""
     within_20_percent: int
+    under: int
+    """How many steps were predicted faster than they ran."""
     measured: str
     """The dates the sets were timed (ISO, comma-separated)."""
 

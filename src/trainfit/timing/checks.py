@@ -4,6 +4,8 @@ they were calibrated and timed on (`blind_check.json`, benchmarks/steptime/check
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from trainfit.hardware.catalog import Device, DeviceKind
 from trainfit.timing.basis import AppleUnchecked, BlindChecked, FamilyChecked, TimeNote
 from trainfit.timing.constants import FamilyFit, blind_check
@@ -40,6 +42,13 @@ def blind_notes(device: Device, training: bool, shipped: bool, synced: bool) -> 
             median_error=check.median_error,
             worst_error=check.worst_error,
             within_20_percent=check.within_20_percent,
+            under=check.under,
             measured=", ".join(check.measured),
         )
     ]
+
+
+def without_blind_check(notes: Iterable[TimeNote]) -> tuple[TimeNote, ...]:
+    """`notes` less the blind check: for a time that is no longer the rules' own one-GPU
+    prediction (scaled by a measured step, or a data-parallel step's throughput)."""
+    return tuple(n for n in notes if not isinstance(n, BlindChecked))

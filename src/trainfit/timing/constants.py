@@ -236,9 +236,12 @@ class BlindCheck:
     """The blind sets whose committed predictions these rules made (empty: none yet)."""
     steps: int
     median_error: float | None
+    """Median |predicted / measured - 1| (None: no set yet)."""
     worst_error: float | None
-    """Median and worst |predicted / measured - 1| (None: no set yet)."""
+    """The error furthest from 0, signed (None: no set yet)."""
     within_20_percent: int
+    under: int
+    """How many steps were predicted faster than they ran."""
     measured: tuple[str, ...]
     """The dates the sets were timed."""
 

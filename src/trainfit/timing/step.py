@@ -43,7 +43,7 @@ from trainfit.timing.basis import (
     RooflineBasis,
     TimeNote,
 )
-from trainfit.timing.checks import blind_notes, family_notes
+from trainfit.timing.checks import blind_notes, family_notes, without_blind_check
 from trainfit.timing.constants import (
     Calibration,
     FamilyFit,
@@ -467,6 +467,7 @@ def step_time(
     family's factors fitted on public measurements (families.json, timing.families), 1 where
     none; an explicit factor goes with `op_class_factors` (class -> factor) instead."""
     shipped = (cal is None or cal is calibration()) and device_time_factor is None
+    shipped = shipped and op_class_factors is None
     cal = cal or calibration()
     rates = Rates(device, spec, cal)
     kinds = [op.kind for op in costs.table]
@@ -549,6 +550,7 @@ def scaled(modelled: StepTime, reference: StepTime, measured_seconds: float, on:
         samples_per_second=samples,
         tokens_per_second=tokens,
         label=TimeLabel.MEASURED if same else TimeLabel.CALIBRATED,
+        notes=without_blind_check(modelled.notes),
         basis=MeasuredBasis(
             seconds=measured_seconds,
             on=on,
