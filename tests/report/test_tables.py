@@ -3,6 +3,7 @@ without cutting a word, stacked row by row where it does not; never a word cut (
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -13,6 +14,7 @@ from trainfit import estimate
 from trainfit.hardware.catalog import devices
 from trainfit.plan.options import Plan
 from trainfit.plan.search import plan
+from trainfit.plan.time_words import time_note_text
 from trainfit.report.catalog import devices_table
 from trainfit.report.plan import plan_renderable
 from trainfit.report.tables import FitTable
@@ -102,3 +104,15 @@ def test_the_estimate_and_the_catalog_fit(width: int) -> None:
         text = _render(renderable, width)
         assert "…" not in text
         assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+
+
+def test_the_plan_says_what_each_step_time_can_be_trusted_to(timed_plan: Plan) -> None:
+    text = " ".join(_render(plan_renderable(timed_plan), 400).split())
+    for d in timed_plan.devices:
+        assert d.step_time is not None and d.step_time.notes, d.device
+        for note in d.step_time.notes:
+            assert text.count(f"{d.device}: {time_note_text(note)}") == 1, (d.device, text)
+    assert "checked blind" in text
+    # NB: a run over several GPUs times a data-parallel step, which no blind set ran
+    over_8 = dataclasses.replace(timed_plan, run=dataclasses.replace(timed_plan.run, gpus=8))
+    assert "checked blind" not in _render(plan_renderable(over_8), 400)
