@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from trainfit.hardware.catalog import get_device
 from trainfit.hardware.cpu_features import HalfSupport
-from trainfit.plan.time_words import basis_text, no_time_text, time_note_text
+from trainfit.plan.time_words import basis_text, no_time_text, notes_by_device, time_note_text
+from trainfit.spec import TrainSpec
 from trainfit.timing.basis import (
     AppleUnchecked,
     BorrowedFit,
@@ -25,6 +27,8 @@ from trainfit.timing.missing import (
     NoTime,
     UnreadCpu,
 )
+from trainfit.timing.step import step_time
+from trainfit.trace.costs import OpCost, OpKind, StepCosts
 
 _ROOFLINE = RooflineBasis(
     device="GPU X",
@@ -185,3 +189,15 @@ def test_a_borrowed_fit_names_the_kernels_both_precisions_and_the_calibration() 
         "tf32 attention kernels timed with the bf16 efficiency measured on the Z at the tf32 "
         "peak rate: the calibration has no tf32 one"
     )
+
+
+def test_each_step_time_note_is_said_once_with_its_devices() -> None:
+    table = (OpCost(OpKind.MEMORY, "fp32", 0, 1_000_000, 1, graph=True),)
+    costs = StepCosts(table=table, forward=(0,), backward=(0,), optimizer=())
+    spec = TrainSpec(model="m")
+    steps = [(name, step_time(costs, spec, get_device(name))) for name in ("h100", "a100-80gb")]
+    steps += [("a100-40gb", step_time(costs, spec, get_device("a100-40gb"))), ("t4", None)]
+    lines = notes_by_device(steps)
+    assert [line.split(": ", 1)[0] for line in lines] == ["h100", "a100-80gb, a100-40gb"]
+    assert "checked blind" in lines[0] and "held-out public" in lines[1]
+    assert notes_by_device(steps, one_gpu=False) == lines[1:]

@@ -4,6 +4,7 @@ sentences, for the plan's words, the estimate's JSON and the reports."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from trainfit.hardware.cpu_features import CONVERTING_FLAGS, HalfSupport
@@ -20,6 +21,7 @@ from trainfit.timing.basis import (
     SlowHalfPrecision,
     TimeNote,
 )
+from trainfit.timing.checks import without_blind_check
 from trainfit.timing.missing import NoStepTime, NoTime, rate_lack_text
 from trainfit.timing.step import StepTime
 
@@ -160,6 +162,21 @@ def slow_half_text(slow: SlowHalfPrecision) -> str:
         f"{slow.dtype} on {slow.cpu} is emulated (none of the CPU flags {flags}): its "
         f"matmuls run about {slow.slowdown:.0f}x slower than fp32; train in fp32 here"
     )
+
+
+def notes_by_device(
+    steps: Iterable[tuple[str, StepTime | None]], one_gpu: bool = True
+) -> list[str]:
+    """Each note of the devices' step times once, after the devices it is of ("h100,
+    a100-80gb: ..."); without `one_gpu` (a data-parallel step over several GPUs) the one-GPU
+    blind check is left out."""
+    devices: dict[str, list[str]] = {}
+    for device, step in steps:
+        if step is not None:
+            notes = step.notes if one_gpu else without_blind_check(step.notes)
+            for note in notes:
+                devices.setdefault(time_note_text(note), []).append(device)
+    return [f"{', '.join(names)}: {text}" for text, names in devices.items()]
 
 
 def _count(n: int, thing: str) -> str:

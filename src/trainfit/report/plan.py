@@ -13,7 +13,7 @@ from trainfit.hardware.units import GIB
 from trainfit.models.live_names import model_label
 from trainfit.plan.cost_words import recommendation_text
 from trainfit.plan.options import DevicePlan, Plan, Verdict
-from trainfit.plan.time_words import time_note_text
+from trainfit.plan.time_words import notes_by_device
 from trainfit.plan.words import (
     changes_text,
     input_text,
@@ -25,7 +25,6 @@ from trainfit.plan.words import (
 )
 from trainfit.report.model import lora_text
 from trainfit.report.tables import FitTable
-from trainfit.timing.checks import without_blind_check
 from trainfit.timing.run import RunSpec
 
 _STYLE = {
@@ -47,7 +46,8 @@ def plan_renderable(plan: Plan) -> Group:
     notes = [f"{d.device}: {time_text(d)}" for d in plan.devices if d.no_time]
     if notes:
         parts.append(Text("\n".join(notes) + "\n", style="yellow"))
-    trust = _time_notes(plan)
+    one_gpu = plan.run is None or plan.run.gpus == 1  # NB: else a data-parallel step
+    trust = notes_by_device(((d.device, d.step_time) for d in plan.devices), one_gpu)
     if trust:
         parts.append(Text("\n".join(trust) + "\n", style="dim"))
     if any(d.tiers for d in plan.devices):
@@ -55,19 +55,6 @@ def plan_renderable(plan: Plan) -> Group:
     if plan.ladder:
         parts.append(_ladder(plan))
     return Group(*parts)
-
-
-def _time_notes(plan: Plan) -> list[str]:
-    """What the devices' step times can be trusted to, each note once with its devices (a
-    run over several GPUs times a data-parallel step: no one-GPU blind check for it)."""
-    several = plan.run is not None and plan.run.gpus > 1
-    devices: dict[str, list[str]] = {}
-    for d in plan.devices:
-        if d.step_time is not None:
-            notes = d.step_time.notes
-            for note in without_blind_check(notes) if several else notes:
-                devices.setdefault(time_note_text(note), []).append(d.device)
-    return [f"{', '.join(names)}: {text}" for text, names in devices.items()]
 
 
 def _head(plan: Plan) -> Text:

@@ -17,7 +17,7 @@ from trainfit.distributed.search import DistributedPlan
 from trainfit.distributed.strategy import Offload
 from trainfit.plan.cost_words import cost_notes_text
 from trainfit.plan.options import DevicePlan, Setting
-from trainfit.plan.time_words import basis_text
+from trainfit.plan.time_words import basis_text, notes_by_device
 from trainfit.plan.words import (
     changes_text,
     multi_gpu_text,
@@ -252,6 +252,10 @@ def _times(stage: StageSection, h: int, names: dict[str, str]) -> list[Block]:
     out += [_p(n) for n in notes]
     basis = sorted({basis_text(d.step_time.basis) for d in stage.plan.devices if d.step_time})
     out += [_p(f"Basis: {b}.") for b in basis]
+    # NB: the table's steps are one GPU's
+    out += [
+        _p(f"{n}.") for n in notes_by_device((d.device, d.step_time) for d in stage.plan.devices)
+    ]
     if "time" in names:
         out.append(
             Block(kind="image", text="run hours and cost per device", links=(("", names["time"]),))
