@@ -53,9 +53,25 @@ def errors(blind_set: str) -> dict[str, float]:
     }
 
 
+def sizes() -> list[tuple[int, int]]:
+    """Each step of `SETS`: its model's parameters and how many of them it trains (counted by
+    trainfit, a DPO reference included in the first)."""
+    from benchmarks.steptime.cases import case_set
+    from benchmarks.steptime.predict import spec_kwargs
+    from trainfit.memory.states import parameter_counts
+    from trainfit.spec import TrainSpec
+
+    out = []
+    for s in SETS:
+        cases = case_set(s)
+        out += [parameter_counts(TrainSpec(**spec_kwargs(name, cases))) for name in errors(s)]
+    return out
+
+
 def check_record() -> dict[str, Any]:
     """The pooled check of `SETS`, as `blind_check.json` holds it."""
     signed = [e for s in SETS for e in errors(s).values()]
+    counted = sizes()
     pooled = [abs(e) for e in signed]
     dates = []
     for s in SETS:
@@ -70,6 +86,8 @@ def check_record() -> dict[str, Any]:
         "worst_error": round(max(signed, key=abs), 4) if pooled else None,
         "within_20_percent": sum(e <= 0.2 for e in pooled),
         "under": sum(e < 0 for e in signed),
+        "largest_parameters": max((total for total, _ in counted), default=0),
+        "largest_trained": max((trained for _, trained in counted), default=0),
         "measured": sorted(set(dates)),
     }
 

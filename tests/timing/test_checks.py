@@ -38,15 +38,16 @@ def test_an_h100_step_time_says_how_the_rules_did_blind() -> None:
     assert (note.median_error, note.worst_error) == (check.median_error, check.worst_error)
     assert time_note_text(note) == (
         f"NVIDIA H100 80GB SXM (HBM3) step times checked blind on {check.steps} single-GPU "
-        f"training steps timed after they were predicted ({len(check.sets)} sets, "
+        f"training steps (models up to {check.largest_parameters / 1e9:.1f}B parameters, up to "
+        f"{check.largest_trained / 1e6:.0f}M trained) timed after they were predicted "
+        f"({len(check.sets)} sets, "
         f"{', '.join(check.measured)}): median error {check.median_error:.1%}, worst "
         f"{check.worst_error:+.1%}, {check.within_20_percent} of {check.steps} within 20%, "
         f"{check.under} predicted too fast; host-bound steps vary most between machines"
     )
     one = dataclasses.replace(note, steps=1, sets=1, within_20_percent=1, under=0)
-    assert "on 1 single-GPU training step timed after they were predicted (1 set, " in (
-        time_note_text(one)
-    )
+    assert "on 1 single-GPU training step (models up to " in time_note_text(one)
+    assert "timed after they were predicted (1 set, " in time_note_text(one)
 
 
 def test_a_time_that_is_no_longer_the_rules_one_gpu_prediction_claims_no_check() -> None:
@@ -84,6 +85,7 @@ def test_rules_not_yet_checked_claim_nothing(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(checked, "SETS", ())
     record = checked.check_record()
     assert (record["steps"], record["median_error"], record["sets"]) == (0, None, [])
+    assert (record["largest_parameters"], record["largest_trained"]) == (0, 0)
     record.pop("made_by")
     empty = BlindCheck(**{**record, "sets": (), "measured": ()})
     monkeypatch.setattr(checks, "blind_check", lambda: empty)

@@ -128,9 +128,13 @@ def time_note_text(note: TimeNote) -> str:
         )
     if isinstance(note, BlindChecked):
         steps, sets = _count(note.steps, "single-GPU training step"), _count(note.sets, "set")
+        sizes = (
+            f"models up to {_parameters(note.largest_parameters)} parameters, up to "
+            f"{_parameters(note.largest_trained)} trained"
+        )
         return (
-            f"{note.device} step times checked blind on {steps} timed after they were "
-            f"predicted ({sets}, {note.measured}): median error {note.median_error:.1%}, "
+            f"{note.device} step times checked blind on {steps} ({sizes}) timed after they "
+            f"were predicted ({sets}, {note.measured}): median error {note.median_error:.1%}, "
             f"worst {note.worst_error:+.1%}, "
             f"{note.within_20_percent} of {note.steps} within 20%, {note.under} predicted too "
             "fast; host-bound steps vary most between machines"
@@ -177,6 +181,10 @@ def notes_by_device(
             for note in notes:
                 devices.setdefault(time_note_text(note), []).append(device)
     return [f"{', '.join(names)}: {text}" for text, names in devices.items()]
+
+
+def _parameters(n: int) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
 
 
 def _count(n: int, thing: str) -> str:

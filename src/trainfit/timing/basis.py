@@ -101,6 +101,10 @@ class BlindChecked:
     within_20_percent: int
     under: int
     """How many steps were predicted faster than they ran."""
+    largest_parameters: int
+    """The most parameters of a checked step's model."""
+    largest_trained: int
+    """The most parameters a checked step trains."""
     measured: str
     """The dates the sets were timed (ISO, comma-separated)."""
 

@@ -43,6 +43,8 @@ def blind_notes(device: Device, training: bool, shipped: bool, synced: bool) -> 
             worst_error=check.worst_error,
             within_20_percent=check.within_20_percent,
             under=check.under,
+            largest_parameters=check.largest_parameters,
+            largest_trained=check.largest_trained,
             measured=", ".join(check.measured),
         )
     ]

@@ -242,6 +242,10 @@ class BlindCheck:
     within_20_percent: int
     under: int
     """How many steps were predicted faster than they ran."""
+    largest_parameters: int
+    """The most parameters of a checked step's model (a DPO reference's included)."""
+    largest_trained: int
+    """The most parameters a checked step trains."""
     measured: tuple[str, ...]
     """The dates the sets were timed."""
 
