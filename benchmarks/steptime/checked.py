@@ -38,11 +38,15 @@ the same rules' (`--rules`)."""
 OUT = Path(__file__).parents[2] / "src" / "trainfit" / "timing" / "blind_check.json"
 
 
+def _record(blind_set: str) -> dict[str, Any]:
+    """The timed runs of `blind_set` (`results/<set>_raw/machine1.json`)."""
+    return json.loads((RESULTS / f"{blind_set}_raw" / "machine1.json").read_text())
+
+
 def errors(blind_set: str) -> dict[str, float]:
     """Each step of `blind_set`: committed prediction over the median of its runs, minus 1."""
-    record = json.loads((RESULTS / f"{blind_set}_raw" / "machine1.json").read_text())
     committed = json.loads(PREDICTION_FILES[blind_set].read_text())["cases"]
-    timed = loop_runs(record)
+    timed = loop_runs(_record(blind_set))
     if set(timed) != set(committed):  # NB: a step that failed when timed is not dropped unsaid
         raise SystemExit(
             f"{blind_set}: predicted and timed steps differ: {set(committed) ^ set(timed)}"
@@ -53,30 +57,28 @@ def errors(blind_set: str) -> dict[str, float]:
     }
 
 
-def sizes() -> list[tuple[int, int]]:
-    """Each step of `SETS`: its model's parameters and how many of them it trains (counted by
-    trainfit, a DPO reference included in the first)."""
+def sizes(steps: dict[str, list[str]]) -> list[tuple[int, int]]:
+    """Each step (blind set -> its step names): its model's parameters and how many of them
+    it trains (counted by trainfit, a DPO reference included in the first)."""
     from benchmarks.steptime.cases import case_set
     from benchmarks.steptime.predict import spec_kwargs
     from trainfit.memory.states import parameter_counts
     from trainfit.spec import TrainSpec
 
     out = []
-    for s in SETS:
+    for s, names in steps.items():
         cases = case_set(s)
-        out += [parameter_counts(TrainSpec(**spec_kwargs(name, cases))) for name in errors(s)]
+        out += [parameter_counts(TrainSpec(**spec_kwargs(name, cases))) for name in names]
     return out
 
 
 def check_record() -> dict[str, Any]:
     """The pooled check of `SETS`, as `blind_check.json` holds it."""
-    signed = [e for s in SETS for e in errors(s).values()]
-    counted = sizes()
+    by_set = {s: errors(s) for s in SETS}
+    signed = [e for found in by_set.values() for e in found.values()]
+    counted = sizes({s: list(found) for s, found in by_set.items()})
     pooled = [abs(e) for e in signed]
-    dates = []
-    for s in SETS:
-        record = json.loads((RESULTS / f"{s}_raw" / "machine1.json").read_text())
-        dates.append(record["environment"]["date"][:10])
+    dates = {_record(s)["environment"]["date"][:10] for s in SETS}
     return {
         "made_by": "benchmarks/steptime/checked.py",
         "device": DEVICE,
@@ -88,7 +90,7 @@ def check_record() -> dict[str, Any]:
         "under": sum(e < 0 for e in signed),
         "largest_parameters": max((total for total, _ in counted), default=0),
         "largest_trained": max((trained for _, trained in counted), default=0),
-        "measured": sorted(set(dates)),
+        "measured": sorted(dates),
     }
 
 

@@ -14,8 +14,8 @@ from trainfit.plan.time_words import time_note_text
 from trainfit.plan.times import over_gpus
 from trainfit.spec import TrainSpec
 from trainfit.timing import checks
-from trainfit.timing.basis import BlindChecked
-from trainfit.timing.constants import BlindCheck, blind_check, calibration
+from trainfit.timing.basis import BlindCheck, BlindChecked
+from trainfit.timing.constants import blind_check, calibration
 from trainfit.timing.step import scaled, step_time
 from trainfit.trace.costs import OpCost, OpKind, StepCosts
 
@@ -34,8 +34,7 @@ def _checks(**kwargs: object) -> list[BlindChecked]:
 def test_an_h100_step_time_says_how_the_rules_did_blind() -> None:
     check = blind_check()
     (note,) = _checks()
-    assert (note.steps, note.sets) == (check.steps, len(check.sets))
-    assert (note.median_error, note.worst_error) == (check.median_error, check.worst_error)
+    assert (note.device, note.check) == ("NVIDIA H100 80GB SXM (HBM3)", check)
     assert time_note_text(note) == (
         f"NVIDIA H100 80GB SXM (HBM3) step times checked blind on {check.steps} single-GPU "
         f"training steps (models up to {check.largest_parameters / 1e9:.1f}B parameters, up to "
@@ -45,7 +44,10 @@ def test_an_h100_step_time_says_how_the_rules_did_blind() -> None:
         f"{check.worst_error:+.1%}, {check.within_20_percent} of {check.steps} within 20%, "
         f"{check.under} predicted too fast; host-bound steps vary most between machines"
     )
-    one = dataclasses.replace(note, steps=1, sets=1, within_20_percent=1, under=0)
+    one = dataclasses.replace(
+        note,
+        check=dataclasses.replace(check, steps=1, sets=("x",), within_20_percent=1, under=0),
+    )
     assert "on 1 single-GPU training step (models up to " in time_note_text(one)
     assert "timed after they were predicted (1 set, " in time_note_text(one)
 

@@ -127,17 +127,18 @@ def time_note_text(note: TimeNote) -> str:
             f"held-out public measurement{'s' if rows > 1 else ''}: {errors}"
         )
     if isinstance(note, BlindChecked):
-        steps, sets = _count(note.steps, "single-GPU training step"), _count(note.sets, "set")
+        check = note.check
+        steps = _count(check.steps, "single-GPU training step")
         sizes = (
-            f"models up to {_parameters(note.largest_parameters)} parameters, up to "
-            f"{_parameters(note.largest_trained)} trained"
+            f"models up to {_parameters(check.largest_parameters)} parameters, up to "
+            f"{_parameters(check.largest_trained)} trained"
         )
         return (
             f"{note.device} step times checked blind on {steps} ({sizes}) timed after they "
-            f"were predicted ({sets}, {note.measured}): median error {note.median_error:.1%}, "
-            f"worst {note.worst_error:+.1%}, "
-            f"{note.within_20_percent} of {note.steps} within 20%, {note.under} predicted too "
-            "fast; host-bound steps vary most between machines"
+            f"were predicted ({_count(len(check.sets), 'set')}, {', '.join(check.measured)}): "
+            f"median error {check.median_error:.1%}, worst {check.worst_error:+.1%}, "
+            f"{check.within_20_percent} of {check.steps} within 20%, {check.under} predicted "
+            "too fast; host-bound steps vary most between machines"
         )
     if isinstance(note, BorrowedFit):
         return borrowed_text(note)

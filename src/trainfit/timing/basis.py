@@ -85,28 +85,38 @@ class FamilyChecked:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class BlindChecked:
-    """Step times of this GPU (the calibration's model) checked blind: steps predicted by these
-    rules, committed, then timed on the GPU (`timing/blind_check.json`)."""
+class BlindCheck:
+    """The step-time rules' blind check on one GPU (`blind_check.json`, made by
+    benchmarks/steptime/checked.py from the committed predictions and timed runs)."""
 
     device: str
-    """The GPU's display name."""
+    """The catalog row of the GPU the steps were timed on."""
+    sets: tuple[str, ...]
+    """The blind sets whose committed predictions these rules made (empty: none yet)."""
     steps: int
-    sets: int
-    """How many blind sets the steps came in (each timed on one machine, in one session)."""
-    median_error: float
-    """Median |predicted / measured - 1|."""
-    worst_error: float
-    """The error furthest from 0, signed (predicted / measured - 1: under 0, too fast)."""
+    median_error: float | None
+    """Median |predicted / measured - 1| (None: no set yet)."""
+    worst_error: float | None
+    """The error furthest from 0, signed (None: no set yet)."""
     within_20_percent: int
     under: int
     """How many steps were predicted faster than they ran."""
     largest_parameters: int
-    """The most parameters of a checked step's model."""
+    """The most parameters of a checked step's model (a DPO reference's included)."""
     largest_trained: int
     """The most parameters a checked step trains."""
-    measured: str
-    """The dates the sets were timed (ISO, comma-separated)."""
+    measured: tuple[str, ...]
+    """The dates the sets were timed."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BlindChecked:
+    """Step times of this GPU (the calibration's model) checked blind: steps predicted by these
+    rules, committed, then timed on the GPU (`check`, with at least one set)."""
+
+    device: str
+    """The GPU's display name."""
+    check: BlindCheck
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -34,20 +34,7 @@ def blind_notes(device: Device, training: bool, shipped: bool, synced: bool) -> 
         return []
     if check.median_error is None or check.worst_error is None:  # NB: no set of these rules yet
         return []
-    return [
-        BlindChecked(
-            device=device.display,
-            steps=check.steps,
-            sets=len(check.sets),
-            median_error=check.median_error,
-            worst_error=check.worst_error,
-            within_20_percent=check.within_20_percent,
-            under=check.under,
-            largest_parameters=check.largest_parameters,
-            largest_trained=check.largest_trained,
-            measured=", ".join(check.measured),
-        )
-    ]
+    return [BlindChecked(device=device.display, check=check)]
 
 
 def without_blind_check(notes: Iterable[TimeNote]) -> tuple[TimeNote, ...]:

@@ -16,6 +16,7 @@ from typing import Any
 from trainfit.errors import TrainfitError
 from trainfit.optim import optimizer_entry
 from trainfit.spec import OptimizerPath, Precision, TrainSpec
+from trainfit.timing.basis import BlindCheck
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -223,31 +224,6 @@ def family_fits() -> dict[str, FamilyFit]:
         )
         out.update({device: fit for device in family["devices"]})
     return out
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BlindCheck:
-    """The step-time rules' blind check on one GPU (`blind_check.json`, made by
-    benchmarks/steptime/checked.py from the committed predictions and timed runs)."""
-
-    device: str
-    """The catalog row of the GPU the steps were timed on."""
-    sets: tuple[str, ...]
-    """The blind sets whose committed predictions these rules made (empty: none yet)."""
-    steps: int
-    median_error: float | None
-    """Median |predicted / measured - 1| (None: no set yet)."""
-    worst_error: float | None
-    """The error furthest from 0, signed (None: no set yet)."""
-    within_20_percent: int
-    under: int
-    """How many steps were predicted faster than they ran."""
-    largest_parameters: int
-    """The most parameters of a checked step's model (a DPO reference's included)."""
-    largest_trained: int
-    """The most parameters a checked step trains."""
-    measured: tuple[str, ...]
-    """The dates the sets were timed."""
 
 
 @cache

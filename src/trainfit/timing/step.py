@@ -466,8 +466,8 @@ def step_time(
     Device kernel times are multiplied by `device_time_factor`; None takes the device
     family's factors fitted on public measurements (families.json, timing.families), 1 where
     none; an explicit factor goes with `op_class_factors` (class -> factor) instead."""
-    shipped = (cal is None or cal is calibration()) and device_time_factor is None
-    shipped = shipped and op_class_factors is None
+    given = (device_time_factor, op_class_factors)
+    shipped = (cal is None or cal is calibration()) and given == (None, None)
     cal = cal or calibration()
     rates = Rates(device, spec, cal)
     kinds = [op.kind for op in costs.table]
